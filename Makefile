@@ -1,0 +1,52 @@
+# idleshare — everything a newcomer needs starts here: `make demo`, `make test`.
+SHELL := /bin/bash
+export PATH := $(HOME)/.local/bin:$(PATH)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export KUEUE_CRDS_DIR ?= $(abspath ../shared/kueue/crds)
+export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
+UV ?= uv
+RUN := $(UV) run --frozen
+PYTEST_WORKERS ?= 2
+
+.PHONY: help bootstrap sync npm demo plan test lint unit kube integration infra synth bench clean
+
+help:
+	@echo "make demo   - the main job, local, no AWS account"
+	@echo "make test   - lint + every test suite (what CI runs)"
+	@echo "make bench  - benchmarks (ratios against floors measured in the same run)"
+
+# uv from PyPI when the machine has none (installs in seconds).
+bootstrap:
+	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
+
+sync: bootstrap
+	@$(UV) sync --frozen --quiet
+
+npm:
+	@if [ -f package-lock.json ] && { [ ! -f node_modules/amplify-dynamodb-simulator/emulator/DynamoDBLocal.jar ] || [ ! -x node_modules/.bin/cdk ]; }; then npm ci --no-audit --no-fund --loglevel=error; fi
+
+demo: sync
+	$(RUN) idleshare plan --nodes events/examples/nodes.json --quotas events/examples/quotas.json \
+		--scheduler-config events/examples/scheduler-config.json --format table
+
+lint: sync
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+	$(RUN) mypy
+	$(RUN) lint-imports
+
+unit: sync
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/bench
+
+integration: sync npm
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/integration
+
+# One pytest run for every suite (one closing line for CI to read).
+test: lint npm
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/bench tests/integration
+
+bench: sync
+	$(RUN) python tests/bench/bench_plan.py
+
+clean:
+	rm -rf .build cdk.out .pytest_cache .mypy_cache .ruff_cache

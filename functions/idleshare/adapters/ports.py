@@ -1,0 +1,91 @@
+"""What the handlers need from the outside world; adapters implement these, tests fake them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRecord:
+    """A governed cluster: idleshare's id <-> EKS cluster name <-> HyperPod cluster ARN."""
+
+    cluster_id: str
+    eks_cluster_name: str
+    hyperpod_cluster_arn: str | None = None
+    namespace_prefix: str = "hyperpod-ns-"
+    cohort_name: str = "shared-pool"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQuota:
+    """A compute quota as stored: the SageMaker Describe shape (PascalCase dict) and its version."""
+
+    name: str
+    version: int
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRecord:
+    """The current pool item of a cluster."""
+
+    cluster_id: str
+    generation: int
+    digest: str  # hash of the desired state; equal digests -> nothing changed
+    pool: dict[str, Any]  # idleshare.edge.present.result_json(result) without manifests
+    computed_at: str
+    apply_status: str = "Pending"  # Pending | Applied | Failed
+    apply_message: str = ""
+    read_failure: str = ""  # last failure to observe the cluster, "" when the last read worked
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    def get_cluster(self, cluster_id: str) -> ClusterRecord | None: ...
+    def find_cluster(
+        self, *, eks_cluster_name: str | None = None, hyperpod_arn: str | None = None
+    ) -> ClusterRecord | None: ...
+    def list_clusters(self) -> list[ClusterRecord]: ...
+    def put_cluster(self, cluster: ClusterRecord) -> None: ...
+
+    def list_quotas(self, cluster_id: str) -> list[StoredQuota]: ...
+    def get_scheduler_config(self, cluster_id: str) -> StoredQuota | None: ...
+
+    def get_pool(self, cluster_id: str) -> PoolRecord | None: ...
+    def put_pool(self, record: PoolRecord, expected_generation: int) -> None:
+        """Write generation N+1 only if the stored generation is still N (0 = none yet), with an
+        append-only history item carrying a TTL. Raises ConflictError when it lost the race."""
+        ...
+
+    def record_apply(self, cluster_id: str, generation: int, status: str, message: str = "") -> None: ...
+    def record_read_failure(self, cluster_id: str, message: str) -> None: ...
+
+
+class KubeCluster(Protocol):
+    def list_nodes(self, page_size: int = 500) -> Iterator[dict[str, Any]]:
+        """Every Node object (dict), read page by page with limit/continue."""
+        ...
+
+    def list_managed(self) -> list[dict[str, Any]]:
+        """Every object idleshare manages (by label), of the kinds it writes."""
+        ...
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        """Server-side apply with idleshare's field manager (force)."""
+        ...
+
+    def ensure_namespace(self, obj: dict[str, Any]) -> bool:
+        """Create the namespace if missing; True when created."""
+        ...
+
+    def delete(self, obj: dict[str, Any]) -> None: ...
+
+
+class EventPublisher(Protocol):
+    def publish(self, detail_type: str, detail: dict[str, Any], resources: Iterable[str] = ()) -> None: ...
+
+
+class RecomputeQueue(Protocol):
+    def enqueue(self, cluster_id: str, reason: str, dedup_window_seconds: int = 10) -> str: ...

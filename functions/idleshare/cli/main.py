@@ -1,0 +1,83 @@
+"""The `idleshare` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, Settings
+from idleshare.edge.errors import InputError
+
+EXIT_INPUT = 2
+
+
+class UsageError(Exception):
+    """A bad argument or an unreadable file: exit 2 with one line naming it."""
+
+
+def _read(path: str, flag: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from idleshare.cli.plan import plan
+    from idleshare.edge.present import result_json, result_tables
+
+    settings = Settings(
+        tolerated_taint_keys=frozenset(args.tolerate) if args.tolerate else DEFAULT_TOLERATED_TAINT_KEYS,
+        cohort_name=args.cohort_name,
+        namespace_prefix=args.namespace_prefix,
+    )
+    result, manifests = plan(
+        _read(args.nodes, "--nodes"),
+        _read(args.quotas, "--quotas"),
+        _read(args.scheduler_config, "--scheduler-config") if args.scheduler_config else None,
+        settings=settings,
+        sources=(args.nodes, args.quotas, args.scheduler_config or "scheduler-config"),
+    )
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json":
+        json.dump(result_json(result, manifests), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(result_tables(result))
+        print(f"\n{len(manifests)} Kueue/v1 objects (see --format json)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="idleshare", description="Share idle GPU capacity through Kueue.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("plan", help="compute the lendable pool and the Kueue objects from files")
+    p.add_argument("--nodes", required=True, metavar="NODES.json", help="`kubectl get nodes -o json` output")
+    p.add_argument("--quotas", required=True, metavar="QUOTAS.json", help="SageMaker compute quotas (JSON array)")
+    p.add_argument("--scheduler-config", metavar="SC.json", help="SageMaker SchedulerConfig")
+    p.add_argument("--format", choices=["json", "table"], help="default: table on a terminal, else json")
+    p.add_argument("--tolerate", action="append", metavar="TAINT_KEY", help="tolerated taint key (repeatable)")
+    p.add_argument("--cohort-name", default="shared-pool")
+    p.add_argument("--namespace-prefix", default="hyperpod-ns-")
+    p.set_defaults(func=_cmd_plan)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (InputError, UsageError) as exc:
+        print(f"idleshare {args.command}: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""`idleshare plan`: the engine on files: nodes, quotas, scheduler config in; pool, grants, manifests out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from idleshare.domain.kueue import desired_objects
+from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
+from idleshare.domain.pool import PoolResult, compute
+from idleshare.edge.nodes import parse_nodes
+from idleshare.edge.present import result_json
+from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+
+
+def plan(
+    nodes: bytes | str,
+    quotas: bytes | str,
+    scheduler_config: bytes | str | None = None,
+    settings: Settings | None = None,
+    sources: tuple[str, str, str] = ("nodes", "quotas", "scheduler-config"),
+) -> tuple[PoolResult, list[dict[str, Any]]]:
+    """Parse, compute, and build the desired objects. Raises ``InputError`` naming the bad field."""
+    scheduler = (
+        parse_scheduler_config(scheduler_config, sources[2]) if scheduler_config is not None else SchedulerConfig()
+    )
+    snapshot = Snapshot(
+        nodes=parse_nodes(nodes, sources[0]),
+        quotas=parse_quotas(quotas, sources[1]),
+        scheduler_config=scheduler,
+        settings=settings or Settings(),
+    )
+    result = compute(snapshot)
+    return result, desired_objects(result, scheduler, snapshot.settings)
+
+
+def plan_from_bytes(nodes: bytes, quotas: bytes, scheduler_config: bytes | None = None) -> dict[str, Any]:
+    """Everything `idleshare plan --format json` prints, from raw file contents."""
+    result, manifests = plan(nodes, quotas, scheduler_config)
+    return result_json(result, manifests)

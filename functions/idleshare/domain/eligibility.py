@@ -1,0 +1,27 @@
+"""Which nodes count toward capacity (SPEC §2, "Eligible node")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from idleshare.domain.model import ExclusionReason, Node
+
+_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> ExclusionReason | None:
+    """The first reason the node does not count, in SPEC order, or None when it is eligible."""
+    if node.deleting:
+        return ExclusionReason.DELETING
+    if not node.ready:
+        return ExclusionReason.NOT_READY
+    if node.unschedulable:
+        return ExclusionReason.UNSCHEDULABLE
+    if node.health_status is not None and node.health_status != "Schedulable":
+        return ExclusionReason.UNHEALTHY
+    tolerated = frozenset(tolerated_taint_keys)
+    if any(t.effect in _BLOCKING_EFFECTS and t.key not in tolerated for t in node.taints):
+        return ExclusionReason.UNTOLERATED_TAINT
+    if not node.instance_type:
+        return ExclusionReason.NO_INSTANCE_TYPE
+    return None

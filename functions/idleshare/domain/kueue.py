@@ -1,0 +1,220 @@
+"""The Kueue objects (kueue.x-k8s.io/v1beta2) and namespaces a pool result stands for (SPEC §3).
+
+``desired_objects`` is deterministic and sorted; ``webhook_violations`` checks the rules that only
+Kueue's validating webhook enforces (a bare apiserver with the CRDs would accept them), so that
+idleshare never pushes an object Kueue would refuse.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from idleshare.domain.model import INSTANCE_TYPE_LABEL, PriorityClass, SchedulerConfig, Settings
+from idleshare.domain.pool import PoolResult, TeamGrant
+from idleshare.domain.quantity import format_quantity
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "idleshare"
+TEAM_LABEL = "idleshare.io/team"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+KIND_ORDER = ("Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
+"""Apply order: what an object refers to is applied before it."""
+
+Manifest = dict[str, Any]
+
+
+def namespace_name(team: str, settings: Settings) -> str:
+    return f"{settings.namespace_prefix}{team}"
+
+
+def cluster_queue_name(team: str, settings: Settings) -> str:
+    return f"{settings.namespace_prefix}{team}-clusterqueue"
+
+
+def local_queue_name(team: str, settings: Settings) -> str:
+    return f"{settings.namespace_prefix}{team}-localqueue"
+
+
+def _meta(name: str, team: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    labels = {MANAGED_BY_LABEL: MANAGED_BY}
+    if team is not None:
+        labels[TEAM_LABEL] = team
+    meta: dict[str, Any] = {"name": name, "labels": labels}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def _quota_entries(
+    result: PoolResult, fields: Iterable[tuple[str, Mapping[str, Mapping[str, Any]]]]
+) -> list[dict[str, Any]]:
+    materialized = list(fields)
+    return [
+        {
+            "name": flavor,
+            "resources": [
+                {"name": r} | {key: format_quantity(values[flavor][r], r) for key, values in materialized}
+                for r in result.resources
+            ],
+        }
+        for flavor in result.flavors
+    ]
+
+
+def _resource_groups(result: PoolResult, fields: list[tuple[str, Mapping[str, Mapping[str, Any]]]]) -> list[Any]:
+    if not result.flavors or not result.resources:
+        return []
+    return [{"coveredResources": list(result.resources), "flavors": _quota_entries(result, fields)}]
+
+
+def _cluster_queue(result: PoolResult, grant: TeamGrant, settings: Settings) -> Manifest:
+    spec: dict[str, Any] = {
+        "cohortName": settings.cohort_name,
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace_name(grant.team, settings)}},
+        "resourceGroups": _resource_groups(
+            result,
+            [
+                ("nominalQuota", grant.nominal),
+                ("borrowingLimit", grant.borrowing_limit),
+                ("lendingLimit", grant.lending_limit),
+            ],
+        ),
+        "preemption": {
+            "reclaimWithinCohort": "Any",
+            "withinClusterQueue": "LowerPriority" if grant.preempt_team_tasks == "LowerPriority" else "Never",
+        },
+        "stopPolicy": "None" if grant.enabled else "Hold",
+    }
+    if result.fair_share and grant.fair_share_weight is not None:
+        spec["fairSharing"] = {"weight": str(grant.fair_share_weight)}
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": _meta(cluster_queue_name(grant.team, settings), grant.team),
+        "spec": spec,
+    }
+
+
+def desired_objects(result: PoolResult, scheduler: SchedulerConfig, settings: Settings) -> list[Manifest]:
+    """Every object idleshare wants in the cluster for this result, in apply order."""
+    cohort_quota = {
+        f: {r: (result.unallocated[f][r] if result.idle_resource_sharing else 0) for r in result.resources}
+        for f in result.flavors
+    }
+    objects: list[Manifest] = [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "ResourceFlavor",
+            "metadata": _meta(flavor),
+            "spec": {"nodeLabels": {INSTANCE_TYPE_LABEL: flavor}},
+        }
+        for flavor in result.flavors
+    ]
+    objects += [_priority_class(pc) for pc in scheduler.priority_classes]
+    objects.append(
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "Cohort",
+            "metadata": _meta(settings.cohort_name),
+            "spec": {"resourceGroups": _resource_groups(result, [("nominalQuota", cohort_quota)])},
+        }
+    )
+    for grant in result.teams.values():
+        ns = namespace_name(grant.team, settings)
+        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns, grant.team)})
+        objects.append(_cluster_queue(result, grant, settings))
+        objects.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "LocalQueue",
+                "metadata": _meta(local_queue_name(grant.team, settings), grant.team, ns),
+                "spec": {"clusterQueue": cluster_queue_name(grant.team, settings)},
+            }
+        )
+    return sorted(objects, key=object_key)
+
+
+def _priority_class(pc: PriorityClass) -> Manifest:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "WorkloadPriorityClass",
+        "metadata": _meta(f"{pc.name}-priority"),
+        "value": pc.weight,
+        "description": f"SageMaker HyperPod priority class {pc.name} (weight {pc.weight})",
+    }
+
+
+def object_key(obj: Manifest) -> tuple[int, str, str]:
+    meta = obj["metadata"]
+    return (KIND_ORDER.index(obj["kind"]), meta.get("namespace", ""), meta["name"])
+
+
+# -- rules only Kueue's webhook enforces ------------------------------------------------------
+
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+MAX_FLAVORS = 256
+MAX_RESOURCES = 256
+MAX_PAIRS_PER_GROUP = 512
+
+
+def is_label_key(name: str) -> bool:
+    prefix, _, key = name.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return bool(_LABEL_NAME.match(key))
+
+
+def webhook_violations(obj: Manifest, parse: Any = None) -> list[str]:
+    """Rules of Kueue's ClusterQueue / Cohort webhooks that the CRD schema does not carry.
+
+    ``parse`` turns a quantity string back into a number (the edge passes lightkube's parser) to
+    compare lendingLimit with nominalQuota; without it, that rule is skipped.
+    """
+    kind = obj.get("kind")
+    if kind not in ("ClusterQueue", "Cohort"):
+        return []
+    spec = obj.get("spec", {})
+    name = obj.get("metadata", {}).get("name", "?")
+    has_parent = bool(spec.get("cohortName") if kind == "ClusterQueue" else spec.get("parentName"))
+    errors: list[str] = []
+    seen_flavors: set[str] = set()
+    seen_resources: set[str] = set()
+    for g, group in enumerate(spec.get("resourceGroups", [])):
+        where = f"{kind}/{name}: spec.resourceGroups[{g}]"
+        covered = group.get("coveredResources", [])
+        flavors = group.get("flavors", [])
+        if len(covered) > MAX_RESOURCES:
+            errors.append(f"{where}.coveredResources: more than {MAX_RESOURCES} resources")
+        if len(flavors) > MAX_FLAVORS:
+            errors.append(f"{where}.flavors: more than {MAX_FLAVORS} flavors")
+        if len(covered) * len(flavors) > MAX_PAIRS_PER_GROUP:
+            errors.append(f"{where}: more than {MAX_PAIRS_PER_GROUP} flavor-resource pairs")
+        for r in covered:
+            if not is_label_key(r):
+                errors.append(f"{where}.coveredResources: {r!r} is not a valid resource name")
+            if r in seen_resources:
+                errors.append(f"{where}.coveredResources: {r!r} appears in two resource groups")
+            seen_resources.add(r)
+        for fi, flavor in enumerate(flavors):
+            if flavor.get("name") in seen_flavors:
+                errors.append(f"{where}.flavors[{fi}]: flavor {flavor.get('name')!r} appears twice")
+            seen_flavors.add(flavor.get("name"))
+            for ri, res in enumerate(flavor.get("resources", [])):
+                at = f"{where}.flavors[{fi}].resources[{ri}]"
+                if "lendingLimit" in res and not has_parent:
+                    errors.append(f"{at}.lendingLimit: must be nil when {kind} has no cohort")
+                lend, nominal = res.get("lendingLimit"), res.get("nominalQuota")
+                if parse is not None and lend is not None and nominal is not None and parse(lend) > parse(nominal):
+                    errors.append(f"{at}.lendingLimit: must be less than or equal to the nominalQuota")
+    weight = spec.get("fairSharing", {}).get("weight")
+    if weight is not None and parse is not None:
+        value = parse(str(weight))
+        if value != 0 and value < Fraction(1, 10**9):
+            errors.append(f"{kind}/{name}: spec.fairSharing.weight: must be 0 or at least 1e-9")
+    return errors

@@ -1,0 +1,138 @@
+"""Frozen inputs and outputs of the lendable-pool engine.
+
+Quantities are exact numbers: ``int`` or ``fractions.Fraction`` (never float). The edge
+(``idleshare.edge``) parses Kubernetes quantity strings and SageMaker floats into these.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+Amount = int | Fraction
+"""An exact quantity: cpu in cores, memory in bytes, devices in units."""
+
+Resources = Mapping[str, Amount]
+"""resource name -> amount"""
+
+FlavorResources = Mapping[str, Resources]
+"""flavor -> resource name -> amount"""
+
+CPU = "cpu"
+MEMORY = "memory"
+NVIDIA_GPU = "nvidia.com/gpu"
+NEURON_DEVICE = "aws.amazon.com/neurondevice"
+EFA = "vpc.amazonaws.com/efa"
+MIG_PREFIX = "nvidia.com/mig-"
+GIB = 1024**3
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+DEFAULT_TOLERATED_TAINT_KEYS = frozenset({NVIDIA_GPU, "aws.amazon.com/neuron", NEURON_DEVICE})
+
+
+class ExclusionReason(enum.StrEnum):
+    """Why a node does not count toward capacity; the first that holds wins (SPEC §2)."""
+
+    DELETING = "Deleting"
+    NOT_READY = "NotReady"
+    UNSCHEDULABLE = "Unschedulable"
+    UNHEALTHY = "Unhealthy"
+    UNTOLERATED_TAINT = "UntoleratedTaint"
+    NO_INSTANCE_TYPE = "NoInstanceType"
+
+
+class Strategy(enum.StrEnum):
+    LEND = "Lend"
+    DONT_LEND = "DontLend"
+    LEND_AND_BORROW = "LendAndBorrow"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: str
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """What the engine needs of one Kubernetes Node object."""
+
+    name: str
+    instance_type: str | None
+    allocatable: Resources
+    ready: bool = True
+    unschedulable: bool = False
+    deleting: bool = False
+    health_status: str | None = None
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorPartition:
+    type: str  # a MIG profile such as "mig-1g.10gb"
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceConfig:
+    """One ``ComputeQuotaResourceConfig`` (a quota entry or an absolute borrow limit)."""
+
+    instance_type: str
+    count: int | None = None
+    accelerators: int | None = None
+    vcpu: Amount | None = None
+    memory_gib: Amount | None = None
+    accelerator_partition: AcceleratorPartition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """One compute quota policy (SageMaker ``CreateComputeQuota`` shape), parsed."""
+
+    name: str
+    team: str
+    resources: tuple[ResourceConfig, ...] = ()
+    strategy: Strategy = Strategy.LEND_AND_BORROW
+    borrow_limit: int | None = None  # percent of the pool; None -> 50
+    absolute_borrow_limits: tuple[ResourceConfig, ...] = ()
+    preempt_team_tasks: str = "Never"  # "Never" | "LowerPriority"
+    fair_share_weight: int | None = None
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    priority_classes: tuple[PriorityClass, ...] = ()
+    fair_share: bool = True
+    idle_resource_sharing: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Per-cluster knobs an operator sets (not part of the SageMaker shapes)."""
+
+    tolerated_taint_keys: frozenset[str] = DEFAULT_TOLERATED_TAINT_KEYS
+    extra_resources: frozenset[str] = frozenset()  # other allocatable resources to track
+    cohort_name: str = "shared-pool"
+    namespace_prefix: str = "hyperpod-ns-"
+    default_borrow_limit: int = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one recompute looks at."""
+
+    nodes: tuple[Node, ...]
+    quotas: tuple[Quota, ...] = ()
+    scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    settings: Settings = field(default_factory=Settings)

@@ -1,0 +1,148 @@
+"""Pool results as JSON-ready dicts (CLI, API, events) and as readable tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from idleshare.domain.kueue import Manifest
+from idleshare.domain.model import Amount
+from idleshare.domain.pool import Derivation, PoolResult, TeamGrant
+from idleshare.domain.quantity import format_quantity
+
+
+def quantities(table: Mapping[str, Mapping[str, Amount]], keep_zero: bool = False) -> dict[str, dict[str, str]]:
+    """``{flavor: {resource: "quantity"}}``; zeros omitted unless asked for."""
+    return {f: {r: format_quantity(q, r) for r, q in per.items() if keep_zero or q != 0} for f, per in table.items()}
+
+
+def derivation_json(resource: str, d: Derivation) -> dict[str, Any]:
+    return {
+        "pool": format_quantity(d.pool, resource),
+        "percent": d.percent,
+        "percentCap": format_quantity(d.percent_cap, resource),
+        "absoluteCap": None if d.absolute_cap is None else format_quantity(d.absolute_cap, resource),
+        "limit": format_quantity(d.limit, resource),
+        "bound": d.bound,
+    }
+
+
+def team_json(grant: TeamGrant) -> dict[str, Any]:
+    return {
+        "quota": grant.quota_name,
+        "strategy": str(grant.strategy),
+        "activationState": "Enabled" if grant.enabled else "Disabled",
+        "nominal": quantities(grant.nominal),
+        "borrowingLimit": quantities(grant.borrowing_limit),
+        "lendingLimit": quantities(grant.lending_limit),
+        "why": {
+            f: {r: derivation_json(r, d) for r, d in per.items() if d.pool != 0 or d.absolute_cap is not None}
+            for f, per in grant.why.items()
+        },
+        "bounds": grant.bounds(),
+    }
+
+
+def result_json(result: PoolResult, manifests: list[Manifest] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "summary": result.summary(),
+        "idleResourceSharing": "Enabled" if result.idle_resource_sharing else "Disabled",
+        "flavors": list(result.flavors),
+        "resources": list(result.resources),
+        "capacity": quantities(result.capacity),
+        "allocated": quantities(result.allocated),
+        "unallocated": quantities(result.unallocated),
+        "shortfall": quantities(result.shortfall),
+        "teams": {team: team_json(g) for team, g in result.teams.items()},
+        "excludedNodes": {name: str(reason) for name, reason in result.excluded_nodes.items()},
+        "nodeCounts": {f: {"eligible": ok, "total": total} for f, (ok, total) in result.node_counts.items()},
+        "issues": [
+            {"severity": i.severity, "code": i.code, "subject": i.subject, "message": i.message} for i in result.issues
+        ],
+    }
+    if manifests is not None:
+        out["manifests"] = manifests
+    return out
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+
+def render_table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    out = [line.format(*header), line.format(*("-" * w for w in widths))]
+    out += [line.format(*row) for row in rows]
+    return "\n".join(s.rstrip() for s in out)
+
+
+def short_resource(resource: str) -> str:
+    return {"nvidia.com/gpu": "gpu", "aws.amazon.com/neurondevice": "neuron", "vpc.amazonaws.com/efa": "efa"}.get(
+        resource, resource.removeprefix("nvidia.com/")
+    )
+
+
+def _cell(table: Mapping[str, Mapping[str, Amount]], f: str, r: str) -> str:
+    value = table.get(f, {}).get(r, 0)
+    return format_quantity(value, r) if value else "-"
+
+
+def result_tables(result: PoolResult) -> str:
+    """The pool per flavor and resource, each team's grants and which bound set them, excluded nodes."""
+    sections: list[str] = [result.summary(), ""]
+    pool_rows = []
+    for f in result.flavors:
+        for r in result.resources:
+            if any(t[f][r] for t in (result.capacity, result.allocated, result.shortfall)):
+                pool_rows.append(
+                    [
+                        f,
+                        short_resource(r),
+                        _cell(result.capacity, f, r),
+                        _cell(result.allocated, f, r),
+                        _cell(result.unallocated, f, r),
+                        _cell(result.shortfall, f, r),
+                    ]
+                )
+    sharing = "Enabled" if result.idle_resource_sharing else "Disabled"
+    sections.append(f"Lendable pool (IdleResourceSharing {sharing})")
+    sections.append(
+        render_table(pool_rows, ["FLAVOR", "RESOURCE", "CAPACITY", "ALLOCATED", "UNALLOCATED", "SHORTFALL"])
+    )
+    grant_rows = []
+    for team, g in result.teams.items():
+        bounds = g.bounds()
+        for f in result.flavors:
+            for r in result.resources:
+                nominal, borrow = g.nominal[f][r], g.borrowing_limit[f][r]
+                if r not in ("nvidia.com/gpu", "aws.amazon.com/neurondevice") and not r.startswith("nvidia.com/mig-"):
+                    continue
+                if not nominal and not borrow:
+                    continue
+                d = g.why[f][r]
+                grant_rows.append(
+                    [
+                        team,
+                        str(g.strategy) + ("" if g.enabled else " (Disabled)"),
+                        f,
+                        short_resource(r),
+                        _cell(g.nominal, f, r),
+                        _cell(g.borrowing_limit, f, r),
+                        _cell(g.lending_limit, f, r),
+                        format_quantity(d.pool, r),
+                        d.bound if d.pool or d.bound != "pool" else bounds.get(f, "-"),
+                    ]
+                )
+    sections += ["", "Team grants (accelerators; `idleshare plan --format json` has every resource)"]
+    sections.append(
+        render_table(
+            grant_rows, ["TEAM", "STRATEGY", "FLAVOR", "RES", "NOMINAL", "BORROW", "LEND", "POOL SEEN", "SET BY"]
+        )
+    )
+    if result.excluded_nodes:
+        sections += ["", "Excluded nodes"]
+        sections.append(render_table([[n, str(r)] for n, r in result.excluded_nodes.items()], ["NODE", "REASON"]))
+    if result.issues:
+        sections += ["", "Issues"]
+        sections.append(render_table([[i.severity, i.code, i.message] for i in result.issues], ["", "CODE", "MESSAGE"]))
+    return "\n".join(sections)

@@ -1,0 +1,100 @@
+"""Recompute Lambda: SQS FIFO batch -> one recompute per cluster in the batch, partial failures reported."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from idleshare.handlers.observability import logger, metrics, tracer
+from idleshare.handlers.wiring import dependencies
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def _recomputer() -> Any:
+    from lightkube.utils.quantity import parse_quantity
+
+    from idleshare.handlers.env import env
+    from idleshare.service.recompute import Recomputer
+
+    deps = dependencies()
+    tolerated = env().tolerated_taint_keys if _has_env() else None
+    return Recomputer(
+        deps.store, deps.kube_for, deps.publisher, tolerated_taint_keys=tolerated, quantity_parser=parse_quantity
+    )
+
+
+def _has_env() -> bool:
+    import os
+
+    from idleshare import names
+
+    return bool(os.environ.get(names.ENV_TABLE_NAME))
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> Any:
+    recomputer = _recomputer()
+    done: dict[str, Any] = {}  # cluster -> outcome: a burst in one batch recomputes once
+
+    def record_handler(record: SQSRecord) -> None:
+        cluster = json.loads(record.body)["cluster"]
+        if cluster in done:
+            metrics.add_metric(name="RecomputesCoalesced", unit=MetricUnit.Count, value=1)
+            return
+        outcome = recomputer.recompute(cluster)
+        done[cluster] = outcome
+        _emit(outcome)
+
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+
+
+def _emit(outcome: Any) -> None:
+    result = outcome.result
+    logger.info(
+        "recomputed",
+        extra={
+            "cluster": outcome.cluster_id,
+            "generation": outcome.generation,
+            "changed": outcome.changed,
+            "applied": outcome.applied,
+            "deleted": outcome.deleted,
+            "summary": result.summary() if result else "",
+        },
+    )
+    metrics.add_metric(name="ObjectsApplied", unit=MetricUnit.Count, value=outcome.applied)
+    metrics.add_metric(name="RecomputeDuration", unit=MetricUnit.Milliseconds, value=outcome.duration_ms)
+    if result is None:
+        return
+    from collections import Counter
+
+    from aws_lambda_powertools.metrics import single_metric
+
+    from idleshare import names
+
+    def gauge(name: str, value: float, **dims: str) -> None:
+        with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=names.METRICS_NAMESPACE) as m:
+            m.add_dimension(name="cluster", value=outcome.cluster_id)
+            for k, v in dims.items():
+                m.add_dimension(name=k, value=v)
+
+    for flavor in result.flavors:
+        for resource in result.resources:
+            if resource not in ("nvidia.com/gpu", "aws.amazon.com/neurondevice") and not resource.startswith(
+                "nvidia.com/mig-"
+            ):
+                continue
+            if not result.capacity[flavor][resource] and not result.shortfall[flavor][resource]:
+                continue
+            gauge("Unallocated", float(result.unallocated[flavor][resource]), flavor=flavor, resource=resource)
+            gauge("Shortfall", float(result.shortfall[flavor][resource]), flavor=flavor, resource=resource)
+            borrowable = sum(float(g.borrowing_limit[flavor][resource]) for g in result.teams.values())
+            gauge("Borrowable", borrowable, flavor=flavor, resource=resource)
+    for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
+        gauge("ExcludedNodes", float(count), reason=reason)

@@ -1,0 +1,39 @@
+"""Router Lambda: every inbound event -> one recompute request per concerned cluster (SQS FIFO)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from idleshare.edge.errors import InputError
+from idleshare.edge.events import parse_event
+from idleshare.handlers.observability import logger, metrics, tracer
+from idleshare.handlers.wiring import dependencies
+from idleshare.service.routing import route
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    try:
+        typed = parse_event(event)
+    except InputError as exc:
+        logger.warning("dropped malformed event", extra={"reason": str(exc), "detail_type": _dt(event)})
+        metrics.add_metric(name="EventsDropped", unit=MetricUnit.Count, value=1)
+        return {"enqueued": [], "dropped": "Malformed"}
+    deps = dependencies()
+    assert deps.queue is not None, "the router needs the recompute queue"
+    outcome = route(typed, deps.store, deps.queue, reason=typed.detail_type)
+    if outcome.dropped_reason:
+        logger.warning("dropped event", extra={"reason": outcome.dropped_reason, "detail_type": typed.detail_type})
+        metrics.add_metric(name="EventsDropped", unit=MetricUnit.Count, value=1)
+        return {"enqueued": [], "dropped": outcome.dropped_reason}
+    logger.info("recompute requested", extra={"clusters": outcome.enqueued, "detail_type": typed.detail_type})
+    metrics.add_metric(name="RecomputesRequested", unit=MetricUnit.Count, value=len(outcome.enqueued))
+    return {"enqueued": list(outcome.enqueued)}
+
+
+def _dt(event: Any) -> Any:
+    return event.get("detail-type") if isinstance(event, dict) else None

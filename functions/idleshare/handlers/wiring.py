@@ -1,0 +1,59 @@
+"""Builds the adapters once per container (warm starts reuse them); tests install their own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, RecomputeQueue, Store
+
+
+@dataclass
+class Dependencies:
+    store: Store
+    queue: RecomputeQueue | None = None
+    publisher: EventPublisher | None = None
+    kube_for: Any = None  # Callable[[ClusterRecord], KubeCluster]
+
+
+_installed: Dependencies | None = None
+
+
+def install(deps: Dependencies | None) -> None:
+    """Use these dependencies (tests, the local replay harness); None rebuilds from the environment."""
+    global _installed
+    _installed = deps
+
+
+def dependencies() -> Dependencies:
+    global _installed
+    if _installed is None:
+        _installed = _from_environment()
+    return _installed
+
+
+def _from_environment() -> Dependencies:
+    import boto3
+
+    from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
+    from idleshare.adapters.store import DynamoStore
+    from idleshare.handlers.env import env
+
+    e = env()
+    store = DynamoStore(boto3.resource("dynamodb").Table(e.table_name), history_ttl_days=e.history_ttl_days)
+    queue = SqsRecomputeQueue(boto3.client("sqs"), e.queue_url) if e.queue_url else None
+    publisher = EventBridgePublisher(boto3.client("events"), e.event_bus_name) if e.event_bus_name else None
+    connectors: dict[str, Any] = {}
+
+    def kube_for(cluster: ClusterRecord) -> KubeCluster:
+        from idleshare.adapters.eks_auth import EksConnector
+        from idleshare.adapters.kube import LightkubeCluster
+
+        if "eks" not in connectors:
+            connectors["eks"] = EksConnector(boto3.client("eks"), boto3.Session())
+        key = f"cluster:{cluster.eks_cluster_name}"
+        if key not in connectors:  # one client per cluster: warm starts reuse its TLS connection
+            connectors[key] = LightkubeCluster.from_eks(connectors["eks"], cluster.eks_cluster_name)
+        return connectors[key]
+
+    return Dependencies(store=store, queue=queue, publisher=publisher, kube_for=kube_for)

@@ -1,0 +1,79 @@
+"""Names shared by the Lambda code, the CDK app and the tests: one place for each."""
+
+SERVICE = "idleshare"
+METRICS_NAMESPACE = "idleshare"
+
+# Event sources and detail-types on idleshare's own bus (SPEC §4).
+EVENT_SOURCE = "idleshare"
+DT_NODE_CHANGED = "Node Changed"
+DT_QUOTA_CHANGED = "Compute Quota Changed"
+DT_SCHEDULER_CHANGED = "Scheduler Config Changed"
+DT_RECALC_REQUESTED = "Recalculation Requested"
+DT_POOL_RECOMPUTED = "Lendable Pool Recomputed"
+OWN_INBOUND_DETAIL_TYPES = (DT_NODE_CHANGED, DT_QUOTA_CHANGED, DT_SCHEDULER_CHANGED, DT_RECALC_REQUESTED)
+
+SAGEMAKER_SOURCE = "aws.sagemaker"
+DT_HYPERPOD_NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
+DT_HYPERPOD_STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
+DT_HYPERPOD_EVENT = "SageMaker HyperPod Cluster Event"
+HYPERPOD_DETAIL_TYPES = (DT_HYPERPOD_NODE_HEALTH, DT_HYPERPOD_STATE_CHANGE, DT_HYPERPOD_EVENT)
+DT_CLOUDTRAIL = "AWS API Call via CloudTrail"
+CLOUDTRAIL_EVENT_NAMES = (
+    "CreateComputeQuota",
+    "UpdateComputeQuota",
+    "DeleteComputeQuota",
+    "CreateClusterSchedulerConfig",
+    "UpdateClusterSchedulerConfig",
+    "DeleteClusterSchedulerConfig",
+)
+SCHEDULE_SOURCE = "aws.scheduler"  # the safety-net schedule's events, see infra
+DT_SCHEDULED_RECOMPUTE = "Scheduled Recompute"
+
+# Environment variables the Lambdas read (set by the CDK app, validated at cold start).
+ENV_TABLE_NAME = "IDLESHARE_TABLE_NAME"
+ENV_IDEMPOTENCY_TABLE_NAME = "IDLESHARE_IDEMPOTENCY_TABLE_NAME"
+ENV_QUEUE_URL = "IDLESHARE_QUEUE_URL"
+ENV_EVENT_BUS_NAME = "IDLESHARE_EVENT_BUS_NAME"
+ENV_HISTORY_TTL_DAYS = "IDLESHARE_HISTORY_TTL_DAYS"
+ENV_TOLERATED_TAINT_KEYS = "IDLESHARE_TOLERATED_TAINT_KEYS"
+
+# Lambda entry points (module:function under functions/).
+ROUTER_HANDLER = "idleshare.handlers.router.handler"
+RECOMPUTE_HANDLER = "idleshare.handlers.recompute.handler"
+API_HANDLER = "idleshare.api.app.handler"
+
+# Server-side apply field manager (labels on the objects: idleshare.domain.kueue).
+FIELD_MANAGER = "idleshare"
+
+# --- Added by the CDK app (infra/): resource names, outputs, metrics. ---
+STACK_NAME = "idleshare"
+ENV_CLUSTERS = "IDLESHARE_CLUSTERS"  # JSON list of the governed clusters from the CDK config
+
+# EKS access: the Kubernetes group the recompute role is mapped to (infra/k8s/rbac.yaml).
+K8S_GROUP = "idleshare-recompute"
+K8S_CLUSTER_ROLE = "idleshare-recompute"
+
+# Stack outputs (CfnOutput logical ids) read by the tests and the CLI.
+OUTPUT_EVENT_BUS_NAME = "EventBusName"
+OUTPUT_EVENT_BUS_ARN = "EventBusArn"
+OUTPUT_ARCHIVE_NAME = "EventArchiveName"
+OUTPUT_API_URL = "ApiUrl"
+OUTPUT_TABLE_NAME = "TableName"
+OUTPUT_IDEMPOTENCY_TABLE_NAME = "IdempotencyTableName"
+OUTPUT_QUEUE_URL = "RecomputeQueueUrl"
+OUTPUT_DLQ_URL = "RecomputeDlqUrl"
+OUTPUT_RECOMPUTE_ROLE_ARN = "RecomputeRoleArn"
+OUTPUT_ALARM_TOPIC_ARN = "AlarmTopicArn"
+OUTPUT_DASHBOARD_NAME = "DashboardName"
+
+# CloudWatch metrics (EMF, namespace METRICS_NAMESPACE) the dashboard and alarms read: gauges per
+# (cluster, flavor, resource) and excluded nodes per (cluster, reason), exactly those dimensions.
+METRIC_DIM_CLUSTER = "cluster"
+METRIC_DIM_FLAVOR = "flavor"
+METRIC_DIM_RESOURCE = "resource"
+METRIC_DIM_REASON = "reason"
+METRIC_UNALLOCATED = "Unallocated"
+METRIC_BORROWABLE = "Borrowable"
+METRIC_SHORTFALL = "Shortfall"
+METRIC_EXCLUDED_NODES = "ExcludedNodes"
+METRIC_RECOMPUTE_DURATION = "RecomputeDuration"  # dimension: service

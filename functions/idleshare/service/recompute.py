@@ -1,0 +1,189 @@
+"""One recompute of one cluster, level-triggered: re-read the truth, compute, persist if changed, converge.
+
+1. read nodes (Kubernetes), quotas and scheduler config (DynamoDB) — a failed read keeps the last pool;
+2. compute the pool and the desired Kueue objects;
+3. persist generation N+1 conditionally on N, with a history item — only when something changed;
+4. apply only the objects that differ from the cluster's, delete ours that are no longer wanted;
+5. publish ``Lendable Pool Recomputed`` when the generation moved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from idleshare import names
+from idleshare.adapters.errors import AdapterError, PermanentError
+from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, PoolRecord, Store
+from idleshare.domain.kueue import desired_objects, webhook_violations
+from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
+from idleshare.domain.pool import PoolResult, compute
+from idleshare.edge.errors import InputError
+from idleshare.edge.nodes import node_from_dict
+from idleshare.edge.present import result_json
+from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+
+
+class ClusterReadError(Exception):
+    """The cluster could not be observed: not an observation of zero capacity. SQS retries."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    cluster_id: str
+    generation: int
+    changed: bool
+    applied: int = 0
+    deleted: int = 0
+    namespaces_created: int = 0
+    result: PoolResult | None = None
+    changes: dict[str, Any] = field(default_factory=dict)
+    duration_ms: float = 0.0
+
+
+def digest(pool: dict[str, Any], manifests: list[dict[str, Any]]) -> str:
+    body = json.dumps({"pool": pool, "manifests": manifests}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _changes(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """What moved between two generations, in terms an operator reads: unallocated and team limits."""
+    if old is None:
+        return {"first": True}
+    out: dict[str, Any] = {}
+    if old.get("unallocated") != new.get("unallocated"):
+        out["unallocated"] = new.get("unallocated")
+    teams = sorted(
+        t
+        for t in set(old.get("teams", {})) | set(new.get("teams", {}))
+        if old.get("teams", {}).get(t, {}).get("borrowingLimit")
+        != new.get("teams", {}).get(t, {}).get("borrowingLimit")
+        or old.get("teams", {}).get(t, {}).get("nominal") != new.get("teams", {}).get(t, {}).get("nominal")
+    )
+    if teams:
+        out["teams"] = teams
+    if old.get("excludedNodes") != new.get("excludedNodes"):
+        out["excludedNodes"] = new.get("excludedNodes")
+    return out
+
+
+class Recomputer:
+    def __init__(
+        self,
+        store: Store,
+        kube_for: Callable[[ClusterRecord], KubeCluster],
+        publisher: EventPublisher | None,
+        *,
+        tolerated_taint_keys: frozenset[str] | None = None,
+        quantity_parser: Callable[[str], Any] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.kube_for = kube_for
+        self.publisher = publisher
+        self.tolerated = tolerated_taint_keys
+        self.parse_quantity = quantity_parser
+        self.clock = clock
+
+    def settings_for(self, cluster: ClusterRecord) -> Settings:
+        base = Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix)
+        if self.tolerated is not None:
+            base = Settings(
+                tolerated_taint_keys=self.tolerated,
+                cohort_name=cluster.cohort_name,
+                namespace_prefix=cluster.namespace_prefix,
+            )
+        return base
+
+    def recompute(self, cluster_id: str) -> Outcome:
+        started = time.perf_counter()
+        cluster = self.store.get_cluster(cluster_id)
+        if cluster is None:
+            raise PermanentError(f"cluster {cluster_id!r} is not governed by idleshare", operation="recompute")
+        kube = self.kube_for(cluster)
+
+        # 1. read the truth
+        try:
+            nodes = tuple(node_from_dict(obj) for obj in kube.list_nodes())
+        except (AdapterError, InputError) as exc:
+            self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}")
+            raise ClusterReadError(f"cannot read the nodes of {cluster_id}: {exc}") from exc
+        stored_quotas = self.store.list_quotas(cluster_id)
+        quotas = parse_quotas([q.body for q in stored_quotas], source=f"stored quotas of {cluster_id}")
+        stored_sc = self.store.get_scheduler_config(cluster_id)
+        scheduler = (
+            parse_scheduler_config(stored_sc.body, source=f"scheduler config of {cluster_id}")
+            if stored_sc is not None
+            else SchedulerConfig()
+        )
+        settings = self.settings_for(cluster)
+
+        # 2. compute
+        result = compute(Snapshot(nodes=nodes, quotas=quotas, scheduler_config=scheduler, settings=settings))
+        manifests = desired_objects(result, scheduler, settings)
+        refused = [e for m in manifests for e in webhook_violations(m, self.parse_quantity)]
+        if refused:
+            raise PermanentError("Kueue would refuse the desired objects: " + "; ".join(refused[:5]))
+        pool = result_json(result)
+        pool.pop("summary", None)
+        new_digest = digest(pool, manifests)
+
+        # 3. persist if changed
+        previous = self.store.get_pool(cluster_id)
+        generation = previous.generation if previous else 0
+        changed = previous is None or previous.digest != new_digest
+        changes: dict[str, Any] = {}
+        if changed:
+            changes = _changes(previous.pool if previous else None, pool)
+            record = PoolRecord(
+                cluster_id=cluster_id,
+                generation=generation + 1,
+                digest=new_digest,
+                pool=pool,
+                computed_at=self.clock().isoformat(),
+            )
+            self.store.put_pool(record, expected_generation=generation)
+            generation += 1
+        elif previous is not None and previous.read_failure:
+            self.store.record_read_failure(cluster_id, "")
+
+        # 4. converge the cluster
+        outcome = Outcome(cluster_id, generation, changed, result=result, changes=changes)
+        try:
+            self._apply(kube, manifests, outcome)
+        except AdapterError as exc:
+            self.store.record_apply(cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}")
+            raise
+        if changed or previous is None or previous.apply_status != "Applied":
+            self.store.record_apply(
+                cluster_id, generation, "Applied", f"{outcome.applied} applied, {outcome.deleted} deleted"
+            )
+
+        # 5. tell the world
+        if changed and self.publisher is not None:
+            self.publisher.publish(
+                names.DT_POOL_RECOMPUTED,
+                {"cluster": cluster_id, "generation": generation, "changes": changes, "summary": result.summary()},
+            )
+        outcome.duration_ms = (time.perf_counter() - started) * 1000
+        return outcome
+
+    def _apply(self, kube: KubeCluster, manifests: list[dict[str, Any]], outcome: Outcome) -> None:
+        from idleshare.adapters.kube import diff
+
+        current = kube.list_managed()
+        to_apply, to_delete = diff(manifests, current)
+        for obj in to_apply:
+            if obj["kind"] == "Namespace":
+                outcome.namespaces_created += int(kube.ensure_namespace(obj))
+            else:
+                kube.apply(obj)
+                outcome.applied += 1
+        for obj in to_delete:
+            kube.delete(obj)
+            outcome.deleted += 1

@@ -1,0 +1,109 @@
+"""Benchmark: `idleshare plan`'s work against the floor of decoding the same bytes (``make bench``).
+
+For 1k, 5k and 20k synthetic nodes (``tests/bench/synthetic.py``: real-sized Node objects, 200
+teams' quotas) it measures, best of several runs each:
+
+- floor: ``json.loads(nodes_bytes)`` — the least any Python program must spend to look at the input;
+- parse: ``idleshare.edge.nodes.parse_nodes(nodes_bytes)``;
+- plan: ``idleshare.cli.plan.plan_from_bytes(nodes_bytes, quotas_bytes, None)`` — parse nodes and
+  quotas, compute the pool and grants, build the Kueue manifests and the JSON result.
+
+It prints ratios to the floor and the per-node time (20k vs 1k shows whether the work grows
+linearly), and exits non-zero when plan at 5k nodes takes more than ``TARGET`` x the floor.
+Usage: ``uv run python tests/bench/bench_plan.py [--quick]`` (``--quick``: 1k and 5k only).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
+
+from idleshare.edge.nodes import parse_nodes
+from tests.bench.synthetic import make_cluster
+
+TARGET = 3.0
+CHECKED_SIZE = 5_000
+SIZES = (1_000, 5_000, 20_000)
+RUNS = {1_000: 7, 5_000: 5, 20_000: 3}
+
+try:
+    from idleshare.cli.plan import plan_from_bytes
+except ImportError:  # pragma: no cover - before the CLI existed
+    plan_from_bytes = None  # type: ignore[assignment]
+
+
+def best_ms(fn: Callable[[], object], runs: int) -> float:
+    """Best wall time of ``runs`` calls, GC collected before each and disabled during it."""
+    times = []
+    for _ in range(runs):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        finally:
+            gc.enable()
+    return min(times) * 1000
+
+
+def main(argv: list[str]) -> int:
+    sizes = SIZES[:2] if "--quick" in argv else SIZES
+    rows = []
+    for n in sizes:
+        nodes, quotas = make_cluster(n)
+        runs = RUNS[n]
+        floor = best_ms(partial(json.loads, nodes), runs)
+        parse = best_ms(partial(parse_nodes, nodes), runs)
+        plan = best_ms(partial(plan_from_bytes, nodes, quotas, None), runs) if plan_from_bytes is not None else None
+        rows.append((n, len(nodes), floor, parse, plan))
+        del nodes, quotas
+        gc.collect()
+
+    print(f"idleshare plan vs json.loads floor (Python {sys.version.split()[0]}; best of 3-7 runs)")
+    header = (
+        f"{'nodes':>7} {'MB':>7} {'B/node':>7} {'floor ms':>9} {'parse ms':>9} {'parse/x':>8} "
+        f"{'plan ms':>9} {'plan/x':>7} {'target':>7} {'plan us/node':>13}"
+    )
+    print(header)
+    print("-" * len(header))
+    for n, size, floor, parse, plan in rows:
+        plan_ms = f"{plan:9.1f}" if plan is not None else f"{'n/a':>9}"
+        plan_ratio = f"{plan / floor:6.2f}x" if plan is not None else f"{'n/a':>7}"
+        per_node = f"{(plan if plan is not None else parse) / n * 1000:13.1f}"
+        print(
+            f"{n:>7} {size / 1e6:7.1f} {size // n:>7} {floor:9.1f} {parse:9.1f} {parse / floor:7.2f}x "
+            f"{plan_ms} {plan_ratio} {'<= ' + format(TARGET, 'g') + 'x':>7} {per_node}"
+        )
+
+    by_size = {n: (floor, parse, plan) for n, _, floor, parse, plan in rows}
+    if SIZES[0] in by_size and SIZES[-1] in by_size:
+        first, last = by_size[SIZES[0]], by_size[SIZES[-1]]
+
+        def growth(i: int) -> str:
+            a, b = first[i], last[i]
+            return "n/a" if a is None or b is None else f"{(b / SIZES[-1]) / (a / SIZES[0]):.2f}x"
+
+        print(
+            f"per-node time {SIZES[-1] // 1000}k vs {SIZES[0] // 1000}k (1.00x = linear): "
+            f"floor {growth(0)}, parse {growth(1)}, plan {growth(2)} "
+            "(plan includes a fixed cost per team and flavor, so its per-node time falls with size)"
+        )
+
+    floor, parse, plan = by_size[CHECKED_SIZE]
+    measured, what = (plan, "plan") if plan is not None else (parse, "parse (plan_from_bytes not available)")
+    ratio = measured / floor
+    verdict = "PASS" if ratio <= TARGET else "FAIL"
+    print(f"{verdict}: {what} at {CHECKED_SIZE} nodes = {ratio:.2f}x json.loads (target <= {TARGET:g}x)")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

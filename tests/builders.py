@@ -1,0 +1,76 @@
+"""Given-builders for domain tests: nodes and quotas in a line each."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+from idleshare.domain.model import (
+    GIB,
+    AcceleratorPartition,
+    Node,
+    Quota,
+    ResourceConfig,
+    Strategy,
+    Taint,
+)
+
+P5 = "ml.p5.48xlarge"
+P4D = "ml.p4d.24xlarge"
+TRN1 = "ml.trn1.32xlarge"
+G5 = "ml.g5.12xlarge"
+
+P5_ALLOC = {"cpu": Fraction(191450, 1000), "memory": 1900 * GIB, "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+P4D_MIG_ALLOC = {
+    "cpu": Fraction(95690, 1000),
+    "memory": 1100 * GIB,
+    "nvidia.com/gpu": 0,
+    "nvidia.com/mig-1g.5gb": 56,
+    "vpc.amazonaws.com/efa": 4,
+}
+TRN1_ALLOC = {"cpu": Fraction(127500, 1000), "memory": 480 * GIB, "aws.amazon.com/neurondevice": 16}
+G5_ALLOC = {"cpu": Fraction(47810, 1000), "memory": 180 * GIB, "nvidia.com/gpu": 4}
+ALLOC = {P5: P5_ALLOC, P4D: P4D_MIG_ALLOC, TRN1: TRN1_ALLOC, G5: G5_ALLOC}
+
+
+def node(name: str, flavor: str | None = P5, **overrides: object) -> Node:
+    """An eligible node of ``flavor`` with that flavor's usual allocatable; override any field."""
+    alloc = dict(ALLOC.get(flavor or "", P5_ALLOC))
+    base = Node(name=name, instance_type=flavor, allocatable=alloc, health_status="Schedulable")
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def nodes(prefix: str, flavor: str, n: int) -> list[Node]:
+    return [node(f"{prefix}-{i}", flavor) for i in range(n)]
+
+
+def tainted(name: str, key: str, effect: str = "NoSchedule", flavor: str = P5) -> Node:
+    return node(name, flavor, taints=(Taint(key=key, effect=effect),))
+
+
+def entry(flavor: str = P5, **fields: object) -> ResourceConfig:
+    if "partition" in fields:
+        p_type, p_count = fields.pop("partition")  # type: ignore[misc]
+        fields["accelerator_partition"] = AcceleratorPartition(type=p_type, count=p_count)
+    return ResourceConfig(instance_type=flavor, **fields)  # type: ignore[arg-type]
+
+
+def quota(
+    team: str,
+    *entries: ResourceConfig,
+    strategy: Strategy = Strategy.LEND_AND_BORROW,
+    borrow: int | None = None,
+    absolute: tuple[ResourceConfig, ...] = (),
+    enabled: bool = True,
+    **kw: object,
+) -> Quota:
+    return Quota(
+        name=f"{team}-quota",
+        team=team,
+        resources=entries,
+        strategy=strategy,
+        borrow_limit=borrow,
+        absolute_borrow_limits=absolute,
+        enabled=enabled,
+        **kw,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,118 @@
+"""Fixtures for the integration suite: the real DynamoDB Local (see ``dynamodb_local.py``).
+
+- ``dynamodb_local_server`` (session): the running :class:`DynamoDBLocal` (``.endpoint``, ``.restart()``;
+  a restart loses every table: ``-inMemory``).
+- ``dynamodb_local`` (session): its endpoint URL.
+- ``ddb_resource`` (session): a boto3 DynamoDB resource on it (dummy credentials, us-east-1).
+- ``ddb_table`` (function): a fresh table with the CDK app's key schema (``pk``/``sk`` strings, TTL ``ttl``).
+
+Java or the jar missing: the fixtures fail with the reason under CI (``CI=true``), skip with it locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE
+from tests.integration.dynamodb_local import DynamoDBLocal, Unavailable
+
+REGION = "us-east-1"
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_SESSION_TOKEN": "test",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    # botocore >= 1.35 may route DynamoDB to <account>.ddb.<region>... from an account id: never here.
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+CLIENT_CONFIG = Config(
+    connect_timeout=2, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"}, region_name=REGION
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"DynamoDB Local is required in CI: {reason}", pytrace=False)
+    pytest.skip(f"DynamoDB Local unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def aws_fake_env() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in FAKE_ENV.items():
+            mp.setenv(name, value)
+        mp.delenv("AWS_PROFILE", raising=False)
+        yield
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local_server(aws_fake_env: None) -> Iterator[DynamoDBLocal]:
+    try:
+        server = DynamoDBLocal.start()
+    except Unavailable as exc:
+        _unavailable(str(exc))
+        raise  # unreachable: _unavailable skips or fails
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local(dynamodb_local_server: DynamoDBLocal) -> str:
+    """The endpoint URL of the running DynamoDB Local."""
+    return dynamodb_local_server.endpoint
+
+
+@pytest.fixture(scope="session")
+def ddb_resource(dynamodb_local: str) -> Any:
+    return boto3.resource(
+        "dynamodb",
+        endpoint_url=dynamodb_local,
+        region_name=REGION,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        config=CLIENT_CONFIG,
+    )
+
+
+def create_table(resource: Any, name: str | None = None) -> Any:
+    """A table shaped like the CDK app's main table (infra/constructs/storage.py: same names, checked by
+    tests/unit/test_store.py without importing aws_cdk, which takes seconds)."""
+    table = resource.create_table(
+        TableName=name or f"idleshare-{uuid.uuid4().hex[:12]}",
+        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": PK, "AttributeType": "S"},
+            {"AttributeName": SK, "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    table.wait_until_exists(WaiterConfig={"Delay": 1, "MaxAttempts": 20})
+    resource.meta.client.update_time_to_live(
+        TableName=table.name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+    )
+    return table
+
+
+@pytest.fixture
+def ddb_table(ddb_resource: Any) -> Iterator[Any]:
+    table = create_table(ddb_resource)
+    yield table
+    with contextlib.suppress(Exception):  # after a restart() the in-memory table is already gone
+        table.delete()

@@ -1,0 +1,193 @@
+"""The running system end to end: real handlers, DynamoDB Local, the Kubernetes API simulator, and moto
+for SQS / EventBridge. Given a governed cluster, When events arrive, Then the pool and the cluster follow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from moto import mock_aws
+
+from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
+from idleshare.adapters.kube import LightkubeCluster
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.adapters.store import DynamoStore
+from idleshare.handlers import recompute, router, wiring
+from tests.kube.fixtures import kube_sim, make_node  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.integration
+EVENTS = Path(__file__).parents[2] / "events" / "inbound"
+CONTEXT = SimpleNamespace(
+    function_name="f",
+    memory_limit_in_mb=512,
+    invoked_function_arn="arn:aws:lambda:us-east-1:1:function:f",
+    aws_request_id="r",
+)
+GPU = "nvidia.com/gpu"
+
+
+def quota(team: str, gpus: int, strategy: str = "LendAndBorrow", borrow: int = 50) -> dict:
+    return {
+        "Name": f"{team}-quota",
+        "ComputeQuotaConfig": {
+            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
+            "ResourceSharingConfig": {"Strategy": strategy, "BorrowLimit": borrow},
+        },
+        "ComputeQuotaTarget": {"TeamName": team},
+    }
+
+
+class Harness:
+    """Drives events through router -> SQS FIFO -> recompute, as Lambda would."""
+
+    def __init__(self, table, sim) -> None:
+        self.sim = sim
+        self.store = DynamoStore(table)
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        self.sqs = sqs
+        self.queue_url = sqs.create_queue(
+            QueueName="recompute.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"}
+        )["QueueUrl"]
+        events = boto3.client("events", region_name="us-east-1")
+        events.create_event_bus(Name="idleshare")
+        self.kube = LightkubeCluster(sim.url, timeout=3)
+        self.clock = [1_000_000.0]
+        self.deps = wiring.Dependencies(
+            store=self.store,
+            queue=SqsRecomputeQueue(sqs, self.queue_url, clock=lambda: self.clock[0]),
+            publisher=EventBridgePublisher(events, "idleshare"),
+            kube_for=lambda c: self.kube,
+        )
+        wiring.install(self.deps)
+        self.store.put_cluster(
+            ClusterRecord("demo", "demo-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster")
+        )
+
+    def send(self, event: dict) -> dict:
+        self.clock[0] += 60  # a new dedup window per step
+        return router.handler(event, CONTEXT)
+
+    def drain(self) -> dict:
+        """Deliver what the queue holds to the recompute handler, like the SQS event source."""
+        msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        records = [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": {"MessageGroupId": "demo"},
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:recompute.fifo",
+                "awsRegion": "us-east-1",
+            }
+            for m in msgs
+        ]
+        if not records:
+            return {"batchItemFailures": [], "records": 0}
+        try:
+            out = recompute.handler({"Records": records}, CONTEXT)
+        except BatchProcessingError:  # every record failed: Lambda retries the whole batch
+            out = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in msgs]}
+        failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+        for m in msgs:
+            if m["MessageId"] not in failed:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return out | {"records": len(records)}
+
+    def recalc(self) -> dict:
+        event = json.loads((EVENTS / "idleshare-recalculation-requested.json").read_text())
+        self.send(event)
+        return self.drain()
+
+    def cq_gpu(self, team: str, field: str = "borrowingLimit") -> str:
+        cq = self.sim.get("ClusterQueue", f"hyperpod-ns-{team}-clusterqueue")
+        flavor = next(f for f in cq["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "ml.p5.48xlarge")
+        return next(r for r in flavor["resources"] if r["name"] == GPU)[field]
+
+    def cohort_gpu(self) -> str:
+        cohort = self.sim.get("Cohort", "shared-pool")
+        flavor = next(f for f in cohort["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "ml.p5.48xlarge")
+        return next(r for r in flavor["resources"] if r["name"] == GPU)["nominalQuota"]
+
+
+@pytest.fixture
+def harness(ddb_table, kube_sim, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    kube_sim.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
+    with mock_aws():
+        h = Harness(ddb_table, kube_sim)
+        h.store.create_quota("demo", quota("a", 8))
+        h.store.create_quota("demo", quota("b", 8, "Lend"))
+        try:
+            yield h
+        finally:
+            wiring.install(None)
+
+
+def test_node_goes_not_ready_capacity_leaves_and_limits_shrink_in_the_cluster(harness):
+    assert harness.recalc()["batchItemFailures"] == []
+    assert harness.cq_gpu("a") == "12"  # pool 16 unallocated + 8 lent by b -> 50 %
+    node = harness.sim.get("Node", "p5-0")
+    node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    harness.sim.set_node(node)
+    harness.send(json.loads((EVENTS / "hyperpod-node-health-event.json").read_text()))
+    assert harness.drain()["batchItemFailures"] == []
+    assert harness.cq_gpu("a") == "8"
+    pool = harness.store.get_pool("demo")
+    assert pool.generation == 2 and pool.pool["excludedNodes"] == {"p5-0": "NotReady"}
+    assert [h.generation for h in harness.store.list_history("demo", newest_first=False)] == [1, 2]
+
+
+def test_quota_raised_unallocated_shrinks(harness):
+    harness.recalc()
+    current = harness.store.get_quota("demo", "a-quota")
+    harness.store.update_quota("demo", "a-quota", quota("a", 16), target_version=current.version)
+    harness.recalc()
+    assert harness.store.get_pool("demo").pool["unallocated"]["ml.p5.48xlarge"][GPU] == "8"
+    assert harness.cohort_gpu() == "8"
+    assert harness.cq_gpu("a", "nominalQuota") == "16"
+
+
+def test_idle_resource_sharing_disabled_cohort_quota_zero(harness):
+    harness.recalc()
+    assert harness.cohort_gpu() == "16"
+    harness.store.put_scheduler_config("demo", {"SchedulerConfig": {"IdleResourceSharing": "Disabled"}})
+    harness.recalc()
+    assert harness.cohort_gpu() == "0"
+    assert harness.cq_gpu("a") == "4"  # only b's 8 lent GPUs, 50 %
+
+
+def test_the_same_event_twice_writes_nothing_the_second_time(harness):
+    harness.recalc()
+    pool = harness.store.get_pool("demo")
+    harness.sim.clear_requests()
+    harness.recalc()
+    again = harness.store.get_pool("demo")
+    assert (again.generation, again.computed_at) == (pool.generation, pool.computed_at)
+    writes = [r for r in harness.sim.requests if r.method in ("PATCH", "POST", "PUT", "DELETE")]
+    assert writes == []
+    assert len(harness.store.list_history("demo")) == 1
+
+
+def test_kubernetes_outage_keeps_the_last_pool_then_converges(harness):
+    harness.recalc()
+    before = harness.store.get_pool("demo")
+    harness.sim.outage("refuse")
+    out = harness.recalc()
+    assert len(out["batchItemFailures"]) == 1  # SQS retries it
+    kept = harness.store.get_pool("demo")
+    assert kept.generation == before.generation and kept.pool == before.pool
+    assert kept.read_failure
+    harness.sim.restore()
+    harness.sim.delete_node("p5-3")
+    assert harness.recalc()["batchItemFailures"] == []
+    after = harness.store.get_pool("demo")
+    assert after.generation == before.generation + 1 and after.read_failure == ""
+    assert harness.cq_gpu("a") == "8"  # 8 unallocated + 8 lent

@@ -1,0 +1,886 @@
+"""Compute quota and scheduler config parsing (idleshare.edge.quotas).
+
+The first half is generated from botocore's SageMaker service model: every bound, enum, pattern,
+list length and required member of the shapes idleshare reads becomes test cases, so a botocore
+release that adds or changes one changes or fails these tests. The second half is named cases.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import botocore.session
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES
+from idleshare.domain.model import (
+    AcceleratorPartition,
+    PriorityClass,
+    Quota,
+    ResourceConfig,
+    SchedulerConfig,
+    Strategy,
+)
+from idleshare.edge import quotas
+from idleshare.edge.errors import FieldError, InputError
+from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+
+MODEL = botocore.session.get_session().get_service_model("sagemaker")
+ENUM = MODEL.shape_for("ClusterInstanceType").metadata["enum"]
+
+# The request members idleshare reads (the others are accepted and ignored, see test_ignored_...).
+QUOTA_MEMBERS = ("Name", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
+SCHEDULER_MEMBERS = ("SchedulerConfig",)
+
+
+def resource_entry(instance_type: str = "ml.p5.48xlarge") -> dict[str, Any]:
+    return {
+        "InstanceType": instance_type,
+        "Count": 1,
+        "Accelerators": 1,
+        "VCpu": 1,
+        "MemoryInGiB": 1,
+        "AcceleratorPartition": {"Type": "mig-1g.10gb", "Count": 1},
+    }
+
+
+# A valid document with every structure the walk reaches, so any leaf can be set in place.
+QUOTA_BASE: dict[str, Any] = {
+    "Name": "team-a-quota",
+    "ComputeQuotaConfig": {
+        "ComputeQuotaResources": [resource_entry()],
+        "ResourceSharingConfig": {
+            "Strategy": "LendAndBorrow",
+            "BorrowLimit": 50,
+            "AbsoluteBorrowLimits": [resource_entry()],
+        },
+        "PreemptTeamTasks": "Never",
+    },
+    "ComputeQuotaTarget": {"TeamName": "team-a", "FairShareWeight": 1},
+    "ActivationState": "Enabled",
+}
+SCHEDULER_BASE: dict[str, Any] = {
+    "SchedulerConfig": {
+        "PriorityClasses": [{"Name": "inference", "Weight": 90}],
+        "FairShare": "Enabled",
+        "IdleResourceSharing": "Enabled",
+    }
+}
+
+# Distinct valid items per list member shape (for list-length cases).
+LIST_ITEMS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "ComputeQuotaResourceConfig": lambda i: {"InstanceType": ENUM[i], "Count": 1},
+    "PriorityClass": lambda i: {"Name": f"class-{i}", "Weight": 1},
+}
+
+
+# --------------------------------------------------------------------------- walking botocore
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Node:
+    path: Path
+    shape: Any  # botocore Shape
+    parent: Any  # the structure shape holding this member (None for list items)
+
+
+def walk(root: str, members: tuple[str, ...]) -> Iterator[Node]:
+    top = MODEL.shape_for(root)
+
+    def visit(path: Path, shape: Any, parent: Any) -> Iterator[Node]:
+        yield Node(path, shape, parent)
+        if shape.type_name == "structure":
+            for name, member in shape.members.items():
+                yield from visit((*path, name), member, shape)
+        elif shape.type_name == "list":
+            yield from visit((*path, 0), shape.member, None)
+
+    for name in members:
+        yield from visit((name,), top.members[name], top)
+
+
+def loc(path: Path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+def get_at(doc: Any, path: Path) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
+def set_at(doc: dict[str, Any], path: Path, value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    target: Any = out
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return out
+
+
+def delete_at(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    del get_at(out, path[:-1])[path[-1]]
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str  # "quota" | "scheduler"
+    path: Path
+    value: Any
+    ok: bool
+    why: str
+    delete: bool = False
+    error_at: Path = ()  # where the error is reported, below ``path``
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{loc(self.path)}:{self.why}"
+
+    def document(self) -> dict[str, Any]:
+        base = QUOTA_BASE if self.kind == "quota" else SCHEDULER_BASE
+        return delete_at(base, self.path) if self.delete else set_at(base, self.path, self.value)
+
+    def expected_loc(self) -> str:
+        path = (*self.path, *self.error_at)
+        return loc((0, *path)) if self.kind == "quota" else loc(path)
+
+    def parse(self, as_text: bool = False) -> object:
+        doc: Any = self.document()
+        if self.kind == "quota":
+            doc = [doc]
+        raw = json.dumps(doc) if as_text else doc
+        return parse_quotas(raw, "q.json") if self.kind == "quota" else parse_scheduler_config(raw, "s.json")
+
+
+# A file holds the request or the response shape: top-level members are required when both require them.
+TOP_REQUIRED = {
+    "CreateComputeQuotaRequest": set(MODEL.shape_for("CreateComputeQuotaRequest").required_members)
+    & set(MODEL.shape_for("DescribeComputeQuotaResponse").required_members),
+    "CreateClusterSchedulerConfigRequest": set(),  # its SchedulerConfig may be absent: defaults
+}
+
+
+def required_members(shape: Any) -> set[str]:
+    return TOP_REQUIRED.get(shape.name, set(shape.required_members))
+
+
+def non_matching(pattern: str) -> list[str]:
+    candidates = ["-", "-a", "a-", "A_b", "a b", "a.b", "a/b", "ä", "a\n", "Team", "x" * 5 + "_"]
+    return [c for c in candidates if re.fullmatch(pattern, c) is None]
+
+
+def matching(pattern: str, max_len: int | None) -> list[str]:
+    candidates = ["a", "a1", "a-b", "a--b", "0-x-9", "a" * (max_len or 40)]
+    return [c for c in candidates if re.fullmatch(pattern, c) is not None]
+
+
+def cases_for(kind: str, node: Node) -> Iterator[Case]:
+    shape, path, md = node.shape, node.path, node.shape.metadata
+    if node.parent is not None and path[-1] in required_members(node.parent):
+        yield Case(kind, path, None, False, "required-missing", delete=True)
+    if shape.type_name in ("integer", "float", "long", "double"):
+        step: Any = 1 if shape.type_name in ("integer", "long") else 0.5
+        if "min" in md:
+            yield Case(kind, path, md["min"], True, "at-min")
+            yield Case(kind, path, md["min"] - step, False, "below-min")
+        if "max" in md:
+            yield Case(kind, path, md["max"], True, "at-max")
+            yield Case(kind, path, md["max"] + step, False, "above-max")
+        yield Case(kind, path, "1", False, "string-not-number")
+        yield Case(kind, path, True, False, "bool-not-number")
+        if step == 1:
+            yield Case(kind, path, 1.5, False, "fraction-not-integer")
+        else:
+            yield Case(kind, path, 1.5, True, "fraction-ok")
+    elif shape.type_name == "string":
+        enum = md.get("enum")
+        if enum:
+            for member in enum if len(enum) < 50 else enum[:: len(enum) // 20]:
+                yield Case(kind, path, member, True, f"enum-{member}")
+            yield Case(kind, path, "NotAMember", False, "not-in-enum")
+            yield Case(kind, path, enum[0].swapcase(), False, "enum-wrong-case")
+        if "pattern" in md:
+            for value in non_matching(md["pattern"]):
+                yield Case(kind, path, value, False, f"pattern-mismatch-{value!r}")
+            for value in matching(md["pattern"], md.get("max")):
+                yield Case(kind, path, value, True, f"pattern-match-{len(value)}")
+        if md.get("min", 0) > 0:
+            yield Case(kind, path, "a" * (md["min"] - 1), False, "too-short")
+        if "max" in md:
+            yield Case(kind, path, "a" * md["max"], True, "longest")
+            yield Case(kind, path, "a" * (md["max"] + 1), False, "too-long")
+        yield Case(kind, path, 7, False, "number-not-string")
+    elif shape.type_name == "list":
+        item = LIST_ITEMS[shape.member.name]
+        if "max" in md:
+            yield Case(kind, path, [item(i) for i in range(md["max"])], True, "max-items")
+            yield Case(kind, path, [item(i) for i in range(md["max"] + 1)], False, "too-many-items")
+        yield Case(kind, path, [], True, "empty-list")
+        yield Case(kind, path, {"not": "a list"}, False, "object-not-list")
+    elif shape.type_name == "structure":
+        yield Case(kind, path, "x", False, "string-not-object")
+        yield Case(kind, path, {**get_at(QUOTA_BASE if kind == "quota" else SCHEDULER_BASE, path), "Bogus": 1}, False, "unknown-key", error_at=("Bogus",))  # fmt: skip
+
+
+QUOTA_NODES = list(walk("CreateComputeQuotaRequest", QUOTA_MEMBERS))
+SCHEDULER_NODES = list(walk("CreateClusterSchedulerConfigRequest", SCHEDULER_MEMBERS))
+CASES = [c for n in QUOTA_NODES for c in cases_for("quota", n)] + [
+    c for n in SCHEDULER_NODES for c in cases_for("scheduler", n)
+]
+NAMED_SHAPES = {n.shape.name for n in QUOTA_NODES + SCHEDULER_NODES}
+
+
+def test_the_walk_reaches_every_shape_the_brief_names() -> None:
+    assert {
+        "ComputeQuotaConfig",
+        "ComputeQuotaResourceConfig",
+        "AcceleratorPartitionConfig",
+        "ResourceSharingConfig",
+        "ComputeQuotaTarget",
+        "ActivationState",
+        "PreemptTeamTasks",
+        "EntityName",
+        "SchedulerConfig",
+        "PriorityClass",
+        "FairShare",
+        "IdleResourceSharing",
+        "ClusterInstanceType",
+        "MIGProfileType",
+        "BorrowLimit",
+        "FairShareWeight",
+        "PriorityWeight",
+    } <= NAMED_SHAPES
+    assert len(CASES) > 150
+
+
+@pytest.mark.parametrize("node", QUOTA_NODES + SCHEDULER_NODES, ids=lambda n: loc(n.path))
+def test_base_documents_hold_every_walked_field(node: Node) -> None:
+    base = QUOTA_BASE if node in QUOTA_NODES else SCHEDULER_BASE
+    get_at(base, node.path)  # KeyError: botocore grew a member the base documents lack
+
+
+def test_base_documents_parse() -> None:
+    (quota,) = parse_quotas([QUOTA_BASE])
+    assert quota.name == "team-a-quota"
+    assert parse_scheduler_config(SCHEDULER_BASE).priority_classes == (PriorityClass("inference", 90),)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_botocore_constraint(case: Case) -> None:
+    for as_text in (False, True):
+        if case.ok:
+            case.parse(as_text)
+            continue
+        with pytest.raises(InputError) as caught:
+            case.parse(as_text)
+        locs = [e.loc for e in caught.value.errors]
+        assert case.expected_loc() in locs, f"{case.id}: {caught.value}"
+        assert case.expected_loc() in str(caught.value)
+
+
+def test_an_instance_type_outside_the_enum_is_rejected_everywhere() -> None:
+    for path in (
+        ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "InstanceType"),
+        ("ComputeQuotaConfig", "ResourceSharingConfig", "AbsoluteBorrowLimits", 0, "InstanceType"),
+    ):
+        for name in ("p5.48xlarge", "ml.p5.96xlarge", ""):
+            with pytest.raises(InputError, match=re.escape(loc((0, *path)))):
+                parse_quotas([set_at(QUOTA_BASE, path, name)])
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_INSTANCE_TYPES))
+def test_every_enum_instance_type_is_accepted(name: str) -> None:
+    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "InstanceType"), name)
+    (quota,) = parse_quotas([doc])
+    assert quota.resources[0].instance_type == name
+
+
+# ------------------------------------------------------------- the models mirror botocore's shapes
+def members(shape: str) -> set[str]:
+    return set(MODEL.shape_for(shape).members)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("AcceleratorPartitionConfig", lambda: members("AcceleratorPartitionConfig")),
+        ("ComputeQuotaResourceConfig", lambda: members("ComputeQuotaResourceConfig")),
+        ("ResourceSharingConfig", lambda: members("ResourceSharingConfig")),
+        ("ComputeQuotaConfig", lambda: members("ComputeQuotaConfig")),
+        ("ComputeQuotaTarget", lambda: members("ComputeQuotaTarget")),
+        ("SchedulerConfig", lambda: members("SchedulerConfig")),
+        ("PriorityClass", lambda: members("PriorityClass")),
+        ("ComputeQuota", lambda: members("CreateComputeQuotaRequest") | members("DescribeComputeQuotaResponse")),
+        (
+            "ClusterSchedulerConfig",
+            lambda: members("CreateClusterSchedulerConfigRequest") | members("DescribeClusterSchedulerConfigResponse"),
+        ),
+    ],
+)
+def test_model_fields_are_exactly_the_botocore_members(name: str, expected: Callable[[], set[str]]) -> None:
+    assert set(quotas.SHAPES[name].model_fields) == expected()
+
+
+@pytest.mark.parametrize(
+    ("name", "required"),
+    [
+        ("AcceleratorPartitionConfig", lambda: set(MODEL.shape_for("AcceleratorPartitionConfig").required_members)),
+        ("ComputeQuotaResourceConfig", lambda: set(MODEL.shape_for("ComputeQuotaResourceConfig").required_members)),
+        ("ResourceSharingConfig", lambda: set(MODEL.shape_for("ResourceSharingConfig").required_members)),
+        ("ComputeQuotaConfig", lambda: set(MODEL.shape_for("ComputeQuotaConfig").required_members)),
+        ("ComputeQuotaTarget", lambda: set(MODEL.shape_for("ComputeQuotaTarget").required_members)),
+        ("SchedulerConfig", lambda: set(MODEL.shape_for("SchedulerConfig").required_members)),
+        ("PriorityClass", lambda: set(MODEL.shape_for("PriorityClass").required_members)),
+        # required in both the request and the response shape
+        (
+            "ComputeQuota",
+            lambda: (
+                set(MODEL.shape_for("CreateComputeQuotaRequest").required_members)
+                & set(MODEL.shape_for("DescribeComputeQuotaResponse").required_members)
+            ),
+        ),
+        ("ClusterSchedulerConfig", lambda: set()),
+    ],
+)
+def test_model_required_fields_follow_botocore(name: str, required: Callable[[], set[str]]) -> None:
+    model = quotas.SHAPES[name]
+    assert {field for field, info in model.model_fields.items() if info.is_required()} == required()
+
+
+@pytest.mark.parametrize(
+    ("constant", "shape", "key"),
+    [
+        ("STRATEGIES", "ResourceSharingStrategy", "enum"),
+        ("PREEMPT_TEAM_TASKS", "PreemptTeamTasks", "enum"),
+        ("ACTIVATION_STATES", "ActivationState", "enum"),
+        ("FAIR_SHARE", "FairShare", "enum"),
+        ("IDLE_RESOURCE_SHARING", "IdleResourceSharing", "enum"),
+        ("INSTANCE_COUNT_MAX", "InstanceCount", "max"),
+        ("INSTANCE_COUNT_MAX", "AcceleratorsAmount", "max"),
+        ("INSTANCE_COUNT_MAX", "AcceleratorPartitionConfigCountInteger", "max"),
+        ("AMOUNT_MAX", "VCpuAmount", "max"),
+        ("AMOUNT_MAX", "MemoryInGiBAmount", "max"),
+        ("BORROW_LIMIT_MAX", "BorrowLimit", "max"),
+        ("FAIR_SHARE_WEIGHT_MAX", "FairShareWeight", "max"),
+        ("PRIORITY_WEIGHT_MAX", "PriorityWeight", "max"),
+        ("RESOURCE_LIST_MAX", "ComputeQuotaResourceConfigList", "max"),
+        ("RESOURCE_LIST_MAX", "AbsoluteBorrowLimitResourceList", "max"),
+        ("PRIORITY_CLASS_LIST_MAX", "PriorityClassList", "max"),
+        ("ENTITY_NAME_MIN", "EntityName", "min"),
+        ("ENTITY_NAME_MAX", "EntityName", "max"),
+        ("ENTITY_NAME_PATTERN", "EntityName", "pattern"),
+        ("TEAM_NAME_PATTERN", "ComputeQuotaTargetTeamName", "pattern"),
+        ("PRIORITY_CLASS_NAME_PATTERN", "ClusterSchedulerPriorityClassName", "pattern"),
+    ],
+)
+def test_written_out_constants_equal_botocore(constant: str, shape: str, key: str) -> None:
+    # Catches what behaviour alone cannot: an enum value botocore does not have.
+    expected = MODEL.shape_for(shape).metadata[key]
+    actual = getattr(quotas, constant)
+    assert (list(actual) if key == "enum" else actual) == expected
+
+
+NAME_PATTERNS = [
+    MODEL.shape_for("ComputeQuotaTargetTeamName").metadata["pattern"],
+    MODEL.shape_for("ClusterSchedulerPriorityClassName").metadata["pattern"],
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab09-_A.", max_size=14))
+def test_the_linear_name_pattern_accepts_exactly_what_botocore_does(name: str) -> None:
+    linear = re.compile(quotas._DNS_LABEL_LINEAR)
+    for pattern in NAME_PATTERNS:
+        assert (re.fullmatch(pattern, name) is None) == (linear.fullmatch(name) is None)
+
+
+def test_a_long_almost_valid_name_is_rejected_quickly() -> None:
+    # botocore's pattern backtracks exponentially in Python's re (24 chars: ~1 s, 40: hours).
+    name = "a" * 5000 + "!"
+    doc = set_at(QUOTA_BASE, ("ComputeQuotaTarget", "TeamName"), name)
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="TeamName: must be a valid team name"):
+        parse_quotas([doc])
+    with pytest.raises(InputError, match=r"PriorityClasses\[0\]\.Name"):
+        parse_scheduler_config({"PriorityClasses": [{"Name": name, "Weight": 1}]})
+    assert time.perf_counter() - started < 1.0
+
+
+def test_list_response_members_are_accepted() -> None:
+    assert members("ComputeQuotaSummary") <= set(quotas.SHAPES["ComputeQuota"].model_fields)
+    listed = [{**QUOTA_BASE, "Status": "Created", "ComputeQuotaVersion": 1}]
+    doc = {"ComputeQuotaSummaries": listed, "NextToken": "abc"}
+    assert set(doc) <= members("ListComputeQuotasResponse")
+    assert parse_quotas(doc)[0].name == "team-a-quota"
+
+
+# --------------------------------------------------------------------------------- named cases
+CREATE = {
+    "Name": "ml-research",
+    "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456",
+    "Description": "research team quota",
+    "ComputeQuotaConfig": {
+        "ComputeQuotaResources": [
+            {"InstanceType": "ml.p5.48xlarge", "Count": 2},
+            {"InstanceType": "ml.g5.12xlarge", "Accelerators": 3, "VCpu": 30.5, "MemoryInGiB": 0.1},
+            {"InstanceType": "ml.p4d.24xlarge", "AcceleratorPartition": {"Type": "mig-1g.5gb", "Count": 7}},
+        ],
+        "ResourceSharingConfig": {
+            "Strategy": "LendAndBorrow",
+            "BorrowLimit": 150,
+            "AbsoluteBorrowLimits": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 4}],
+        },
+        "PreemptTeamTasks": "LowerPriority",
+    },
+    "ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 10},
+    "ActivationState": "Enabled",
+    "Tags": [{"Key": "owner", "Value": "ml-platform"}],
+}
+DESCRIBE = {
+    "ComputeQuotaArn": "arn:aws:sagemaker:us-west-2:123456789012:compute-quota/q1w2e3r4t5y6",
+    "ComputeQuotaId": "q1w2e3r4t5y6",
+    "Name": "inference",
+    "ComputeQuotaVersion": 3,
+    "Status": "Created",
+    "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456",
+    "ComputeQuotaConfig": {
+        "ComputeQuotaResources": [{"InstanceType": "ml.trn1.32xlarge", "Count": 1}],
+        "ResourceSharingConfig": {"Strategy": "DontLend"},
+        "PreemptTeamTasks": "Never",
+    },
+    "ComputeQuotaTarget": {"TeamName": "inference", "FairShareWeight": 0},
+    "ActivationState": "Disabled",
+    "CreationTime": "2025-06-01T12:34:56.789000+00:00",
+    "CreatedBy": {
+        "UserProfileName": "alice",
+        "IamIdentity": {"Arn": "arn:aws:sts::123456789012:assumed-role/Admin/alice", "PrincipalId": "AROA"},
+    },
+    "LastModifiedTime": "2025-06-02T08:00:00Z",
+    "FailureReason": "",
+}
+MINIMAL = {"Name": "batch", "ComputeQuotaTarget": {"TeamName": "batch"}}
+
+
+def test_create_shape_parses_to_the_domain() -> None:
+    (quota,) = parse_quotas(json.dumps([CREATE]), "quotas.json")
+    assert quota == Quota(
+        name="ml-research",
+        team="research",
+        resources=(
+            ResourceConfig("ml.p5.48xlarge", count=2),
+            ResourceConfig("ml.g5.12xlarge", accelerators=3, vcpu=Fraction(61, 2), memory_gib=Fraction(1, 10)),
+            ResourceConfig("ml.p4d.24xlarge", accelerator_partition=AcceleratorPartition("mig-1g.5gb", 7)),
+        ),
+        strategy=Strategy.LEND_AND_BORROW,
+        borrow_limit=150,
+        absolute_borrow_limits=(ResourceConfig("ml.p5.48xlarge", accelerators=4),),
+        preempt_team_tasks="LowerPriority",
+        fair_share_weight=10,
+        enabled=True,
+    )
+
+
+def test_describe_shape_parses_and_its_extra_fields_are_ignored() -> None:
+    (quota,) = parse_quotas(json.dumps([DESCRIBE]).encode(), "quotas.json")
+    assert quota == Quota(
+        name="inference",
+        team="inference",
+        resources=(ResourceConfig("ml.trn1.32xlarge", count=1),),
+        strategy=Strategy.DONT_LEND,
+        borrow_limit=None,
+        preempt_team_tasks="Never",
+        fair_share_weight=0,
+        enabled=False,
+    )
+
+
+def test_a_single_describe_response_object_parses() -> None:
+    assert parse_quotas(DESCRIBE)[0].name == "inference"
+
+
+def test_compute_quotas_wrapper_parses_with_next_token() -> None:
+    doc = {"ComputeQuotas": [CREATE, DESCRIBE], "NextToken": "opaque"}
+    assert [q.team for q in parse_quotas(json.dumps(doc))] == ["research", "inference"]
+
+
+def test_both_list_keys_at_once_are_rejected() -> None:
+    with pytest.raises(InputError, match="not both"):
+        parse_quotas({"ComputeQuotas": [CREATE], "ComputeQuotaSummaries": [DESCRIBE]})
+
+
+def test_an_empty_array_is_no_quotas() -> None:
+    assert parse_quotas("[]") == ()
+    assert parse_quotas({"ComputeQuotas": []}) == ()
+
+
+def test_defaults_when_sharing_config_and_activation_state_are_absent() -> None:
+    (quota,) = parse_quotas([MINIMAL])
+    assert quota == Quota(name="batch", team="batch")
+    assert quota.strategy is Strategy.LEND_AND_BORROW
+    assert quota.borrow_limit is None  # the engine applies its default (50)
+    assert quota.preempt_team_tasks == "Never"
+    assert quota.enabled is True
+    assert quota.resources == ()
+
+
+def test_strategy_is_required_inside_resource_sharing_config() -> None:
+    doc = {**MINIMAL, "ComputeQuotaConfig": {"ResourceSharingConfig": {"BorrowLimit": 10}}}
+    with pytest.raises(InputError) as caught:
+        parse_quotas([doc])
+    assert caught.value.errors == [
+        FieldError("[0].ComputeQuotaConfig.ResourceSharingConfig.Strategy", "required field is missing")
+    ]
+
+
+def test_the_error_message_names_source_path_bound_and_value() -> None:
+    bad = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ResourceSharingConfig", "BorrowLimit"), 20000)
+    bad = set_at(bad, ("Name", ), "other")  # fmt: skip
+    bad = set_at(bad, ("ComputeQuotaTarget", "TeamName"), "team-b")
+    with pytest.raises(InputError) as caught:
+        parse_quotas([QUOTA_BASE, bad], "quotas.json")
+    assert str(caught.value) == (
+        "quotas.json: [1].ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit: must be <= 10000 (got 20000)"
+    )
+    assert caught.value.source == "quotas.json"
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    bad = set_at(QUOTA_BASE, ("ActivationState",), "On")
+    bad = set_at(bad, ("ComputeQuotaTarget", "FairShareWeight"), 101)
+    with pytest.raises(InputError) as caught:
+        parse_quotas([bad, 5])
+    assert [e.loc for e in caught.value.errors] == [
+        "[0].ComputeQuotaTarget.FairShareWeight",
+        "[0].ActivationState",
+        "[1]",
+    ]
+    assert "3 errors" in str(caught.value)
+
+
+def test_a_misspelled_key_is_an_error_with_a_suggestion() -> None:
+    doc = {**MINIMAL, "ComputeQuotaConfg": {"ComputeQuotaResources": []}}
+    with pytest.raises(InputError) as caught:
+        parse_quotas([doc], "quotas.json")
+    assert caught.value.errors == [
+        FieldError("[0].ComputeQuotaConfg", "unknown field; did you mean ComputeQuotaConfig?")
+    ]
+
+
+def test_a_misspelled_nested_key_is_an_error() -> None:
+    doc = {**MINIMAL, "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Cout": 1}]}}
+    with pytest.raises(InputError, match=r"\[0\]\.ComputeQuotaConfig\.ComputeQuotaResources\[0\]\.Cout: unknown field"):
+        parse_quotas([doc])
+
+
+def test_a_key_in_the_wrong_object_is_named_as_such() -> None:
+    with pytest.raises(InputError, match=r"\[0\]\.Strategy: unknown field here"):
+        parse_quotas([{**MINIMAL, "Strategy": "Lend"}])
+
+
+def test_two_quotas_for_one_team_are_an_error_naming_both() -> None:
+    other = {"Name": "batch-2", "ComputeQuotaTarget": {"TeamName": "batch"}}
+    with pytest.raises(InputError) as caught:
+        parse_quotas([MINIMAL, other], "quotas.json")
+    (error,) = caught.value.errors
+    assert error.loc == "[1].ComputeQuotaTarget.TeamName"
+    assert '"batch"' in error.message and '"batch-2"' in error.message and "[0]" in error.message
+
+
+def test_duplicate_quota_names_are_an_error() -> None:
+    other = {"Name": "batch", "ComputeQuotaTarget": {"TeamName": "other-team"}}
+    with pytest.raises(InputError) as caught:
+        parse_quotas({"ComputeQuotas": [MINIMAL, other]})
+    assert caught.value.errors == [
+        FieldError("ComputeQuotas[1].Name", 'duplicate quota name "batch" (also ComputeQuotas[0])')
+    ]
+
+
+def test_an_instance_type_twice_in_one_list_is_an_error() -> None:
+    entries = [{"InstanceType": "ml.g5.xlarge", "Count": 1}, {"InstanceType": "ml.g5.xlarge", "Count": 2}]
+    doc = {
+        **MINIMAL,
+        "ComputeQuotaConfig": {
+            "ComputeQuotaResources": entries,
+            "ResourceSharingConfig": {"Strategy": "Lend", "AbsoluteBorrowLimits": entries},
+        },
+    }
+    with pytest.raises(InputError) as caught:
+        parse_quotas([doc])
+    assert [e.loc for e in caught.value.errors] == [
+        "[0].ComputeQuotaConfig.ComputeQuotaResources[1].InstanceType",
+        "[0].ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits[1].InstanceType",
+    ]
+
+
+def test_the_same_instance_type_in_quota_and_borrow_limits_is_fine() -> None:
+    (quota,) = parse_quotas([QUOTA_BASE])
+    assert quota.resources[0].instance_type == quota.absolute_borrow_limits[0].instance_type
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1.5", Fraction(3, 2)),
+        ("0.1", Fraction(1, 10)),
+        ("0.3", Fraction(3, 10)),
+        ("2", 2),
+        ("2.0", 2),
+        ("1e2", 100),
+        ("12.125", Fraction(97, 8)),
+        ("9999999.999999", Fraction(9999999999999, 1000000)),
+    ],
+)
+def test_float_amounts_are_exact(text: str, expected: Fraction | int) -> None:
+    doc = (
+        '[{"Name": "a", "ComputeQuotaTarget": {"TeamName": "a"}, "ComputeQuotaConfig": {"ComputeQuotaResources":'
+        f' [{{"InstanceType": "ml.c5.large", "VCpu": {text}, "MemoryInGiB": {text}}}]}}}}]'
+    )
+    (quota,) = parse_quotas(doc)
+    entry = quota.resources[0]
+    assert entry.vcpu == expected and entry.memory_gib == expected
+    assert type(entry.vcpu) is type(expected)  # a whole number is an int, never a float
+
+
+def test_json_text_keeps_digits_a_float_would_lose() -> None:
+    doc = (
+        '[{"Name": "a", "ComputeQuotaTarget": {"TeamName": "a"}, "ComputeQuotaConfig": {"ComputeQuotaResources":'
+        ' [{"InstanceType": "ml.c5.large", "VCpu": 0.10000000000000000001}]}}]'
+    )
+    assert parse_quotas(doc)[0].resources[0].vcpu == Fraction(10**19 + 1, 10**20)
+
+
+def test_python_floats_are_read_by_their_decimal_repr() -> None:
+    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "VCpu"), 0.1)
+    (quota,) = parse_quotas([doc])
+    assert quota.resources[0].vcpu == Fraction(1, 10)
+    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "MemoryInGiB"), Decimal("1.5"))
+    assert parse_quotas([doc])[0].resources[0].memory_gib == Fraction(3, 2)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), Decimal("NaN"), Decimal("-Infinity")])
+def test_non_finite_amounts_are_rejected(value: object) -> None:
+    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "VCpu"), value)
+    with pytest.raises(InputError, match="VCpu: must be a finite number"):
+        parse_quotas([doc])
+
+
+@pytest.mark.parametrize("text", ["[NaN]", '[{"Name": Infinity}]'])
+def test_json_nan_and_infinity_are_rejected(text: str) -> None:
+    with pytest.raises(InputError, match="invalid JSON"):
+        parse_quotas(text)
+
+
+def test_json_syntax_errors_name_line_and_column() -> None:
+    text = '[\n  {"Name": "a",\n   "ComputeQuotaTarget": {"TeamName": "a"}\n  ,]\n'
+    with pytest.raises(InputError) as caught:
+        parse_quotas(text, "quotas.json")
+    message = str(caught.value)
+    assert message.startswith("quotas.json: invalid JSON at line 4 column 4")
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (b"\xff\xfe[", "not UTF-8"),
+        ("", "invalid JSON at line 1 column 1"),
+        ('"quotas"', 'expected an array of compute quotas or an object, got "quotas"'),
+        ("42", "got 42"),
+        (None, "got null"),
+        ("[[]]", "[0]: must be an object (got an array)"),
+        ("[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_documents_that_are_not_quotas(raw: object, fragment: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_quotas(raw, "quotas.json")
+    assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize("value", [10**5000, -(10**5000)], ids=["huge", "huge-negative"])
+def test_huge_integers_are_reported_not_crashed_on(value: int) -> None:
+    # repr() of an int over 4300 digits raises ValueError; the message must not need it.
+    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ResourceSharingConfig", "BorrowLimit"), value)
+    with pytest.raises(InputError, match=r"BorrowLimit: must be [<>]= \d+ \(got a (negative )?16610-bit integer\)"):
+        parse_quotas([doc])
+    with pytest.raises(InputError, match="invalid JSON"):
+        parse_quotas("[" + "9" * 5000 + "]")
+
+
+def test_a_utf8_bom_is_tolerated() -> None:
+    assert parse_quotas(b"\xef\xbb\xbf[]") == ()
+
+
+def test_error_lists_are_capped() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_quotas([1] * 200)
+    assert len(caught.value.errors) == quotas.MAX_ERRORS + 1
+    assert caught.value.errors[-1].message == "... and 150 more errors"
+
+
+def test_input_error_survives_pickling() -> None:
+    import pickle
+
+    error = InputError("q.json", [FieldError("[0].Name", "bad")])
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error) == "q.json: [0].Name: bad"
+
+
+# ------------------------------------------------------------------------------ scheduler config
+@pytest.mark.parametrize("raw", [None, "", "  \n", b"", "null", {}, {"SchedulerConfig": {}}, {"Name": "x"}])
+def test_absent_scheduler_config_means_everything_enabled(raw: object) -> None:
+    assert parse_scheduler_config(raw) == SchedulerConfig(
+        priority_classes=(), fair_share=True, idle_resource_sharing=True
+    )
+
+
+BARE = {
+    "PriorityClasses": [{"Name": "inference", "Weight": 100}, {"Name": "training", "Weight": 50}],
+    "FairShare": "Disabled",
+    "IdleResourceSharing": "Disabled",
+}
+EXPECTED_SCHEDULER = SchedulerConfig(
+    priority_classes=(PriorityClass("inference", 100), PriorityClass("training", 50)),
+    fair_share=False,
+    idle_resource_sharing=False,
+)
+
+
+def test_bare_scheduler_config_shape() -> None:
+    assert parse_scheduler_config(json.dumps(BARE)) == EXPECTED_SCHEDULER
+
+
+def test_create_scheduler_config_shape() -> None:
+    doc = {
+        "Name": "default",
+        "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456",
+        "SchedulerConfig": BARE,
+        "Description": "cluster policy",
+        "Tags": [],
+    }
+    assert parse_scheduler_config(doc) == EXPECTED_SCHEDULER
+
+
+def test_describe_scheduler_config_shape() -> None:
+    doc = {
+        "ClusterSchedulerConfigArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster-scheduler-config/z9y8x7w6v5u4",
+        "ClusterSchedulerConfigId": "z9y8x7w6v5u4",
+        "Name": "default",
+        "ClusterSchedulerConfigVersion": 2,
+        "Status": "Created",
+        "SchedulerConfig": BARE,
+        "CreationTime": "2025-06-01T12:34:56Z",
+        "StatusDetails": {},
+    }
+    assert parse_scheduler_config(json.dumps(doc).encode()) == EXPECTED_SCHEDULER
+
+
+def test_only_idle_resource_sharing_disabled() -> None:
+    config = parse_scheduler_config({"IdleResourceSharing": "Disabled"})
+    assert config == SchedulerConfig(fair_share=True, idle_resource_sharing=False)
+
+
+def test_bare_keys_beside_wrapper_keys_are_an_error() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_scheduler_config({"Name": "default", "FairShare": "Disabled"}, "sched.json")
+    assert caught.value.errors == [FieldError("FairShare", "unknown field here: put it inside SchedulerConfig")]
+
+
+def test_duplicate_priority_class_names_are_an_error() -> None:
+    doc = {"SchedulerConfig": {"PriorityClasses": [{"Name": "a", "Weight": 1}, {"Name": "a", "Weight": 2}]}}
+    with pytest.raises(InputError) as caught:
+        parse_scheduler_config(doc)
+    assert [e.loc for e in caught.value.errors] == ["SchedulerConfig.PriorityClasses[1].Name"]
+
+
+@pytest.mark.parametrize(("raw", "fragment"), [("[]", "expected an object"), ("{", "line 1 column 2"), ("5", "got 5")])
+def test_scheduler_documents_that_are_not_configs(raw: str, fragment: str) -> None:
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        parse_scheduler_config(raw)
+
+
+# ------------------------------------------------------------------------------------ fuzzing
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.decimals() | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(st.sampled_from([*quotas._KNOWN_KEYS, "x"]) | st.text(max_size=10), children, max_size=6)
+    ),
+    max_leaves=12,
+)
+
+
+def leaf_paths(doc: Any, path: Path = ()) -> list[Path]:
+    out = [path] if path else []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            out += leaf_paths(value, (*path, key))
+    elif isinstance(doc, list):
+        for index, value in enumerate(doc):
+            out += leaf_paths(value, (*path, index))
+    return out
+
+
+QUOTA_PATHS = leaf_paths(QUOTA_BASE)
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def only_input_errors(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except InputError as error:
+        assert error.errors and str(error)
+
+
+@FUZZ
+@given(json_values)
+def test_fuzz_arbitrary_values_only_raise_input_error(value: object) -> None:
+    only_input_errors(lambda: parse_quotas(value))
+    only_input_errors(lambda: parse_quotas([value]))
+    only_input_errors(lambda: parse_scheduler_config(value))
+
+
+@FUZZ
+@given(st.text(max_size=200) | st.binary(max_size=200))
+def test_fuzz_arbitrary_text_only_raises_input_error(text: str | bytes) -> None:
+    only_input_errors(lambda: parse_quotas(text))
+    only_input_errors(lambda: parse_scheduler_config(text))
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(QUOTA_PATHS), json_values), min_size=1, max_size=3))
+def test_fuzz_mutated_quotas_parse_or_raise_input_error(mutations: list[tuple[Path, object]]) -> None:
+    doc = QUOTA_BASE
+    for path, value in mutations:
+        try:
+            doc = set_at(doc, path, value)
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier mutation removed the container
+    for raw in (
+        [doc],
+        json.dumps([doc], default=str),
+    ):
+        try:
+            result = parse_quotas(raw)
+        except InputError:
+            continue
+        assert all(isinstance(q, Quota) for q in result)
+        for quota in result:
+            for entry in (*quota.resources, *quota.absolute_borrow_limits):
+                for amount in (entry.vcpu, entry.memory_gib):
+                    assert amount is None or type(amount) in (int, Fraction)

@@ -1,0 +1,235 @@
+"""Router and recompute handlers with in-memory fakes: every inbound event type, malformed ones, recompute rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.handlers import wiring
+from idleshare.service.recompute import ClusterReadError, Recomputer
+from tests.fakes import FakeKube, FakePublisher, FakeQueue, FakeStore
+
+EVENTS = Path(__file__).parents[2] / "events"
+HYPERPOD_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+CONTEXT = SimpleNamespace(
+    function_name="router",
+    memory_limit_in_mb=256,
+    invoked_function_arn="arn:aws:lambda:us-west-2:1:function:r",
+    aws_request_id="r1",
+)
+
+
+def load_event(name: str) -> dict:
+    return json.loads((EVENTS / name).read_text())
+
+
+@pytest.fixture
+def logs():
+    """What the handlers' logger writes (JSON lines)."""
+    import io
+
+    from idleshare.handlers.observability import logger
+
+    stream = io.StringIO()
+    old = logger.registered_handler.setStream(stream)
+    yield stream
+    logger.registered_handler.setStream(old)
+
+
+@pytest.fixture
+def deps(monkeypatch):
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    store = FakeStore(
+        [
+            ClusterRecord("demo", "my-hyperPod-eks-cluster", HYPERPOD_ARN),
+            ClusterRecord("other", "other-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcd1234efgh"),
+        ]
+    )
+    d = wiring.Dependencies(store=store, queue=FakeQueue(), publisher=FakePublisher())
+    wiring.install(d)
+    yield d
+    wiring.install(None)
+
+
+INBOUND = sorted(p.name for p in (EVENTS / "inbound").glob("*.json"))
+EXPECTED_CLUSTERS = {
+    "hyperpod-node-health-event.json": ["demo"],
+    "hyperpod-cluster-state-change.json": ["demo"],
+    "hyperpod-cluster-event.json": ["demo"],
+    "cloudtrail-create-compute-quota.json": ["other"],
+    "cloudtrail-create-scheduler-config.json": ["other"],
+    "cloudtrail-update-compute-quota.json": ["demo", "other"],  # names only the quota id: all clusters
+    "cloudtrail-delete-compute-quota.json": ["demo", "other"],
+    "cloudtrail-update-scheduler-config.json": ["demo", "other"],
+    "cloudtrail-delete-scheduler-config.json": ["demo", "other"],
+    "idleshare-node-changed.json": ["demo"],
+    "idleshare-compute-quota-changed.json": ["demo"],
+    "idleshare-scheduler-config-changed.json": ["demo"],
+    "idleshare-recalculation-requested.json": ["demo"],
+    "idleshare-recalculation-requested-by-eks-name.json": ["demo"],
+    "schedule-safety-net.json": ["demo", "other"],
+}
+
+
+def test_every_inbound_event_file_has_an_expectation():
+    assert set(INBOUND) == set(EXPECTED_CLUSTERS)
+
+
+@pytest.mark.parametrize("name", INBOUND)
+def test_router_enqueues_one_recompute_per_concerned_cluster(deps, name):
+    from idleshare.handlers.router import handler
+
+    out = handler(load_event(f"inbound/{name}"), CONTEXT)
+    assert out["enqueued"] == EXPECTED_CLUSTERS[name]
+    assert [c for c, _ in deps.queue.sent] == EXPECTED_CLUSTERS[name]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (EVENTS / "malformed").glob("*.json")))
+def test_malformed_events_are_dropped_without_retry_and_change_nothing(deps, name, logs):
+    from idleshare.handlers.router import handler
+
+    out = handler(load_event(f"malformed/{name}"), CONTEXT)
+    assert out == {"enqueued": [], "dropped": "Malformed"}
+    assert deps.queue.sent == [] and deps.store.writes == 0
+    logged = [json.loads(line) for line in logs.getvalue().splitlines()]
+    assert logged[-1]["message"] == "dropped malformed event" and logged[-1]["reason"]
+
+
+def test_event_for_an_unknown_cluster_is_dropped_with_its_reason(deps, logs):
+    from idleshare.handlers.router import handler
+
+    event = load_event("inbound/hyperpod-node-health-event.json")
+    event["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzz9999zzzz"
+    assert handler(event, CONTEXT) == {"enqueued": [], "dropped": "UnknownCluster"}
+    assert deps.queue.sent == []
+    assert json.loads(logs.getvalue().splitlines()[-1])["reason"] == "UnknownCluster"
+
+
+# -- recompute ------------------------------------------------------------------------------------
+
+
+def node(name: str, gpus: int = 8, ready: str = "True", flavor: str = "ml.p5.48xlarge") -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": flavor}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
+            "conditions": [{"type": "Ready", "status": ready}],
+        },
+    }
+
+
+def quota_body(team: str, gpus: int, strategy: str = "LendAndBorrow", borrow: int = 50) -> dict:
+    return {
+        "Name": f"{team}-quota",
+        "ComputeQuotaConfig": {
+            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
+            "ResourceSharingConfig": {"Strategy": strategy, "BorrowLimit": borrow},
+        },
+        "ComputeQuotaTarget": {"TeamName": team},
+        "ActivationState": "Enabled",
+    }
+
+
+@pytest.fixture
+def cluster():
+    store = FakeStore([ClusterRecord("demo", "demo-eks")])
+    store.set_quotas("demo", [quota_body("a", 8), quota_body("b", 8, "Lend")])
+    kube = FakeKube([node(f"p5-{i}") for i in range(4)])
+    publisher = FakePublisher()
+    return store, kube, publisher, Recomputer(store, lambda c: kube, publisher)
+
+
+def cq(kube: FakeKube, team: str) -> dict:
+    return kube.objects[("ClusterQueue", "", f"hyperpod-ns-{team}-clusterqueue")]
+
+
+def gpu_limit(obj: dict, field: str = "borrowingLimit") -> str:
+    flavor = obj["spec"]["resourceGroups"][0]["flavors"][0]
+    return next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")[field]
+
+
+def test_first_recompute_persists_generation_1_applies_and_publishes(cluster):
+    store, kube, publisher, r = cluster
+    out = r.recompute("demo")
+    assert (out.generation, out.changed) == (1, True)
+    assert store.pools["demo"].apply_status == "Applied"
+    assert gpu_limit(cq(kube, "a")) == "12"  # pool = 16 unallocated + 8 lent by b; 50%
+    assert publisher.events[0][0] == "Lendable Pool Recomputed"
+    assert publisher.events[0][1]["generation"] == 1
+
+
+def test_same_state_again_writes_nothing_anywhere(cluster):
+    store, kube, publisher, r = cluster
+    r.recompute("demo")
+    writes, applies = store.writes, kube.applies
+    out = r.recompute("demo")
+    assert (out.generation, out.changed) == (1, False)
+    assert (store.writes, kube.applies, len(publisher.events)) == (writes, applies, 1)
+
+
+def test_node_not_ready_shrinks_borrow_limits_in_the_cluster(cluster):
+    store, kube, _, r = cluster
+    r.recompute("demo")
+    kube.nodes[0] = node("p5-0", ready="False")
+    out = r.recompute("demo")
+    assert out.generation == 2 and out.changes["excludedNodes"] == {"p5-0": "NotReady"}
+    assert gpu_limit(cq(kube, "a")) == "8"  # pool 8 + 8 -> 50%
+    assert len(store.history["demo"]) == 2
+
+
+def test_a_failure_to_read_the_cluster_keeps_the_last_pool_and_raises_for_retry(cluster):
+    store, kube, _, r = cluster
+    r.recompute("demo")
+    before = store.pools["demo"]
+    kube.down = True
+    with pytest.raises(ClusterReadError):
+        r.recompute("demo")
+    after = store.pools["demo"]
+    assert after.generation == before.generation and after.pool == before.pool
+    assert "connection refused" in after.read_failure
+    kube.down = False
+    r.recompute("demo")
+    assert store.pools["demo"].read_failure == ""
+
+
+def test_removed_team_objects_are_deleted_but_not_its_namespace(cluster):
+    store, kube, _, r = cluster
+    r.recompute("demo")
+    store.set_quotas("demo", [quota_body("a", 8)])
+    out = r.recompute("demo")
+    assert out.deleted == 2
+    assert ("ClusterQueue", "", "hyperpod-ns-b-clusterqueue") not in kube.objects
+    assert ("Namespace", "", "hyperpod-ns-b") in kube.objects
+
+
+def test_recompute_handler_coalesces_a_burst_in_one_batch(cluster, monkeypatch):
+    from idleshare.handlers import recompute as handler_module
+
+    store, kube, publisher, _ = cluster
+    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=lambda c: kube))
+    try:
+        records = [
+            {
+                "messageId": f"m{i}",
+                "receiptHandle": "h",
+                "body": json.dumps({"cluster": "demo", "reason": "Node Changed"}),
+                "attributes": {"MessageGroupId": "demo"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-west-2:1:q.fifo",
+                "awsRegion": "us-west-2",
+            }
+            for i in range(5)
+        ]
+        out = handler_module.handler({"Records": records}, CONTEXT)
+    finally:
+        wiring.install(None)
+    assert out == {"batchItemFailures": []}
+    assert len(store.history["demo"]) == 1 and len(publisher.events) == 1

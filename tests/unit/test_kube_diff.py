@@ -1,0 +1,319 @@
+"""SPEC §3: only objects whose desired state differs are applied; only idleshare's leftovers are deleted."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from idleshare.adapters.kube import diff, first_difference
+from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
+from tests.kube import crds
+from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
+
+OURS = {MANAGED_BY_LABEL: "idleshare"}
+
+
+def meta(name: str, team: str | None = None, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
+    labels = dict(OURS)
+    if team:
+        labels[TEAM_LABEL] = team
+    m: dict[str, Any] = {"name": name, "labels": labels, **extra}
+    if namespace:
+        m["namespace"] = namespace
+    return m
+
+
+def cq(
+    team: str, nominal: str = "8", *, memory: str = "2Gi", weight: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "cohortName": "shared-pool",
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": f"hyperpod-ns-{team}"}},
+        "resourceGroups": [
+            {
+                "coveredResources": ["memory", "nvidia.com/gpu"],
+                "flavors": [
+                    {
+                        "name": "ml.p5.48xlarge",
+                        "resources": [
+                            {"name": "memory", "nominalQuota": memory, "borrowingLimit": "0", "lendingLimit": memory},
+                            {
+                                "name": "nvidia.com/gpu",
+                                "nominalQuota": nominal,
+                                "borrowingLimit": "0",
+                                "lendingLimit": "0",
+                            },
+                        ],
+                    }
+                ],
+            }
+        ],
+        "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
+        "stopPolicy": "None",
+    }
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": meta(f"hyperpod-ns-{team}-clusterqueue", team, **extra),
+        "spec": spec,
+    }
+
+
+def lq(team: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": meta(f"hyperpod-ns-{team}-localqueue", team, f"hyperpod-ns-{team}"),
+        "spec": {"clusterQueue": f"hyperpod-ns-{team}-clusterqueue"},
+    }
+
+
+def ns(team: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(f"hyperpod-ns-{team}", team)}
+
+
+def rf(flavor: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": meta(flavor),
+        "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": flavor}},
+    }
+
+
+def wpc(name: str, value: int = 90, description: str = "inference") -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "WorkloadPriorityClass",
+        "metadata": meta(name),
+        "value": value,
+        "description": description,
+    }
+
+
+def as_stored(obj: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """What the apiserver returns for ``obj``: server metadata added, ``changes`` applied by path."""
+    stored = copy.deepcopy(obj)
+    stored["metadata"].update(uid="u-1", resourceVersion="42", generation=1, creationTimestamp="2025-01-01T00:00:00Z")
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        cur = stored
+        for p in parents:
+            cur = cur[int(p)] if p.isdigit() else cur[p]
+        cur[int(leaf) if leaf.isdigit() else leaf] = value
+    return stored
+
+
+def keys(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(o["kind"], o["metadata"]["name"]) for o in objs]
+
+
+MEM = "spec__resourceGroups__0__flavors__0__resources__0__nominalQuota"
+GPU = "spec__resourceGroups__0__flavors__0__resources__1__nominalQuota"
+
+
+# -- what is applied -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("desired", "current", "applied"),
+    [
+        pytest.param(cq("a"), None, True, id="missing object is applied"),
+        pytest.param(cq("a"), as_stored(cq("a")), False, id="identical: nothing to send"),
+        pytest.param(cq("a", "1000"), as_stored(cq("a", "1k")), False, id="1000 == 1k"),
+        pytest.param(cq("a", memory="2048Mi"), as_stored(cq("a", memory="2Gi")), False, id="2048Mi == 2Gi"),
+        pytest.param(cq("a", memory="0.5Gi"), as_stored(cq("a", memory="512Mi")), False, id="0.5Gi == 512Mi"),
+        pytest.param(cq("a", weight="1"), as_stored(cq("a", weight="1000m")), False, id="weight 1 == 1000m"),
+        pytest.param(cq("a", "8"), as_stored(cq("a", "16")), True, id="quota changed"),
+        pytest.param(cq("a", memory="2Gi"), as_stored(cq("a", memory="2G")), True, id="2Gi != 2G"),
+        pytest.param(cq("a", weight="2"), as_stored(cq("a", weight="1")), True, id="weight changed"),
+        pytest.param(cq("a", weight="2"), as_stored(cq("a")), True, id="fairSharing added"),
+        pytest.param(
+            cq("a"),
+            as_stored(
+                cq("a"),
+                spec__queueingStrategy="BestEffortFIFO",
+                spec__flavorFungibility={"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+                spec__preemption__borrowWithinCohort={"policy": "Never"},
+                status={"pendingWorkloads": 3},
+            ),
+            False,
+            id="apiserver defaults and status are ignored",
+        ),
+        pytest.param(
+            cq("a"),
+            as_stored(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "a", "owner": "ops"}),
+            False,
+            id="extra label of someone else is ignored",
+        ),
+        pytest.param(
+            cq("a"), as_stored(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "b"}), True, id="team label changed"
+        ),
+        pytest.param(cq("a"), as_stored(cq("a"), metadata__labels={TEAM_LABEL: "a"}), True, id="our label missing"),
+        pytest.param(cq("a"), as_stored(cq("a"), spec__stopPolicy="Hold"), True, id="stopPolicy changed"),
+        pytest.param(
+            cq("a"),
+            as_stored(cq("a"), spec__cohortName="other"),
+            True,
+            id="non-quantity strings compare as text",
+        ),
+        pytest.param(
+            cq("a"),
+            as_stored(cq("a"), spec__resourceGroups__0__coveredResources=["memory", "nvidia.com/gpu", "cpu"]),
+            True,
+            id="list length differs",
+        ),
+        pytest.param(wpc("inference-priority"), as_stored(wpc("inference-priority")), False, id="WPC same"),
+        pytest.param(wpc("inference-priority", 90), as_stored(wpc("inference-priority", 80)), True, id="WPC value"),
+        pytest.param(
+            wpc("inference-priority", 90), as_stored(wpc("inference-priority", "90")), True, id="WPC value type"
+        ),
+        pytest.param(
+            wpc("inference-priority", description="new"),
+            as_stored(wpc("inference-priority", description="old")),
+            True,
+            id="WPC description",
+        ),
+        pytest.param(lq("a"), as_stored(lq("a")), False, id="LocalQueue same"),
+        pytest.param(
+            lq("a"), as_stored(lq("a"), spec__clusterQueue="hyperpod-ns-b-clusterqueue"), True, id="LQ retargeted"
+        ),
+    ],
+)
+def test_an_object_is_applied_only_when_the_cluster_does_not_hold_its_desired_state(desired, current, applied):
+    # Given the cluster holds `current` (or nothing) for `desired`
+    # When diffing
+    to_apply, to_delete = diff([desired], [current] if current else [])
+    # Then it is applied exactly when its state differs, and nothing is deleted
+    assert keys(to_apply) == (keys([desired]) if applied else [])
+    assert to_delete == []
+
+
+def test_a_field_idleshare_owns_but_no_longer_sets_makes_the_object_differ():
+    # Given a ClusterQueue applied with fairSharing, now desired without it
+    before = cq("a", weight="3")
+    owned = {"f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}}}, "f:spec": {"f:fairSharing": {}}}
+    entry = {"manager": "idleshare", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": owned}
+    current = as_stored(before, metadata__managedFields=[entry])
+    # When diffing the object without fairSharing
+    to_apply, _ = diff([cq("a")], [current])
+    # Then it is applied (server-side apply removes the field idleshare no longer sets)
+    assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-a-clusterqueue")]
+    assert "spec.fairSharing" in (first_difference(cq("a"), current) or "")
+    # ... but not when that field belongs to another manager: it is none of idleshare's business
+    entry_other = {**entry, "manager": "kubectl"}
+    assert diff([cq("a")], [as_stored(before, metadata__managedFields=[entry_other])])[0] == []
+
+
+def test_owned_map_list_entries_are_matched_by_key():
+    # Given idleshare owns the nodeLabels of flavor ml.p5, and entries of a map-list ("k:" keys)
+    owned = {"f:spec": {"f:nodeLabels": {"f:node.kubernetes.io/instance-type": {}}}}
+    entry = {"manager": "idleshare", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": owned}
+    current = as_stored(rf("ml.p5"), metadata__managedFields=[entry])
+    # Then a desired flavor that still sets those fields is in sync
+    assert first_difference(rf("ml.p5"), current) is None
+    keyed = {"f:spec": {"f:items": {'k:{"name":"x"}': {".": {}, "f:v": {}}}}}
+    want = {"spec": {"items": [{"name": "x", "v": 1}]}}
+    cur = {"spec": {"items": [{"name": "x", "v": 1}]}, "metadata": {"managedFields": [{**entry, "fieldsV1": keyed}]}}
+    assert first_difference(want, cur) is None
+    gone = {"spec": {"items": [{"name": "y", "v": 1}]}}
+    assert first_difference(gone, cur) is not None
+
+
+def test_the_domain_objects_are_in_sync_with_what_the_apiserver_stores_after_defaulting():
+    # Given every object idleshare builds, as the apiserver stores it (CRD defaults added)
+    _, desired = objects(CLUSTER, QUOTAS)
+    crd_set = crds.load_crds()
+    current = [crds.apply_defaults(copy.deepcopy(o), crd_set) if o["kind"] != "Namespace" else o for o in desired]
+    assert any(c != d for c, d in zip(current, desired, strict=True))  # defaulting did add something
+    # When diffing
+    to_apply, to_delete = diff(desired, current)
+    # Then nothing is sent
+    assert to_apply == [] and to_delete == []
+
+
+def test_apply_keeps_the_given_dependency_order():
+    desired = [rf("ml.p5"), wpc("inference-priority"), ns("a"), cq("a"), lq("a")]
+    to_apply, _ = diff(desired, [])
+    assert to_apply == desired
+
+
+# -- namespaces ----------------------------------------------------------------------------------
+
+
+def test_a_namespace_is_listed_only_when_missing_and_never_compared():
+    # Given team a's namespace exists (ours, with a label someone changed), team b's does not
+    current = [as_stored(ns("a"), metadata__labels={"x": "y"})]
+    # When diffing
+    to_apply, to_delete = diff([ns("a"), ns("b")], current)
+    # Then only b's namespace is to be ensured; a's is never patched
+    assert keys(to_apply) == [("Namespace", "hyperpod-ns-b")]
+    assert to_delete == []
+
+
+def test_a_namespace_is_never_deleted_even_when_its_team_is_gone():
+    current = [as_stored(ns("gone")), as_stored(cq("gone")), as_stored(lq("gone"))]
+    _, to_delete = diff([], current)
+    assert ("Namespace", "hyperpod-ns-gone") not in keys(to_delete)
+    assert keys(to_delete) == [
+        ("LocalQueue", "hyperpod-ns-gone-localqueue"),
+        ("ClusterQueue", "hyperpod-ns-gone-clusterqueue"),
+    ]
+
+
+# -- what is deleted -----------------------------------------------------------------------------
+
+
+def test_the_objects_of_a_team_no_longer_present_are_deleted_in_reverse_dependency_order():
+    # Given teams a and b in the cluster, and only a desired
+    current = [as_stored(o) for o in (rf("ml.p5"), ns("a"), cq("a"), lq("a"), ns("b"), cq("b"), lq("b"))]
+    desired = [rf("ml.p5"), ns("a"), cq("a"), lq("a")]
+    # When diffing
+    to_apply, to_delete = diff(desired, current)
+    # Then b's LocalQueue goes before its ClusterQueue; a's objects and the flavor stay
+    assert to_apply == []
+    assert keys(to_delete) == [
+        ("LocalQueue", "hyperpod-ns-b-localqueue"),
+        ("ClusterQueue", "hyperpod-ns-b-clusterqueue"),
+    ]
+
+
+def test_shared_objects_no_longer_desired_are_deleted_after_the_queues():
+    # Given a flavor with no node left, a priority class no longer configured, a gone team
+    current = [as_stored(o) for o in (rf("ml.p5"), rf("ml.g5"), wpc("old-priority"), cq("gone"), lq("gone"))]
+    desired = [rf("ml.p5")]
+    # When diffing
+    _, to_delete = diff(desired, current)
+    # Then everything not desired goes, queues first, the flavor last
+    assert keys(to_delete) == [
+        ("LocalQueue", "hyperpod-ns-gone-localqueue"),
+        ("ClusterQueue", "hyperpod-ns-gone-clusterqueue"),
+        ("WorkloadPriorityClass", "old-priority"),
+        ("ResourceFlavor", "ml.g5"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        pytest.param({}, id="no labels"),
+        pytest.param({TEAM_LABEL: "gone"}, id="team label only"),
+        pytest.param({MANAGED_BY_LABEL: "helm", TEAM_LABEL: "gone"}, id="managed by someone else"),
+    ],
+)
+def test_an_object_without_our_managed_by_label_is_never_deleted(labels):
+    # Given objects that are not idleshare's (a caller passed more than list_managed returns)
+    theirs = [as_stored(o, metadata__labels=dict(labels)) for o in (cq("gone"), lq("gone"), rf("ml.x"))]
+    # When diffing with nothing desired
+    _, to_delete = diff([], theirs)
+    # Then nothing is deleted
+    assert to_delete == []
+
+
+def test_a_kind_idleshare_does_not_write_is_never_deleted():
+    workload = {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": meta("job-1", "gone", "hyperpod-ns-gone")}
+    assert diff([], [workload]) == ([], [])

@@ -1,0 +1,167 @@
+"""SPEC §3: the Kueue objects a pool result stands for."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from lightkube.utils.quantity import parse_quantity
+
+from idleshare.domain.kueue import desired_objects, webhook_violations
+from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings, Snapshot, Strategy
+from idleshare.domain.pool import compute
+from idleshare.domain.quantity import format_quantity, round_down
+from tests.builders import P4D, P5, TRN1, entry, node, nodes, quota
+
+GPU = "nvidia.com/gpu"
+
+
+def objects(nodes_, quotas_, sc=None, settings=None):
+    sc = sc or SchedulerConfig(priority_classes=(PriorityClass("inference", 90), PriorityClass("training", 40)))
+    settings = settings or Settings()
+    result = compute(Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas_), scheduler_config=sc, settings=settings))
+    return result, desired_objects(result, sc, settings)
+
+
+def by_kind(objs, kind):
+    return {o["metadata"]["name"]: o for o in objs if o["kind"] == kind}
+
+
+def quota_of(group, flavor, resource):
+    f = next(f for f in group["flavors"] if f["name"] == flavor)
+    return next(r for r in f["resources"] if r["name"] == resource)
+
+
+CLUSTER = [*nodes("p5", P5, 4), *nodes("p4d", P4D, 2), *nodes("trn", TRN1, 2), node("bad", ready=False)]
+QUOTAS = [
+    quota("research", entry(P5, accelerators=8), borrow=100, fair_share_weight=10, preempt_team_tasks="LowerPriority"),
+    quota("nlp", entry(TRN1, count=1), strategy=Strategy.LEND),
+    quota("vision", entry(P4D, partition=("mig-1g.5gb", 28)), strategy=Strategy.DONT_LEND),
+    quota("paused", entry(P5, accelerators=4), enabled=False),
+]
+
+
+def test_one_flavor_each_with_its_node_label():
+    _, objs = objects(CLUSTER, QUOTAS)
+    flavors = by_kind(objs, "ResourceFlavor")
+    assert sorted(flavors) == sorted([P5, P4D, TRN1])
+    assert flavors[P5]["spec"] == {"nodeLabels": {"node.kubernetes.io/instance-type": P5}}
+
+
+def test_cohort_quota_is_the_unallocated_capacity_and_zero_without_idle_sharing():
+    result, objs = objects(CLUSTER, QUOTAS)
+    cohort = by_kind(objs, "Cohort")["shared-pool"]
+    group = cohort["spec"]["resourceGroups"][0]
+    assert group["coveredResources"] == list(result.resources)
+    assert quota_of(group, P5, GPU)["nominalQuota"] == "24"  # 32 - research 8 (paused is disabled)
+    _, off = objects(CLUSTER, QUOTAS, sc=SchedulerConfig(idle_resource_sharing=False))
+    group_off = by_kind(off, "Cohort")["shared-pool"]["spec"]["resourceGroups"][0]
+    assert {r["nominalQuota"] for f in group_off["flavors"] for r in f["resources"]} == {"0"}
+
+
+def test_cluster_queue_per_team():
+    _, objs = objects(CLUSTER, QUOTAS)
+    cqs = by_kind(objs, "ClusterQueue")
+    assert sorted(cqs) == [f"hyperpod-ns-{t}-clusterqueue" for t in ("nlp", "paused", "research", "vision")]
+    research = cqs["hyperpod-ns-research-clusterqueue"]["spec"]
+    assert research["cohortName"] == "shared-pool"
+    assert research["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "hyperpod-ns-research"}}
+    assert research["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    assert research["fairSharing"] == {"weight": "10"}
+    assert research["stopPolicy"] == "None"
+    gpu = quota_of(research["resourceGroups"][0], P5, GPU)
+    assert gpu == {"name": GPU, "nominalQuota": "8", "borrowingLimit": "24", "lendingLimit": "8"}
+    # it can borrow where it has no quota: the flavor is listed with nominal 0
+    trn = quota_of(research["resourceGroups"][0], TRN1, "aws.amazon.com/neurondevice")
+    assert trn["nominalQuota"] == "0" and trn["borrowingLimit"] == "32"  # 16 unallocated + 16 nlp lends
+    vision = quota_of(cqs["hyperpod-ns-vision-clusterqueue"]["spec"]["resourceGroups"][0], P4D, "nvidia.com/mig-1g.5gb")
+    assert vision["lendingLimit"] == "0" and vision["nominalQuota"] == "28"
+    paused = cqs["hyperpod-ns-paused-clusterqueue"]["spec"]
+    assert paused["stopPolicy"] == "Hold"
+    assert quota_of(paused["resourceGroups"][0], P5, GPU)["borrowingLimit"] == "0"
+    assert cqs["hyperpod-ns-nlp-clusterqueue"]["spec"]["preemption"]["withinClusterQueue"] == "Never"
+
+
+def test_local_queue_namespace_and_priority_classes():
+    _, objs = objects(CLUSTER, QUOTAS)
+    lq = by_kind(objs, "LocalQueue")["hyperpod-ns-nlp-localqueue"]
+    assert lq["metadata"]["namespace"] == "hyperpod-ns-nlp"
+    assert lq["spec"] == {"clusterQueue": "hyperpod-ns-nlp-clusterqueue"}
+    assert "hyperpod-ns-nlp" in by_kind(objs, "Namespace")
+    wpcs = by_kind(objs, "WorkloadPriorityClass")
+    assert {n: o["value"] for n, o in wpcs.items()} == {"inference-priority": 90, "training-priority": 40}
+
+
+def test_every_object_is_labelled_as_ours_and_team_objects_name_their_team():
+    _, objs = objects(CLUSTER, QUOTAS)
+    for o in objs:
+        assert o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "idleshare"
+        if o["kind"] in ("ClusterQueue", "LocalQueue", "Namespace"):
+            assert o["metadata"]["labels"]["idleshare.io/team"] in {"research", "nlp", "vision", "paused"}
+
+
+def test_objects_are_sorted_in_apply_order_and_deterministic():
+    _, objs = objects(CLUSTER, QUOTAS)
+    kinds = [o["kind"] for o in objs]
+    assert kinds.index("Namespace") < kinds.index("ResourceFlavor") < kinds.index("Cohort")
+    assert max(i for i, k in enumerate(kinds) if k == "ClusterQueue") < kinds.index("LocalQueue")
+    _, again = objects(list(reversed(CLUSTER)), list(reversed(QUOTAS)))
+    assert objs == again
+
+
+def test_prefix_and_cohort_name_are_configurable():
+    _, objs = objects(CLUSTER, QUOTAS, settings=Settings(cohort_name="gpu-pool", namespace_prefix="team-"))
+    assert "gpu-pool" in by_kind(objs, "Cohort")
+    cq = by_kind(objs, "ClusterQueue")["team-nlp-clusterqueue"]
+    assert cq["spec"]["cohortName"] == "gpu-pool"
+
+
+def test_engine_output_passes_the_webhook_only_rules():
+    _, objs = objects(CLUSTER, QUOTAS)
+    assert [e for o in objs for e in webhook_violations(o, parse_quantity)] == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda s: s.pop("cohortName"), "must be nil when ClusterQueue has no cohort"),
+        (
+            lambda s: s["resourceGroups"][0]["flavors"][0]["resources"][0].update(lendingLimit="999"),
+            "less than or equal",
+        ),
+        (lambda s: s["resourceGroups"][0]["coveredResources"].append("bad resource!"), "not a valid resource name"),
+        (lambda s: s["resourceGroups"].append(s["resourceGroups"][0]), "appears"),
+    ],
+)
+def test_webhook_rules_catch_what_the_crd_does_not(mutate, message):
+    _, objs = objects(CLUSTER, QUOTAS)
+    cq = next(o for o in objs if o["kind"] == "ClusterQueue")
+    mutate(cq["spec"])
+    assert any(message in e for e in webhook_violations(cq, parse_quantity))
+
+
+@pytest.mark.parametrize(
+    ("value", "resource", "text"),
+    [
+        (8, GPU, "8"),
+        (0, GPU, "0"),
+        (Fraction(191450, 1000), "cpu", "191450m"),
+        (Fraction(3, 2), "cpu", "1500m"),
+        (96, "cpu", "96"),
+        (2 * 1024**3, "memory", "2Gi"),
+        (1536 * 1024**2, "memory", "1536Mi"),
+        (1000, "memory", "1000"),
+        (1024**3 + 1, "memory", "1073741825"),
+        (Fraction(1024**3, 10), "memory", "107374182400m"),
+    ],
+)
+def test_quantity_strings_round_trip_through_lightkube(value, resource, text):
+    assert format_quantity(value, resource) == text
+    assert Fraction(parse_quantity(text)) == value
+
+
+def test_rounding_is_always_down():
+    assert round_down("cpu", Fraction(19999, 10000)) == Fraction(1999, 1000)
+    assert round_down("memory", 1024**2 * 3 - 1) == 1024**2 * 2
+    assert round_down(GPU, Fraction(79, 10)) == 7
+    assert round_down(GPU, -1) == 0

@@ -1,0 +1,308 @@
+"""SPEC §2, rule by rule: Given a cluster and quotas, When the pool is computed, Then ..."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from idleshare.domain.eligibility import exclusion_reason
+from idleshare.domain.model import (
+    DEFAULT_TOLERATED_TAINT_KEYS,
+    GIB,
+    ExclusionReason,
+    SchedulerConfig,
+    Snapshot,
+    Strategy,
+    Taint,
+)
+from idleshare.domain.pool import Bound, compute
+from tests.builders import G5, P4D, P5, P5_ALLOC, TRN1, TRN1_ALLOC, entry, node, nodes, quota, tainted
+
+GPU = "nvidia.com/gpu"
+NEURON = "aws.amazon.com/neurondevice"
+MIG = "nvidia.com/mig-1g.5gb"
+MI = 1024**2
+
+
+def run(nodes_, quotas=(), **sc):
+    return compute(Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas), scheduler_config=SchedulerConfig(**sc)))
+
+
+# -- eligibility ------------------------------------------------------------------------------
+
+ELIGIBILITY_CASES = [
+    ("ready schedulable healthy", node("n"), None),
+    ("deleting", node("n", deleting=True), ExclusionReason.DELETING),
+    ("deleting wins over NotReady", node("n", deleting=True, ready=False), ExclusionReason.DELETING),
+    ("NotReady", node("n", ready=False), ExclusionReason.NOT_READY),
+    ("NotReady wins over cordoned", node("n", ready=False, unschedulable=True), ExclusionReason.NOT_READY),
+    ("cordoned", node("n", unschedulable=True), ExclusionReason.UNSCHEDULABLE),
+    ("HyperPod unhealthy", node("n", health_status="Unschedulable"), ExclusionReason.UNHEALTHY),
+    ("HyperPod pending replacement", node("n", health_status="UnschedulablePendingReplacement"), "Unhealthy"),
+    ("no health label counts", node("n", health_status=None), None),
+    ("untolerated NoSchedule taint", tainted("n", "dedicated"), ExclusionReason.UNTOLERATED_TAINT),
+    ("untolerated NoExecute taint", tainted("n", "dedicated", "NoExecute"), ExclusionReason.UNTOLERATED_TAINT),
+    ("PreferNoSchedule never excludes", tainted("n", "dedicated", "PreferNoSchedule"), None),
+    ("tolerated nvidia.com/gpu taint", tainted("n", "nvidia.com/gpu"), None),
+    ("tolerated neuron taint", tainted("n", "aws.amazon.com/neuron", flavor=TRN1), None),
+    ("unhealthy wins over taint", node("n", health_status="Unknown", taints=(Taint("x", "NoSchedule"),)), "Unhealthy"),
+    ("no instance type", node("n", flavor=None), ExclusionReason.NO_INSTANCE_TYPE),
+    ("taint wins over missing type", node("n", flavor=None, taints=(Taint("x", "NoSchedule"),)), "UntoleratedTaint"),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), ELIGIBILITY_CASES, ids=[c[0] for c in ELIGIBILITY_CASES])
+def test_exclusion_reason(name, given, expected):
+    assert exclusion_reason(given, DEFAULT_TOLERATED_TAINT_KEYS) == expected
+
+
+def test_excluded_nodes_leave_capacity_and_are_reported_by_name():
+    result = run([*nodes("p5", P5, 3), node("p5-bad", ready=False), node("p5-cordoned", unschedulable=True)])
+    assert result.capacity[P5][GPU] == 24
+    assert result.capacity[P5]["cpu"] == 3 * Fraction(191450, 1000)
+    assert result.excluded_nodes == {"p5-bad": ExclusionReason.NOT_READY, "p5-cordoned": "Unschedulable"}
+    assert result.node_counts[P5] == (3, 5)
+    assert "excluded: NotReady=1, Unschedulable=1" in result.summary()
+
+
+def test_mig_profiles_count_as_their_own_resources_and_gpu_is_what_the_node_reports():
+    result = run([*nodes("p4d", P4D, 2), *nodes("p5", P5, 1)])
+    assert result.capacity[P4D][MIG] == 112
+    assert result.capacity[P4D][GPU] == 0
+    assert MIG in result.resources
+    assert result.capacity[P5][MIG] == 0  # covered everywhere, zero where absent
+
+
+def test_neuron_nodes_count_neuron_devices():
+    result = run(nodes("trn", TRN1, 2))
+    assert result.capacity[TRN1][NEURON] == 32
+    assert result.capacity[TRN1].get(GPU, 0) == 0
+
+
+def test_untracked_resources_are_ignored():
+    n = node("n", allocatable={**P5_ALLOC, "pods": 110, "ephemeral-storage": 10**12, "hugepages-1Gi": 0})
+    result = run([n])
+    assert "pods" not in result.resources and "ephemeral-storage" not in result.resources
+
+
+# -- nominal from quota entries -----------------------------------------------------------------
+
+CPU_P5 = Fraction(191450, 1000)
+MEM_P5 = 1900 * GIB
+
+
+def floor_cpu(x):
+    return Fraction(int(x * 1000), 1000)
+
+
+def floor_mem(x):
+    return int(x // MI) * MI
+
+
+NOMINAL_CASES = [
+    (
+        "Count: n x shape",
+        entry(P5, count=2),
+        {GPU: 16, "cpu": 2 * CPU_P5, "memory": 2 * MEM_P5, "vpc.amazonaws.com/efa": 64},
+    ),
+    (
+        "Count + Accelerators overrides the accelerator only",
+        entry(P5, count=2, accelerators=4),
+        {GPU: 4, "cpu": 2 * CPU_P5, "memory": 2 * MEM_P5, "vpc.amazonaws.com/efa": 64},
+    ),
+    (
+        "Count + VCpu + MemoryInGiB override their own",
+        entry(P5, count=1, vcpu=Fraction(3, 2), memory_gib=10),
+        {GPU: 8, "cpu": Fraction(3, 2), "memory": 10 * GIB, "vpc.amazonaws.com/efa": 32},
+    ),
+    (
+        "Accelerators scale cpu and memory, rounded down to 1m / 1Mi",
+        entry(P5, accelerators=3),
+        {GPU: 3, "cpu": floor_cpu(CPU_P5 * 3 / 8), "memory": floor_mem(MEM_P5 * 3 / 8)},
+    ),
+    (
+        "Accelerators with VCpu given: cpu as given",
+        entry(P5, accelerators=2, vcpu=10),
+        {GPU: 2, "cpu": 10, "memory": floor_mem(MEM_P5 / 4)},
+    ),
+    (
+        "Accelerators on a Neuron flavor mean Neuron devices",
+        entry(TRN1, accelerators=4),
+        {NEURON: 4, "cpu": floor_cpu(Fraction(127500, 1000) / 4), "memory": floor_mem(480 * GIB / 4)},
+    ),
+    (
+        "AcceleratorPartition: the MIG profile, scaling cpu and memory",
+        entry(P4D, partition=("mig-1g.5gb", 7)),
+        {MIG: 7, "cpu": floor_cpu(Fraction(95690, 1000) * 7 / 56), "memory": floor_mem(1100 * GIB * 7 / 56)},
+    ),
+    (
+        "VCpu only: memory scales by the cpu ratio",
+        entry(P5, vcpu=20),
+        {"cpu": 20, "memory": floor_mem(MEM_P5 * 20 / CPU_P5)},
+    ),
+    (
+        "MemoryInGiB only: cpu scales by the memory ratio",
+        entry(P5, memory_gib=95),
+        {"memory": 95 * GIB, "cpu": floor_cpu(CPU_P5 * 95 / 1900)},
+    ),
+    (
+        "VCpu and MemoryInGiB: as given, exact",
+        entry(P5, vcpu=Fraction(1, 10), memory_gib=Fraction(1, 10)),
+        {"cpu": Fraction(1, 10), "memory": Fraction(GIB, 10)},
+    ),
+    ("Count 0 and nothing else: nothing", entry(P5, count=0), {}),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), NOMINAL_CASES, ids=[c[0] for c in NOMINAL_CASES])
+def test_nominal(name, given, expected):
+    result = run([*nodes("p5", P5, 4), *nodes("trn", TRN1, 2), *nodes("p4d", P4D, 2)], [quota("a", given)])
+    flavor = given.instance_type
+    got = {r: q for r, q in result.teams["a"].nominal[flavor].items() if q}
+    assert got == expected
+    assert not [i for i in result.issues if i.severity == "error"]
+
+
+def test_shape_is_the_most_common_allocatable_of_the_flavor_eligible_or_not():
+    odd = node("p5-odd", allocatable={**P5_ALLOC, "nvidia.com/gpu": 7})
+    down = [node(f"p5-down-{i}", ready=False) for i in range(2)]
+    result = run([odd, *down], [quota("a", entry(P5, count=1))])
+    assert result.teams["a"].nominal[P5][GPU] == 8  # two NotReady nodes outvote the eligible odd one
+
+
+def test_shape_falls_back_to_the_catalog_when_the_cluster_has_no_node_of_the_flavor():
+    result = run(nodes("p5", P5, 1), [quota("a", entry("ml.g5.12xlarge", count=2))])
+    assert result.teams["a"].nominal[G5][GPU] == 8  # 2 x 4 A10G from the catalog
+    assert result.teams["a"].nominal[G5]["cpu"] == 96
+    assert result.shortfall[G5][GPU] == 8  # no such node: all of it is shortfall
+
+
+def test_neither_nodes_nor_catalog_is_a_named_misconfiguration_not_zero():
+    result = run(nodes("p5", P5, 1), [quota("a", entry("ml.x9.unknown", count=1))])
+    errors = [i for i in result.issues if i.severity == "error"]
+    assert [(i.code, i.subject) for i in errors] == [("NoInstanceShape", "a-quota/ml.x9.unknown")]
+
+
+def test_quota_with_ml_name_governs_plain_eks_nodes_with_ec2_names():
+    result = run(nodes("p5", "p5.48xlarge", 2), [quota("a", entry(P5, accelerators=8))])
+    assert "p5.48xlarge" in result.flavors and P5 not in result.flavors
+    assert result.teams["a"].nominal["p5.48xlarge"][GPU] == 8
+    assert result.unallocated["p5.48xlarge"][GPU] == 8
+
+
+# -- allocation, pool and borrowing ---------------------------------------------------------------
+
+
+def test_unallocated_and_shortfall():
+    result = run(nodes("p5", P5, 2), [quota("a", entry(P5, accelerators=10)), quota("b", entry(P5, accelerators=4))])
+    assert result.allocated[P5][GPU] == 14
+    assert result.unallocated[P5][GPU] == 2
+    assert result.shortfall[P5][GPU] == 0
+    over = run(nodes("p5", P5, 1), [quota("a", entry(P5, accelerators=10))])
+    assert (over.unallocated[P5][GPU], over.shortfall[P5][GPU]) == (0, 2)
+    assert any(i.code == "Shortfall" and i.subject == P5 for i in over.issues)
+
+
+def test_pool_each_team_sees_and_borrow_limits_by_strategy():
+    # 4 p5 nodes = 32 GPUs; a=8 LendAndBorrow, b=8 Lend, c=8 DontLend -> unallocated 8
+    result = run(
+        nodes("p5", P5, 4),
+        [
+            quota("a", entry(P5, accelerators=8)),
+            quota("b", entry(P5, accelerators=8), strategy=Strategy.LEND),
+            quota("c", entry(P5, accelerators=8), strategy=Strategy.DONT_LEND),
+        ],
+    )
+    a, b, c = (result.teams[t] for t in "abc")
+    assert a.why[P5][GPU].pool == 8 + 8  # unallocated + b's lent nominal; c lends nothing, a's own excluded
+    assert a.borrowing_limit[P5][GPU] == 8  # default 50%
+    assert a.why[P5][GPU].bound == Bound.PERCENTAGE
+    assert (b.borrowing_limit[P5][GPU], b.why[P5][GPU].bound) == (0, Bound.STRATEGY)
+    assert c.borrowing_limit[P5][GPU] == 0
+    assert (a.lending_limit[P5][GPU], b.lending_limit[P5][GPU], c.lending_limit[P5][GPU]) == (8, 8, 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "borrow", "absolute", "expected", "bound"),
+    [
+        ("percentage of the pool", 25, (), 4, Bound.PERCENTAGE),
+        ("0 percent", 0, (), 0, Bound.PERCENTAGE),
+        ("over 100 percent: the pool itself", 500, (), 16, Bound.POOL),
+        ("absolute cap by Accelerators", 100, (entry(P5, accelerators=3),), 3, Bound.ABSOLUTE),
+        ("absolute cap by Count", 100, (entry(P5, count=1),), 8, Bound.ABSOLUTE),
+        ("absolute cap above the percentage", 25, (entry(P5, accelerators=10),), 4, Bound.PERCENTAGE),
+        ("absolute cap above the pool", 100, (entry(P5, count=5),), 16, Bound.POOL),
+    ],
+)
+def test_borrow_limit_least_bound_wins(name, borrow, absolute, expected, bound):
+    # 4 p5 = 32 GPUs; a has 16 -> pool seen by a = 16 unallocated
+    result = run(nodes("p5", P5, 4), [quota("a", entry(P5, accelerators=16), borrow=borrow, absolute=absolute)])
+    d = result.teams["a"].why[P5][GPU]
+    assert (d.pool, d.limit, d.bound) == (16, expected, bound)
+    assert result.teams["a"].borrowing_limit[P5][GPU] == expected
+
+
+def test_absolute_cap_by_field_caps_only_its_resource():
+    result = run(
+        nodes("p5", P5, 4),
+        [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))],
+    )
+    g = result.teams["a"]
+    assert g.borrowing_limit[P5]["cpu"] == 10
+    assert g.borrowing_limit[P5][GPU] == 24  # no cap on GPUs: the whole pool
+
+
+def test_borrow_limits_round_down():
+    # pool 3 p5 = 24 GPUs, 3 x 191.45 cpu; 33% -> 7.92 -> 7 GPUs; cpu to 1m; memory to 1Mi
+    result = run(nodes("p5", P5, 3), [quota("a", borrow=33)])
+    g = result.teams["a"]
+    assert g.borrowing_limit[P5][GPU] == 7
+    assert g.borrowing_limit[P5]["cpu"] == floor_cpu(3 * CPU_P5 * Fraction(33, 100))
+    assert g.borrowing_limit[P5]["memory"] == floor_mem(3 * MEM_P5 * Fraction(33, 100))
+
+
+def test_team_can_borrow_on_flavors_where_it_has_no_quota():
+    result = run([*nodes("p5", P5, 2), *nodes("trn", TRN1, 1)], [quota("a", entry(P5, accelerators=8))])
+    assert result.teams["a"].nominal[TRN1][NEURON] == 0
+    assert result.teams["a"].borrowing_limit[TRN1][NEURON] == 8
+
+
+def test_idle_resource_sharing_disabled_leaves_only_what_lenders_lend():
+    q = [quota("a", entry(P5, accelerators=8)), quota("b", entry(P5, accelerators=8))]
+    on = run(nodes("p5", P5, 4), q)
+    off = run(nodes("p5", P5, 4), q, idle_resource_sharing=False)
+    assert on.teams["a"].why[P5][GPU].pool == 16 + 8
+    assert off.teams["a"].why[P5][GPU].pool == 8
+    assert off.unallocated[P5][GPU] == 16  # still reported; just not lendable
+
+
+def test_disabled_quota_allocates_nothing_lends_nothing_borrows_nothing():
+    result = run(
+        nodes("p5", P5, 2),
+        [quota("a", entry(P5, accelerators=8)), quota("off", entry(P5, accelerators=4), enabled=False)],
+    )
+    off = result.teams["off"]
+    assert result.allocated[P5][GPU] == 8
+    assert off.nominal[P5][GPU] == 4  # isolation: its own quota is kept
+    assert off.lending_limit[P5][GPU] == 0 and off.borrowing_limit[P5][GPU] == 0
+    assert off.why[P5][GPU].bound == Bound.DISABLED
+    assert result.teams["a"].why[P5][GPU].pool == 8  # sees the unallocated 8, nothing from "off"
+
+
+def test_absolute_limit_on_a_flavor_the_cluster_does_not_have_is_a_warning():
+    result = run(nodes("p5", P5, 1), [quota("a", absolute=(entry(G5, accelerators=2),))])
+    warnings = [i for i in result.issues if i.code == "AbsoluteLimitOnUnknownFlavor"]
+    assert len(warnings) == 1 and warnings[0].severity == "warning"
+
+
+def test_two_quotas_for_one_team_is_an_error_and_only_one_counts():
+    result = run(nodes("p5", P5, 2), [quota("a", entry(P5, accelerators=2)), quota("a", entry(P5, accelerators=4))])
+    assert [i.code for i in result.issues if i.severity == "error"] == ["DuplicateTeam"]
+    assert result.allocated[P5][GPU] in (2, 4)
+
+
+def test_explicit_memory_stays_exact_and_neuron_capacity_is_exact():
+    result = run(nodes("trn", TRN1, 2), [quota("a", entry(TRN1, vcpu=Fraction(1, 2), memory_gib=Fraction(1, 3)))])
+    assert result.teams["a"].nominal[TRN1]["memory"] == Fraction(GIB, 3)
+    assert result.capacity[TRN1]["memory"] == 2 * TRN1_ALLOC["memory"]

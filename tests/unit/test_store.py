@@ -1,0 +1,786 @@
+"""SPEC §5: the DynamoDB store (moto). Versioned quotas and scheduler config, the pool generation
+guarded by conditional writes, append-only history with a TTL, and every SDK error translated."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import (
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+from moto import mock_aws
+
+from idleshare.adapters.errors import (
+    ConflictError,
+    NotFoundError,
+    PermanentError,
+    RetryableError,
+    StaleVersionError,
+)
+from idleshare.adapters.ports import ClusterRecord, PoolRecord, Store
+from idleshare.adapters.store import (
+    COMPRESS_ABOVE,
+    PK,
+    SK,
+    TTL_ATTRIBUTE,
+    AlreadyExistsError,
+    DynamoStore,
+    TransactionCancelledError,
+    translate,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+C = "c1"
+ARN_ID = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456"
+ARN_NAME = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+
+
+class Clock:
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_SESSION_TOKEN": "test",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+
+
+@pytest.fixture(scope="module")
+def ddb() -> Iterator[Any]:
+    # one moto mock per module (starting one costs ~1 s); each test gets its own table
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in FAKE_ENV.items():
+            mp.setenv(name, value)
+        with mock_aws():
+            yield boto3.resource("dynamodb", region_name="us-east-1")
+
+
+@pytest.fixture
+def table(ddb: Any) -> Iterator[Any]:
+    t = ddb.create_table(
+        TableName=f"idleshare-{uuid.uuid4().hex[:12]}",
+        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": PK, "AttributeType": "S"}, {"AttributeName": SK, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    yield t
+    t.delete()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(table: Any, clock: Clock) -> DynamoStore:
+    return DynamoStore(table, history_ttl_days=30, clock=clock)
+
+
+def quota_body(name: str = "research", team: str = "research", **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "Name": name,
+        "ComputeQuotaConfig": {
+            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": 1, "VCpu": 0.1}],
+            "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
+        },
+        "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
+        "ActivationState": "Enabled",
+    }
+    body.update(extra)
+    return body
+
+
+def pool_record(generation: int, digest: str = "", pool: dict[str, Any] | None = None) -> PoolRecord:
+    return PoolRecord(
+        cluster_id=C,
+        generation=generation,
+        digest=digest or f"d{generation}",
+        pool=pool if pool is not None else {"unallocated": {"ml.p5.48xlarge": {"nvidia.com/gpu": generation}}},
+        computed_at=T0.isoformat(),
+    )
+
+
+def raw_item(table: Any, pk: str, sk: str) -> dict[str, Any] | None:
+    return table.get_item(Key={"pk": pk, "sk": sk}).get("Item")
+
+
+def all_keys(table: Any) -> set[tuple[str, str]]:
+    return {(i["pk"], i["sk"]) for i in table.scan()["Items"]}
+
+
+# ------------------------------------------------------------------------------------------ layout
+def test_table_names_match_the_cdk_app() -> None:
+    # Given the CDK construct's source (importing aws_cdk takes seconds, so read it)
+    source = (REPO / "infra" / "constructs" / "storage.py").read_text()
+    # Then the store writes the keys and TTL attribute the deployed table has
+    assert re.search(rf'^PK = "{PK}"$', source, re.M)
+    assert re.search(rf'^SK = "{SK}"$', source, re.M)
+    assert re.search(rf'^TTL_ATTRIBUTE = "{TTL_ATTRIBUTE}"$', source, re.M)
+
+
+def test_dynamo_store_satisfies_the_store_protocol(store: DynamoStore) -> None:
+    as_port: Store = store  # mypy checks the shape; here: every protocol method exists and is callable
+    for name in [n for n in dir(Store) if not n.startswith("_")]:
+        assert callable(getattr(as_port, name)), name
+
+
+# ---------------------------------------------------------------------------------------- clusters
+def test_cluster_registry_round_trip_and_lookups(store: DynamoStore, table: Any) -> None:
+    # Given a registered cluster
+    rec = ClusterRecord("c1", "eks-a", ARN_ID, namespace_prefix="hp-", cohort_name="pool-a")
+    store.put_cluster(rec)
+    # Then it is found by id, EKS name and ARN, and listed
+    assert store.get_cluster("c1") == rec
+    assert store.find_cluster(eks_cluster_name="eks-a") == rec
+    assert store.find_cluster(hyperpod_arn=ARN_ID) == rec
+    assert store.list_clusters() == [rec]
+    assert store.get_cluster("nope") is None
+    assert store.find_cluster(eks_cluster_name="other") is None
+    assert store.find_cluster() is None
+    assert raw_item(table, "REGISTRY", "EKS#eks-a") == {"pk": "REGISTRY", "sk": "EKS#eks-a", "cluster_id": "c1"}
+
+
+def test_renaming_a_cluster_moves_its_lookups(store: DynamoStore, table: Any) -> None:
+    store.put_cluster(ClusterRecord("c1", "eks-a", ARN_ID))
+    # When its EKS name changes and its ARN goes away
+    store.put_cluster(ClusterRecord("c1", "eks-b"))
+    # Then the old lookups are gone, the new one resolves
+    assert store.find_cluster(eks_cluster_name="eks-a") is None
+    assert store.find_cluster(hyperpod_arn=ARN_ID) is None
+    assert store.find_cluster(eks_cluster_name="eks-b") == ClusterRecord("c1", "eks-b")
+    assert ("REGISTRY", "EKS#eks-a") not in all_keys(table)
+
+
+def test_an_eks_name_registered_to_another_cluster_is_refused_atomically(store: DynamoStore, table: Any) -> None:
+    store.put_cluster(ClusterRecord("c1", "eks-a", ARN_ID))
+    before = all_keys(table)
+    with pytest.raises(AlreadyExistsError) as err:
+        store.put_cluster(ClusterRecord("c2", "eks-a"))
+    assert err.value.field == "eks_cluster_name"
+    assert not err.value.retryable
+    assert all_keys(table) == before  # no META for c2
+    with pytest.raises(AlreadyExistsError) as err2:
+        store.put_cluster(ClusterRecord("c2", "eks-b", ARN_ID))
+    assert err2.value.field == "hyperpod_cluster_arn"
+    assert store.get_cluster("c2") is None
+
+
+def test_a_malformed_hyperpod_arn_is_refused(store: DynamoStore) -> None:
+    with pytest.raises(PermanentError, match="not a HyperPod cluster ARN"):
+        store.put_cluster(ClusterRecord("c1", "eks-a", "arn:aws:eks:us-west-2:111122223333:cluster/x"))
+
+
+@pytest.mark.parametrize(
+    ("registered_id", "registered_arn", "query", "found"),
+    [
+        # the name-form ARN of AWS's examples finds the cluster registered under that name
+        ("sample-cluster", None, ARN_NAME, True),
+        ("sample-cluster", ARN_ID, ARN_NAME, True),
+        # ... but not one registered in another account
+        ("sample-cluster", "arn:aws:sagemaker:us-west-2:999999999999:cluster/abcdef123456", ARN_NAME, False),
+        # the exact registered name-form ARN
+        ("c9", ARN_NAME, ARN_NAME, True),
+        # an unknown id-form ARN
+        ("c9", ARN_NAME, "arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzzzz999999", False),
+        ("c9", None, "not-an-arn", False),
+    ],
+)
+def test_find_cluster_by_hyperpod_arn_by_id_or_name(
+    store: DynamoStore, registered_id: str, registered_arn: str | None, query: str, found: bool
+) -> None:
+    store.put_cluster(ClusterRecord(registered_id, "eks-x", registered_arn))
+    result = store.find_cluster(hyperpod_arn=query)
+    assert (result is not None and result.cluster_id == registered_id) is found
+
+
+def test_name_form_arn_also_matches_the_eks_cluster_name(store: DynamoStore) -> None:
+    store.put_cluster(ClusterRecord("c1", "sample-cluster"))
+    found = store.find_cluster(hyperpod_arn=ARN_NAME)
+    assert found is not None and found.cluster_id == "c1"
+
+
+# ------------------------------------------------------------------------------------------ quotas
+def test_create_quota_starts_at_version_1_with_a_quota_id(store: DynamoStore, table: Any, clock: Clock) -> None:
+    created = store.create_quota(C, quota_body())
+    assert created.version == 1
+    assert created.name == "research"
+    assert re.fullmatch(r"[a-z0-9]{12}", created.body["ComputeQuotaId"])
+    assert created.body["ComputeQuotaVersion"] == 1
+    assert created.body["CreationTime"] == T0.isoformat()
+    assert store.get_quota(C, "research") == created
+    # the body is stored as JSON text: 0.1 stays exactly "0.1"
+    item = raw_item(table, "CLUSTER#c1", "QUOTA#research")
+    assert item is not None and '"VCpu":0.1' in item["body"]
+    assert created.body["ComputeQuotaConfig"]["ComputeQuotaResources"][0]["VCpu"] == 0.1
+    assert raw_item(table, "CLUSTER#c1", "TEAM#research") is not None
+
+
+def test_store_managed_fields_of_the_input_are_ignored(store: DynamoStore) -> None:
+    created = store.create_quota(C, quota_body(ComputeQuotaId="zzzzzzzzzzzz", ComputeQuotaVersion=7))
+    assert created.version == 1 and created.body["ComputeQuotaVersion"] == 1
+    assert created.body["ComputeQuotaId"] != "zzzzzzzzzzzz"
+
+
+def test_get_quota_returns_ints_not_decimals(store: DynamoStore) -> None:
+    store.create_quota(C, quota_body())
+    got = store.get_quota(C, "research")
+    assert got is not None and type(got.version) is int and type(got.body["ComputeQuotaVersion"]) is int
+
+
+def test_get_missing_quota_is_none(store: DynamoStore) -> None:
+    assert store.get_quota(C, "nope") is None
+
+
+@pytest.mark.parametrize(
+    ("second", "field"),
+    [
+        (quota_body("research", "other-team"), "Name"),
+        (quota_body("research-2", "research"), "ComputeQuotaTarget.TeamName"),
+    ],
+)
+def test_a_taken_name_or_team_is_refused_atomically(
+    store: DynamoStore, table: Any, second: dict[str, Any], field: str
+) -> None:
+    # Given a quota for team research
+    store.create_quota(C, quota_body())
+    before = all_keys(table)
+    # When another quota takes its name or its team
+    with pytest.raises(AlreadyExistsError) as err:
+        store.create_quota(C, second)
+    # Then it is refused naming the field, and nothing at all was written
+    assert err.value.field == field
+    assert err.value.status == 409
+    assert all_keys(table) == before
+
+
+def test_same_name_in_another_cluster_is_fine(store: DynamoStore) -> None:
+    store.create_quota("c1", quota_body())
+    assert store.create_quota("c2", quota_body()).version == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"ComputeQuotaTarget": {"TeamName": "t"}},
+        {"Name": "x"},
+        {"Name": "", "ComputeQuotaTarget": {"TeamName": "t"}},
+        {"Name": "x", "ComputeQuotaTarget": {"TeamName": "t"}, "Bad": float("nan")},
+    ],
+)
+def test_bodies_without_name_or_team_or_not_json_are_refused(store: DynamoStore, body: dict[str, Any]) -> None:
+    with pytest.raises(PermanentError):
+        store.create_quota(C, body)
+    assert store.list_quotas(C) == []
+
+
+def test_list_quotas_reads_every_page(store: DynamoStore, table: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(7):
+        store.create_quota(C, quota_body(f"q{i}", f"t{i}"))
+    store.create_quota("c2", quota_body("elsewhere", "x"))
+    # Given a Query that returns 2 items per page
+    calls: list[dict[str, Any]] = []
+    query = table.query
+
+    def small_pages(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return query(**{**kwargs, "Limit": 2})
+
+    monkeypatch.setattr(table, "query", small_pages)
+    quotas = store.list_quotas(C)
+    assert [q.name for q in quotas] == [f"q{i}" for i in range(7)]
+    assert len(calls) >= 4
+    assert "ExclusiveStartKey" in calls[-1]
+
+
+def test_update_quota_bumps_the_version(store: DynamoStore, clock: Clock) -> None:
+    store.create_quota(C, quota_body())
+    clock.now = T0 + timedelta(minutes=5)
+    updated = store.update_quota(C, "research", quota_body(ActivationState="Disabled"), target_version=1)
+    assert updated.version == 2
+    assert updated.body["ActivationState"] == "Disabled"
+    assert updated.body["LastModifiedTime"] == clock.now.isoformat()
+    assert updated.body["CreationTime"] == T0.isoformat()
+    assert store.get_quota(C, "research") == updated
+
+
+def test_update_with_a_stale_version_reports_the_current_one(store: DynamoStore) -> None:
+    store.create_quota(C, quota_body())
+    store.update_quota(C, "research", quota_body(), target_version=1)
+    with pytest.raises(StaleVersionError) as err:
+        store.update_quota(C, "research", quota_body(ActivationState="Disabled"), target_version=1)
+    assert err.value.current_version == 2
+    assert not err.value.retryable
+    got = store.get_quota(C, "research")
+    assert got is not None and got.version == 2 and got.body["ActivationState"] == "Enabled"
+
+
+def test_a_concurrent_update_between_read_and_write_is_a_stale_version(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given writer A read version 1, then writer B updated to version 2 before A wrote
+    store.create_quota(C, quota_body())
+    stale = store._get("CLUSTER#c1", "QUOTA#research", "test")
+    store.update_quota(C, "research", quota_body(ActivationState="Disabled"), target_version=1)
+    real_get = store._get
+    monkeypatch.setattr(
+        store, "_get", lambda pk, sk, op: dict(stale or {}) if op == "update_quota" else real_get(pk, sk, op)
+    )
+    # When A writes with target version 1, Then the conditional write refuses it
+    with pytest.raises(StaleVersionError) as err:
+        store.update_quota(C, "research", quota_body(), target_version=1)
+    assert err.value.current_version == 2
+    monkeypatch.undo()
+    got = store.get_quota(C, "research")
+    assert got is not None and got.body["ActivationState"] == "Disabled"
+
+
+def test_update_missing_quota_is_not_found(store: DynamoStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.update_quota(C, "nope", quota_body("nope"), target_version=1)
+
+
+def test_update_cannot_rename(store: DynamoStore) -> None:
+    store.create_quota(C, quota_body())
+    with pytest.raises(PermanentError, match="renamed"):
+        store.update_quota(C, "research", quota_body("other"), target_version=1)
+
+
+def test_team_rename_moves_the_guard(store: DynamoStore, table: Any) -> None:
+    store.create_quota(C, quota_body("q", "alpha"))
+    store.update_quota(C, "q", quota_body("q", "beta"), target_version=1)
+    assert raw_item(table, "CLUSTER#c1", "TEAM#alpha") is None
+    assert raw_item(table, "CLUSTER#c1", "TEAM#beta") == {"pk": "CLUSTER#c1", "sk": "TEAM#beta", "quota_name": "q"}
+    # the old team is free again
+    assert store.create_quota(C, quota_body("q2", "alpha")).version == 1
+
+
+def test_team_rename_onto_a_taken_team_changes_nothing(store: DynamoStore, table: Any) -> None:
+    store.create_quota(C, quota_body("q1", "alpha"))
+    store.create_quota(C, quota_body("q2", "beta"))
+    before = table.scan()["Items"]
+    with pytest.raises(AlreadyExistsError) as err:
+        store.update_quota(C, "q1", quota_body("q1", "beta"), target_version=1)
+    assert err.value.field == "ComputeQuotaTarget.TeamName"
+    assert sorted(table.scan()["Items"], key=lambda i: i["sk"]) == sorted(before, key=lambda i: i["sk"])
+
+
+def test_delete_quota_frees_name_and_team(store: DynamoStore, table: Any) -> None:
+    store.create_quota(C, quota_body())
+    store.delete_quota(C, "research")
+    assert store.get_quota(C, "research") is None
+    assert all_keys(table) == set()
+    with pytest.raises(NotFoundError):
+        store.delete_quota(C, "research")
+    assert store.create_quota(C, quota_body()).version == 1
+
+
+def test_delete_quota_with_a_stale_version_keeps_it(store: DynamoStore) -> None:
+    store.create_quota(C, quota_body())
+    store.update_quota(C, "research", quota_body(), target_version=1)
+    with pytest.raises(StaleVersionError) as err:
+        store.delete_quota(C, "research", target_version=1)
+    assert err.value.current_version == 2
+    assert store.get_quota(C, "research") is not None
+
+
+# -------------------------------------------------------------------------------- scheduler config
+def test_scheduler_config_is_versioned(store: DynamoStore) -> None:
+    body = {"PriorityClasses": [{"Name": "training", "Weight": 40}], "FairShare": "Enabled"}
+    assert store.get_scheduler_config(C) is None
+    created = store.put_scheduler_config(C, body)
+    assert created.version == 1 and created.body == body
+    with pytest.raises(AlreadyExistsError):
+        store.put_scheduler_config(C, body)
+    updated = store.put_scheduler_config(C, {**body, "IdleResourceSharing": "Disabled"}, target_version=1)
+    assert updated.version == 2 and updated.name == created.name
+    with pytest.raises(StaleVersionError) as err:
+        store.put_scheduler_config(C, body, target_version=1)
+    assert err.value.current_version == 2
+    got = store.get_scheduler_config(C)
+    assert got is not None and got.body["IdleResourceSharing"] == "Disabled" and type(got.version) is int
+    store.delete_scheduler_config(C)
+    assert store.get_scheduler_config(C) is None
+    with pytest.raises(NotFoundError):
+        store.delete_scheduler_config(C)
+    with pytest.raises(NotFoundError):
+        store.put_scheduler_config(C, body, target_version=2)
+
+
+def test_scheduler_config_lost_race_is_stale(store: DynamoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.put_scheduler_config(C, {"FairShare": "Enabled"})
+    stale = store._get("CLUSTER#c1", "SCHEDULER", "t")
+    store.put_scheduler_config(C, {"FairShare": "Disabled"}, target_version=1)
+    real_get = store._get
+    monkeypatch.setattr(
+        store, "_get", lambda pk, sk, op: dict(stale or {}) if op == "put_scheduler_config" else real_get(pk, sk, op)
+    )
+    with pytest.raises(StaleVersionError) as err:
+        store.put_scheduler_config(C, {"FairShare": "Enabled"}, target_version=1)
+    assert err.value.current_version == 2
+
+
+# -------------------------------------------------------------------------------------------- pool
+def test_pool_generations_advance_one_at_a_time(store: DynamoStore) -> None:
+    assert store.get_pool(C) is None
+    store.put_pool(pool_record(1), expected_generation=0)
+    store.put_pool(pool_record(2), expected_generation=1)
+    got = store.get_pool(C)
+    assert got == pool_record(2)
+    assert type(got.generation) is int
+
+
+@pytest.mark.parametrize(("generation", "expected"), [(3, 1), (1, 1), (0, -1)])
+def test_put_pool_refuses_a_generation_that_does_not_follow(store: DynamoStore, generation: int, expected: int) -> None:
+    with pytest.raises(PermanentError, match="does not follow"):
+        store.put_pool(pool_record(generation), expected_generation=expected)
+    assert store.get_pool(C) is None
+
+
+@pytest.mark.parametrize("expected", [0, 1])
+def test_two_writers_with_the_same_expected_generation_one_wins(store: DynamoStore, expected: int) -> None:
+    if expected:
+        store.put_pool(pool_record(1), expected_generation=0)
+    # Given two recomputes that both read generation `expected`
+    a = pool_record(expected + 1, digest="writer-a")
+    b = pool_record(expected + 1, digest="writer-b")
+    store.put_pool(a, expected_generation=expected)
+    # Then the second one loses: ConflictError (retryable: re-read and decide again)
+    with pytest.raises(ConflictError) as err:
+        store.put_pool(b, expected_generation=expected)
+    assert err.value.retryable
+    got = store.get_pool(C)
+    assert got is not None and got.digest == "writer-a" and got.generation == expected + 1
+    history = store.list_history(C)
+    assert [h.digest for h in history][:1] == ["writer-a"] and len(history) == expected + 1
+
+
+def test_history_is_append_only_with_a_ttl(store: DynamoStore, table: Any, clock: Clock) -> None:
+    store.put_pool(pool_record(1), expected_generation=0)
+    clock.now = T0 + timedelta(hours=1)
+    store.put_pool(pool_record(2), expected_generation=1)
+    item = raw_item(table, "CLUSTER#c1", "HISTORY#0000000002")
+    assert item is not None
+    assert int(item["ttl"]) == int((T0 + timedelta(hours=1, days=30)).timestamp())
+    assert int(raw_item(table, "CLUSTER#c1", "HISTORY#0000000001")["ttl"]) == int((T0 + timedelta(days=30)).timestamp())  # type: ignore[index]
+    # a history item is never overwritten: if it somehow exists, the whole write is refused
+    table.put_item(Item={"pk": "CLUSTER#c1", "sk": "HISTORY#0000000003", "generation": 3, "digest": "x"})
+    with pytest.raises(ConflictError):
+        store.put_pool(pool_record(3), expected_generation=2)
+    got = store.get_pool(C)
+    assert got is not None and got.generation == 2
+
+
+def test_list_history_order_limit_and_projection(store: DynamoStore) -> None:
+    for g in range(1, 6):
+        store.put_pool(pool_record(g), expected_generation=g - 1)
+    newest = store.list_history(C, limit=3)
+    assert [h.generation for h in newest] == [5, 4, 3]
+    assert newest[0].pool == pool_record(5).pool
+    assert newest[0].extra["expires_at"] == int(T0.timestamp()) + 30 * 86400
+    assert [h.generation for h in store.list_history(C, newest_first=False)] == [1, 2, 3, 4, 5]
+    light = store.list_history(C, limit=2, include_pool=False)
+    assert [h.generation for h in light] == [5, 4] and light[0].pool == {}
+    assert store.list_history(C, limit=0) == []
+    assert store.list_history("other") == []
+
+
+def test_a_large_pool_is_stored_compressed_and_round_trips(store: DynamoStore, table: Any) -> None:
+    # Given a pool whose JSON is ~600 KB (above the 400 KB item limit uncompressed)
+    pool = {"teams": {f"team-{i:05d}": {"nominal": {"ml.p5.48xlarge": {"nvidia.com/gpu": i}}} for i in range(9000)}}
+    assert len(json.dumps(pool)) > 500_000
+    store.put_pool(pool_record(1, pool=pool), expected_generation=0)
+    item = raw_item(table, "CLUSTER#c1", "POOL")
+    assert item is not None and item["pool_encoding"] == "zlib+base64"
+    assert len(item["pool"]) < 400_000
+    got = store.get_pool(C)
+    assert got is not None and got.pool == pool
+    assert store.list_history(C)[0].pool == pool
+
+
+def test_a_small_pool_is_stored_as_plain_json(store: DynamoStore, table: Any) -> None:
+    store.put_pool(pool_record(1), expected_generation=0)
+    item = raw_item(table, "CLUSTER#c1", "POOL")
+    assert item is not None and item["pool_encoding"] == "json"
+    assert json.loads(item["pool"]) == pool_record(1).pool
+    assert len(item["pool"]) < COMPRESS_ABOVE
+
+
+def test_an_incompressible_oversized_pool_is_refused_before_writing(store: DynamoStore) -> None:
+    noise = base64.b64encode(os.urandom(450_000)).decode()
+    with pytest.raises(PermanentError, match="too large"):
+        store.put_pool(pool_record(1, pool={"noise": noise}), expected_generation=0)
+    assert store.get_pool(C) is None
+
+
+def test_record_apply_on_the_current_generation(store: DynamoStore) -> None:
+    store.put_pool(pool_record(1), expected_generation=0)
+    store.record_apply(C, 1, "Applied", "3 applied, 0 deleted")
+    got = store.get_pool(C)
+    assert got is not None and (got.apply_status, got.apply_message) == ("Applied", "3 applied, 0 deleted")
+
+
+def test_record_apply_on_a_stale_generation_does_nothing(store: DynamoStore, table: Any) -> None:
+    store.put_pool(pool_record(1), expected_generation=0)
+    store.put_pool(pool_record(2), expected_generation=1)
+    store.record_apply(C, 1, "Failed", "late news about generation 1")
+    got = store.get_pool(C)
+    assert got is not None and got.generation == 2 and got.apply_status == "Pending" and got.apply_message == ""
+    # and on a cluster without a pool it creates nothing
+    store.record_apply("c2", 1, "Applied")
+    assert raw_item(table, "CLUSTER#c2", "POOL") is None
+
+
+def test_record_apply_refuses_an_unknown_status(store: DynamoStore) -> None:
+    with pytest.raises(PermanentError):
+        store.record_apply(C, 1, "Done")
+
+
+def test_read_failure_keeps_the_pool_and_its_generation(store: DynamoStore) -> None:
+    store.put_pool(pool_record(1), expected_generation=0)
+    store.record_read_failure(C, "RetryableError: timeout")
+    got = store.get_pool(C)
+    assert got is not None
+    assert (got.generation, got.pool, got.read_failure) == (1, pool_record(1).pool, "RetryableError: timeout")
+    store.record_read_failure(C, "")
+    got = store.get_pool(C)
+    assert got is not None and got.read_failure == "" and got.generation == 1
+
+
+def test_read_failure_before_any_pool_is_generation_0_and_the_first_pool_still_lands(store: DynamoStore) -> None:
+    # Given a cluster that was never observed successfully
+    store.record_read_failure(C, "cannot reach the API server")
+    got = store.get_pool(C)
+    assert got is not None and (got.generation, got.pool, got.digest) == (0, {}, "")
+    assert got.read_failure == "cannot reach the API server"
+    # When the first successful recompute writes generation 1 expecting 0
+    store.put_pool(pool_record(1), expected_generation=0)
+    # Then it lands, and the failure is cleared
+    got = store.get_pool(C)
+    assert got is not None and got.generation == 1 and got.read_failure == ""
+    # but expecting 0 again now loses
+    with pytest.raises(ConflictError):
+        store.put_pool(pool_record(1), expected_generation=0)
+
+
+# ---------------------------------------------------------------------------------- corrupt items
+@pytest.mark.parametrize(
+    ("sk", "item", "read"),
+    [
+        (
+            "QUOTA#q",
+            {
+                "name": "q",
+                "team": "t",
+                "quota_id": "abcdefabcdef",
+                "version": 1,
+                "body": "{not json",
+                "created_at": "",
+                "updated_at": "",
+            },
+            "quota",
+        ),
+        (
+            "QUOTA#q",
+            {
+                "name": "q",
+                "team": "t",
+                "quota_id": "abcdefabcdef",
+                "version": "1",
+                "body": "{}",
+                "created_at": "",
+                "updated_at": "",
+            },
+            "quota",
+        ),
+        (
+            "QUOTA#q",
+            {
+                "name": "q",
+                "team": "t",
+                "quota_id": "BAD",
+                "version": 1,
+                "body": "{}",
+                "created_at": "",
+                "updated_at": "",
+            },
+            "quota",
+        ),
+        (
+            "QUOTA#q",
+            {
+                "name": "q",
+                "team": "t",
+                "quota_id": "abcdefabcdef",
+                "version": 1,
+                "body": '{"Name": "other"}',
+                "created_at": "",
+                "updated_at": "",
+            },
+            "quota",
+        ),
+        ("POOL", {"generation": 1, "digest": "d", "pool": "[]", "computed_at": ""}, "pool"),
+        ("POOL", {"generation": 1, "digest": "d", "computed_at": ""}, "pool"),
+        (
+            "POOL",
+            {"generation": 1, "digest": "d", "pool": "@@", "pool_encoding": "zlib+base64", "computed_at": ""},
+            "pool",
+        ),
+        ("POOL", {"generation": -1, "digest": "d", "pool": "{}", "computed_at": ""}, "pool"),
+        ("POOL", {"generation": 1, "digest": "d", "pool": "{}", "computed_at": "", "apply_status": "Weird"}, "pool"),
+        ("META", {"cluster_id": "c1", "eks_cluster_name": 5, "namespace_prefix": "p", "cohort_name": "c"}, "cluster"),
+        ("SCHEDULER", {"config_id": "abcdefabcdef", "version": 1.5, "body": "{}"}, "scheduler"),
+    ],
+)
+def test_a_corrupt_item_is_a_permanent_error_naming_its_key(
+    store: DynamoStore, table: Any, sk: str, item: dict[str, Any], read: str
+) -> None:
+    from decimal import Decimal
+
+    fixed = {k: Decimal(str(v)) if isinstance(v, float) else v for k, v in item.items()}
+    table.put_item(Item={"pk": "CLUSTER#c1", "sk": sk, **fixed})
+    readers = {
+        "quota": lambda: store.get_quota("c1", "q"),
+        "pool": lambda: store.get_pool("c1"),
+        "cluster": lambda: store.get_cluster("c1"),
+        "scheduler": lambda: store.get_scheduler_config("c1"),
+    }
+    with pytest.raises(PermanentError, match=f"corrupt item pk='CLUSTER#c1' sk='{sk}'"):
+        readers[read]()
+
+
+# -------------------------------------------------------------------------------- error translation
+def client_error(code: str, status: int = 400, **extra: Any) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}, **extra}, "Op"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (client_error("ProvisionedThroughputExceededException"), RetryableError),
+        (client_error("ThrottlingException"), RetryableError),
+        (client_error("RequestLimitExceeded"), RetryableError),
+        (client_error("InternalServerError", 500), RetryableError),
+        (client_error("ServiceUnavailable", 503), RetryableError),
+        (client_error("TransactionConflictException"), RetryableError),
+        (client_error("SomethingNew", 502), RetryableError),
+        (client_error("ConditionalCheckFailedException"), ConflictError),
+        (
+            client_error(
+                "TransactionCanceledException",
+                CancellationReasons=[{"Code": "None"}, {"Code": "ConditionalCheckFailed"}],
+            ),
+            TransactionCancelledError,
+        ),
+        (
+            client_error(
+                "TransactionCanceledException", CancellationReasons=[{"Code": "TransactionConflict"}, {"Code": "None"}]
+            ),
+            RetryableError,
+        ),
+        (
+            client_error("TransactionCanceledException", CancellationReasons=[{"Code": "ValidationError"}]),
+            PermanentError,
+        ),
+        (client_error("ResourceNotFoundException"), PermanentError),
+        (client_error("ValidationException"), PermanentError),
+        (client_error("AccessDeniedException", 403), PermanentError),
+        (EndpointConnectionError(endpoint_url="http://x"), RetryableError),
+        (ConnectTimeoutError(endpoint_url="http://x"), RetryableError),
+        (ReadTimeoutError(endpoint_url="http://x"), RetryableError),
+        (NoCredentialsError(), PermanentError),
+    ],
+)
+def test_translate(exc: Exception, kind: type[Exception]) -> None:
+    out = translate(exc, operation="get_pool", table="tbl")
+    assert type(out) is kind
+    assert out.retryable is (kind in (RetryableError, ConflictError, TransactionCancelledError))
+    assert "tbl" in str(out)
+
+
+def test_cancellation_reasons_are_read_from_the_message_when_not_listed() -> None:
+    exc = client_error("TransactionCanceledException")
+    exc.response["Error"]["Message"] = (
+        "Transaction cancelled, please refer cancellation reasons for specific reasons [None, ConditionalCheckFailed]"
+    )
+    out = translate(exc, operation="op", table="t")
+    assert isinstance(out, TransactionCancelledError) and out.reasons == ("None", "ConditionalCheckFailed")
+
+
+def test_missing_table_error_names_the_table() -> None:
+    out = translate(client_error("ResourceNotFoundException"), operation="get_pool", table="idleshare-main")
+    assert "table 'idleshare-main' does not exist" in str(out)
+
+
+@pytest.mark.parametrize(
+    ("method", "call"),
+    [
+        ("get_item", lambda s: s.get_pool(C)),
+        ("get_item", lambda s: s.get_cluster(C)),
+        ("query", lambda s: s.list_quotas(C)),
+        ("query", lambda s: s.list_history(C)),
+        ("query", lambda s: s.list_clusters()),
+        ("transact_write_items", lambda s: s.put_pool(pool_record(1), expected_generation=0)),
+        ("transact_write_items", lambda s: s.create_quota(C, quota_body())),
+        ("update_item", lambda s: s.record_read_failure(C, "x")),
+        ("update_item", lambda s: s.record_apply(C, 1, "Applied")),
+        ("put_item", lambda s: s.put_scheduler_config(C, {})),
+    ],
+)
+@pytest.mark.parametrize(
+    ("raised", "kind"),
+    [
+        (client_error("ProvisionedThroughputExceededException"), RetryableError),
+        (client_error("ResourceNotFoundException"), PermanentError),
+        (EndpointConnectionError(endpoint_url="http://x"), RetryableError),
+    ],
+)
+def test_no_sdk_error_escapes_any_method(
+    store: DynamoStore,
+    table: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    call: Any,
+    raised: Exception,
+    kind: type[Exception],
+) -> None:
+    # Given the client raises on `method`
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise raised
+
+    monkeypatch.setattr(table.meta.client, method, boom)
+    # Then the store raises only the domain error
+    with pytest.raises(kind) as err:
+        call(store)
+    assert type(err.value) is kind
+    assert not isinstance(err.value, ClientError)
+
+
+def test_find_cluster_falls_back_from_an_unknown_eks_name_to_the_arn(store: DynamoStore) -> None:
+    store.put_cluster(ClusterRecord("c1", "eks-a", ARN_ID))
+    found = store.find_cluster(eks_cluster_name="unknown", hyperpod_arn=ARN_ID)
+    assert found is not None and found.cluster_id == "c1"
