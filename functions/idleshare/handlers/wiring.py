@@ -44,6 +44,7 @@ def _from_environment() -> Dependencies:
     queue = SqsRecomputeQueue(boto3.client("sqs"), e.queue_url) if e.queue_url else None
     publisher = EventBridgePublisher(boto3.client("events"), e.event_bus_name) if e.event_bus_name else None
     connectors: dict[str, Any] = {}
+    clients: dict[str, KubeCluster] = {}
 
     def kube_for(cluster: ClusterRecord) -> KubeCluster:
         from idleshare.adapters.eks_auth import EksConnector
@@ -51,9 +52,9 @@ def _from_environment() -> Dependencies:
 
         if "eks" not in connectors:
             connectors["eks"] = EksConnector(boto3.client("eks"), boto3.Session())
-        key = f"cluster:{cluster.eks_cluster_name}"
-        if key not in connectors:  # one client per cluster: warm starts reuse its TLS connection
-            connectors[key] = LightkubeCluster.from_eks(connectors["eks"], cluster.eks_cluster_name)
-        return connectors[key]
+        name = cluster.eks_cluster_name
+        if name not in clients:  # one client per cluster: warm starts reuse its TLS connection
+            clients[name] = LightkubeCluster.from_eks(connectors["eks"], name)
+        return clients[name]
 
     return Dependencies(store=store, queue=queue, publisher=publisher, kube_for=kube_for)
