@@ -43,7 +43,13 @@ integration: sync npm
 
 # One pytest run for every suite (one closing line for CI to read).
 test: lint npm
-	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/bench tests/integration
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/bench tests/integration tests/infra
+
+infra: sync npm
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/infra
+
+synth: sync npm
+	npx cdk synth --quiet
 
 bench: sync
 	$(RUN) python tests/bench/bench_plan.py

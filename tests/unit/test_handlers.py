@@ -233,3 +233,16 @@ def test_recompute_handler_coalesces_a_burst_in_one_batch(cluster, monkeypatch):
         wiring.install(None)
     assert out == {"batchItemFailures": []}
     assert len(store.history["demo"]) == 1 and len(publisher.events) == 1
+
+
+def test_clusters_from_the_cdk_config_are_registered_once():
+    from idleshare.handlers.wiring import register_configured_clusters
+
+    store = FakeStore()
+    raw = json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks", "hyperpod_cluster_arn": None, "prefix": None}])
+    assert [c.cluster_id for c in register_configured_clusters(store, raw)] == ["demo"]
+    assert store.find_cluster(eks_cluster_name="demo-eks").namespace_prefix == "hyperpod-ns-"
+    calls = []
+    store.put_cluster = calls.append  # a second cold start with the same config writes nothing
+    register_configured_clusters(store, raw)
+    assert calls == []

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
+from idleshare import names
 from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, RecomputeQueue, Store
 
 
@@ -57,4 +60,23 @@ def _from_environment() -> Dependencies:
             clients[name] = LightkubeCluster.from_eks(connectors["eks"], name)
         return clients[name]
 
+    register_configured_clusters(store, os.environ.get(names.ENV_CLUSTERS, ""))
     return Dependencies(store=store, queue=queue, publisher=publisher, kube_for=kube_for)
+
+
+def register_configured_clusters(store: Store, raw: str) -> list[ClusterRecord]:
+    """The clusters the CDK config governs, written into the registry when missing or changed."""
+    if not raw:
+        return []
+    records = []
+    for c in json.loads(raw):
+        record = ClusterRecord(
+            cluster_id=c["id"],
+            eks_cluster_name=c["eks_cluster_name"],
+            hyperpod_cluster_arn=c.get("hyperpod_cluster_arn"),
+            namespace_prefix=c.get("prefix") or "hyperpod-ns-",
+        )
+        if store.get_cluster(record.cluster_id) != record:
+            store.put_cluster(record)
+        records.append(record)
+    return records

@@ -1,0 +1,160 @@
+"""The CDK app's configuration: which clusters idleshare governs and how it runs.
+
+Loaded from the `idleshare` key of the cdk.json context (or `-c idleshare:config=path.json`, a JSON
+file holding the same object) and validated before anything is synthesized. An invalid config raises
+`ConfigError` whose message names the offending field; `infra/app.py` prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+CONTEXT_KEY = "idleshare"
+CONTEXT_CONFIG_FILE = "idleshare:config"
+# Unit tests only: package the Lambda source without its dependencies (no bundling).
+CONTEXT_STUB_ASSET = "idleshare:stub_asset"
+
+DEFAULT_TOLERATED_TAINT_KEYS = ("nvidia.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neurondevice")
+
+# EKS: 1-100 chars, alphanumerics, hyphens and underscores, starting with an alphanumeric.
+EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$"
+HYPERPOD_CLUSTER_ARN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:cluster/[a-z0-9]+$"
+CLUSTER_ID = r"^[a-z0-9]([a-z0-9\-]{0,38}[a-z0-9])?$"
+# Prepended to Kubernetes object names, so DNS-label characters only.
+PREFIX = r"^[a-z0-9][a-z0-9\-]{0,30}$"
+EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
+TAINT_KEY = r"^([a-z0-9]([a-z0-9\-.]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9\-_.]*[A-Za-z0-9])?$"
+
+SubnetId = Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]
+SecurityGroupId = Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")]
+RouteTableId = Annotated[str, Field(pattern=r"^rtb-[0-9a-f]{8,17}$")]
+
+
+class ConfigError(ValueError):
+    """The idleshare CDK config is invalid; the message names the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VpcConfig(_Strict):
+    """Where the recompute Lambda runs to reach a private cluster endpoint."""
+
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    subnet_ids: tuple[SubnetId, ...] = Field(min_length=1)
+    security_group_ids: tuple[SecurityGroupId, ...] = Field(min_length=1, max_length=5)
+    # Interface endpoints (sts, eks, sqs, events, logs) and a DynamoDB gateway endpoint. Leave false
+    # when the VPC already has them or routes to the internet through a NAT gateway.
+    create_vpc_endpoints: bool = False
+    # The route tables of `subnet_ids`; the DynamoDB gateway endpoint is attached to them.
+    route_table_ids: tuple[RouteTableId, ...] = ()
+
+    @model_validator(mode="after")
+    def _route_tables_for_endpoints(self) -> VpcConfig:
+        if self.create_vpc_endpoints and not self.route_table_ids:
+            raise ValueError(
+                "route_table_ids is required when create_vpc_endpoints is true "
+                "(the DynamoDB gateway endpoint attaches to the subnets' route tables)"
+            )
+        return self
+
+
+class ClusterConfig(_Strict):
+    """One governed EKS (or HyperPod EKS) cluster."""
+
+    id: str = Field(pattern=CLUSTER_ID)
+    eks_cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
+    hyperpod_cluster_arn: str | None = Field(default=None, pattern=HYPERPOD_CLUSTER_ARN)
+    prefix: str | None = Field(default=None, pattern=PREFIX)
+    vpc: VpcConfig | None = None
+
+
+class IdleshareConfig(_Strict):
+    clusters: list[ClusterConfig] = Field(min_length=1)
+    schedule_rate_minutes: int = Field(default=5, ge=1, le=1440)
+    tolerated_taint_keys: list[Annotated[str, Field(pattern=TAINT_KEY)]] = Field(
+        default_factory=lambda: list(DEFAULT_TOLERATED_TAINT_KEYS)
+    )
+    dlq_max_receive_count: int = Field(default=5, ge=1, le=1000)
+    history_ttl_days: int = Field(default=90, ge=1, le=3650)
+    archive_retention_days: int = Field(default=30, ge=0, le=3650)  # 0 = keep forever
+    alarm_email: str | None = Field(default=None, pattern=EMAIL)
+    # FIFO message groups already serialize per cluster; this caps parallel clusters (None = no cap,
+    # for accounts whose concurrency quota cannot spare a reservation).
+    recompute_reserved_concurrency: int | None = Field(default=5, ge=1, le=1000)
+    log_retention_days: int = Field(default=30, ge=1, le=3653)
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_clusters(cls, clusters: list[ClusterConfig]) -> list[ClusterConfig]:
+        for attr in ("id", "eks_cluster_name"):
+            values = [getattr(c, attr) for c in clusters]
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {attr}: {', '.join(dupes)}")
+        arns = [c.hyperpod_cluster_arn for c in clusters if c.hyperpod_cluster_arn]
+        if len(arns) != len(set(arns)):
+            raise ValueError("duplicate hyperpod_cluster_arn")
+        vpcs = {c.vpc for c in clusters if c.vpc is not None}
+        if len(vpcs) > 1:
+            raise ValueError(
+                "clusters with `vpc` must all give the same vpc block: one recompute Lambda runs in one VPC"
+            )
+        return clusters
+
+    @property
+    def vpc(self) -> VpcConfig | None:
+        """The VPC the recompute Lambda runs in, if any cluster has a private endpoint."""
+        return next((c.vpc for c in self.clusters if c.vpc is not None), None)
+
+    def clusters_env(self) -> str:
+        """The governed clusters as the JSON the Lambdas read from names.ENV_CLUSTERS."""
+        return json.dumps(
+            [c.model_dump(include={"id", "eks_cluster_name", "hyperpod_cluster_arn", "prefix"}) for c in self.clusters],
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for err in error.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(root)"
+        lines.append(f"  {CONTEXT_KEY}.{where}: {err['msg']}")
+    return "invalid idleshare config:\n" + "\n".join(lines)
+
+
+def parse_config(raw: Any) -> IdleshareConfig:
+    """Validate a config object; raise ConfigError naming every bad field."""
+    if raw is None:
+        raise ConfigError(
+            f"invalid idleshare config: no `{CONTEXT_KEY}` object in the cdk.json context "
+            f"(or pass -c {CONTEXT_CONFIG_FILE}=path.json)"
+        )
+    if isinstance(raw, str):  # `-c idleshare='{...}'` arrives as a string
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"invalid idleshare config: `{CONTEXT_KEY}` is not JSON: {exc}") from None
+    try:
+        return IdleshareConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+def load_config(try_get_context: Any) -> IdleshareConfig:
+    """Read the config from the CDK context (`node.try_get_context`)."""
+    path = try_get_context(CONTEXT_CONFIG_FILE)
+    if path:
+        file = Path(path)
+        try:
+            raw = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"invalid idleshare config: cannot read {CONTEXT_CONFIG_FILE}={path}: {exc}") from None
+        return parse_config(raw)
+    return parse_config(try_get_context(CONTEXT_KEY))

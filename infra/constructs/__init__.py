@@ -1,0 +1,1 @@
+"""One construct per concern, composed by infra/stack.py."""

@@ -1,0 +1,131 @@
+"""EventBridge: idleshare's bus and archive, the trigger rules, and the safety-net schedule.
+
+The `aws.sagemaker` events (HyperPod detail-types, CloudTrail compute-quota / scheduler-config calls)
+arrive on the account's default bus; rules there forward them to idleshare's bus, so that every
+trigger — AWS's and idleshare's own — is recorded by one archive and can be replayed with EventBridge
+replay. Rules on idleshare's bus invoke the router. The schedule invokes the router directly with a
+fixed `Scheduled Recompute` event.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_scheduler as scheduler
+
+from constructs import Construct
+from idleshare import names
+
+SAGEMAKER_EVENT_SOURCE = "sagemaker.amazonaws.com"
+
+HYPERPOD_PATTERN: dict[str, Any] = {
+    "source": [names.SAGEMAKER_SOURCE],
+    "detail-type": list(names.HYPERPOD_DETAIL_TYPES),
+}
+CLOUDTRAIL_PATTERN: dict[str, Any] = {
+    "source": [names.SAGEMAKER_SOURCE],
+    "detail-type": [names.DT_CLOUDTRAIL],
+    "detail": {"eventSource": [SAGEMAKER_EVENT_SOURCE], "eventName": list(names.CLOUDTRAIL_EVENT_NAMES)},
+}
+OWN_PATTERN: dict[str, Any] = {
+    "source": [names.EVENT_SOURCE],
+    "detail-type": list(names.OWN_INBOUND_DETAIL_TYPES),
+}
+ARCHIVE_PATTERN: dict[str, Any] = {"source": [names.EVENT_SOURCE, names.SAGEMAKER_SOURCE]}
+SCHEDULE_INPUT: dict[str, Any] = {
+    "source": names.SCHEDULE_SOURCE,
+    "detail-type": names.DT_SCHEDULED_RECOMPUTE,
+    "detail": {"clusters": "all"},
+}
+
+
+def _pattern(raw: dict[str, Any]) -> events.EventPattern:
+    return events.EventPattern(source=raw["source"], detail_type=raw["detail-type"], detail=raw.get("detail"))
+
+
+def rate_expression(minutes: int) -> str:
+    return f"rate({minutes} minute{'s' if minutes != 1 else ''})"
+
+
+class Events(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        router: lambda_.IFunction,
+        schedule_rate_minutes: int,
+        archive_retention_days: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.bus = events.EventBus(self, "Bus", description="idleshare: triggers and recompute results")
+        self.archive = self.bus.archive(
+            "Archive",
+            description="Every idleshare trigger, for EventBridge replay",
+            event_pattern=_pattern({"source": ARCHIVE_PATTERN["source"], "detail-type": None}),
+            retention=Duration.days(archive_retention_days) if archive_retention_days else None,
+        )
+        default_bus = events.EventBus.from_event_bus_name(self, "DefaultBus", "default")
+        to_own_bus = targets.EventBus(self.bus)
+        self.forward_rules = [
+            events.Rule(
+                self,
+                f"Forward{name}",
+                description=f"Forward {what} from the default bus to idleshare's bus",
+                event_bus=default_bus,
+                event_pattern=_pattern(pattern),
+                targets=[to_own_bus],
+            )
+            for name, what, pattern in (
+                ("HyperPod", "HyperPod cluster events", HYPERPOD_PATTERN),
+                ("CloudTrail", "SageMaker compute quota / scheduler config API calls", CLOUDTRAIL_PATTERN),
+            )
+        ]
+        to_router = targets.LambdaFunction(router, retry_attempts=4, max_event_age=Duration.hours(1))
+        self.router_rules = [
+            events.Rule(
+                self,
+                f"Route{name}",
+                description=f"Invoke the idleshare router on {what}",
+                event_bus=self.bus,
+                event_pattern=_pattern(pattern),
+                targets=[to_router],
+            )
+            for name, what, pattern in (
+                ("HyperPod", "HyperPod cluster events", HYPERPOD_PATTERN),
+                ("CloudTrail", "SageMaker compute quota / scheduler config API calls", CLOUDTRAIL_PATTERN),
+                ("Own", "idleshare's own trigger events", OWN_PATTERN),
+            )
+        ]
+        self.schedule_role = iam.Role(
+            self,
+            "ScheduleRole",
+            assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
+            description="EventBridge Scheduler: invoke the idleshare router",
+        )
+        self.schedule_role.add_to_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[router.function_arn])
+        )
+        self.schedule = scheduler.CfnSchedule(
+            self,
+            "SafetyNetSchedule",
+            description="idleshare safety net: recompute every cluster periodically",
+            schedule_expression=rate_expression(schedule_rate_minutes),
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            state="ENABLED",
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=router.function_arn,
+                role_arn=self.schedule_role.role_arn,
+                input=json.dumps(SCHEDULE_INPUT, separators=(",", ":")),
+                # The next tick retries anyway.
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_retry_attempts=0, maximum_event_age_in_seconds=schedule_rate_minutes * 60
+                ),
+            ),
+        )

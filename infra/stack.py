@@ -1,0 +1,154 @@
+"""The idleshare stack: composes one construct per concern and wires their permissions."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.aws_lambda_event_sources import SqsEventSource
+
+from constructs import Construct
+from idleshare import names
+from infra.config import IdleshareConfig
+from infra.constructs.api import AdminApi
+from infra.constructs.eks_access import EksAccess
+from infra.constructs.events import Events
+from infra.constructs.functions import IdleshareFunction, retention
+from infra.constructs.network import Network
+from infra.constructs.observability import Observability
+from infra.constructs.queue import RecomputeQueue
+from infra.constructs.storage import Storage
+
+RECOMPUTE_TIMEOUT = Duration.minutes(5)
+RECOMPUTE_MEMORY = 1024
+RECOMPUTE_BATCH_SIZE = 10
+
+TABLE_READ = ("dynamodb:GetItem", "dynamodb:Query")
+# Conditional, transactional writes: IAM authorises TransactWriteItems per item action, plus
+# ConditionCheckItem for its condition checks.
+TABLE_READ_WRITE = (
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+)
+# Powertools idempotency (DynamoDBPersistenceLayer).
+IDEMPOTENCY = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+
+
+def _allow(principal: iam.IGrantable, actions: tuple[str, ...], *resources: str) -> None:
+    principal.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=list(actions), resources=list(resources))
+    )
+
+
+class IdleshareStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: IdleshareConfig, code: lambda_.Code, **kwargs
+    ) -> None:
+        super().__init__(
+            scope, construct_id, description="idleshare: lendable GPU pool for EKS / HyperPod + Kueue", **kwargs
+        )
+        self.config = config
+        storage = Storage(self, "Storage")
+        queue = RecomputeQueue(
+            self, "RecomputeQueue", recompute_timeout=RECOMPUTE_TIMEOUT, max_receive_count=config.dlq_max_receive_count
+        )
+        network = Network(self, "Network", config=config.vpc) if config.vpc is not None else None
+
+        environment = {
+            names.ENV_TABLE_NAME: storage.table.table_name,
+            names.ENV_IDEMPOTENCY_TABLE_NAME: storage.idempotency_table.table_name,
+            names.ENV_QUEUE_URL: queue.queue.queue_url,
+            names.ENV_HISTORY_TTL_DAYS: str(config.history_ttl_days),
+            names.ENV_TOLERATED_TAINT_KEYS: ",".join(config.tolerated_taint_keys),
+            names.ENV_CLUSTERS: config.clusters_env(),
+        }
+
+        def function(construct_id: str, handler: str, description: str, **props) -> IdleshareFunction:
+            return IdleshareFunction(
+                self,
+                construct_id,
+                code=code,
+                handler=handler,
+                description=description,
+                environment=environment,
+                log_retention_days=config.log_retention_days,
+                **props,
+            )
+
+        router = function("Router", names.ROUTER_HANDLER, "idleshare: route trigger events to the recompute queue")
+        recompute = function(
+            "Recompute",
+            names.RECOMPUTE_HANDLER,
+            "idleshare: recompute a cluster's lendable pool and write it to Kueue",
+            timeout=RECOMPUTE_TIMEOUT,
+            memory_size=RECOMPUTE_MEMORY,
+            reserved_concurrency=config.recompute_reserved_concurrency,
+            placement=network.placement if network is not None else None,
+        )
+        api_handler = function("AdminApi", names.API_HANDLER, "idleshare: admin HTTP API")
+
+        events = Events(
+            self,
+            "Events",
+            router=router.function,
+            schedule_rate_minutes=config.schedule_rate_minutes,
+            archive_retention_days=config.archive_retention_days,
+        )
+        for fn in (router, recompute, api_handler):
+            fn.function.add_environment(names.ENV_EVENT_BUS_NAME, events.bus.event_bus_name)
+
+        table, idem = storage.table.table_arn, storage.idempotency_table.table_arn
+        # Router: registry reads, one message per cluster.
+        _allow(router.role, TABLE_READ, table)
+        _allow(router.role, ("sqs:SendMessage",), queue.queue.queue_arn)
+        # Recompute: state, idempotency, results on the bus; the queue via its event source.
+        _allow(recompute.role, TABLE_READ_WRITE, table)
+        _allow(recompute.role, IDEMPOTENCY, idem)
+        _allow(recompute.role, ("events:PutEvents",), events.bus.event_bus_arn)
+        recompute.function.add_event_source(
+            SqsEventSource(queue.queue, batch_size=RECOMPUTE_BATCH_SIZE, report_batch_item_failures=True)
+        )
+        # Admin API: quota / scheduler CRUD, recalculate.
+        _allow(api_handler.role, TABLE_READ_WRITE, table)
+        _allow(api_handler.role, ("events:PutEvents",), events.bus.event_bus_arn)
+        _allow(api_handler.role, ("sqs:SendMessage",), queue.queue.queue_arn)
+
+        EksAccess(self, "EksAccess", clusters=config.clusters, role=recompute.role)
+        api = AdminApi(
+            self, "AdminApiGateway", handler=api_handler.function, log_retention=retention(config.log_retention_days)
+        )
+        observability = Observability(
+            self,
+            "Observability",
+            cluster_ids=[c.id for c in config.clusters],
+            recompute=recompute.function,
+            router=router.function,
+            api_handler=api_handler.function,
+            queue=queue.queue,
+            dlq=queue.dlq,
+            alarm_email=config.alarm_email,
+        )
+
+        self.storage, self.queue, self.network, self.events = storage, queue, network, events
+        self.router, self.recompute, self.api_handler, self.api = router, recompute, api_handler, api
+        self.observability = observability
+
+        for key, value, description in (
+            (names.OUTPUT_EVENT_BUS_NAME, events.bus.event_bus_name, "idleshare's event bus"),
+            (names.OUTPUT_EVENT_BUS_ARN, events.bus.event_bus_arn, "idleshare's event bus ARN"),
+            (names.OUTPUT_ARCHIVE_NAME, events.archive.archive_name, "Archive of every trigger (replay)"),
+            (names.OUTPUT_API_URL, api.api.url, "Admin API base URL (SigV4, execute-api)"),
+            (names.OUTPUT_TABLE_NAME, storage.table.table_name, "Main DynamoDB table"),
+            (names.OUTPUT_IDEMPOTENCY_TABLE_NAME, storage.idempotency_table.table_name, "Idempotency table"),
+            (names.OUTPUT_QUEUE_URL, queue.queue.queue_url, "Recompute FIFO queue"),
+            (names.OUTPUT_DLQ_URL, queue.dlq.queue_url, "Recompute dead-letter queue"),
+            (names.OUTPUT_RECOMPUTE_ROLE_ARN, recompute.role.role_arn, "Role mapped by the EKS access entries"),
+            (names.OUTPUT_ALARM_TOPIC_ARN, observability.topic.topic_arn, "SNS topic of the alarms"),
+            (names.OUTPUT_DASHBOARD_NAME, observability.dashboard.dashboard_name, "CloudWatch dashboard"),
+        ):
+            CfnOutput(self, key, value=value, description=description)

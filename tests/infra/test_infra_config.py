@@ -1,0 +1,122 @@
+"""The CDK config: validated before synthesis, errors name the field, the app exits 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from infra.config import DEFAULT_TOLERATED_TAINT_KEYS, ConfigError, load_config, parse_config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_sample_config_in_cdk_json_is_valid_and_public(sample: dict[str, Any]) -> None:
+    config = parse_config(sample)
+
+    assert [c.id for c in config.clusters] == ["ml-cluster"]
+    assert config.vpc is None
+    assert config.schedule_rate_minutes == 5
+    assert config.dlq_max_receive_count == 5
+    assert tuple(config.tolerated_taint_keys) == DEFAULT_TOLERATED_TAINT_KEYS
+
+
+def test_defaults_for_a_minimal_config() -> None:
+    config = parse_config({"clusters": [{"id": "c1", "eks_cluster_name": "c1"}]})
+
+    assert (config.schedule_rate_minutes, config.dlq_max_receive_count, config.history_ttl_days) == (5, 5, 90)
+    assert config.recompute_reserved_concurrency == 5
+    assert config.alarm_email is None
+    assert json.loads(config.clusters_env()) == [
+        {"eks_cluster_name": "c1", "hyperpod_cluster_arn": None, "id": "c1", "prefix": None}
+    ]
+
+
+def _cluster(**over: Any) -> dict[str, Any]:
+    return {"id": "c1", "eks_cluster_name": "c1-eks"} | over
+
+
+VPC = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "subnet_ids": ["subnet-0123456789abcdef0"],
+    "security_group_ids": ["sg-0123456789abcdef0"],
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({}, "idleshare.clusters"),
+        ({"clusters": []}, "idleshare.clusters"),
+        ({"clusters": [_cluster(eks_cluster_name="bad name!")]}, "idleshare.clusters.0.eks_cluster_name"),
+        ({"clusters": [_cluster(id="UPPER")]}, "idleshare.clusters.0.id"),
+        ({"clusters": [_cluster(hyperpod_cluster_arn="arn:aws:eks:us-east-1:1:cluster/x")]}, "hyperpod_cluster_arn"),
+        ({"clusters": [_cluster(prefix="Bad_")]}, "idleshare.clusters.0.prefix"),
+        ({"clusters": [_cluster(), _cluster(eks_cluster_name="other")]}, "duplicate id: c1"),
+        ({"clusters": [_cluster(), _cluster(id="c2")]}, "duplicate eks_cluster_name: c1-eks"),
+        ({"clusters": [_cluster()], "schedule_rate_minutes": 0}, "idleshare.schedule_rate_minutes"),
+        ({"clusters": [_cluster()], "dlq_max_receive_count": 0}, "idleshare.dlq_max_receive_count"),
+        ({"clusters": [_cluster()], "alarm_email": "nobody"}, "idleshare.alarm_email"),
+        ({"clusters": [_cluster()], "tolerated_taint_keys": ["not a key"]}, "idleshare.tolerated_taint_keys.0"),
+        ({"clusters": [_cluster()], "schedule_rate": 5}, "idleshare.schedule_rate: Extra inputs"),
+        ({"clusters": [_cluster(vpc=VPC | {"subnet_ids": []})]}, "idleshare.clusters.0.vpc.subnet_ids"),
+        ({"clusters": [_cluster(vpc=VPC | {"security_group_ids": ["sg-x"]})]}, "vpc.security_group_ids.0"),
+        ({"clusters": [_cluster(vpc=VPC | {"create_vpc_endpoints": True})]}, "route_table_ids is required"),
+        (
+            {
+                "clusters": [
+                    _cluster(vpc=VPC),
+                    _cluster(id="c2", eks_cluster_name="c2", vpc=VPC | {"vpc_id": "vpc-0123456789abcdef1"}),
+                ]
+            },
+            "must all give the same vpc block",
+        ),
+    ],
+)
+def test_invalid_config_names_the_field(raw: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw)
+
+    assert field in str(err.value)
+
+
+def test_missing_config_says_where_to_put_it() -> None:
+    with pytest.raises(ConfigError, match=r"no `idleshare` object in the cdk\.json context"):
+        load_config(lambda key: None)
+
+
+def test_config_file_from_context(tmp_path: Path) -> None:
+    path = tmp_path / "idleshare.json"
+    path.write_text(json.dumps({"clusters": [_cluster()], "schedule_rate_minutes": 15}))
+    context = {"idleshare:config": str(path)}
+
+    config = load_config(context.get)
+
+    assert config.schedule_rate_minutes == 15
+
+
+def test_unreadable_config_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read idleshare:config"):
+        load_config({"idleshare:config": str(tmp_path / "missing.json")}.get)
+
+
+def test_app_prints_the_error_and_exits_2_without_traceback(tmp_path: Path) -> None:
+    bad = {"idleshare": {"clusters": [{"id": "c1", "eks_cluster_name": "no spaces allowed"}]}}
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps(bad),
+        "CDK_OUTDIR": str(tmp_path),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "infra.app"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+    assert proc.returncode == 2, proc.stderr
+    assert "idleshare.clusters.0.eks_cluster_name" in proc.stderr
+    assert "Traceback" not in proc.stderr
