@@ -468,7 +468,7 @@ def test_timeouts_drops_and_outages(kube_sim: KubeSimulator) -> None:
     started = time.monotonic()
     with pytest.raises((TimeoutError, socket.timeout)):
         call(kube_sim, "GET", "/api/v1/nodes", timeout=0.3)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 3  # the client gave up before the server's 3 s delay ended
     kube_sim.inject("GET", "/api/v1/nodes", drop_connection=True)
     with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
         call(kube_sim, "GET", "/api/v1/nodes")
