@@ -9,6 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from idleshare import names
 from idleshare.handlers.observability import logger, metrics, tracer
 from idleshare.handlers.wiring import dependencies
 
@@ -30,8 +31,6 @@ def _recomputer() -> Any:
 
 def _has_env() -> bool:
     import os
-
-    from idleshare import names
 
     return bool(os.environ.get(names.ENV_TABLE_NAME))
 
@@ -69,18 +68,16 @@ def _emit(outcome: Any) -> None:
         },
     )
     metrics.add_metric(name="ObjectsApplied", unit=MetricUnit.Count, value=outcome.applied)
-    metrics.add_metric(name="RecomputeDuration", unit=MetricUnit.Milliseconds, value=outcome.duration_ms)
+    metrics.add_metric(name=names.METRIC_RECOMPUTE_DURATION, unit=MetricUnit.Milliseconds, value=outcome.duration_ms)
     if result is None:
         return
     from collections import Counter
 
     from aws_lambda_powertools.metrics import single_metric
 
-    from idleshare import names
-
     def gauge(name: str, value: float, **dims: str) -> None:
         with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=names.METRICS_NAMESPACE) as m:
-            m.add_dimension(name="cluster", value=outcome.cluster_id)
+            m.add_dimension(name=names.METRIC_DIM_CLUSTER, value=outcome.cluster_id)
             for k, v in dims.items():
                 m.add_dimension(name=k, value=v)
 
@@ -92,9 +89,11 @@ def _emit(outcome: Any) -> None:
                 continue
             if not result.capacity[flavor][resource] and not result.shortfall[flavor][resource]:
                 continue
-            gauge("Unallocated", float(result.unallocated[flavor][resource]), flavor=flavor, resource=resource)
-            gauge("Shortfall", float(result.shortfall[flavor][resource]), flavor=flavor, resource=resource)
+            gauge(
+                names.METRIC_UNALLOCATED, float(result.unallocated[flavor][resource]), flavor=flavor, resource=resource
+            )
+            gauge(names.METRIC_SHORTFALL, float(result.shortfall[flavor][resource]), flavor=flavor, resource=resource)
             borrowable = sum(float(g.borrowing_limit[flavor][resource]) for g in result.teams.values())
-            gauge("Borrowable", borrowable, flavor=flavor, resource=resource)
+            gauge(names.METRIC_BORROWABLE, borrowable, flavor=flavor, resource=resource)
     for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
-        gauge("ExcludedNodes", float(count), reason=reason)
+        gauge(names.METRIC_EXCLUDED_NODES, float(count), reason=reason)

@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -92,13 +92,7 @@ class Recomputer:
 
     def settings_for(self, cluster: ClusterRecord) -> Settings:
         base = Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix)
-        if self.tolerated is not None:
-            base = Settings(
-                tolerated_taint_keys=self.tolerated,
-                cohort_name=cluster.cohort_name,
-                namespace_prefix=cluster.namespace_prefix,
-            )
-        return base
+        return base if self.tolerated is None else replace(base, tolerated_taint_keys=self.tolerated)
 
     def recompute(self, cluster_id: str) -> Outcome:
         started = time.perf_counter()
