@@ -19,6 +19,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from aws_cdk import App
 from aws_cdk.assertions import Template
+
 from infra.app import build_app
 from infra.config import CONTEXT_KEY, CONTEXT_STUB_ASSET, parse_config
 from infra.stack import IdleshareStack

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from infra.bundling import RUNTIME_PROVIDED, asset_hash, bundle_into, deps_hash
 
 from idleshare import names
+from infra.bundling import RUNTIME_PROVIDED, asset_hash, bundle_into, deps_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AARCH64_CORE = "pydantic_core/_pydantic_core.cpython-312-aarch64-linux-gnu.so"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from infra.config import DEFAULT_TOLERATED_TAINT_KEYS, ConfigError, load_config, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from infra.constructs.network import INTERFACE_ENDPOINT_SERVICES
-
 from idleshare import names
+from infra.constructs.network import INTERFACE_ENDPOINT_SERVICES
 
 SUBNETS = ["subnet-0a1b2c3d4e5f60711", "subnet-0a1b2c3d4e5f60722"]
 SG = "sg-0a1b2c3d4e5f60733"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import yaml
-from infra.constructs.eks_access import RBAC_MANIFEST
 
 from idleshare import names
+from infra.constructs.eks_access import RBAC_MANIFEST
 
 KUEUE_KINDS = ["resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses"]
 

@@ -11,6 +11,7 @@ from aws_cdk import App, Validations
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint_file
+
 from infra.app import build_app
 from infra.config import CONTEXT_STUB_ASSET, parse_config
 from infra.nag import MIN_REASON

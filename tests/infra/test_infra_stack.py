@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from aws_cdk.assertions import Match
-from infra.constructs.events import CLOUDTRAIL_PATTERN, HYPERPOD_PATTERN, OWN_PATTERN, SCHEDULE_INPUT
 
 from idleshare import names
+from infra.constructs.events import CLOUDTRAIL_PATTERN, HYPERPOD_PATTERN, OWN_PATTERN, SCHEDULE_INPUT
 
 EXPECTED_COUNTS = {
     "AWS::ApiGateway::Account": 1,

@@ -1,4 +1,4 @@
-"""LightkubeCluster against the loopback kube-apiserver simulator (tests/kube/simulator.py)."""
+"""LightkubeCluster against the loopback kube-apiserver simulator (devkit/kubesim/simulator.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from devkit.kubesim.simulator import KubeSimulator
 from idleshare.adapters.eks_auth import ClusterEndpoint
 from idleshare.adapters.errors import (
     AuthExpiredError,
@@ -21,7 +22,6 @@ from idleshare.adapters.errors import (
 from idleshare.adapters.kube import LightkubeCluster, diff
 from idleshare.edge.nodes import node_from_dict
 from tests.kube.fixtures import make_node
-from tests.kube.simulator import KubeSimulator
 from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.kube.simulator import KubeSimulator
+from devkit.kubesim.simulator import KubeSimulator
 
 __all__ = ["kube_sim", "kube_sim_tls", "kubeconfig", "make_kubeconfig", "make_node"]
 

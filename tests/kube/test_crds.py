@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.kube import crds
-from tests.kube.crds import (
+from devkit.kubesim import crds
+from devkit.kubesim.crds import (
     CELRuleError,
     apply_defaults,
     evaluate_rule,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from devkit.kubesim.simulator import KubeSimulator
 from tests.kube.fixtures import make_node
-from tests.kube.simulator import KubeSimulator
 
 KUBECTL = shutil.which("kubectl")
 if KUBECTL is None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from devkit.kubesim.simulator import KubeSimulator, parse_label_selector
 from tests.kube.fixtures import make_node
-from tests.kube.simulator import KubeSimulator, parse_label_selector
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 APPLY = "application/apply-patch+yaml"

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from devkit.kubesim import crds
 from idleshare.adapters.kube import diff, first_difference
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
-from tests.kube import crds
 from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 
 OURS = {MANAGED_BY_LABEL: "idleshare"}

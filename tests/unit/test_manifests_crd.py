@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from devkit.kubesim.crds import validate, webhook_errors
 from idleshare.cli.plan import plan
 from tests.bench.synthetic import make_cluster
-from tests.kube.crds import validate, webhook_errors
 
 EXAMPLES = Path(__file__).parents[2] / "events" / "examples"
 

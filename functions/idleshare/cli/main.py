@@ -51,7 +51,18 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+# Command modules besides `plan`: each has ``register(subparsers)`` adding its sub-commands, whose
+# ``func(args) -> int`` raises InputError/UsageError (exit 2) or idleshare.cli.main.CommandError (exit 1).
+COMMAND_MODULES = ("quota", "pool", "recalc", "replay")
+
+
+class CommandError(Exception):
+    """The command ran but failed (remote error, mismatch): exit 1 with this message."""
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
     parser = argparse.ArgumentParser(prog="idleshare", description="Share idle GPU capacity through Kueue.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("plan", help="compute the lendable pool and the Kueue objects from files")
@@ -63,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cohort-name", default="shared-pool")
     p.add_argument("--namespace-prefix", default="hyperpod-ns-")
     p.set_defaults(func=_cmd_plan)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"idleshare.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"idleshare.cli.{name}":
+                raise
+            continue  # not built yet
+        module.register(sub)
     return parser
 
 
@@ -74,6 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, UsageError) as exc:
         print(f"idleshare {args.command}: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except CommandError as exc:
+        print(f"idleshare {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
     except BrokenPipeError:
         return 0
     return code

@@ -24,7 +24,7 @@ subresource, ``metadata.finalizers`` delay deletion (``deletionTimestamp`` is se
 once they are removed). Writes that change nothing (same content, same field ownership) do not
 bump ``resourceVersion``.
 
-Kueue objects are defaulted and validated with :mod:`tests.kube.crds` (schema + CEL, *not* the
+Kueue objects are defaulted and validated with :mod:`devkit.kubesim.crds` (schema + CEL, *not* the
 webhook rules): failures are 422 ``Invalid`` Status bodies with ``causes``. Unknown fields follow the
 ``fieldValidation`` query parameter: ``Strict`` → 400, ``Warn`` → pruned with a ``Warning`` header,
 ``Ignore`` → pruned; when the parameter is absent the simulator behaves as ``Strict`` (a real
@@ -72,7 +72,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tests.kube import crds as _crds
+from devkit.kubesim import crds as _crds
 
 __all__ = ["ApiError", "Fault", "KubeSimulator", "RequestRecord", "ResourceType"]
 
