@@ -25,9 +25,9 @@ sync: bootstrap
 npm:
 	@if [ -f package-lock.json ] && { [ ! -f node_modules/amplify-dynamodb-simulator/emulator/DynamoDBLocal.jar ] || [ ! -x node_modules/.bin/cdk ]; }; then npm ci --no-audit --no-fund --loglevel=error; fi
 
+# A day in the life of a HyperPod cluster through the real handlers on embedded services (no AWS account).
 demo: sync
-	$(RUN) idleshare plan --nodes events/examples/nodes.json --quotas events/examples/quotas.json \
-		--scheduler-config events/examples/scheduler-config.json --format table
+	$(RUN) python -m devkit.demo
 
 lint: sync
 	$(RUN) ruff check .
@@ -51,8 +51,8 @@ infra: sync npm
 synth: sync npm
 	npx cdk synth --quiet
 
-bench: sync
-	$(RUN) python tests/bench/bench_plan.py
+bench: sync npm
+	$(RUN) python tests/bench/bench_all.py
 
 clean:
 	rm -rf .build cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from idleshare.adapters.errors import ConflictError, NotFoundError, RetryableError
-from idleshare.adapters.ports import ClusterRecord, PoolRecord, StoredQuota
+from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota
 
 
 class FakeStore:
@@ -17,6 +17,7 @@ class FakeStore:
         self.scheduler: dict[str, StoredQuota] = {}
         self.pools: dict[str, PoolRecord] = {}
         self.history: dict[str, list[PoolRecord]] = {}
+        self.receipts: dict[tuple[str, str], RecalculationReceipt] = {}
         self.writes = 0
 
     def get_cluster(self, cluster_id):
@@ -41,6 +42,9 @@ class FakeStore:
 
     def list_quotas(self, cluster_id):
         return list(self.quotas.get(cluster_id, {}).values())
+
+    def get_quota(self, cluster_id, name):
+        return self.quotas.get(cluster_id, {}).get(name)
 
     def get_scheduler_config(self, cluster_id):
         return self.scheduler.get(cluster_id)
@@ -68,14 +72,30 @@ class FakeStore:
             self.pools[cluster_id] = replace(current, read_failure=message)
         self.writes += 1
 
+    def list_history(self, cluster_id, limit=20, newest_first=True, *, include_pool=True, before_generation=None):
+        entries = [
+            h for h in self.history.get(cluster_id, []) if before_generation is None or h.generation < before_generation
+        ]
+        entries.sort(key=lambda h: h.generation, reverse=newest_first)
+        return [h if include_pool else replace(h, pool={}) for h in entries[:limit]]
+
+    def put_receipt(self, receipt):
+        self.receipts[(receipt.cluster_id, receipt.request_id)] = receipt
+        self.writes += 1
+
+    def get_receipt(self, cluster_id, request_id):
+        return self.receipts.get((cluster_id, request_id))
+
 
 class FakeQueue:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
+        self.request_ids: list[str | None] = []  # the explicit request id of each message (None: none)
 
-    def enqueue(self, cluster_id, reason, dedup_window_seconds=10):
+    def enqueue(self, cluster_id, reason, dedup_window_seconds=10, *, request_id=None):
         self.sent.append((cluster_id, reason))
-        return f"req-{len(self.sent)}"
+        self.request_ids.append(request_id)
+        return request_id or f"req-{len(self.sent)}"
 
 
 class FakePublisher:

@@ -77,3 +77,10 @@ METRIC_BORROWABLE = "Borrowable"
 METRIC_SHORTFALL = "Shortfall"
 METRIC_EXCLUDED_NODES = "ExcludedNodes"
 METRIC_RECOMPUTE_DURATION = "RecomputeDuration"  # dimension: service
+
+# --- Added by the admin API (idleshare.api): routes the CLI and the README name, limits, receipts. ---
+API_OPENAPI_PATH = "/openapi.json"
+API_SWAGGER_PATH = "/swagger"
+API_MAX_BODY_BYTES = 64 * 1024  # larger request bodies are refused with 413 before parsing
+API_MAX_WAIT_SECONDS = 25  # POST .../recalculate?waitSeconds=0..25 (API Gateway's integration timeout is 29 s)
+RECALC_RECEIPT_TTL_SECONDS = 24 * 3600  # how long GET .../recalculations/{requestId} can find a receipt

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
 
@@ -54,12 +55,12 @@ def best_ms(fn: Callable[[], object], runs: int) -> float:
     return min(times) * 1000
 
 
-def main(argv: list[str]) -> int:
-    sizes = SIZES[:2] if "--quick" in argv else SIZES
+def measure(sizes: tuple[int, ...]) -> dict[int, tuple[float, float, float | None]]:
+    """Print the engine table for ``sizes``; return nodes -> (floor, parse, plan) in ms."""
     rows = []
     for n in sizes:
         nodes, quotas = make_cluster(n)
-        runs = RUNS[n]
+        runs = RUNS.get(n, 3)
         floor = best_ms(partial(json.loads, nodes), runs)
         parse = best_ms(partial(parse_nodes, nodes), runs)
         plan = best_ms(partial(plan_from_bytes, nodes, quotas, None), runs) if plan_from_bytes is not None else None
@@ -97,12 +98,52 @@ def main(argv: list[str]) -> int:
             "(plan includes a fixed cost per team and flavor, so its per-node time falls with size)"
         )
 
+    return by_size
+
+
+def main(argv: list[str]) -> int:
+    by_size = measure(SIZES[:2] if "--quick" in argv else SIZES)
     floor, parse, plan = by_size[CHECKED_SIZE]
     measured, what = (plan, "plan") if plan is not None else (parse, "parse (plan_from_bytes not available)")
     ratio = measured / floor
     verdict = "PASS" if ratio <= TARGET else "FAIL"
     print(f"{verdict}: {what} at {CHECKED_SIZE} nodes = {ratio:.2f}x json.loads (target <= {TARGET:g}x)")
     return 0 if ratio <= TARGET else 1
+
+
+def run(report: Any, *, quick: bool = False, sizes: tuple[int, ...] | None = None) -> None:
+    """For ``bench_all``: the engine table, then one summary row per size (the target checked at
+    ``CHECKED_SIZE``) and the per-node growth from the smallest to the largest size."""
+    from tests.bench.bench_common import Row, size_label
+
+    sizes = sizes or (SIZES[:2] if quick else SIZES)
+    by_size = measure(sizes)
+    for n in sizes:
+        floor, parse, plan = by_size[n]
+        measured = plan if plan is not None else parse
+        checked = n == CHECKED_SIZE
+        report.add(
+            Row(
+                "engine",
+                f"plan {size_label(n)} nodes, 200 teams",
+                f"{measured:.0f} ms (json.loads {floor:.0f})",
+                "json.loads",
+                measured / floor,
+                f"<= {TARGET:g}x" if checked else "",
+                (measured / floor <= TARGET) if checked else None,
+            )
+        )
+    first, last = sizes[0], sizes[-1]
+    if first != last:
+        a = by_size[first][2] or by_size[first][1]
+        b = by_size[last][2] or by_size[last][1]
+        report.add(
+            Row(
+                "engine",
+                f"per-node time {size_label(last)} vs {size_label(first)}",
+                f"{(b / last) / (a / first):.2f}x (1 = linear)",
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -44,22 +45,35 @@ def translate(exc: Exception, operation: str) -> Exception:
 
 
 class SqsRecomputeQueue:
-    """One message per cluster per short window: MessageGroupId = cluster, dedup id = cluster + window."""
+    """One message per cluster per short window: MessageGroupId = cluster, dedup id = cluster + window.
+
+    An explicit recalculation request (``request_id``) gets a dedup id of its own (cluster + a hash of
+    the request id: at most 128 characters, whatever the id holds), so it is never deduplicated away by
+    an event-triggered message of the same window; its body carries ``"receipt": true`` and the
+    request id, and the recompute writes a receipt for it."""
 
     def __init__(self, client: Any, queue_url: str, clock: Callable[[], float] = time.time) -> None:
         self.client = client
         self.queue_url = queue_url
         self.clock = clock
 
-    def enqueue(self, cluster_id: str, reason: str, dedup_window_seconds: int = 10) -> str:
-        window = int(self.clock() // dedup_window_seconds)
-        request_id = str(uuid.uuid4())
+    def enqueue(
+        self, cluster_id: str, reason: str, dedup_window_seconds: int = 10, *, request_id: str | None = None
+    ) -> str:
+        body: dict[str, Any] = {"cluster": cluster_id, "reason": reason}
+        if request_id:
+            body.update(requestId=request_id, receipt=True)
+            dedup_id = f"{cluster_id}-req-{hashlib.sha256(request_id.encode()).hexdigest()[:40]}"
+        else:
+            request_id = str(uuid.uuid4())
+            body["requestId"] = request_id
+            dedup_id = f"{cluster_id}-{int(self.clock() // dedup_window_seconds)}"
         try:
             self.client.send_message(
                 QueueUrl=self.queue_url,
-                MessageBody=json.dumps({"cluster": cluster_id, "reason": reason, "requestId": request_id}),
+                MessageBody=json.dumps(body),
                 MessageGroupId=cluster_id,
-                MessageDeduplicationId=f"{cluster_id}-{window}",
+                MessageDeduplicationId=dedup_id,
             )
         except Exception as exc:
             raise translate(exc, "sqs:SendMessage") from exc

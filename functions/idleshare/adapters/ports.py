@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,6 +25,8 @@ class StoredQuota:
     name: str
     version: int
     body: dict[str, Any]
+    created_at: str = ""  # ISO 8601, set by the store ("" when it does not know)
+    updated_at: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,20 @@ class PoolRecord:
     apply_message: str = ""
     read_failure: str = ""  # last failure to observe the cluster, "" when the last read worked
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RecalculationReceipt:
+    """What became of an explicit recalculation request (``Recalculation Requested`` with a requestId):
+    written by the recompute, read by ``GET /clusters/{cluster}/recalculations/{requestId}``."""
+
+    cluster_id: str
+    request_id: str
+    status: str  # Done | Failed
+    generation: int
+    changed: bool
+    message: str = ""
+    completed_at: str = ""
 
 
 class Store(Protocol):
@@ -61,6 +77,34 @@ class Store(Protocol):
 
     def record_apply(self, cluster_id: str, generation: int, status: str, message: str = "") -> None: ...
     def record_read_failure(self, cluster_id: str, message: str) -> None: ...
+
+    def put_receipt(self, receipt: RecalculationReceipt) -> None:
+        """Write (or overwrite) the receipt of an explicit recalculation request, with a TTL."""
+        ...
+
+    def get_receipt(self, cluster_id: str, request_id: str) -> RecalculationReceipt | None: ...
+
+
+class AdminStore(Store, Protocol):
+    """The write and read side the admin API needs beyond what the pipeline uses (DynamoStore)."""
+
+    def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> StoredQuota: ...
+    def get_quota(self, cluster_id: str, name: str) -> StoredQuota | None: ...
+    def update_quota(self, cluster_id: str, name: str, body: Mapping[str, Any], target_version: int) -> StoredQuota: ...
+    def delete_quota(self, cluster_id: str, name: str, target_version: int | None = None) -> None: ...
+    def put_scheduler_config(
+        self, cluster_id: str, body: Mapping[str, Any], target_version: int | None = None
+    ) -> StoredQuota: ...
+    def delete_scheduler_config(self, cluster_id: str, target_version: int | None = None) -> None: ...
+    def list_history(
+        self,
+        cluster_id: str,
+        limit: int = 20,
+        newest_first: bool = True,
+        *,
+        include_pool: bool = True,
+        before_generation: int | None = None,
+    ) -> list[PoolRecord]: ...
 
 
 class KubeCluster(Protocol):
@@ -88,4 +132,9 @@ class EventPublisher(Protocol):
 
 
 class RecomputeQueue(Protocol):
-    def enqueue(self, cluster_id: str, reason: str, dedup_window_seconds: int = 10) -> str: ...
+    def enqueue(
+        self, cluster_id: str, reason: str, dedup_window_seconds: int = 10, *, request_id: str | None = None
+    ) -> str:
+        """Ask for one recompute of the cluster. ``request_id`` (an explicit recalculation request) makes
+        the message carry it, never deduplicated with others, and the recompute writes a receipt for it."""
+        ...

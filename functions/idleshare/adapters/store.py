@@ -17,6 +17,8 @@ Item layout (every attribute name below is the stored one; ``ttl`` is the table'
                                                  read_failure, read_failure_at, extra (JSON text)
     CLUSTER#<id>      HISTORY#<generation:010d>  generation, digest, pool_encoding + pool, computed_at,
                                                  extra, recorded_at, ttl (epoch seconds)
+    CLUSTER#<id>      RECALC#<request id>        request_id, status, generation, changed, message,
+                                                 completed_at, ttl (epoch seconds): a recalculation receipt
 
 Rules this adapter keeps:
 
@@ -67,11 +69,12 @@ from idleshare.adapters.errors import (
     RetryableError,
     StaleVersionError,
 )
-from idleshare.adapters.ports import ClusterRecord, PoolRecord, StoredQuota
+from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota
 
 __all__ = [
     "COMPRESS_ABOVE",
     "PK",
+    "RECEIPT_TTL_SECONDS",
     "SK",
     "TTL_ATTRIBUTE",
     "AlreadyExistsError",
@@ -97,6 +100,9 @@ POOL_SK = "POOL"
 QUOTA_PREFIX = "QUOTA#"
 TEAM_PREFIX = "TEAM#"
 HISTORY_PREFIX = "HISTORY#"
+RECEIPT_PREFIX = "RECALC#"
+RECEIPT_STATUSES = ("Done", "Failed")
+RECEIPT_TTL_SECONDS = 24 * 3600  # idleshare.names.RECALC_RECEIPT_TTL_SECONDS
 
 _RETRYABLE_CODES = frozenset(
     {
@@ -729,7 +735,13 @@ class DynamoStore:
             CreationTime=item.get_str("created_at"),
             LastModifiedTime=item.get_str("updated_at"),
         )
-        return StoredQuota(name=name, version=version, body=body)
+        return StoredQuota(
+            name=name,
+            version=version,
+            body=body,
+            created_at=item.get_str("created_at"),
+            updated_at=item.get_str("updated_at"),
+        )
 
     # ------------------------------------------------------------------------ scheduler config
     def get_scheduler_config(self, cluster_id: str) -> StoredQuota | None:
@@ -790,18 +802,28 @@ class DynamoStore:
             ) from exc
         return self._scheduler(item)
 
-    def delete_scheduler_config(self, cluster_id: str) -> None:
-        """Back to the defaults (everything Enabled). None stored -> NotFoundError."""
+    def delete_scheduler_config(self, cluster_id: str, target_version: int | None = None) -> None:
+        """Back to the defaults (everything Enabled). None stored -> NotFoundError. With
+        ``target_version``, only if the config is still at that version (else StaleVersionError)."""
         op = "delete_scheduler_config"
+        condition: dict[str, Any] = {"ConditionExpression": "attribute_exists(pk)"}
+        if target_version is not None:
+            condition = {
+                "ConditionExpression": "attribute_exists(pk) AND version = :v",
+                "ExpressionAttributeValues": {":v": target_version},
+            }
         try:
-            self._call(
-                op,
-                self.table.delete_item,
-                Key={"pk": _cluster_pk(cluster_id), "sk": SCHEDULER_SK},
-                ConditionExpression="attribute_exists(pk)",
-            )
+            self._call(op, self.table.delete_item, Key={"pk": _cluster_pk(cluster_id), "sk": SCHEDULER_SK}, **condition)
         except ConflictError as exc:
-            raise NotFoundError(f"cluster {cluster_id!r} has no scheduler config", operation=op, status=404) from exc
+            latest = self.get_scheduler_config(cluster_id) if target_version is not None else None
+            if latest is None:
+                raise NotFoundError(
+                    f"cluster {cluster_id!r} has no scheduler config", operation=op, status=404
+                ) from exc
+            raise StaleVersionError(
+                f"scheduler config of {cluster_id!r} is at version {latest.version}, not {target_version}",
+                current_version=latest.version,
+            ) from exc
 
     @staticmethod
     def _scheduler(raw: Mapping[str, Any]) -> StoredQuota:
@@ -809,7 +831,13 @@ class DynamoStore:
         config_id = item.get_str("config_id")
         if not _ID.match(config_id):
             item.corrupt(f"config_id {config_id!r} is not 12 lowercase alphanumeric characters")
-        return StoredQuota(name=config_id, version=item.get_int("version", minimum=1), body=item.json_object("body"))
+        return StoredQuota(
+            name=config_id,
+            version=item.get_int("version", minimum=1),
+            body=item.json_object("body"),
+            created_at=item.get_str("created_at", ""),
+            updated_at=item.get_str("updated_at", ""),
+        )
 
     # ------------------------------------------------------------------------------------ pool
     def get_pool(self, cluster_id: str) -> PoolRecord | None:
@@ -925,15 +953,27 @@ class DynamoStore:
         )
 
     def list_history(
-        self, cluster_id: str, limit: int = 20, newest_first: bool = True, *, include_pool: bool = True
+        self,
+        cluster_id: str,
+        limit: int = 20,
+        newest_first: bool = True,
+        *,
+        include_pool: bool = True,
+        before_generation: int | None = None,
     ) -> list[PoolRecord]:
         """Past generations (including the current one), newest first by default; at most ``limit``.
         Entries carry the pool as computed (apply fields are the defaults: history is append-only);
-        ``extra["expires_at"]`` is the item's TTL (epoch seconds). ``include_pool=False`` skips the pools."""
-        if limit < 1:
+        ``extra["expires_at"]`` is the item's TTL (epoch seconds). ``include_pool=False`` skips the pools.
+        ``before_generation`` keeps only generations below it (the next page, newest first)."""
+        if limit < 1 or (before_generation is not None and before_generation <= 1):
             return []
+        sk_condition = (
+            Key("sk").begins_with(HISTORY_PREFIX)
+            if before_generation is None
+            else Key("sk").between(_history_sk(0), _history_sk(before_generation - 1))
+        )
         args: dict[str, Any] = {
-            "KeyConditionExpression": Key("pk").eq(_cluster_pk(cluster_id)) & Key("sk").begins_with(HISTORY_PREFIX),
+            "KeyConditionExpression": Key("pk").eq(_cluster_pk(cluster_id)) & sk_condition,
             "ScanIndexForward": not newest_first,
             "Limit": min(limit, 100),
         }
@@ -958,6 +998,58 @@ class DynamoStore:
             if len(out) >= limit:
                 break
         return out
+
+    # -------------------------------------------------------------------------------- receipts
+    def put_receipt(self, receipt: RecalculationReceipt) -> None:
+        """Write (or overwrite: a retried recompute) the receipt of an explicit recalculation request;
+        it expires after ``RECEIPT_TTL_SECONDS``."""
+        op = "put_receipt"
+        if receipt.status not in RECEIPT_STATUSES:
+            raise PermanentError(f"receipt status {receipt.status!r} not in {RECEIPT_STATUSES}", operation=op)
+        request_id = _require_name(receipt.request_id, "request id", op)
+        now = self.clock()
+        self._call(
+            op,
+            self.table.put_item,
+            Item={
+                "pk": _cluster_pk(receipt.cluster_id),
+                "sk": f"{RECEIPT_PREFIX}{request_id}",
+                "request_id": request_id,
+                "status": receipt.status,
+                "generation": receipt.generation,
+                "changed": bool(receipt.changed),
+                "message": _text(receipt.message),
+                "completed_at": receipt.completed_at or now.astimezone(UTC).isoformat(),
+                "ttl": int(now.timestamp()) + RECEIPT_TTL_SECONDS,
+            },
+        )
+
+    def get_receipt(self, cluster_id: str, request_id: str) -> RecalculationReceipt | None:
+        """The receipt, or None (not written yet, expired, or never requested). Expired items that
+        DynamoDB has not yet deleted count as gone."""
+        if not request_id or len(request_id) > 255:
+            return None
+        raw = self._get(_cluster_pk(cluster_id), f"{RECEIPT_PREFIX}{request_id}", "get_receipt")
+        if raw is None:
+            return None
+        item = _Item(raw)
+        if item.get_int("ttl") <= int(self.clock().timestamp()):
+            return None
+        status = item.get_str("status")
+        if status not in RECEIPT_STATUSES:
+            item.corrupt(f"status {status!r} not in {RECEIPT_STATUSES}")
+        changed = raw.get("changed")
+        if not isinstance(changed, bool):
+            item.corrupt("attribute 'changed' must be a boolean")
+        return RecalculationReceipt(
+            cluster_id=cluster_id,
+            request_id=item.get_str("request_id"),
+            status=status,
+            generation=item.get_int("generation"),
+            changed=changed,
+            message=item.get_str("message", ""),
+            completed_at=item.get_str("completed_at", ""),
+        )
 
     @staticmethod
     def _pool(cluster_id: str, raw: Mapping[str, Any]) -> PoolRecord:

@@ -104,4 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m idleshare.cli.main`: run the imported module's main, whose UsageError/CommandError are the
+    # classes the command modules raise (this __main__ copy has its own, which would escape as tracebacks).
+    from idleshare.cli.main import main as _main
+
+    sys.exit(_main())

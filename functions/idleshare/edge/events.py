@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from functools import cache
+from typing import Annotated, Any, Literal, get_args
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from idleshare import names
 from idleshare.edge.errors import FieldError, InputError
@@ -19,8 +20,34 @@ from idleshare.edge.errors import FieldError, InputError
 _CLUSTER_ID = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
+class EventBridgeModel(BaseModel):
+    """The EventBridge envelope: the fields, aliases and validator of Powertools'
+    ``aws_lambda_powertools.utilities.parser.models.EventBridgeModel``, declared here because importing
+    that module loads every Powertools parser model (about half of ``import boto3``'s time), a cold-start
+    cost the router does not need. ``tests/bench/test_bench_coldstart.py`` keeps the two in step."""
+
+    model_config = ConfigDict(populate_by_name=True, defer_build=True)
+
+    version: str
+    id: str
+    source: str
+    account: str
+    time: datetime
+    region: str
+    resources: list[str]
+    detail_type: str = Field(..., alias="detail-type")
+    detail: dict[str, Any] | type[BaseModel] | BaseModel
+    replay_name: str | None = Field(None, alias="replay-name")
+
+    @field_validator("detail", mode="before")
+    @classmethod
+    def validate_detail(cls, v: Any, fields: Any) -> Any:
+        # EventBridge Scheduler sends detail as the string '{}' when there is no payload
+        return {} if fields.data.get("source") == "aws.scheduler" and v == "{}" else v
+
+
 class _Detail(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 # -- HyperPod (aws.sagemaker) ------------------------------------------------------------------
@@ -163,7 +190,7 @@ class ScheduledDetail(_Detail):
 class ScheduledEvent(BaseModel):
     """The fixed input EventBridge Scheduler sends (see infra): not a full EventBridge envelope."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="allow")
+    model_config = ConfigDict(populate_by_name=True, extra="allow", defer_build=True)
     source: Literal["aws.scheduler"]
     detail_type: Literal["Scheduled Recompute"] = Field(alias="detail-type")
     detail: ScheduledDetail = ScheduledDetail()
@@ -181,7 +208,18 @@ InboundEvent = Annotated[
     | ScheduledEvent,
     Field(discriminator="detail_type"),
 ]
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(InboundEvent)
+# One model per detail-type. Every model is ``defer_build``: its validator is built the first time an
+# event of its type arrives, so a cold start builds one validator, not all nine (``make bench``).
+_MODELS: dict[str, type[BaseModel]] = {
+    get_args(model.model_fields["detail_type"].annotation)[0]: model for model in get_args(get_args(InboundEvent)[0])
+}
+
+
+@cache
+def _union() -> TypeAdapter[Any]:
+    """The whole discriminated union, for the odd event that carries both ``detail-type`` and ``detail_type``."""
+    return TypeAdapter(InboundEvent)
+
 
 KNOWN_DETAIL_TYPES = (
     *names.HYPERPOD_DETAIL_TYPES,
@@ -198,12 +236,15 @@ def parse_event(raw: Any, source: str = "event") -> Any:
     detail_type = raw.get("detail-type", raw.get("detail_type"))
     if detail_type not in KNOWN_DETAIL_TYPES:
         raise InputError(source, [FieldError("detail-type", f"unsupported detail-type {detail_type!r}")])
+    both = "detail-type" in raw and "detail_type" in raw
     try:
-        return _ADAPTER.validate_python(raw)
+        if both:  # the union picks the tag (``detail_type`` first) and reports it in each error's loc
+            return _union().validate_python(raw)
+        return _MODELS[detail_type].model_validate(raw)
     except ValidationError as exc:
         errors = []
         for e in exc.errors():
-            loc = [str(p) for p in e["loc"]][1:]  # drop the union tag
+            loc = [str(p) for p in e["loc"]][1 if both else 0 :]  # drop the union tag
             errors.append(FieldError(".".join(loc), e["msg"]))
         raise InputError(source, errors) from None
 

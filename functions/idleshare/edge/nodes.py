@@ -119,8 +119,14 @@ class _QuantityError(ValueError):
     pass
 
 
+QUANTITY_MAX = 2**63 - 1
+"""Kubernetes quantities are int64-backed: a node reporting more (``10^30``, ``9000Ei``) is garbage."""
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse_quantity_string(text: str) -> Amount:
+    if not text.isascii():  # Decimal would read "８" (fullwidth) as 8; Kubernetes accepts ASCII only
+        raise _QuantityError(f"invalid quantity {json.dumps(text[:40])}")
     try:
         value = parse_quantity(text)
     except (ValueError, ArithmeticError):
@@ -129,6 +135,8 @@ def _parse_quantity_string(text: str) -> Amount:
         raise _QuantityError(f"invalid quantity {json.dumps(text)}")
     if value < 0:
         raise _QuantityError(f"negative quantity {json.dumps(text)}")
+    if value > QUANTITY_MAX:
+        raise _QuantityError(f"quantity {json.dumps(text[:40])} out of range (at most 2^63-1)")
     return _exact(value)
 
 
@@ -149,6 +157,8 @@ def parse_quantity_value(value: object) -> Amount:
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
             raise _QuantityError(f"negative quantity {value}")
+        if value > QUANTITY_MAX:
+            raise _QuantityError(f"quantity out of range (at most 2^63-1, got a {value.bit_length()}-bit integer)")
         return value
     raise _QuantityError(f"expected a quantity string, got {_json_type(value)}")
 

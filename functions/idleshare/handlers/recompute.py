@@ -43,11 +43,16 @@ def handler(event: dict[str, Any], context: Any) -> Any:
     done: dict[str, Any] = {}  # cluster -> outcome: a burst in one batch recomputes once
 
     def record_handler(record: SQSRecord) -> None:
-        cluster = json.loads(record.body)["cluster"]
+        message = json.loads(record.body)
+        cluster = message["cluster"]
+        # an explicit recalculation request carries its id and wants a receipt (adapters/aws.py)
+        request_id = message.get("requestId") if message.get("receipt") is True else None
         if cluster in done:
             metrics.add_metric(name="RecomputesCoalesced", unit=MetricUnit.Count, value=1)
+            if request_id:
+                recomputer.acknowledge(str(request_id), done[cluster])
             return
-        outcome = recomputer.recompute(cluster)
+        outcome = recomputer.recompute(cluster, request_id=str(request_id) if request_id else None)
         done[cluster] = outcome
         _emit(outcome)
 

@@ -4,11 +4,14 @@
 2. compute the pool and the desired Kueue objects;
 3. persist generation N+1 conditionally on N, with a history item — only when something changed;
 4. apply only the objects that differ from the cluster's, delete ours that are no longer wanted;
-5. publish ``Lendable Pool Recomputed`` when the generation moved.
+5. publish ``Lendable Pool Recomputed`` when the generation moved;
+6. for an explicit recalculation request (a ``requestId``), write its receipt — Done or Failed — and only
+   then: an event-triggered recompute that changes nothing writes nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -19,7 +22,14 @@ from typing import Any
 
 from idleshare import names
 from idleshare.adapters.errors import AdapterError, PermanentError
-from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, PoolRecord, Store
+from idleshare.adapters.ports import (
+    ClusterRecord,
+    EventPublisher,
+    KubeCluster,
+    PoolRecord,
+    RecalculationReceipt,
+    Store,
+)
 from idleshare.domain.kueue import desired_objects, webhook_violations
 from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
@@ -44,6 +54,7 @@ class Outcome:
     result: PoolResult | None = None
     changes: dict[str, Any] = field(default_factory=dict)
     duration_ms: float = 0.0
+    dropped: str = ""  # why nothing was done ("UnknownCluster"): not an error, not retried
 
 
 def digest(pool: dict[str, Any], manifests: list[dict[str, Any]]) -> str:
@@ -94,11 +105,54 @@ class Recomputer:
         base = Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix)
         return base if self.tolerated is None else replace(base, tolerated_taint_keys=self.tolerated)
 
-    def recompute(self, cluster_id: str) -> Outcome:
+    def recompute(self, cluster_id: str, *, request_id: str | None = None) -> Outcome:
+        """One recompute; with ``request_id`` (an explicit recalculation request) also its receipt:
+        Done with the generation, or Failed with the error (then the error is raised again)."""
+        try:
+            outcome = self._recompute(cluster_id)
+        except Exception as exc:
+            if request_id:
+                self._receipt_failed(cluster_id, request_id, exc)
+            raise
+        if request_id:
+            self.acknowledge(request_id, outcome)
+        return outcome
+
+    def acknowledge(self, request_id: str, outcome: Outcome) -> None:
+        """The Done receipt of ``request_id``, answered by ``outcome`` (also when a burst coalesced it)."""
+        summary = outcome.result.summary() if outcome.result is not None else ""
+        self.store.put_receipt(
+            RecalculationReceipt(
+                cluster_id=outcome.cluster_id,
+                request_id=request_id,
+                status="Done",
+                generation=outcome.generation,
+                changed=outcome.changed,
+                message=summary,
+                completed_at=self.clock().isoformat(),
+            )
+        )
+
+    def _receipt_failed(self, cluster_id: str, request_id: str, exc: Exception) -> None:
+        with contextlib.suppress(Exception):  # the recompute's own error is what matters (SQS retries)
+            previous = self.store.get_pool(cluster_id)
+            self.store.put_receipt(
+                RecalculationReceipt(
+                    cluster_id=cluster_id,
+                    request_id=request_id,
+                    status="Failed",
+                    generation=previous.generation if previous else 0,
+                    changed=False,
+                    message=f"{type(exc).__name__}: {exc}",
+                    completed_at=self.clock().isoformat(),
+                )
+            )
+
+    def _recompute(self, cluster_id: str) -> Outcome:
         started = time.perf_counter()
         cluster = self.store.get_cluster(cluster_id)
-        if cluster is None:
-            raise PermanentError(f"cluster {cluster_id!r} is not governed by idleshare", operation="recompute")
+        if cluster is None:  # removed since the event was routed: retrying cannot help, nothing to write
+            return Outcome(cluster_id, 0, False, dropped="UnknownCluster")
         kube = self.kube_for(cluster)
 
         # 1. read the truth
@@ -140,6 +194,7 @@ class Recomputer:
                 digest=new_digest,
                 pool=pool,
                 computed_at=self.clock().isoformat(),
+                extra={"summary": result.summary(), "changes": changes},
             )
             self.store.put_pool(record, expected_generation=generation)
             generation += 1

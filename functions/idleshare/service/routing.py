@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from idleshare.adapters.ports import ClusterRecord, RecomputeQueue, Store
-from idleshare.edge.events import ClusterRef, cluster_ref, hyperpod_arn_ok
+from idleshare.edge.events import ClusterRef, RecalculationRequestedEvent, cluster_ref, hyperpod_arn_ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +32,18 @@ def resolve(ref: ClusterRef, store: Store) -> list[ClusterRecord]:
 
 
 def route(event: Any, store: Store, queue: RecomputeQueue, *, reason: str) -> RouteOutcome:
-    """Enqueue one recompute per concerned cluster; an event naming no governed cluster is dropped."""
+    """Enqueue one recompute per concerned cluster; an event naming no governed cluster is dropped.
+    A ``Recalculation Requested`` event carrying a ``requestId`` passes it on: its message is never
+    deduplicated with others and the recompute writes a receipt for it."""
     ref = cluster_ref(event)
     clusters = resolve(ref, store)
     if not clusters:
         return RouteOutcome((), "UnknownCluster")
     ids = tuple(sorted({c.cluster_id for c in clusters}))
+    request_id = event.detail.requestId if isinstance(event, RecalculationRequestedEvent) else None
     for cluster_id in ids:
-        queue.enqueue(cluster_id, reason)
+        if request_id:
+            queue.enqueue(cluster_id, reason, request_id=request_id)
+        else:
+            queue.enqueue(cluster_id, reason)
     return RouteOutcome(ids)

@@ -1,0 +1,522 @@
+"""Embedded services: idleshare's real router and recompute handlers on moto and the Kubernetes simulator.
+
+``Embedded`` is a context manager standing in for a deployed stack, in-process and without an AWS
+account:
+
+* DynamoDB (moto): one table with the CDK app's key schema (``pk``/``sk`` strings, TTL ``ttl``; see
+  ``infra/constructs/storage.py``), used through :class:`~idleshare.adapters.store.DynamoStore`;
+* SQS (moto): the recompute FIFO queue, through :class:`~idleshare.adapters.aws.SqsRecomputeQueue`;
+* EventBridge (moto): idleshare's bus, through :class:`~idleshare.adapters.aws.EventBridgePublisher`;
+  what the recompute publishes is also kept in :attr:`Embedded.published`;
+* Kubernetes: :class:`~devkit.kubesim.simulator.KubeSimulator`, read and written by the real
+  :class:`~idleshare.adapters.kube.LightkubeCluster` adapter over loopback HTTP.
+
+The handlers are installed with :func:`idleshare.handlers.wiring.install` and driven as Lambda would:
+``send(event)`` invokes the router; ``drain()`` delivers what the queue holds to the recompute handler
+(SQS event-source batches of up to 10) and deletes the records that succeeded.
+
+A node event also changes the simulated cluster the way the event says (:meth:`Embedded.apply_to_cluster`):
+
+* ``SageMaker HyperPod Cluster Node Health Event`` -> the node's ``sagemaker.amazonaws.com/node-health-status``
+  label (and the health agent's NoSchedule taint), see :func:`health_label`;
+* idleshare ``Node Changed`` with ``change`` one of :data:`NODE_CHANGES` -> ``spec.unschedulable``, the
+  ``Ready`` condition, the health label, ``metadata.deletionTimestamp`` or the node's removal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from devkit.kubesim.simulator import KubeSimulator
+
+REGION = "us-east-1"
+TABLE_NAME = "idleshare-local"
+QUEUE_NAME = "idleshare-recompute.fifo"
+BUS_NAME = "idleshare-local"
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+HEALTH_TAINT = HEALTH_LABEL
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+LIFECYCLE_TAINTS = (NOT_READY_TAINT, "node.kubernetes.io/unreachable")
+HEALTHY = "Schedulable"
+KUEUE_KINDS = ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
+NODE_CHANGES: dict[str, str] = {
+    "cordon": "spec.unschedulable = true (+ the node.kubernetes.io/unschedulable taint)",
+    "uncordon": "spec.unschedulable removed (and its taint)",
+    "NotReady": "condition Ready = False (+ the node.kubernetes.io/not-ready taints)",
+    "Ready": "condition Ready = True (the not-ready / unreachable taints lifted)",
+    "Unhealthy": f"label {HEALTH_LABEL} = Unschedulable (+ taint)",
+    "Healthy": f"label {HEALTH_LABEL} = Schedulable",
+    "Deleting": "metadata.deletionTimestamp set",
+    "delete": "the node is removed",
+}
+"""``Node Changed`` ``detail.change`` values the simulator acts on (case-insensitive; aliases below)."""
+
+_CHANGE_ALIASES = {
+    "cordoned": "cordon",
+    "unschedulable": "cordon",
+    "uncordoned": "uncordon",
+    "schedulable": "uncordon",
+    "notready": "NotReady",
+    "ready": "Ready",
+    "unhealthy": "Unhealthy",
+    "healthy": "Healthy",
+    "deleting": "Deleting",
+    "delete": "delete",
+    "deleted": "delete",
+    "removed": "delete",
+    "cordon": "cordon",
+    "uncordon": "uncordon",
+}
+
+CONTEXT = SimpleNamespace(
+    function_name="idleshare-local",
+    memory_limit_in_mb=512,
+    invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:idleshare-local",
+    aws_request_id="local",
+)
+
+
+def canonical_change(change: str | None) -> str | None:
+    """The :data:`NODE_CHANGES` key a ``Node Changed`` ``change`` stands for, or None."""
+    if not change:
+        return None
+    return _CHANGE_ALIASES.get(change.strip().lower())
+
+
+def health_label(health_status: str, repair_action: str | None = None) -> str:
+    """The node label value HyperPod's health agent sets for a health event's ``HealthStatus``.
+
+    ``Schedulable``/``Healthy`` -> ``Schedulable``; a label value itself (``Unschedulable``,
+    ``UnschedulablePendingReplacement``, ``UnschedulablePendingReboot``) is kept; anything else
+    (``Unhealthy``) -> from ``RepairAction``: ``Replace`` -> ``UnschedulablePendingReplacement``,
+    ``Reboot`` -> ``UnschedulablePendingReboot``, else ``Unschedulable``.
+    """
+    status = health_status.strip()
+    if status.lower() in ("schedulable", "healthy"):
+        return HEALTHY
+    if status in ("Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"):
+        return status
+    action = (repair_action or "").lower()
+    if "replace" in action:
+        return "UnschedulablePendingReplacement"
+    if "reboot" in action:
+        return "UnschedulablePendingReboot"
+    return "Unschedulable"
+
+
+def crds_available() -> tuple[bool, str]:
+    """Whether the Kueue CRDs of ``$KUEUE_CRDS_DIR`` can be loaded (and the directory looked at)."""
+    from devkit.kubesim import crds
+
+    directory = crds.crds_dir()
+    try:
+        crds.load_crds(directory)
+    except (OSError, NotImplementedError, ValueError) as exc:
+        return False, f"{directory}: {exc}"
+    return True, str(directory)
+
+
+_PERMISSIVE_CRDS = (
+    ("ResourceFlavor", "resourceflavors", "Cluster"),
+    ("WorkloadPriorityClass", "workloadpriorityclasses", "Cluster"),
+    ("Cohort", "cohorts", "Cluster"),
+    ("ClusterQueue", "clusterqueues", "Cluster"),
+    ("LocalQueue", "localqueues", "Namespaced"),
+)
+
+
+def _write_permissive_crds(directory: Path) -> None:
+    """Kueue kinds with an open schema: the simulator serves them but validates nothing."""
+    import yaml
+
+    for kind, plural, scope in _PERMISSIVE_CRDS:
+        crd = {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.kueue.x-k8s.io"},
+            "spec": {
+                "group": "kueue.x-k8s.io",
+                "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                "scope": scope,
+                "versions": [
+                    {
+                        "name": "v1beta2",
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                ],
+            },
+        }
+        (directory / f"kueue.x-k8s.io_{plural}.yaml").write_text(yaml.safe_dump(crd))
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The governed cluster the embedded stack knows (its registry entry)."""
+
+    cluster_id: str = "demo"
+    eks_cluster_name: str = "my-hyperPod-eks-cluster"
+    hyperpod_cluster_arn: str = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+
+
+@dataclass
+class Delivery:
+    """What one ``send`` + ``drain`` did."""
+
+    routed: list[str] = field(default_factory=list)
+    dropped: str | None = None
+    cluster_change: str | None = None
+    recomputes: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+class _CapturingPublisher:
+    """The real EventBridge publisher (moto), keeping a copy of every published event."""
+
+    def __init__(self, inner: Any, sink: list[dict[str, Any]]) -> None:
+        self.inner = inner
+        self.sink = sink
+
+    def publish(self, detail_type: str, detail: dict[str, Any], resources: Any = ()) -> None:
+        self.inner.publish(detail_type, detail, resources)
+        self.sink.append({"detail-type": detail_type, "detail": json.loads(json.dumps(detail, default=str))})
+
+
+class Embedded:
+    """idleshare's pipeline in-process. ``with Embedded(nodes) as stack: stack.send(event); stack.drain()``.
+
+    ``nodes``: a NodeList dict, a list of Node dicts, or a path to NodeList JSON/YAML. ``sim``: use an
+    already started simulator (tests) instead of starting one. ``aws``: False when the caller already
+    runs inside ``moto.mock_aws`` (tests). ``warn``: where the one-line notices go (CRDs missing).
+    """
+
+    crds_warned = False
+
+    def __init__(
+        self,
+        nodes: Any = None,
+        *,
+        cluster: ClusterSpec | None = None,
+        sim: KubeSimulator | None = None,
+        table: Any = None,
+        aws: bool = True,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.cluster = cluster or ClusterSpec()
+        self._nodes = nodes
+        self._given_sim = sim
+        self._given_table = table
+        self._own_aws = aws
+        self._warn = warn or (lambda msg: print(msg, file=sys.stderr))
+        self._stack = contextlib.ExitStack()
+        self.validating = True
+        self.published: list[dict[str, Any]] = []
+        self.logs = io.StringIO()
+        self.clock = [1_000_000.0]
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def __enter__(self) -> Embedded:
+        try:
+            self._start()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _start(self) -> None:
+        import boto3
+
+        from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
+        from idleshare.adapters.kube import LightkubeCluster
+        from idleshare.adapters.ports import ClusterRecord
+        from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, DynamoStore
+        from idleshare.handlers import observability, wiring
+
+        self._stack.enter_context(_environment())
+        if self._own_aws:
+            from moto import mock_aws
+
+            self._stack.enter_context(mock_aws())
+        self.sim = self._given_sim or self._start_sim()
+        if self._nodes is not None:
+            self.sim.seed_nodes(self._nodes)
+
+        if self._given_table is not None:
+            table = self._given_table
+        else:
+            ddb = boto3.resource("dynamodb", region_name=REGION)
+            table = ddb.create_table(
+                TableName=TABLE_NAME,
+                KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
+                AttributeDefinitions=[
+                    {"AttributeName": PK, "AttributeType": "S"},
+                    {"AttributeName": SK, "AttributeType": "S"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            ddb.meta.client.update_time_to_live(
+                TableName=TABLE_NAME, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+            )
+        self.store = DynamoStore(table)
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.queue_url = self.sqs.create_queue(
+            QueueName=QUEUE_NAME, Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"}
+        )["QueueUrl"]
+        events = boto3.client("events", region_name=REGION)
+        with contextlib.suppress(events.exceptions.ResourceAlreadyExistsException):
+            events.create_event_bus(Name=BUS_NAME)
+        self.kube = LightkubeCluster(self.sim.url, timeout=60)  # loopback; CRD validation can be slow under load
+        self._stack.callback(self.kube.close)
+        self.deps = wiring.Dependencies(
+            store=self.store,
+            queue=SqsRecomputeQueue(self.sqs, self.queue_url, clock=lambda: self.clock[0]),
+            publisher=_CapturingPublisher(EventBridgePublisher(events, BUS_NAME), self.published),
+            kube_for=lambda _cluster: self.kube,
+        )
+        wiring.install(self.deps)
+        self._stack.callback(wiring.install, None)
+        # Powertools logs go to a buffer (``self.logs``), not to the terminal.
+        handler = observability.logger.registered_handler
+        if hasattr(handler, "setStream"):
+            old = handler.setStream(self.logs)
+            self._stack.callback(handler.setStream, old)
+        c = self.cluster
+        self.store.put_cluster(ClusterRecord(c.cluster_id, c.eks_cluster_name, c.hyperpod_cluster_arn))
+
+    def _start_sim(self) -> KubeSimulator:
+        ok, where = crds_available()
+        directory: str | None = None
+        if not ok:
+            self.validating = False
+            if not Embedded.crds_warned:
+                self._warn(
+                    f"note: Kueue CRDs not found ({where}); the simulated cluster accepts Kueue objects without "
+                    "validating them (set KUEUE_CRDS_DIR to validate)"
+                )
+                Embedded.crds_warned = True
+            tmp = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="idleshare-crds-"))
+            _write_permissive_crds(Path(tmp))
+            directory = tmp
+        sim = KubeSimulator(crds_directory=directory).start()
+        self._stack.callback(sim.stop)
+        return sim
+
+    # -- driving the pipeline -------------------------------------------------------------------------
+
+    def tick(self, seconds: float = 60.0) -> None:
+        """Move the queue's clock on: a new SQS deduplication window (each scenario step is one)."""
+        self.clock[0] += seconds
+
+    def route(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Invoke the router handler with one event, as EventBridge would."""
+        from idleshare.handlers import router
+
+        with contextlib.redirect_stdout(io.StringIO()):  # EMF metrics
+            out: dict[str, Any] = router.handler(copy.deepcopy(dict(event)), CONTEXT)
+        return out
+
+    def drain(self, max_receives: int = 3) -> tuple[int, list[str]]:
+        """Deliver the queued recompute requests to the recompute handler until the queue is empty.
+
+        A failed record is delivered again, as SQS would, up to ``max_receives`` times, then dropped (SQS
+        would move it to the DLQ). Returns (records delivered, failure messages of the dropped ones)."""
+        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+        from idleshare.handlers import recompute
+
+        delivered, failures = 0, []
+        receives: dict[str, int] = {}
+        for _ in range(10 * max_receives):
+            msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not msgs:
+                break
+            records = [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": {"MessageGroupId": json.loads(m["Body"]).get("cluster", "")},
+                    "messageAttributes": {},
+                    "md5OfBody": m["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:{QUEUE_NAME}",
+                    "awsRegion": REGION,
+                }
+                for m in msgs
+            ]
+            delivered += len(records)
+            error = ""
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    out = recompute.handler({"Records": records}, CONTEXT)
+            except BatchProcessingError as exc:  # every record failed
+                out = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in msgs]}
+                error = _first_line(str(exc))
+            failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+            for m in msgs:
+                receives[m["MessageId"]] = receives.get(m["MessageId"], 0) + 1
+                if m["MessageId"] not in failed:
+                    self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+                elif receives[m["MessageId"]] >= max_receives:
+                    failures.append(self._last_error() or error or "the recompute failed")
+                    self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return delivered, failures
+
+    def _last_error(self) -> str:
+        for line in reversed(self.logs.getvalue().splitlines()):
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if entry.get("level") in ("ERROR", "CRITICAL", "EXCEPTION") or entry.get("exception"):
+                    text = str(entry.get("exception") or entry.get("message") or "").strip()
+                    return text.splitlines()[-1] if text else ""
+        return ""
+
+    def deliver(self, event: Mapping[str, Any]) -> Delivery:
+        """One trigger end to end: route it, change the simulated cluster as it says, recompute."""
+        out = self.route(event)
+        result = Delivery(routed=list(out.get("enqueued", [])), dropped=out.get("dropped"))
+        if self.cluster.cluster_id in result.routed:
+            result.cluster_change = self.apply_to_cluster(event)
+        result.recomputes, result.failures = self.drain()
+        return result
+
+    # -- the simulated cluster follows node events ----------------------------------------------------------
+
+    def find_node(self, ref: str) -> dict[str, Any] | None:
+        """A node by name, by instance id (HyperPod names nodes ``hyperpod-<instance id>``) or providerID."""
+        for name in (ref, f"hyperpod-{ref}"):
+            node = self.sim.get("Node", name)
+            if node is not None:
+                return node
+        for node in self.sim.objects("Node"):
+            if str(node.get("spec", {}).get("providerID", "")).endswith(ref):
+                return node
+        return None
+
+    def apply_to_cluster(self, event: Mapping[str, Any]) -> str | None:
+        """Change the simulated cluster as a node event says; a one-line description, or None."""
+        detail_type = event.get("detail-type")
+        detail = event.get("detail") or {}
+        if detail_type == "SageMaker HyperPod Cluster Node Health Event":
+            summary = detail.get("HealthSummary") or {}
+            value = health_label(str(summary.get("HealthStatus", "")), summary.get("RepairAction"))
+            return self._node_health(str(detail.get("InstanceId", "")), value)
+        if detail_type == "Node Changed" and event.get("source") == "idleshare" and detail.get("node"):
+            return self.change_node(str(detail["node"]), str(detail.get("change") or ""))
+        return None
+
+    def _node_health(self, ref: str, value: str) -> str:
+        node = self.find_node(ref)
+        if node is None:
+            return f"no node {ref} in the cluster: nothing changed there"
+        labels = node["metadata"].setdefault("labels", {})
+        labels[HEALTH_LABEL] = value
+        taints = [t for t in node.get("spec", {}).get("taints", []) if t.get("key") != HEALTH_TAINT]
+        if value != HEALTHY:
+            taints.append({"key": HEALTH_TAINT, "value": value, "effect": "NoSchedule"})
+        _set_taints(node, taints)
+        self.sim.set_node(node)
+        return f"{node['metadata']['name']}: {HEALTH_LABEL}={value}"
+
+    def change_node(self, ref: str, change: str) -> str:
+        """Apply one :data:`NODE_CHANGES` change to a node of the simulated cluster."""
+        kind = canonical_change(change)
+        node = self.find_node(ref)
+        if node is None:
+            return f"no node {ref} in the cluster: nothing changed there"
+        name = node["metadata"]["name"]
+        if kind is None:
+            return f"{name}: change {change!r} is not simulated (one of {', '.join(NODE_CHANGES)}): nothing changed"
+        spec = node.setdefault("spec", {})
+        if kind == "delete":
+            self.sim.delete_node(name)
+            return f"{name}: removed"
+        if kind == "cordon":
+            spec["unschedulable"] = True
+            taints = [t for t in spec.get("taints", []) if t.get("key") != UNSCHEDULABLE_TAINT]
+            _set_taints(node, [*taints, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}])
+        elif kind == "uncordon":
+            spec.pop("unschedulable", None)
+            _set_taints(node, [t for t in spec.get("taints", []) if t.get("key") != UNSCHEDULABLE_TAINT])
+        elif kind in ("NotReady", "Ready"):
+            status = "True" if kind == "Ready" else "False"
+            conditions = [c for c in node.setdefault("status", {}).get("conditions", []) if c.get("type") != "Ready"]
+            reason = "KubeletReady" if status == "True" else "KubeletNotReady"
+            conditions.append({"type": "Ready", "status": status, "reason": reason})
+            node["status"]["conditions"] = conditions
+            # The node lifecycle controller taints a node that is not ready and lifts the taints when it is.
+            taints = [t for t in spec.get("taints", []) if t.get("key") not in LIFECYCLE_TAINTS]
+            if kind == "NotReady":
+                taints += [{"key": NOT_READY_TAINT, "effect": e} for e in ("NoSchedule", "NoExecute")]
+            _set_taints(node, taints)
+        elif kind in ("Unhealthy", "Healthy"):
+            return self._node_health(name, HEALTHY if kind == "Healthy" else "Unschedulable")
+        elif kind == "Deleting":
+            node["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self.sim.set_node(node)
+        return f"{name}: {NODE_CHANGES[kind]}"
+
+    # -- what the cluster holds -----------------------------------------------------------------------------
+
+    def kueue_objects(self) -> dict[tuple[str, str, str], dict[str, Any]]:
+        """Every Kueue object (and namespace) idleshare manages, by (kind, namespace, name)."""
+        out: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for kind in (*KUEUE_KINDS, "Namespace"):
+            for obj in self.sim.objects(kind):
+                meta = obj.get("metadata", {})
+                if (meta.get("labels") or {}).get(MANAGED_BY_LABEL) != "idleshare":
+                    continue
+                out[(kind, meta.get("namespace", ""), meta["name"])] = obj
+        return out
+
+
+def _set_taints(node: dict[str, Any], taints: list[dict[str, Any]]) -> None:
+    spec = node.setdefault("spec", {})
+    if taints:
+        spec["taints"] = taints
+    else:
+        spec.pop("taints", None)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+@contextlib.contextmanager
+def _environment() -> Iterator[None]:
+    """No X-Ray, no account-id DynamoDB endpoints, fake credentials if none: nothing leaves the machine."""
+    wanted = {
+        "POWERTOOLS_TRACE_DISABLED": "1",
+        "POWERTOOLS_SERVICE_NAME": "idleshare",
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        "AWS_DEFAULT_REGION": REGION,
+    }
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

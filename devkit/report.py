@@ -1,0 +1,155 @@
+"""Readable step reports: compact tables of the pool, the borrow limits and the Kueue changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from devkit.scenario import StepReport, bound_of, is_accelerator, short_resource
+
+BOUND_SHORT = {"percentage": "%", "absolute": "abs", "pool": "pool", "strategy": "-", "disabled": "off"}
+
+
+def _table(rows: list[list[str]], header: list[str], indent: str = "  ") -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [indent + fmt.format(*header).rstrip()] + [indent + fmt.format(*r).rstrip() for r in rows]
+
+
+def _columns(pool: dict[str, Any], all_resources: bool) -> list[tuple[str, str]]:
+    """(flavor, resource) pairs worth a column: accelerators with capacity or quota (all with --all)."""
+    cols = []
+    for flavor in pool.get("flavors", []):
+        for r in pool.get("resources", []):
+            if not all_resources and not is_accelerator(r):
+                continue
+            seen = any(r in pool.get(t, {}).get(flavor, {}) for t in ("capacity", "allocated", "shortfall"))
+            if seen:
+                cols.append((flavor, r))
+    return cols
+
+
+def _flavor_short(flavor: str) -> str:
+    return flavor.removeprefix("ml.").split(".")[0]
+
+
+def render_step(
+    report: StepReport,
+    previous: StepReport | None,
+    *,
+    all_resources: bool = False,
+    total: int = 0,
+    aliases: dict[str, str] | None = None,
+) -> str:
+    """One step as text; ``aliases`` names nodes as ``<type>#<n>`` beside their generated names."""
+    pool = report.pool
+    prev_pool = previous.pool if previous else {}
+    lines = [f"── {report.index}{'/' + str(total) if total else ''}  {report.title} " + "─" * 8]
+    how = report.action
+    routed = f" -> {', '.join(report.routed)}" if report.routed else ""
+    dropped = f" -> dropped ({report.dropped})" if report.dropped else ""
+    lines.append(f"  {how}: {', '.join(report.events)}{routed}{dropped}")
+    for change in report.cluster_changes:
+        lines.append(f"  cluster: {change}")
+    gen = f"generation {report.generation}" + ("" if report.changed else " (unchanged)")
+    lines.append(f"  {gen}; IdleResourceSharing {pool.get('idleResourceSharing', '?')}")
+    for failure in report.failures:
+        lines.append(f"  ! recompute failed: {failure}")
+    if not pool:
+        return "\n".join(lines)
+
+    cols = _columns(pool, all_resources)
+    head = ["", *[f"{_flavor_short(f)} {short_resource(r)}" for f, r in cols]]
+
+    def cell(table: str, f: str, r: str, src: dict[str, Any]) -> str:
+        return str(src.get(table, {}).get(f, {}).get(r, "0"))
+
+    rows = []
+    for label, table in (("capacity", "capacity"), ("allocated", "allocated"), ("unallocated", "unallocated")):
+        row = [label]
+        for f, r in cols:
+            now = cell(table, f, r, pool)
+            mark = "*" if prev_pool and cell(table, f, r, prev_pool) != now else ""
+            row.append(now + mark)
+        rows.append(row)
+    lines.append("  pool" + (" (* changed)" if previous else ""))
+    lines += _table(rows, head, "    ")
+
+    team_rows = []
+    for team, grant in pool.get("teams", {}).items():
+        row = [f"{team} ({grant.get('strategy')}{'' if grant.get('activationState') == 'Enabled' else ', Disabled'})"]
+        for f, r in cols:
+            limit = grant.get("borrowingLimit", {}).get(f, {}).get(r, "0")
+            bound = bound_of(pool, team, f, r) or "?"
+            prev = (
+                (prev_pool.get("teams", {}).get(team, {}).get("borrowingLimit", {}).get(f, {}).get(r, "0"))
+                if prev_pool
+                else limit
+            )
+            text = "-" if bound in ("strategy", "disabled") else f"{limit} {BOUND_SHORT.get(bound, bound)}"
+            row.append(text + ("*" if prev != limit else ""))
+        team_rows.append(row)
+    lines.append(
+        "  borrow limits (set by: % BorrowLimit, abs AbsoluteBorrowLimits, pool the whole pool; - no borrowing)"
+    )
+    lines += _table(team_rows, ["team", *head[1:]], "    ")
+
+    excluded = pool.get("excludedNodes", {})
+    if excluded:
+        names = aliases or {}
+        shown = [f"{names[n]} {r}" if n in names else f"{n} {r}" for n, r in excluded.items()]
+        lines.append("  excluded: " + ", ".join(sorted(shown)))
+    for issue in pool.get("issues", []):
+        if issue.get("severity") == "error":
+            lines.append(f"  ! {issue.get('code')}: {issue.get('message')}")
+    lines += render_changes(report.kueue_changes, all_resources)
+    if report.mismatches:
+        lines.append(f"  ✗ {len(report.mismatches)} of {report.checked} expectations failed:")
+        lines += [f"    - {m}" for m in report.mismatches]
+    elif report.checked:
+        lines.append(f"  ✓ {report.checked} expectations hold")
+    return "\n".join(lines)
+
+
+def render_changes(changes: list[dict[str, Any]], all_resources: bool) -> list[str]:
+    if not changes:
+        return ["  kueue: no change"]
+    out = [f"  kueue: {len(changes)} object(s) changed"]
+    created = [c for c in changes if c["op"] == "created"]
+    if len(created) > 4:
+        kinds: dict[str, int] = {}
+        for c in created:
+            kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
+        out.append("    + created " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
+    else:
+        out += [f"    + {c['kind']} {c['name']}" for c in created]
+    for c in changes:
+        if c["op"] == "deleted":
+            out.append(f"    - {c['kind']} {c['name']}")
+        elif c["op"] == "updated":
+            shown = [f for f in c["fields"] if all_resources or _accelerator_field(f["field"])]
+            hidden = len(c["fields"]) - len(shown)
+            parts = [
+                f"{f['field']} {f['old'] if f['old'] is not None else '∅'}→{f['new'] if f['new'] is not None else '∅'}"
+                for f in shown
+            ]
+            if hidden:
+                parts.append(f"+{hidden} cpu/memory/efa")
+            out.append(f"    ~ {c['kind']} {c['name']}: " + "; ".join(parts))
+    return out
+
+
+def _accelerator_field(path: str) -> bool:
+    if "/" not in path:
+        return True  # not a quota field (stopPolicy, fairSharing...)
+    resource = path.split("/", 1)[1].rsplit(".", 1)[0]
+    return resource in ("gpu", "neuron") or resource.startswith("mig-")
+
+
+def summary_line(reports: list[StepReport]) -> str:
+    checked = sum(r.checked for r in reports)
+    failed = sum(len(r.mismatches) for r in reports)
+    failures = sum(len(r.failures) for r in reports)
+    text = f"{len(reports)} steps, {checked} expectations checked, {failed} failed"
+    if failures:
+        text += f", {failures} recompute failures"
+    return text

@@ -1,0 +1,388 @@
+"""Admin API Lambda: API Gateway REST proxy (IAM auth) -> Powertools ``APIGatewayRestResolver``.
+
+The routes are ``/work/notes/api-contract.md``'s (and the README's): compute quotas in SageMaker's shapes,
+the scheduler config, the read side (pool, grants with their derivation, history, excluded nodes) and
+recalculation requests with their receipts; ``/openapi.json`` and ``/swagger`` serve the generated
+OpenAPI document. Each route is one call into :class:`idleshare.service.admin.Admin`; errors are mapped
+to statuses here, once (:mod:`idleshare.api.http` has the body shape), never a traceback to the caller.
+
+Imports stay light for the cold start: no lightkube, no Kubernetes adapter; the store and the bus
+client come from ``idleshare.handlers.wiring`` on the first request (tests ``install()`` their own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.logging import correlation_paths
+
+from idleshare import names
+from idleshare.adapters.errors import (
+    AdapterError,
+    ConflictError,
+    NotFoundError,
+    RetryableError,
+    StaleVersionError,
+)
+from idleshare.adapters.ports import AdminStore
+from idleshare.api.http import JSON, error_body, precheck, validation_errors
+from idleshare.api.schemas import CreateQuotaBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
+from idleshare.edge.errors import FieldError, InputError
+from idleshare.handlers.observability import logger, tracer
+from idleshare.handlers.wiring import dependencies
+from idleshare.service.admin import MAX_INT32, Admin, BadRequestError
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+
+F = TypeVar("F", bound=Callable[..., Any])
+app = APIGatewayRestResolver(enable_validation=True)
+OPENAPI: dict[str, Any] = {
+    "title": "idleshare admin API",
+    "version": "1",
+    "description": (
+        "Compute quotas (SageMaker's CreateComputeQuota / UpdateComputeQuota shapes, versioned with "
+        "TargetVersion), the scheduler config, the lendable pool and each team's grants with their "
+        "derivation, history, and recalculation requests. Every request is signed with SigV4 (service "
+        "execute-api). Errors: {message, errors: [{field, message}]}, plus CurrentVersion on a stale 409."
+    ),
+}
+app.configure_openapi(**OPENAPI)
+
+
+def _admin() -> Admin:
+    deps = dependencies()
+    return Admin(cast(AdminStore, deps.store), deps.publisher)
+
+
+def _json(status: int, body: Any) -> Response[Any]:
+    return Response(status_code=status, content_type=JSON, body=body)
+
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+                "required": ["field", "message"],
+            },
+        },
+        "CurrentVersion": {"type": "integer", "description": "on a 409 for a stale TargetVersion"},
+    },
+    "required": ["message", "errors"],
+}
+
+
+def _responses(*statuses: int) -> dict[int, OpenAPIResponse]:
+    text = {
+        200: "OK",
+        201: "Created: the Describe shape",
+        202: "Accepted: the request is on idleshare's bus",
+        204: "Done (no body)",
+        400: "Malformed JSON, a body that is not an object, or a bad query parameter",
+        404: "Unknown cluster, or no such item",
+        409: "Stale TargetVersion (CurrentVersion names the current one), or the name / team is taken",
+        413: "Body over 64 KiB",
+        422: "Field validation failed: errors names each field",
+    }
+    out: dict[int, OpenAPIResponse] = {}
+    for status in statuses:
+        out[status] = {"description": text[status]}
+        if status >= 400:
+            out[status]["content"] = {JSON: {"schema": ERROR_SCHEMA}}
+    return out
+
+
+Cluster = Annotated[str, Path(description="idleshare's cluster id (GET /clusters lists them)", max_length=128)]
+QuotaName = Annotated[str, Path(description="the compute quota's Name", max_length=255)]
+TargetVersionQuery = Annotated[
+    int | None,
+    Query(alias="TargetVersion", ge=0, le=MAX_INT32, description="only if still at this version (else 409)"),
+]
+NextToken = Annotated[str | None, Query(alias="NextToken", max_length=8192, description="from the previous page")]
+READ = _responses(200, 400, 404)
+WRITE = _responses(200, 400, 404, 409, 413, 422)
+
+
+# ---------------------------------------------------------------------------------------- clusters
+@app.get("/clusters", summary="The governed clusters", tags=["clusters"], responses=_responses(200))
+def list_clusters() -> dict[str, Any]:
+    return _admin().list_clusters()
+
+
+# ---------------------------------------------------------------------------------- compute quotas
+@app.post(
+    "/clusters/<cluster>/compute-quotas",
+    summary="Create a compute quota (CreateComputeQuota)",
+    tags=["compute quotas"],
+    responses=_responses(201, 400, 404, 409, 413, 422),
+)
+def create_quota(cluster: Cluster, body: Annotated[CreateQuotaBody, Body()]) -> Response[Any]:
+    return _json(201, _admin().create_quota(cluster, body))
+
+
+@app.get(
+    "/clusters/<cluster>/compute-quotas",
+    summary="List compute quotas (ListComputeQuotas)",
+    tags=["compute quotas"],
+    responses=READ,
+)
+def list_quotas(
+    cluster: Cluster,
+    name_contains: Annotated[str | None, Query(alias="NameContains", min_length=1, max_length=63)] = None,
+    activation_state: Annotated[Literal["Enabled", "Disabled"] | None, Query(alias="ActivationState")] = None,
+    max_results: Annotated[int, Query(alias="MaxResults", ge=1, le=100)] = 100,
+    next_token: NextToken = None,
+) -> dict[str, Any]:
+    return _admin().list_quotas(
+        cluster,
+        name_contains=name_contains,
+        activation_state=activation_state,
+        max_results=max_results,
+        next_token=next_token,
+    )
+
+
+@app.get(
+    "/clusters/<cluster>/compute-quotas/<name>",
+    summary="Describe a compute quota (DescribeComputeQuota)",
+    tags=["compute quotas"],
+    responses=READ,
+)
+def describe_quota(cluster: Cluster, name: QuotaName) -> dict[str, Any]:
+    return _admin().describe_quota(cluster, name)
+
+
+@app.put(
+    "/clusters/<cluster>/compute-quotas/<name>",
+    summary="Update a compute quota (UpdateComputeQuota, TargetVersion required)",
+    tags=["compute quotas"],
+    responses=WRITE,
+)
+def update_quota(cluster: Cluster, name: QuotaName, body: Annotated[UpdateQuotaBody, Body()]) -> dict[str, Any]:
+    return _admin().update_quota(cluster, name, body)
+
+
+@app.delete(
+    "/clusters/<cluster>/compute-quotas/<name>",
+    summary="Delete a compute quota (DeleteComputeQuota)",
+    tags=["compute quotas"],
+    responses=_responses(204, 400, 404, 409),
+)
+def delete_quota(cluster: Cluster, name: QuotaName, version: TargetVersionQuery = None) -> Response[Any]:
+    _admin().delete_quota(cluster, name, version)
+    return Response(status_code=204)
+
+
+# -------------------------------------------------------------------------------- scheduler config
+@app.get(
+    "/clusters/<cluster>/scheduler-config",
+    summary="The scheduler config (the defaults, version 0, when none is stored)",
+    tags=["scheduler config"],
+    responses=READ,
+)
+def get_scheduler_config(cluster: Cluster) -> dict[str, Any]:
+    return _admin().get_scheduler_config(cluster)
+
+
+@app.put(
+    "/clusters/<cluster>/scheduler-config",
+    summary="Create (no TargetVersion) or update the scheduler config",
+    tags=["scheduler config"],
+    responses=WRITE,
+)
+def put_scheduler_config(cluster: Cluster, body: Annotated[SchedulerConfigBody, Body()]) -> dict[str, Any]:
+    return _admin().put_scheduler_config(cluster, body)
+
+
+@app.delete(
+    "/clusters/<cluster>/scheduler-config",
+    summary="Delete the scheduler config (back to the defaults)",
+    tags=["scheduler config"],
+    responses=_responses(204, 400, 404, 409),
+)
+def delete_scheduler_config(cluster: Cluster, version: TargetVersionQuery = None) -> Response[Any]:
+    _admin().delete_scheduler_config(cluster, version)
+    return Response(status_code=204)
+
+
+# ---------------------------------------------------------------------------------------- read side
+@app.get("/clusters/<cluster>/pool", summary="The current lendable pool", tags=["pool"], responses=READ)
+def get_pool(cluster: Cluster) -> dict[str, Any]:
+    return _admin().pool(cluster)
+
+
+@app.get(
+    "/clusters/<cluster>/grants",
+    summary="Every team's limits with their derivation (why)",
+    tags=["pool"],
+    responses=READ,
+)
+def get_grants(cluster: Cluster) -> dict[str, Any]:
+    return _admin().grants(cluster)
+
+
+@app.get("/clusters/<cluster>/grants/<team>", summary="One team's limits and why", tags=["pool"], responses=READ)
+def get_grant(cluster: Cluster, team: Annotated[str, Path(max_length=63)]) -> dict[str, Any]:
+    return _admin().grant(cluster, team)
+
+
+@app.get("/clusters/<cluster>/history", summary="Past generations, newest first", tags=["pool"], responses=READ)
+def get_history(
+    cluster: Cluster,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    next_token: NextToken = None,
+) -> dict[str, Any]:
+    return _admin().history(cluster, limit=limit, next_token=next_token)
+
+
+@app.get(
+    "/clusters/<cluster>/excluded-nodes",
+    summary="Nodes left out of the capacity, with the reason",
+    tags=["pool"],
+    responses=READ,
+)
+def get_excluded_nodes(cluster: Cluster) -> dict[str, Any]:
+    return _admin().excluded_nodes(cluster)
+
+
+# -------------------------------------------------------------------------------------- recalculate
+@app.post(
+    "/clusters/<cluster>/recalculate",
+    summary="Request a recalculation (202); with waitSeconds, wait for its receipt (200)",
+    tags=["recalculation"],
+    responses=_responses(200, 202, 400, 404, 413, 422),
+)
+def recalculate(
+    cluster: Cluster,
+    wait_seconds: Annotated[int, Query(alias="waitSeconds", ge=0, le=names.API_MAX_WAIT_SECONDS)] = 0,
+    body: Annotated[RecalculateBody | None, Body()] = None,
+) -> Response[Any]:
+    answer = _admin().recalculate(cluster, body, wait_seconds)
+    return _json(200 if answer.done else 202, answer.body)
+
+
+@app.get(
+    "/clusters/<cluster>/recalculations/<request_id>",
+    summary="The receipt of a recalculation request (404 until the recompute has run)",
+    tags=["recalculation"],
+    responses=READ,
+)
+def get_recalculation(cluster: Cluster, request_id: Annotated[str, Path(max_length=128)]) -> dict[str, Any]:
+    return _admin().receipt(cluster, request_id)
+
+
+# --------------------------------------------------------------------------------------- the document
+@cache
+def openapi_json() -> str:
+    return app.get_openapi_json_schema(**OPENAPI)
+
+
+@app.get(names.API_OPENAPI_PATH, include_in_schema=False)
+def openapi_document() -> Response[Any]:
+    return _json(200, openapi_json())
+
+
+app.enable_swagger(path=names.API_SWAGGER_PATH, **OPENAPI)
+
+
+# ------------------------------------------------------------------------------------------- errors
+def _on(exc_class: type[Exception]) -> Callable[[F], F]:
+    """``app.exception_handler``, typed."""
+    return cast(Callable[[F], F], app.exception_handler(exc_class))
+
+
+@_on(RequestValidationError)
+def _invalid_request(exc: RequestValidationError) -> Response[Any]:
+    message, fields = validation_errors(exc.errors())
+    return _json(400, error_body(message, fields))
+
+
+@_on(RecursionError)
+def _too_deep(exc: RecursionError) -> Response[Any]:
+    return _json(400, error_body("the request body is nested too deeply", [FieldError("", "nested too deeply")]))
+
+
+@_on(BadRequestError)
+def _bad_request(exc: BadRequestError) -> Response[Any]:
+    return _json(400, error_body(_summary(exc), exc.errors))
+
+
+@_on(InputError)
+def _unprocessable(exc: InputError) -> Response[Any]:
+    return _json(422, error_body(_summary(exc), exc.errors))
+
+
+@_on(NotFoundError)
+def _not_found_item(exc: NotFoundError) -> Response[Any]:
+    return _json(404, error_body(str(exc)))
+
+
+@_on(StaleVersionError)
+def _stale(exc: StaleVersionError) -> Response[Any]:
+    field = FieldError("TargetVersion", f"the current version is {exc.current_version}")
+    return _json(409, error_body(str(exc), [field], CurrentVersion=exc.current_version))
+
+
+@_on(ConflictError)
+def _conflict(exc: ConflictError) -> Response[Any]:
+    return _json(409, error_body(f"{exc}; read it again and retry"))
+
+
+@_on(AdapterError)
+def _adapter(exc: AdapterError) -> Response[Any]:
+    from idleshare.adapters.store import AlreadyExistsError
+
+    if isinstance(exc, AlreadyExistsError):
+        return _json(409, error_body(str(exc), [FieldError(exc.field, "already taken")]))
+    if isinstance(exc, RetryableError):
+        logger.warning("dependency unavailable", extra={"error": str(exc), "operation": exc.operation})
+        response = _json(503, error_body(f"temporarily unavailable, retry (request id {_request_id()})"))
+        response.headers["Retry-After"] = "1"
+        return response
+    return _internal(exc)
+
+
+@_on(Exception)
+def _internal(exc: Exception) -> Response[Any]:
+    logger.exception("request failed", extra={"error_type": type(exc).__name__})
+    return _json(500, error_body(f"internal error (request id {_request_id()}); the details are in the logs"))
+
+
+@app.not_found
+def _no_route(exc: Exception) -> Response[Any]:
+    event = app.current_event
+    return _json(404, error_body(f"no route for {event.http_method} {event.path}"))
+
+
+def _summary(exc: InputError) -> str:
+    if len(exc.errors) == 1:
+        return str(exc.errors[0])
+    return f"{len(exc.errors)} invalid fields"
+
+
+def _request_id() -> str:
+    try:
+        return str(app.current_event.request_context.request_id)
+    except (AttributeError, KeyError, TypeError):
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------------------ handler
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    refused = precheck(event)
+    if refused is not None:
+        logger.warning("request refused", extra={"status": refused["statusCode"], "path": event.get("path")})
+        return refused
+    return app.resolve(event, context)

@@ -1,0 +1,251 @@
+"""`idleshare pool show|explain|history`: the stored lendable pool of a deployed stack, read through
+the admin API. Quantities arrive formatted (``"8"``, ``"1536Gi"``); tables show them as they are."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import Any
+
+from idleshare.cli import remote
+from idleshare.cli.main import CommandError, UsageError
+from idleshare.domain.model import NEURON_DEVICE, NVIDIA_GPU
+from idleshare.edge.present import short_resource
+
+HISTORY_PAGE_MAX = 100
+HISTORY_LIMIT_MAX = 1000
+SUMMARY_WIDTH = 100  # history table; --format json has the whole summary
+BOUND_MEANING = {
+    "percentage": "BorrowLimit % of the pool",
+    "absolute": "AbsoluteBorrowLimits cap",
+    "pool": "the whole pool (the % cap was larger)",
+    "strategy": "strategy does not borrow",
+    "disabled": "quota Disabled",
+}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parent = remote.remote_parent()
+    pool = sub.add_parser("pool", help="the lendable pool of a governed cluster (admin API)")
+    verbs = pool.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = verbs.add_parser("show", parents=[parent], help="capacity, allocation, shortfall, apply status")
+    p.add_argument("--cluster", required=True)
+    p.set_defaults(func=show)
+
+    p = verbs.add_parser("explain", parents=[parent], help="each team's borrow limits and which bound set them")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--team", help="one team only")
+    p.add_argument("--all-resources", action="store_true", help="cpu, memory, efa too (default: accelerators)")
+    p.set_defaults(func=explain)
+
+    p = verbs.add_parser("history", parents=[parent], help="past generations, newest first")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--limit", type=int, default=20, metavar="N", help=f"at most N (1..{HISTORY_LIMIT_MAX}, default 20)")
+    p.set_defaults(func=history)
+
+
+def _cluster(cluster: str) -> list[str]:
+    if not cluster.strip():
+        raise UsageError("--cluster: must not be empty")
+    return ["clusters", cluster]
+
+
+# ---------------------------------------------------------------------------------- commands
+def show(args: argparse.Namespace) -> int:
+    path = _cluster(args.cluster)
+    api = remote.connect(args)
+    remote.emit(args, api.get([*path, "pool"]), show_text)
+    return 0
+
+
+def explain(args: argparse.Namespace) -> int:
+    path = _cluster(args.cluster)
+    if args.team is not None and not args.team.strip():
+        raise UsageError("--team: must not be empty")
+    api = remote.connect(args)
+    data = api.get([*path, "grants", args.team] if args.team else [*path, "grants"])
+    remote.emit(args, data, lambda d: explain_text(d, all_resources=args.all_resources))
+    return 0
+
+
+def history(args: argparse.Namespace) -> int:
+    path = _cluster(args.cluster)
+    if not 1 <= args.limit <= HISTORY_LIMIT_MAX:
+        raise UsageError(f"--limit: must be between 1 and {HISTORY_LIMIT_MAX} (got {args.limit})")
+    api = remote.connect(args)
+    generations: list[Any] = []
+    token: str | None = None
+    while len(generations) < args.limit:
+        query: dict[str, object] = {"limit": min(HISTORY_PAGE_MAX, args.limit - len(generations))}
+        if token:
+            query["NextToken"] = token
+        page = api.get([*path, "history"], query)
+        found = page.get("generations") if isinstance(page, dict) else None
+        if not isinstance(found, list):
+            raise CommandError(f"GET /{'/'.join([*path, 'history'])}: unexpected response: no generations list")
+        generations.extend(found)
+        token = page.get("NextToken")
+        if not token or not found:
+            break
+    data = {"cluster": args.cluster, "generations": generations[: args.limit]}
+    remote.emit(args, data, history_text)
+    return 0
+
+
+# ---------------------------------------------------------------------------------- rendering
+def _pairs(*tables: Any) -> list[tuple[str, str]]:
+    """Every (flavor, resource) any of these ``{flavor: {resource: quantity}}`` tables mentions, sorted."""
+    seen: set[tuple[str, str]] = set()
+    for table in tables:
+        for flavor, per in (table or {}).items():
+            seen.update((flavor, resource) for resource in per or {})
+    return sorted(seen)
+
+
+def _q(table: Any, flavor: str, resource: str) -> str:
+    value = ((table or {}).get(flavor) or {}).get(resource)
+    return "-" if value in (None, "", "0", 0) else str(value)
+
+
+def show_text(pool: dict[str, Any]) -> str:
+    status = str(pool.get("applyStatus") or "-")
+    if pool.get("applyMessage"):
+        status += f" ({pool['applyMessage']})"
+    head: list[tuple[str, object]] = [
+        ("Cluster", pool.get("cluster")),
+        ("Generation", pool.get("generation")),
+        ("Computed at", pool.get("computedAt")),
+        ("Apply status", status),
+        ("IdleResourceSharing", pool.get("idleResourceSharing")),
+    ]
+    if pool.get("readFailure"):
+        head.append(("Last read failure", pool["readFailure"]))
+    sections: list[str] = []
+    if pool.get("summary"):
+        sections += [str(pool["summary"]), ""]
+    sections += [f"{key + ':':<21}{'-' if value in (None, '') else value}" for key, value in head]
+    capacity, allocated = pool.get("capacity"), pool.get("allocated")
+    unallocated, shortfall = pool.get("unallocated"), pool.get("shortfall")
+    rows = [
+        [f, short_resource(r), _q(capacity, f, r), _q(allocated, f, r), _q(unallocated, f, r), _q(shortfall, f, r)]
+        for f, r in _pairs(capacity, allocated, shortfall)
+    ]
+    sections += ["", "Lendable pool"]
+    sections.append(remote.table(rows, ["FLAVOR", "RESOURCE", "CAPACITY", "ALLOCATED", "UNALLOCATED", "SHORTFALL"]))
+    counts = pool.get("nodeCounts") or {}
+    if counts:
+        sections += ["", "Nodes"]
+        sections.append(
+            remote.table(
+                [[f, c.get("eligible"), c.get("total")] for f, c in sorted(counts.items())],
+                ["FLAVOR", "ELIGIBLE", "TOTAL"],
+            )
+        )
+    excluded = pool.get("excludedNodes") or {}
+    sections += ["", f"Excluded nodes ({len(excluded)})"]
+    sections.append(remote.table(sorted(excluded.items()), ["NODE", "REASON"]))
+    issues = pool.get("issues") or []
+    if issues:
+        sections += ["", "Issues"]
+        sections.append(
+            remote.table(
+                [[i.get("severity"), i.get("code"), i.get("subject"), i.get("message")] for i in issues],
+                ["SEVERITY", "CODE", "SUBJECT", "MESSAGE"],
+            )
+        )
+    return "\n".join(sections)
+
+
+def _derivations(why: Any) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    """(flavor, resource, derivation) from ``{flavor: {resource: d}}`` or a list of dicts naming both."""
+    if isinstance(why, dict):
+        for flavor, per in sorted(why.items()):
+            for resource, d in sorted((per or {}).items()):
+                if isinstance(d, dict):
+                    yield flavor, resource, d
+    elif isinstance(why, list):
+        for d in why:
+            if isinstance(d, dict):
+                yield str(d.get("flavor", "")), str(d.get("resource", "")), d
+
+
+def _teams(data: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(data.get("teams"), dict):
+        return dict(data["teams"])
+    team = data.get("team")
+    if isinstance(team, str):  # one team: {"cluster", "generation", "team", ...its grant}
+        return {team: data.get("grant", data)}
+    if isinstance(team, dict):
+        return {str(data.get("name") or team.get("team") or "-"): team}
+    return {}
+
+
+def is_accelerator(resource: str) -> bool:
+    return resource in (NVIDIA_GPU, NEURON_DEVICE) or resource.startswith("nvidia.com/mig-")
+
+
+def explain_text(data: dict[str, Any], all_resources: bool = False) -> str:
+    rows = []
+    for team, grant in sorted(_teams(data).items()):
+        strategy = str(grant.get("strategy") or "-")
+        if grant.get("activationState") == "Disabled":
+            strategy += " (Disabled)"
+        for flavor, resource, d in _derivations(grant.get("why")):
+            if not all_resources and not is_accelerator(resource):
+                continue
+            rows.append(
+                [
+                    team,
+                    strategy,
+                    flavor,
+                    short_resource(resource),
+                    _q(grant.get("nominal"), flavor, resource),
+                    d.get("pool"),
+                    f"{d.get('percent')}%" if d.get("percent") is not None else None,
+                    d.get("percentCap"),
+                    d.get("absoluteCap"),
+                    d.get("limit"),
+                    d.get("bound"),
+                ]
+            )
+    head = f"Cluster {data.get('cluster', '-')}, generation {data.get('generation', '-')}: "
+    head += "borrowing limit = min(BorrowLimit% x pool seen, absolute cap, pool seen); SET BY names the bound that won"
+    table = remote.table(
+        rows,
+        ["TEAM", "STRATEGY", "FLAVOR", "RES", "NOMINAL", "POOL SEEN", "PERCENT", "% CAP", "ABS CAP", "LIMIT", "SET BY"],
+    )
+    used = sorted({str(r[-1]) for r in rows if r[-1] in BOUND_MEANING})
+    legend = "; ".join(f"{b} = {BOUND_MEANING[b]}" for b in used)
+    if not all_resources:
+        legend += ("\n" if legend else "") + "(accelerators only; --all-resources shows cpu, memory and efa too)"
+    return "\n".join([head, "", table] + ([f"\n{legend}"] if legend else []))
+
+
+def changes_text(changes: Any) -> str | None:
+    """What moved in a generation, in a few words (the JSON has the details)."""
+    if isinstance(changes, list):
+        return "; ".join(str(c) for c in changes) or None
+    if not isinstance(changes, dict):
+        return None if changes is None else str(changes)
+    if changes.get("first"):
+        return "first pool"
+    parts = []
+    if "unallocated" in changes:
+        parts.append("unallocated capacity")
+    if changes.get("teams"):
+        parts.append("limits of " + ", ".join(str(t) for t in changes["teams"]))
+    if "excludedNodes" in changes:
+        parts.append(f"excluded nodes ({len(changes['excludedNodes'] or {})})")
+    return "; ".join(parts) or None
+
+
+def history_text(data: dict[str, Any]) -> str:
+    rows = []
+    for g in data.get("generations") or []:
+        summary = str(g.get("summary") or "")
+        summary = summary if len(summary) <= SUMMARY_WIDTH else summary[: SUMMARY_WIDTH - 3] + "..."
+        rows.append([g.get("generation"), g.get("computedAt"), changes_text(g.get("changes")), summary])
+    return f"Cluster {data.get('cluster')}: {len(rows)} generation(s), newest first\n\n" + remote.table(
+        rows, ["GENERATION", "COMPUTED AT", "CHANGES", "SUMMARY"]
+    )

@@ -1,0 +1,313 @@
+"""`idleshare quota create|describe|list|update|delete`: compute quotas through the admin API.
+
+Files are SageMaker's shapes (``CreateComputeQuota`` for create; ``UpdateComputeQuota`` without
+``ComputeQuotaId`` for update) and are validated locally with the same parser the engine uses
+before anything is sent, so a bad file exits 2 naming the field and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from idleshare.cli import remote
+from idleshare.cli.main import UsageError
+from idleshare.edge.errors import FieldError, InputError
+from idleshare.edge.quotas import parse_quotas
+
+CREATE_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Tags")
+UPDATE_FIELDS = ("TargetVersion", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Description")
+# Read-only fields of the Describe shape: dropped so `quota describe --format json` output can be re-used.
+READ_ONLY_FIELDS = (
+    "ClusterArn",
+    "ClusterId",
+    "ComputeQuotaArn",
+    "ComputeQuotaId",
+    "ComputeQuotaVersion",
+    "Status",
+    "FailureReason",
+    "CreationTime",
+    "CreatedBy",
+    "LastModifiedTime",
+    "LastModifiedBy",
+)
+MAX_DESCRIPTION = 4096  # botocore EntityDescription
+_PLACEHOLDER_TEAM = {"TeamName": "placeholder"}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parent = remote.remote_parent()
+    quota = sub.add_parser("quota", help="compute quotas of a governed cluster (admin API)")
+    verbs = quota.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = verbs.add_parser("create", parents=[parent], help="create a quota from a CreateComputeQuota JSON file")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--file", required=True, metavar="Q.json")
+    p.set_defaults(func=create)
+
+    p = verbs.add_parser("describe", parents=[parent], help="one quota")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--name", required=True)
+    p.set_defaults(func=describe)
+
+    p = verbs.add_parser("list", parents=[parent], help="every quota of a cluster")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--name-contains", metavar="TEXT")
+    p.add_argument("--activation-state", choices=["Enabled", "Disabled"])
+    p.add_argument("--page-size", type=int, default=100, metavar="N", help="MaxResults per request (1..100)")
+    p.set_defaults(func=list_quotas)
+
+    p = verbs.add_parser("update", parents=[parent], help="change a quota (UpdateComputeQuota JSON file)")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--name", required=True)
+    p.add_argument("--target-version", type=int, metavar="V", help="the version you read (default: the file's)")
+    p.add_argument("--file", required=True, metavar="PATCH.json")
+    p.set_defaults(func=update)
+
+    p = verbs.add_parser("delete", parents=[parent], help="delete a quota")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--name", required=True)
+    p.add_argument("--target-version", type=int, metavar="V", help="refuse if the quota has changed since")
+    p.set_defaults(func=delete)
+
+
+# ---------------------------------------------------------------------------------- commands
+def create(args: argparse.Namespace) -> int:
+    body = _create_body(_load(args.file, "--file"), args.file)
+    api = remote.connect(args)
+    _, described = api.post(_quotas(args.cluster), body)
+    remote.emit(args, described, describe_text)
+    return 0
+
+
+def describe(args: argparse.Namespace) -> int:
+    _check_name(args.name)
+    api = remote.connect(args)
+    remote.emit(args, api.get([*_quotas(args.cluster), args.name]), describe_text)
+    return 0
+
+
+def list_quotas(args: argparse.Namespace) -> int:
+    if not 1 <= args.page_size <= 100:
+        raise UsageError(f"--page-size: must be between 1 and 100 (got {args.page_size})")
+    api = remote.connect(args)
+    query = {"NameContains": args.name_contains, "ActivationState": args.activation_state, "MaxResults": args.page_size}
+    items = api.pages(_quotas(args.cluster), "ComputeQuotaSummaries", query)
+    remote.emit(args, {"ComputeQuotaSummaries": items}, list_text)
+    return 0
+
+
+def update(args: argparse.Namespace) -> int:
+    _check_name(args.name)
+    body = _update_body(_load(args.file, "--file"), args.file, args.name, args.target_version)
+    api = remote.connect(args)
+    described = api.put([*_quotas(args.cluster), args.name], body)
+    remote.emit(args, described, describe_text)
+    return 0
+
+
+def delete(args: argparse.Namespace) -> int:
+    _check_name(args.name)
+    if args.target_version is not None and args.target_version < 1:
+        raise UsageError(f"--target-version: must be >= 1 (got {args.target_version})")
+    api = remote.connect(args)
+    api.delete([*_quotas(args.cluster), args.name], {"TargetVersion": args.target_version})
+    if args.format != "json":
+        print(f"Deleted compute quota {args.name} of cluster {args.cluster}.")
+    return 0
+
+
+# ---------------------------------------------------------------------------------- bodies
+def _quotas(cluster: str) -> list[str]:
+    if not cluster.strip():
+        raise UsageError("--cluster: must not be empty")
+    return ["clusters", cluster, "compute-quotas"]
+
+
+def _load(path: str, flag: str) -> object:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return json.loads(raw.decode("utf-8-sig"), parse_float=Decimal)
+    except UnicodeDecodeError as exc:
+        raise InputError(path, [FieldError("", f"not UTF-8 text (byte {exc.start})")]) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            path, [FieldError("", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")]
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(path, [FieldError("", f"invalid JSON: {exc}")]) from None
+
+
+def _check_name(name: str) -> None:
+    try:
+        parse_quotas({"Name": name, "ComputeQuotaTarget": _PLACEHOLDER_TEAM}, "--name")
+    except InputError as exc:
+        raise UsageError(f"--name {name!r}: {exc.errors[0].message}") from None
+
+
+def _check_description(document: dict[str, Any], source: str) -> None:
+    description = document.get("Description")
+    if description is None:
+        return
+    if not isinstance(description, str):
+        raise InputError(source, [FieldError("Description", "must be a string")])
+    if len(description) > MAX_DESCRIPTION:
+        raise InputError(source, [FieldError("Description", f"must be at most {MAX_DESCRIPTION} characters")])
+
+
+def _create_body(document: object, source: str) -> dict[str, Any]:
+    """The CreateComputeQuota request (minus ClusterArn) from a file, validated like the engine does."""
+    if not isinstance(document, dict):
+        raise InputError(source, [FieldError("", "expected one compute quota object (CreateComputeQuota shape)")])
+    parse_quotas(document, source)  # raises InputError naming each bad field
+    _check_description(document, source)
+    body: dict[str, Any] = _jsonable({k: document[k] for k in CREATE_FIELDS if k in document})
+    return body
+
+
+def _update_body(document: object, source: str, name: str, target_version: int | None) -> dict[str, Any]:
+    """The UpdateComputeQuota request (minus ComputeQuotaId): only the fields to change."""
+    if not isinstance(document, dict):
+        raise InputError(source, [FieldError("", "expected an object (UpdateComputeQuota shape)")])
+    allowed = set(UPDATE_FIELDS) | set(READ_ONLY_FIELDS) | {"Name"}
+    unknown = [FieldError(k, "unknown field in an update") for k in document if k not in allowed]
+    if unknown:
+        raise InputError(source, unknown)
+    if "Name" in document and document["Name"] != name:
+        raise InputError(source, [FieldError("Name", f"differs from --name {name!r} (a quota cannot be renamed)")])
+    file_version = document.get("TargetVersion")
+    if file_version is not None and (not isinstance(file_version, int) or isinstance(file_version, bool)):
+        raise InputError(source, [FieldError("TargetVersion", "must be an integer")])
+    version = target_version if target_version is not None else file_version
+    if version is None:
+        raise UsageError("--target-version: required (the version you read, see `idleshare quota describe`)")
+    if version < 1:
+        raise UsageError(f"--target-version: must be >= 1 (got {version})")
+    patch = {k: document[k] for k in UPDATE_FIELDS if k in document and k != "TargetVersion"}
+    nulls = [FieldError(k, "null: omit the field to keep its value") for k, v in patch.items() if v is None]
+    if nulls:
+        raise InputError(source, nulls)
+    if not patch:
+        raise InputError(source, [FieldError("", f"nothing to change: give one of {', '.join(UPDATE_FIELDS[1:])}")])
+    # Validate the given parts with the quota parser (a placeholder stands in for what is not changed).
+    candidate = {"Name": name, "ComputeQuotaTarget": _PLACEHOLDER_TEAM, **patch}
+    parse_quotas(candidate, source)
+    _check_description(patch, source)
+    body: dict[str, Any] = _jsonable({"TargetVersion": version, **patch})
+    return body
+
+
+def _jsonable(value: Any) -> Any:
+    """Decimals (exact JSON numbers from the file) back to JSON numbers: ints stay ints."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() and "." not in str(value) else float(value)
+    return value
+
+
+# ---------------------------------------------------------------------------------- rendering
+def _strategy(quota: dict[str, Any]) -> tuple[str, str]:
+    sharing = (quota.get("ComputeQuotaConfig") or {}).get("ResourceSharingConfig") or {}
+    strategy = sharing.get("Strategy") or "LendAndBorrow"
+    borrow = sharing.get("BorrowLimit")
+    return strategy, ("-" if strategy != "LendAndBorrow" else f"{borrow if borrow is not None else 50}%")
+
+
+def _resources(entries: list[dict[str, Any]] | None) -> str:
+    parts = []
+    for entry in entries or []:
+        amounts = []
+        for key, label in (("Count", "instances"), ("Accelerators", "accel"), ("VCpu", "vcpu"), ("MemoryInGiB", "GiB")):
+            if entry.get(key) is not None:
+                amounts.append(f"{entry[key]} {label}")
+        partition = entry.get("AcceleratorPartition")
+        if partition:
+            amounts.append(f"{partition.get('Count')}x {partition.get('Type')}")
+        parts.append(f"{entry.get('InstanceType')}: {', '.join(amounts) or '-'}")
+    return "; ".join(parts) or "-"
+
+
+def describe_text(quota: dict[str, Any]) -> str:
+    config = quota.get("ComputeQuotaConfig") or {}
+    sharing = config.get("ResourceSharingConfig") or {}
+    target = quota.get("ComputeQuotaTarget") or {}
+    strategy, borrow = _strategy(quota)
+    rows: list[list[object]] = [
+        ["Name", quota.get("Name")],
+        ["Cluster", quota.get("ClusterId")],
+        ["Version", quota.get("ComputeQuotaVersion")],
+        ["Status", quota.get("Status")],
+        ["ActivationState", quota.get("ActivationState")],
+        ["Team", target.get("TeamName")],
+        ["FairShareWeight", target.get("FairShareWeight")],
+        ["Strategy", strategy],
+        ["BorrowLimit", borrow],
+        ["PreemptTeamTasks", config.get("PreemptTeamTasks") or "Never"],
+        ["Description", quota.get("Description")],
+        ["Id", quota.get("ComputeQuotaId")],
+        ["Created", quota.get("CreationTime")],
+        ["LastModified", quota.get("LastModifiedTime")],
+    ]
+    out = [remote.table(rows, ["FIELD", "VALUE"])]
+    resource_rows = [
+        [
+            "quota",
+            e.get("InstanceType"),
+            e.get("Count"),
+            e.get("Accelerators"),
+            e.get("VCpu"),
+            e.get("MemoryInGiB"),
+            _partition(e),
+        ]
+        for e in config.get("ComputeQuotaResources") or []
+    ] + [
+        [
+            "absolute borrow cap",
+            e.get("InstanceType"),
+            e.get("Count"),
+            e.get("Accelerators"),
+            e.get("VCpu"),
+            e.get("MemoryInGiB"),
+            _partition(e),
+        ]
+        for e in sharing.get("AbsoluteBorrowLimits") or []
+    ]
+    if resource_rows:
+        out += [
+            "",
+            remote.table(resource_rows, ["KIND", "INSTANCE TYPE", "COUNT", "ACCEL", "VCPU", "MEM GiB", "PARTITION"]),
+        ]
+    return "\n".join(out)
+
+
+def _partition(entry: dict[str, Any]) -> str | None:
+    partition = entry.get("AcceleratorPartition")
+    return f"{partition.get('Count')}x {partition.get('Type')}" if partition else None
+
+
+def list_text(page: dict[str, Any]) -> str:
+    rows = []
+    for quota in page.get("ComputeQuotaSummaries") or []:
+        strategy, borrow = _strategy(quota)
+        rows.append(
+            [
+                quota.get("Name"),
+                (quota.get("ComputeQuotaTarget") or {}).get("TeamName"),
+                quota.get("ComputeQuotaVersion"),
+                quota.get("ActivationState"),
+                strategy,
+                borrow,
+                _resources((quota.get("ComputeQuotaConfig") or {}).get("ComputeQuotaResources")),
+                quota.get("LastModifiedTime"),
+            ]
+        )
+    return remote.table(rows, ["NAME", "TEAM", "VERSION", "STATE", "STRATEGY", "BORROW", "RESOURCES", "LAST MODIFIED"])

@@ -1,0 +1,563 @@
+"""What the admin HTTP API does, without HTTP: compute quotas and the scheduler config (SageMaker's shapes,
+versioned), the read side (pool, grants with their derivation, history, excluded nodes) and explicit
+recalculation requests with their receipts.
+
+Rules this module keeps:
+
+- A request body is validated completely before anything is written: every key it may not carry, every
+  botocore bound (through :mod:`idleshare.edge.quotas`, the same parsers the recompute uses), the
+  ``Description`` / ``Tags`` bounds. All problems are raised together as one :class:`InputError` naming
+  each field (the API answers 422); a request wrong as a whole raises :class:`BadRequestError` (400).
+  Nothing is stored and nothing is published when validation fails.
+- Every quota / scheduler config write publishes its event on idleshare's bus (``Compute Quota Changed`` /
+  ``Scheduler Config Changed``), so a recompute follows. The write is the truth: if publishing fails after
+  it, the failure is logged and the safety-net schedule recomputes the cluster within minutes.
+- Unknown cluster, quota, team or receipt -> :class:`~idleshare.adapters.errors.NotFoundError`; version
+  conflicts and taken names come from the store (``StaleVersionError``, ``AlreadyExistsError``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import json
+import logging
+import time
+import unicodedata
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from idleshare import names
+from idleshare.adapters.errors import AdapterError, NotFoundError, PermanentError
+from idleshare.adapters.ports import (
+    AdminStore,
+    ClusterRecord,
+    EventPublisher,
+    PoolRecord,
+    RecalculationReceipt,
+    StoredQuota,
+)
+from idleshare.edge.errors import FieldError, InputError
+from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+
+log = logging.getLogger(__name__)
+
+SOURCE = "request body"
+MAX_INT32 = 2**31 - 1  # botocore's Integer (TargetVersion)
+DESCRIPTION_MAX = 1024  # EntityDescription
+TAGS_MAX = 50  # TagList
+TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
+REASON_MAX = 1024  # OwnDetail.reason on the bus
+DEFAULT_MAX_RESULTS = 100
+DEFAULT_HISTORY_LIMIT = 20
+
+# Keys of SageMaker's request shapes the API accepts (the cluster is in the path, ids are idleshare's).
+CREATE_QUOTA_KEYS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Tags")
+UPDATE_QUOTA_KEYS = ("TargetVersion", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Description")
+SCHEDULER_KEYS = ("SchedulerConfig", "TargetVersion")
+RECALC_KEYS = ("reason",)
+_MANAGED = ("ComputeQuotaId", "ComputeQuotaArn", "ComputeQuotaVersion", "Status", "CreationTime", "LastModifiedTime")
+_BARE_SCHEDULER_KEYS = frozenset({"PriorityClasses", "FairShare", "IdleResourceSharing"})
+DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
+    "PriorityClasses": [],
+    "FairShare": "Enabled",
+    "IdleResourceSharing": "Enabled",
+}
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+
+class BadRequestError(InputError):
+    """The request as a whole is wrong (a bad paging token, ...): 400 rather than 422."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecalcAnswer:
+    """``done``: the receipt arrived while waiting (``body`` is the receipt), else ``body`` says Requested."""
+
+    done: bool
+    body: dict[str, Any]
+
+
+# ------------------------------------------------------------------------------------ shapes out
+def cluster_json(cluster: ClusterRecord) -> dict[str, Any]:
+    out = {"ClusterId": cluster.cluster_id, "EksClusterName": cluster.eks_cluster_name}
+    if cluster.hyperpod_cluster_arn:
+        out["HyperPodClusterArn"] = cluster.hyperpod_cluster_arn
+    return out
+
+
+def describe_quota(cluster_id: str, quota: StoredQuota) -> dict[str, Any]:
+    """DescribeComputeQuota's shape (no ARN: idleshare's quotas are not SageMaker resources), plus ClusterId."""
+    body = quota.body
+    out: dict[str, Any] = {"ComputeQuotaId": body.get("ComputeQuotaId"), "Name": quota.name}
+    if body.get("Description") is not None:
+        out["Description"] = body["Description"]
+    out.update(
+        ComputeQuotaVersion=quota.version,
+        Status="Created",
+        ClusterId=cluster_id,
+        ComputeQuotaConfig=body.get("ComputeQuotaConfig") or {},
+        ComputeQuotaTarget=body.get("ComputeQuotaTarget"),
+        ActivationState=body.get("ActivationState") or "Enabled",
+        CreationTime=body.get("CreationTime") or quota.created_at,
+        LastModifiedTime=body.get("LastModifiedTime") or quota.updated_at,
+    )
+    if body.get("Tags"):
+        out["Tags"] = body["Tags"]
+    return out
+
+
+def scheduler_json(cluster_id: str, stored: StoredQuota | None) -> dict[str, Any]:
+    if stored is None:
+        return {
+            "ClusterId": cluster_id,
+            "SchedulerConfig": dict(DEFAULT_SCHEDULER_CONFIG),
+            "SchedulerConfigVersion": 0,
+            "Status": "Default",
+        }
+    body = stored.body
+    config = body if set(body) <= _BARE_SCHEDULER_KEYS else body.get("SchedulerConfig") or {}
+    return {
+        "ClusterId": cluster_id,
+        "ClusterSchedulerConfigId": stored.name,
+        "SchedulerConfig": config,
+        "SchedulerConfigVersion": stored.version,
+        "Status": "Created",
+        "CreationTime": stored.created_at,
+        "LastModifiedTime": stored.updated_at,
+    }
+
+
+def receipt_json(receipt: RecalculationReceipt) -> dict[str, Any]:
+    return {
+        "requestId": receipt.request_id,
+        "cluster": receipt.cluster_id,
+        "status": receipt.status,
+        "generation": receipt.generation,
+        "changed": receipt.changed,
+        "message": receipt.message,
+        "completedAt": receipt.completed_at,
+    }
+
+
+# ----------------------------------------------------------------------------------- validation
+def _show(value: object) -> str:
+    text = json.dumps(value) if isinstance(value, str | bool | int | float) or value is None else type(value).__name__
+    text = {"dict": "an object", "list": "an array"}.get(text, text)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unknown_keys(body: Mapping[str, Any], allowed: Iterable[str], *, update: bool = False) -> list[FieldError]:
+    allowed = tuple(allowed)
+    errors = []
+    for key in body:
+        if key in allowed:
+            continue
+        if key == "ClusterArn":
+            message = "not accepted here: the cluster is the one in the path"
+        elif key in _MANAGED or key in ("ComputeQuotaVersion", "ClusterSchedulerConfigId"):
+            message = "set by idleshare: not accepted in a request"
+        elif update and key == "Name":
+            message = "a compute quota cannot be renamed (its name is in the path)"
+        elif update and key == "Tags":
+            message = "tags are set when the quota is created (UpdateComputeQuota has no Tags)"
+        else:
+            hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75) if len(key) <= 100 else []
+            message = "unknown field" + (f"; did you mean {hint[0]}?" if hint else "")
+        errors.append(FieldError(key if len(key) <= 100 else key[:97] + "...", message))
+    return errors
+
+
+def _nulls(body: Mapping[str, Any], keys: Iterable[str]) -> list[FieldError]:
+    return [FieldError(k, "must not be null (omit the field instead)") for k in keys if k in body and body[k] is None]
+
+
+def target_version(value: object, field: str, errors: list[FieldError], *, required: bool) -> int | None:
+    """``TargetVersion``: a JSON integer within botocore's Integer."""
+    if value is None:
+        if required:
+            errors.append(FieldError(field, "required field is missing"))
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.append(FieldError(field, f"must be an integer (got {_show(value)})"))
+        return None
+    if not 0 <= value <= MAX_INT32:
+        errors.append(FieldError(field, f"must be between 0 and {MAX_INT32} (got {_show(value)})"))
+        return None
+    return value
+
+
+def _text_problem(value: str, allowed: Callable[[str], bool]) -> str | None:
+    for index, char in enumerate(value):
+        if not allowed(char):
+            return f"character {index} ({char!r}) is not allowed"
+    return None
+
+
+def _description(body: Mapping[str, Any], errors: list[FieldError]) -> None:
+    """``EntityDescription``: at most 1024 characters of ``[\\p{L}\\p{M}\\p{Z}\\p{S}\\p{N}\\p{P}]*``
+    (every Unicode category but the C* ones: control, format, unassigned, private use, surrogates)."""
+    value = body.get("Description")
+    if value is None:
+        return
+    if not isinstance(value, str):
+        errors.append(FieldError("Description", f"must be a string (got {_show(value)})"))
+    elif len(value) > DESCRIPTION_MAX:
+        errors.append(FieldError("Description", f"must be at most {DESCRIPTION_MAX} characters (got {len(value)})"))
+    elif problem := _text_problem(value, lambda c: not unicodedata.category(c).startswith("C")):
+        errors.append(FieldError("Description", problem))
+
+
+def _tag_char(char: str) -> bool:
+    return unicodedata.category(char)[0] in "LZN" or char in _TAG_PUNCTUATION
+
+
+def _tags(body: Mapping[str, Any], errors: list[FieldError]) -> None:
+    """``TagList``: at most 50 ``{Key: 1..128, Value: 0..256}`` of ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*``."""
+    tags = body.get("Tags")
+    if tags is None:
+        return
+    if not isinstance(tags, list):
+        errors.append(FieldError("Tags", f"must be an array (got {_show(tags)})"))
+        return
+    if len(tags) > TAGS_MAX:
+        errors.append(FieldError("Tags", f"must have at most {TAGS_MAX} items (got {len(tags)})"))
+    for i, tag in enumerate(tags[: TAGS_MAX + 1]):
+        where = f"Tags[{i}]"
+        if not isinstance(tag, dict):
+            errors.append(FieldError(where, f"must be an object (got {_show(tag)})"))
+            continue
+        errors.extend(FieldError(f"{where}.{e.loc}", e.message) for e in _unknown_keys(tag, ("Key", "Value")))
+        for field, low, high in (("Key", 1, TAG_KEY_MAX), ("Value", 0, TAG_VALUE_MAX)):
+            value = tag.get(field)
+            if value is None:
+                errors.append(FieldError(f"{where}.{field}", "required field is missing"))
+            elif not isinstance(value, str):
+                errors.append(FieldError(f"{where}.{field}", f"must be a string (got {_show(value)})"))
+            elif not low <= len(value) <= high:
+                errors.append(FieldError(f"{where}.{field}", f"must be {low} to {high} characters (got {len(value)})"))
+            elif problem := _text_problem(value, _tag_char):
+                errors.append(FieldError(f"{where}.{field}", problem))
+
+
+def _quota_errors(document: dict[str, Any]) -> list[FieldError]:
+    """Every botocore bound of the quota (the edge parser: the same one the recompute uses)."""
+    try:
+        parse_quotas(document, source=SOURCE)
+    except InputError as exc:
+        return list(exc.errors)
+    return []
+
+
+def _raise(errors: list[FieldError]) -> None:
+    if errors:
+        raise InputError(SOURCE, errors)
+
+
+def _decode_token(token: str | None, field: str = "NextToken") -> dict[str, Any] | None:
+    if token is None:
+        return None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4)))
+    except (ValueError, UnicodeEncodeError, binascii.Error):
+        value = None
+    if not isinstance(value, dict):
+        raise BadRequestError("query", [FieldError(field, "is not a token this API issued")])
+    return value
+
+
+def _encode_token(value: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+# -------------------------------------------------------------------------------------- service
+class Admin:
+    """The admin operations over the store and idleshare's bus (``publisher`` None: read-only)."""
+
+    def __init__(
+        self,
+        store: AdminStore,
+        publisher: EventPublisher | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_interval: float = 0.5,
+        new_request_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        self.store = store
+        self.publisher = publisher
+        self.clock = clock
+        self.sleep = sleep
+        self.poll_interval = poll_interval
+        self.new_request_id = new_request_id
+
+    # ------------------------------------------------------------------------------- plumbing
+    def cluster(self, cluster_id: str) -> ClusterRecord:
+        found = self.store.get_cluster(cluster_id)
+        if found is None:
+            raise NotFoundError(f"cluster {cluster_id!r} is not governed by idleshare", operation="get_cluster")
+        return found
+
+    def _writable(self) -> EventPublisher:
+        if self.publisher is None:  # checked before writing: a write nobody hears of would wait for the schedule
+            raise PermanentError("no event bus configured for the admin API", operation="publish")
+        return self.publisher
+
+    def _publish(self, publisher: EventPublisher, detail_type: str, detail: dict[str, Any]) -> None:
+        try:
+            publisher.publish(detail_type, detail)
+        except AdapterError:
+            log.exception(
+                "event not published after a stored change; the scheduled recompute will pick the change up",
+                extra={"detail_type": detail_type, "detail": detail},
+            )
+
+    def list_clusters(self) -> dict[str, Any]:
+        return {"Clusters": [cluster_json(c) for c in self.store.list_clusters()]}
+
+    # --------------------------------------------------------------------------------- quotas
+    def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """CreateComputeQuota minus ClusterArn: version 1, a fresh ComputeQuotaId, ``Compute Quota Changed``."""
+        self.cluster(cluster_id)
+        errors = _unknown_keys(body, CREATE_QUOTA_KEYS) + _nulls(body, CREATE_QUOTA_KEYS)
+        document = {k: body[k] for k in CREATE_QUOTA_KEYS if body.get(k) is not None}
+        if "ComputeQuotaConfig" not in body:
+            errors.append(FieldError("ComputeQuotaConfig", "required field is missing"))
+        _description(document, errors)
+        _tags(document, errors)
+        errors += _quota_errors(document)
+        _raise(errors)
+        publisher = self._writable()
+        stored = self.store.create_quota(cluster_id, document)
+        self._publish(
+            publisher,
+            names.DT_QUOTA_CHANGED,
+            {"cluster": cluster_id, "quotaName": stored.name, "reason": "CreateComputeQuota (admin API)"},
+        )
+        return describe_quota(cluster_id, stored)
+
+    def describe_quota(self, cluster_id: str, name: str) -> dict[str, Any]:
+        self.cluster(cluster_id)
+        return describe_quota(cluster_id, self._quota(cluster_id, name))
+
+    def _quota(self, cluster_id: str, name: str) -> StoredQuota:
+        found = self.store.get_quota(cluster_id, name)
+        if found is None:
+            raise NotFoundError(f"compute quota {name!r} not found in cluster {cluster_id!r}", operation="get_quota")
+        return found
+
+    def list_quotas(
+        self,
+        cluster_id: str,
+        *,
+        name_contains: str | None = None,
+        activation_state: str | None = None,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        next_token: str | None = None,
+    ) -> dict[str, Any]:
+        """ListComputeQuotas: by name, ``NameContains`` (a substring), ``ActivationState``, paged."""
+        self.cluster(cluster_id)
+        after = _decode_token(next_token)
+        start = after.get("after") if after else None
+        if after is not None and not isinstance(start, str):
+            raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
+        quotas = sorted(self.store.list_quotas(cluster_id), key=lambda q: q.name)
+        described = [
+            describe_quota(cluster_id, q)
+            for q in quotas
+            if (start is None or q.name > start) and (not name_contains or name_contains in q.name)
+        ]
+        if activation_state:
+            described = [d for d in described if d["ActivationState"] == activation_state]
+        page = described[:max_results]
+        out: dict[str, Any] = {"ComputeQuotaSummaries": page}
+        if len(described) > max_results:
+            out["NextToken"] = _encode_token({"after": page[-1]["Name"]})
+        return out
+
+    def update_quota(self, cluster_id: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """UpdateComputeQuota: fields not given keep their value; a stale TargetVersion -> StaleVersionError."""
+        self.cluster(cluster_id)
+        current = self._quota(cluster_id, name)
+        errors = _unknown_keys(body, UPDATE_QUOTA_KEYS, update=True) + _nulls(body, UPDATE_QUOTA_KEYS)
+        version = target_version(body.get("TargetVersion"), "TargetVersion", errors, required=True)
+        document = {k: current.body[k] for k in CREATE_QUOTA_KEYS if current.body.get(k) is not None}
+        document.update({k: body[k] for k in UPDATE_QUOTA_KEYS[1:] if body.get(k) is not None})
+        _description(document, errors)
+        errors += _quota_errors(document)
+        _raise(errors)
+        assert version is not None
+        publisher = self._writable()
+        stored = self.store.update_quota(cluster_id, name, document, target_version=version)
+        self._publish(
+            publisher,
+            names.DT_QUOTA_CHANGED,
+            {"cluster": cluster_id, "quotaName": name, "reason": "UpdateComputeQuota (admin API)"},
+        )
+        return describe_quota(cluster_id, stored)
+
+    def delete_quota(self, cluster_id: str, name: str, version: int | None = None) -> None:
+        self.cluster(cluster_id)
+        publisher = self._writable()
+        self.store.delete_quota(cluster_id, name, target_version=version)
+        self._publish(
+            publisher,
+            names.DT_QUOTA_CHANGED,
+            {"cluster": cluster_id, "quotaName": name, "reason": "DeleteComputeQuota (admin API)"},
+        )
+
+    # ------------------------------------------------------------------------ scheduler config
+    def get_scheduler_config(self, cluster_id: str) -> dict[str, Any]:
+        self.cluster(cluster_id)
+        return scheduler_json(cluster_id, self.store.get_scheduler_config(cluster_id))
+
+    def put_scheduler_config(self, cluster_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """No TargetVersion: create (one already there -> AlreadyExistsError); with it: update."""
+        self.cluster(cluster_id)
+        errors = _unknown_keys(body, SCHEDULER_KEYS) + _nulls(body, SCHEDULER_KEYS)
+        version = target_version(body.get("TargetVersion"), "TargetVersion", errors, required=False)
+        config = body.get("SchedulerConfig")
+        if "SchedulerConfig" not in body:
+            errors.append(FieldError("SchedulerConfig", "required field is missing"))
+        elif config is not None:
+            try:
+                parse_scheduler_config({"SchedulerConfig": config}, source=SOURCE)
+            except InputError as exc:
+                errors += exc.errors
+        _raise(errors)
+        publisher = self._writable()
+        stored = self.store.put_scheduler_config(cluster_id, {"SchedulerConfig": config}, target_version=version)
+        operation = "CreateClusterSchedulerConfig" if version is None else "UpdateClusterSchedulerConfig"
+        self._publish(
+            publisher, names.DT_SCHEDULER_CHANGED, {"cluster": cluster_id, "reason": f"{operation} (admin API)"}
+        )
+        return scheduler_json(cluster_id, stored)
+
+    def delete_scheduler_config(self, cluster_id: str, version: int | None = None) -> None:
+        self.cluster(cluster_id)
+        publisher = self._writable()
+        self.store.delete_scheduler_config(cluster_id, target_version=version)
+        self._publish(
+            publisher,
+            names.DT_SCHEDULER_CHANGED,
+            {"cluster": cluster_id, "reason": "DeleteClusterSchedulerConfig (admin API)"},
+        )
+
+    # ------------------------------------------------------------------------------ read side
+    def _pool(self, cluster_id: str) -> PoolRecord:
+        self.cluster(cluster_id)
+        record = self.store.get_pool(cluster_id)
+        if record is None or record.generation == 0:
+            failure = (
+                f" (last failure to read the cluster: {record.read_failure})" if record and record.read_failure else ""
+            )
+            raise NotFoundError(f"cluster {cluster_id!r} has no pool yet{failure}", operation="get_pool")
+        return record
+
+    def pool(self, cluster_id: str) -> dict[str, Any]:
+        """The stored pool JSON with the generation, when it was computed, how applying it went."""
+        record = self._pool(cluster_id)
+        out: dict[str, Any] = dict(record.pool)
+        out.update(
+            cluster=cluster_id,
+            generation=record.generation,
+            computedAt=record.computed_at,
+            applyStatus=record.apply_status,
+            applyMessage=record.apply_message,
+            readFailure=record.read_failure,
+        )
+        if record.extra.get("summary"):
+            out["summary"] = record.extra["summary"]
+        return out
+
+    def grants(self, cluster_id: str) -> dict[str, Any]:
+        record = self._pool(cluster_id)
+        return {"cluster": cluster_id, "generation": record.generation, "teams": record.pool.get("teams", {})}
+
+    def grant(self, cluster_id: str, team: str) -> dict[str, Any]:
+        record = self._pool(cluster_id)
+        teams = record.pool.get("teams", {})
+        if team not in teams:
+            known = ", ".join(sorted(teams)) or "none"
+            raise NotFoundError(
+                f"team {team!r} has no grant in cluster {cluster_id!r} (teams: {known})", operation="get_grant"
+            )
+        return {"cluster": cluster_id, "generation": record.generation, "team": team, **teams[team]}
+
+    def excluded_nodes(self, cluster_id: str) -> dict[str, Any]:
+        record = self._pool(cluster_id)
+        return {
+            "cluster": cluster_id,
+            "generation": record.generation,
+            "excludedNodes": record.pool.get("excludedNodes", {}),
+        }
+
+    def history(
+        self, cluster_id: str, *, limit: int = DEFAULT_HISTORY_LIMIT, next_token: str | None = None
+    ) -> dict[str, Any]:
+        """Past generations, newest first, with what changed in each (pools left out: GET pool has it)."""
+        self.cluster(cluster_id)
+        token = _decode_token(next_token)
+        before = token.get("before") if token else None
+        if token is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 1):
+            raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
+        entries = self.store.list_history(cluster_id, limit, include_pool=False, before_generation=before)
+        generations = []
+        for entry in entries:
+            item: dict[str, Any] = {"generation": entry.generation, "computedAt": entry.computed_at}
+            for key in ("summary", "changes"):
+                if key in entry.extra:
+                    item[key] = entry.extra[key]
+            if "expires_at" in entry.extra:
+                item["expiresAt"] = entry.extra["expires_at"]
+            generations.append(item)
+        out: dict[str, Any] = {"cluster": cluster_id, "generations": generations}
+        if len(entries) == limit and entries[-1].generation > 1:
+            out["NextToken"] = _encode_token({"before": entries[-1].generation})
+        return out
+
+    # ---------------------------------------------------------------------------- recalculate
+    def recalculate(self, cluster_id: str, body: Mapping[str, Any] | None, wait_seconds: int = 0) -> RecalcAnswer:
+        """Publish ``Recalculation Requested`` with a fresh requestId; with ``wait_seconds``, poll for its
+        receipt (written by the recompute) until it arrives or the time is up."""
+        self.cluster(cluster_id)
+        body = body or {}
+        errors = _unknown_keys(body, RECALC_KEYS)
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            errors.append(FieldError("reason", f"must be a string (got {_show(reason)})"))
+        elif reason is not None and len(reason) > REASON_MAX:
+            errors.append(FieldError("reason", f"must be at most {REASON_MAX} characters (got {len(reason)})"))
+        _raise(errors)
+        publisher = self._writable()
+        request_id = self.new_request_id()
+        publisher.publish(
+            names.DT_RECALC_REQUESTED,
+            {"cluster": cluster_id, "requestId": request_id, "reason": reason or "requested through the admin API"},
+        )
+        requested = {"requestId": request_id, "cluster": cluster_id, "status": "Requested"}
+        if wait_seconds <= 0:
+            return RecalcAnswer(False, requested)
+        deadline = self.clock() + wait_seconds
+        while True:
+            receipt = self.store.get_receipt(cluster_id, request_id)
+            if receipt is not None:
+                return RecalcAnswer(True, receipt_json(receipt))
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                return RecalcAnswer(False, requested)
+            self.sleep(min(self.poll_interval, remaining))
+
+    def receipt(self, cluster_id: str, request_id: str) -> dict[str, Any]:
+        self.cluster(cluster_id)
+        found = self.store.get_receipt(cluster_id, request_id)
+        if found is None:
+            raise NotFoundError(
+                f"no receipt for recalculation {request_id!r} of cluster {cluster_id!r} yet: the recompute has "
+                f"not run (or the receipt expired after {names.RECALC_RECEIPT_TTL_SECONDS // 3600} h)",
+                operation="get_receipt",
+            )
+        return receipt_json(found)

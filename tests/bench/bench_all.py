@@ -1,0 +1,71 @@
+"""``make bench``: every benchmark, then one table; exit 1 only when a target is missed.
+
+1. engine (``bench_plan.py``): ``idleshare plan`` at 1k / 5k / 20k nodes, 200 teams, vs ``json.loads``;
+2. cold start (``bench_coldstart.py``): each handler module's import vs ``import boto3``, and the
+   first invocation's extra cost;
+3. recompute (``bench_recompute.py``): the recompute handler end to end at 5k nodes on DynamoDB Local
+   and the Kubernetes simulator: time vs listing the nodes, requests made, no-op writes nothing;
+4. memory (``bench_memory.py``): peak memory of a 20k-node recompute vs a 512 MB Lambda.
+
+One DynamoDB Local serves 2-4. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
+(NAME: engine, coldstart, recompute, memory; ``--quick``: small sizes, for a smoke run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench import bench_common as bc
+
+BENCHES = ("engine", "coldstart", "recompute", "memory")
+
+
+def main(argv: list[str]) -> int:
+    bc.use_bench_env()
+    quick = "--quick" in argv
+    only = set(argv[argv.index("--only") + 1 :]) if "--only" in argv else set(BENCHES)
+    unknown = only - set(BENCHES)
+    if unknown:
+        print(f"unknown benchmark(s) {sorted(unknown)}; choose from {', '.join(BENCHES)}", file=sys.stderr)
+        return 2
+    report = bc.Report()
+    started = time.perf_counter()
+    print(f"machine: {bc.machine()}", flush=True)
+
+    if "engine" in only:
+        from tests.bench import bench_plan
+
+        bench_plan.run(report, quick=quick)
+    needs_ddb = only & {"coldstart", "recompute", "memory"}
+    with bc.dynamodb_local() if needs_ddb else contextlib.nullcontext("") as endpoint:
+        if "coldstart" in only:
+            from tests.bench import bench_coldstart
+
+            bench_coldstart.run(report, endpoint, quick=quick)
+        if "recompute" in only:
+            from tests.bench import bench_recompute
+
+            bench_recompute.run(report, endpoint, quick=quick)
+        if "memory" in only:
+            from tests.bench import bench_memory
+
+            bench_memory.run(report, endpoint, quick=quick)
+
+    print()
+    print(f"idleshare benchmarks — {bc.machine()}; {time.perf_counter() - started:.0f} s")
+    print(bc.table(report.rows))
+    missed = report.failed
+    if missed:
+        print(f"MISSED {len(missed)} target(s): " + "; ".join(f"{r.bench} {r.what}" for r in missed))
+        return 1
+    print("every target met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

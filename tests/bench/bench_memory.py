@@ -1,0 +1,172 @@
+"""Benchmark: peak memory of a 20k-node recompute (``make bench``): does it fit a 512 MB Lambda?
+
+The recompute runs in a child process, alone, the way Lambda runs it: the real recompute handler,
+the real ``DynamoStore`` on DynamoDB Local and the real ``LightkubeCluster`` on the Kubernetes API
+simulator (both served from the parent process, so their memory is not counted). Measured:
+
+- the child's peak resident set (``VmHWM``: ``ru_maxrss`` would carry the forking parent's over
+  ``exec``) after the initial recompute (nothing stored yet, every Kueue object created): the
+  figure Lambda compares with its memory size — target: at most half of 512 MB, the rest is headroom;
+- the ``tracemalloc`` peak of a second child's recompute (one node changed: a new generation stored,
+  a few objects re-applied; in its own child, as tracemalloc inflates the RSS): the Python heap the
+  recompute itself needed, on top of the imports;
+- the floor: the ``tracemalloc`` size of ``json.loads`` of the same NodeList in a third child — what
+  merely holding the cluster's nodes as Python objects costs.
+
+Usage: ``uv run python tests/bench/bench_memory.py [--quick]`` (``--quick``: 2k nodes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench import bench_common as bc
+
+SIZE = 20_000
+QUICK_SIZE = 2_000
+LAMBDA_MB = 512
+TARGET_MB = LAMBDA_MB / 2
+
+CHILD_RECOMPUTE = """
+import json, os, sys, time, tracemalloc
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+import boto3
+import idleshare.handlers.recompute as h
+from idleshare.adapters.kube import LightkubeCluster
+from idleshare.adapters.store import DynamoStore
+from idleshare.handlers import wiring
+from tests.bench.bench_common import LambdaContext, ddb_resource, quiet_handlers, sqs_event
+kube = LightkubeCluster(os.environ["BENCH_KUBE"], timeout=120)
+table = ddb_resource(os.environ["BENCH_DDB"]).Table(os.environ["BENCH_TABLE"])
+wiring.install(wiring.Dependencies(store=DynamoStore(table), kube_for=lambda c: kube))
+before = hwm()
+trace = os.environ.get("BENCH_TRACE") == "1"
+if trace:
+    tracemalloc.start()
+t = time.perf_counter()
+with quiet_handlers():
+    out = h.handler(sqs_event(os.environ["BENCH_CLUSTER"]), LambdaContext())
+ms = (time.perf_counter() - t) * 1000
+assert out == {"batchItemFailures": []}, out
+peak = tracemalloc.get_traced_memory()[1] if trace else 0
+print(json.dumps({"rss_before": before, "rss": hwm(),
+                  "traced_peak": peak, "ms": ms}))
+"""
+
+CHILD_JSON = """
+import json, sys, tracemalloc
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+data = open(sys.argv[1], "rb").read()
+before = hwm()
+tracemalloc.start()
+doc = json.loads(data)
+size, peak = tracemalloc.get_traced_memory()
+print(json.dumps({"size": size, "peak": peak, "bytes": len(data), "items": len(doc["items"]),
+                  "rss_delta": hwm() - before}))
+"""
+
+
+def child(code: str, env: dict[str, str], *args: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, cwd=bc.ROOT, capture_output=True, text=True, timeout=900
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"memory child failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(n_nodes: int, endpoint: str, *, n_teams: int = 200) -> dict[str, Any]:
+    from tests.bench.bench_recompute import set_ready
+
+    sim = bc.start_simulator()
+    try:
+        table = bc.new_table(endpoint)
+        cluster = bc.seed_cluster(sim, table, n_nodes, cluster_id="mem", n_teams=n_teams)
+        env = dict(os.environ) | {
+            "PYTHONPATH": os.pathsep.join([str(bc.ROOT), os.environ.get("PYTHONPATH", "")]),
+            "BENCH_KUBE": sim.url,
+            "BENCH_DDB": endpoint,
+            "BENCH_TABLE": table.name,
+            "BENCH_CLUSTER": "mem",
+        }
+        initial = child(CHILD_RECOMPUTE, env)
+        set_ready(sim, json.loads(cluster.nodes_bytes)["items"][0]["metadata"]["name"], ready=False)
+        traced = child(CHILD_RECOMPUTE, env | {"BENCH_TRACE": "1"})
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            f.write(cluster.nodes_bytes)
+            f.flush()
+            floor = child(CHILD_JSON, env, f.name)
+        return {"n": n_nodes, "initial": initial, "traced": traced, "json": floor}
+    finally:
+        sim.stop()
+
+
+def rows(m: dict[str, Any]) -> list[bc.Row]:
+    n = bc.size_label(m["n"])
+    floor = m["json"]["size"]
+    rss = m["initial"]["rss"]
+    return [
+        bc.Row(
+            "memory",
+            f"floor: json.loads {n} NodeList",
+            f"{floor / bc.MB:.0f} MB ({m['json']['bytes'] / bc.MB:.0f} MB JSON)",
+        ),
+        bc.Row(
+            "memory",
+            f"recompute {n}: max RSS",
+            f"{rss / bc.MB:.0f} MB of {LAMBDA_MB} (imports {m['initial']['rss_before'] / bc.MB:.0f})",
+            "json.loads",
+            rss / floor,
+            f"<= {TARGET_MB:.0f} MB",
+            rss / bc.MB <= TARGET_MB,
+        ),
+        bc.Row(
+            "memory",
+            f"recompute {n}: tracemalloc peak",
+            f"{m['traced']['traced_peak'] / bc.MB:.0f} MB",
+            "json.loads",
+            m["traced"]["traced_peak"] / floor,
+        ),
+    ]
+
+
+def run(report: bc.Report, endpoint: str, *, quick: bool = False) -> dict[str, Any]:
+    m = measure(QUICK_SIZE if quick else SIZE, endpoint)
+    i, t, j = m["initial"], m["traced"], m["json"]
+    print(
+        f"memory of a {m['n']}-node recompute (child process): max RSS {i['rss'] / bc.MB:.0f} MB "
+        f"(after imports {i['rss_before'] / bc.MB:.0f} MB; recompute {i['ms']:.0f} ms), "
+        f"tracemalloc peak {t['traced_peak'] / bc.MB:.0f} MB (1 node changed); json.loads of the NodeList "
+        f"({j['bytes'] / bc.MB:.0f} MB): {j['size'] / bc.MB:.0f} MB held, RSS +{j['rss_delta'] / bc.MB:.0f} MB",
+        flush=True,
+    )
+    report.add(*rows(m))
+    return m
+
+
+def main(argv: list[str]) -> int:
+    bc.use_bench_env()
+    report = bc.Report()
+    with bc.dynamodb_local() as endpoint:
+        run(report, endpoint, quick="--quick" in argv)
+    print(bc.table(report.rows))
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

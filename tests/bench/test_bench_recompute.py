@@ -1,0 +1,53 @@
+"""The recompute benchmark at a tiny size on DynamoDB Local and the Kubernetes simulator: Given a governed
+cluster, When it is recomputed, then recomputed again with nothing changed, Then the second recompute
+writes nothing to DynamoDB or Kubernetes — and the benchmark's counters see the writes the first made."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bench import bench_recompute
+from tests.integration.conftest import (  # noqa: F401 - fixtures
+    aws_fake_env,
+    ddb_resource,
+    ddb_table,
+    dynamodb_local,
+    dynamodb_local_server,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_no_op_recompute_writes_nothing_and_the_counters_see_the_first_ones(ddb_table, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    # Given a 60-node cluster with 5 teams' quotas, When measured (initial, 1 node changed, 2 no-ops)
+    m = bench_recompute.measure(60, table=ddb_table, n_teams=5)
+
+    # Then the initial recompute wrote the pool and created the Kueue objects, seen by both counters
+    initial = m["initial"]
+    assert initial["ddb_writes"] >= 1 and initial["ddb_by_op"].get("Query", 0) >= 1
+    assert initial["kube_writes"] >= 5 and initial["kube_by_method"]["GET"] >= 1
+    # the changed node made a new generation: stored, and some objects re-applied
+    assert m["changed"]["ddb_writes"] >= 1 and m["changed"]["kube_writes"] >= 1
+    assert m["generation"] == 2
+    # and the no-op recomputes read everything but wrote nothing anywhere
+    noop = m["noop"]
+    assert noop["ddb"] >= 1 and noop["kube"] >= 1
+    assert noop["ddb_writes"] == 0 and noop["kube_writes"] == 0 and m["noop_writes"] == 0
+
+    # and the summary rows check exactly that
+    rows = {r.what: r for r in bench_recompute.rows(m)}
+    assert rows["no-op 60: k8s req / writes"].ok is True
+    assert rows["no-op 60: ddb calls / writes"].ok is True
+    assert all(r.ok is None for r in rows.values() if "no-op" not in r.what)
+
+
+def test_the_rows_flag_a_no_op_that_writes() -> None:
+    # Given a measurement whose no-op recompute wrote to DynamoDB
+    run = {"ms": 10.0, "kube": 3, "kube_writes": 0, "kube_by_method": {}, "ddb": 4, "ddb_writes": 1, "ddb_by_op": {}}
+    m = {"n": 5000, "floor_list": 5.0, "floor_json": 2.0, "initial": run, "changed": run, "noop": run}
+    # When summarised, Then the DynamoDB row misses its target and the Kubernetes one meets it
+    rows = {r.what: r for r in bench_recompute.rows(m)}
+    assert rows["no-op 5k: ddb calls / writes"].ok is False
+    assert rows["no-op 5k: k8s req / writes"].ok is True
+    assert rows["no-op 5k: time"].ratio == pytest.approx(2.0)

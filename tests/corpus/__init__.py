@@ -1,0 +1,1 @@
+"""The bad-input corpus (see make_corpus.py)."""

@@ -1,0 +1,161 @@
+"""Invariants the fault and burst tests check after injecting something (issue 6).
+
+- :func:`nominal_by_team` / :func:`assert_nominal_unchanged`: no team's nominal quota changed;
+- :func:`assert_borrow_within_pool`: no borrow limit above the pool it was computed from, the pool
+  re-derived independently from the stored pool (unallocated when idle sharing is on, plus what the
+  other enabled lending teams lend), and above the pool the derivation itself records;
+- :class:`GenerationLog`: the stored generation never goes down, and history holds every generation
+  1..N (none missing, none twice) with N the current one;
+- :func:`assert_converged`: the stored pool is exactly a fresh ``idleshare plan`` of the cluster's
+  nodes, stored quotas and scheduler config, and the cluster's managed Kueue objects are exactly
+  the desired objects of that plan (nothing to apply, nothing to delete).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from devkit.kubesim.simulator import KubeSimulator
+from idleshare.adapters.kube import KINDS, diff
+from idleshare.adapters.store import DynamoStore
+from idleshare.cli.plan import plan
+from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
+from idleshare.domain.model import Settings
+from idleshare.edge.present import result_json
+
+LENDING = ("Lend", "LendAndBorrow")
+
+
+def quantity(text: str) -> Decimal:
+    from lightkube.utils.quantity import parse_quantity
+
+    value = parse_quantity(text)
+    assert value is not None, f"not a quantity: {text!r}"
+    return Decimal(value)
+
+
+def nominal_by_team(pool: dict[str, Any]) -> dict[str, Any]:
+    return {team: grant["nominal"] for team, grant in pool.get("teams", {}).items()}
+
+
+def assert_nominal_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
+    assert nominal_by_team(after) == nominal_by_team(before), "a team's nominal quota changed"
+
+
+def pool_seen_by(pool: dict[str, Any], team: str, flavor: str, resource: str) -> Decimal:
+    """SPEC §2 pool_i(f, r), from the stored pool alone."""
+    seen = Decimal(0)
+    if pool.get("idleResourceSharing") == "Enabled":
+        seen += quantity(pool.get("unallocated", {}).get(flavor, {}).get(resource, "0"))
+    for other, grant in pool.get("teams", {}).items():
+        if other != team and grant["activationState"] == "Enabled" and grant["strategy"] in LENDING:
+            seen += quantity(grant["nominal"].get(flavor, {}).get(resource, "0"))
+    return seen
+
+
+def assert_borrow_within_pool(pool: dict[str, Any]) -> int:
+    """Every team's borrowing limit <= the pool it sees; returns how many limits were checked."""
+    checked = 0
+    for team, grant in pool.get("teams", {}).items():
+        for flavor, per in grant["borrowingLimit"].items():
+            for resource, limit in per.items():
+                seen = pool_seen_by(pool, team, flavor, resource)
+                assert quantity(limit) <= seen, f"{team} may borrow {limit} {resource} of {flavor}, pool is {seen}"
+                recorded = grant["why"].get(flavor, {}).get(resource)
+                assert recorded is not None and quantity(recorded["pool"]) == seen, (team, flavor, resource)
+                checked += 1
+    return checked
+
+
+@dataclass
+class GenerationLog:
+    """Generations observed over a test: never down; history always 1..N."""
+
+    store: DynamoStore
+    cluster_id: str
+    seen: list[int] = field(default_factory=list)
+
+    def observe(self) -> int:
+        record = self.store.get_pool(self.cluster_id)
+        generation = record.generation if record else 0
+        if self.seen:
+            assert generation >= self.seen[-1], f"generation went back from {self.seen[-1]} to {generation}"
+        self.seen.append(generation)
+        history = self.store.list_history(self.cluster_id, limit=100_000, newest_first=False, include_pool=False)
+        assert [h.generation for h in history] == list(range(1, generation + 1)), "history has a gap or extra"
+        stamps = [h.computed_at for h in history]
+        assert stamps == sorted(stamps), "history computed_at goes back in time"
+        return generation
+
+
+def managed_objects(sim: KubeSimulator) -> list[dict[str, Any]]:
+    """What ``LightkubeCluster.list_managed`` sees: our label, the kinds idleshare writes."""
+    return [
+        {**obj, "kind": kind}
+        for kind in KINDS
+        for obj in sim.objects(kind)
+        if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+    ]
+
+
+def fresh_plan(sim: KubeSimulator, store: DynamoStore, cluster_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``idleshare plan`` of the cluster's nodes (as the simulator holds them) and its stored quotas."""
+    cluster = store.get_cluster(cluster_id)
+    assert cluster is not None, cluster_id
+    quotas = [q.body for q in store.list_quotas(cluster_id)]
+    scheduler = store.get_scheduler_config(cluster_id)
+    result, desired = plan(
+        json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": sim.objects("Node")}),
+        json.dumps(quotas),
+        json.dumps(scheduler.body) if scheduler is not None else None,
+        Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix),
+    )
+    pool = result_json(result)
+    pool.pop("summary", None)
+    return pool, desired
+
+
+def assert_converged(sim: KubeSimulator, store: DynamoStore, cluster_id: str) -> dict[str, Any]:
+    """The stored pool is a fresh plan's and the cluster holds exactly its objects; returns the pool."""
+    pool, desired = fresh_plan(sim, store, cluster_id)
+    stored = store.get_pool(cluster_id)
+    assert stored is not None and stored.generation >= 1, f"{cluster_id}: no pool stored"
+    assert stored.pool == pool, f"{cluster_id}: the stored pool is not a fresh plan of the cluster"
+    assert stored.apply_status == "Applied", (cluster_id, stored.apply_status, stored.apply_message)
+    to_apply, to_delete = diff(desired, managed_objects(sim))
+    assert (to_apply, to_delete) == ([], []), f"{cluster_id}: the cluster differs from the stored grants"
+    return pool
+
+
+def assert_pool_invariants(store: DynamoStore, cluster_id: str, baseline: dict[str, Any] | None = None) -> None:
+    """Nominal unchanged (against ``baseline``, a pool stored before the fault) and borrow <= pool."""
+    stored = store.get_pool(cluster_id)
+    assert stored is not None
+    if stored.generation == 0:
+        return
+    if baseline is not None:
+        assert_nominal_unchanged(baseline, stored.pool)
+    assert assert_borrow_within_pool(stored.pool) > 0
+
+
+def settle(h: Any, cluster_id: str = "demo") -> tuple[dict[str, Any], GenerationLog]:
+    """A clean recompute through ``h`` (a ``test_pipeline.Harness``): the baseline pool and a log."""
+    out = h.recalc()
+    assert out["batchItemFailures"] == [], out
+    log = GenerationLog(h.store, cluster_id)
+    log.observe()
+    return assert_converged(h.sim, h.store, cluster_id), log
+
+
+def recovers(h: Any, log: GenerationLog, baseline: dict[str, Any], cluster_id: str = "demo") -> dict[str, Any]:
+    """After a fault: invariants hold as left, then one more recompute converges and they still hold."""
+    assert_pool_invariants(h.store, cluster_id, baseline)
+    log.observe()
+    out = h.recalc()
+    assert out["batchItemFailures"] == [], out
+    log.observe()
+    assert_pool_invariants(h.store, cluster_id, baseline)
+    return assert_converged(h.sim, h.store, cluster_id)

@@ -1,0 +1,294 @@
+"""Bursts through the running pipeline: many node events for one cluster and fewer for many others,
+delivered as fast as this process can (router handler in-process, SQS FIFO on moto, the recompute
+handler fed batches of up to 10 like the SQS event source, one Kubernetes simulator per cluster,
+DynamoDB Local). Given N clusters, When a burst of node events arrives, Then recomputes coalesce
+(at most one per cluster per dedup window per poll) and the final state of every cluster is exactly
+a fresh ``idleshare plan`` of its nodes and quotas.
+
+:class:`BurstRig` is shared with ``tests/bench/bench_burst.py`` (the full 10,000 + 20 x 100 size);
+this test runs a scaled-down burst (400 + 10 x 10) to stay fast.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from moto import mock_aws
+
+from devkit.kubesim.simulator import KubeSimulator
+from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
+from idleshare.adapters.kube import LightkubeCluster
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.adapters.store import DynamoStore
+from idleshare.handlers import recompute, router, wiring
+from tests.integration.invariants import GenerationLog, assert_converged, assert_pool_invariants
+from tests.integration.test_pipeline import CONTEXT, quota
+from tests.kube.fixtures import make_node
+
+pytestmark = pytest.mark.integration
+
+HEALTH = "sagemaker.amazonaws.com/node-health-status"
+ACCOUNT = "111122223333"
+BATCH = 10  # the SQS event source's batch size (infra: RECOMPUTE_BATCH_SIZE)
+
+
+def arn(cluster_id: str) -> str:
+    return f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:cluster/{cluster_id}"
+
+
+def node_health_event(cluster_id: str, seq: int, status: str) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": f"burst-{cluster_id}-{seq}",
+        "detail-type": "SageMaker HyperPod Cluster Node Health Event",
+        "source": "aws.sagemaker",
+        "account": ACCOUNT,
+        "time": "2026-12-01T00:00:00Z",
+        "region": "us-west-2",
+        "resources": [arn(cluster_id)],
+        "detail": {
+            "ClusterName": cluster_id,
+            "ClusterArn": arn(cluster_id),
+            "InstanceId": f"i-{seq:017x}",
+            "Tags": {},
+            "HealthSummary": {"HealthStatus": status, "HealthStatusReason": "burst", "RepairAction": "None"},
+        },
+    }
+
+
+class CountingQueue(SqsRecomputeQueue):
+    """The real SQS adapter, noting per cluster which (dedup window, poll) each enqueue fell in:
+    the most messages SQS can hold for a cluster, whatever it deduplicates, is the number of those."""
+
+    def __init__(self, client: Any, url: str, rig: BurstRig, clock: Callable[[], float]) -> None:
+        super().__init__(client, url, clock=clock)
+        self.rig = rig
+        self.slots: dict[str, set[tuple[int, int]]] = defaultdict(set)
+
+    def enqueue(self, cluster_id: str, reason: str, dedup_window_seconds: int = 10, **kwargs: Any) -> str:
+        self.slots[cluster_id].add((int(self.clock() // dedup_window_seconds), self.rig.polls))
+        return super().enqueue(cluster_id, reason, dedup_window_seconds, **kwargs)
+
+
+@dataclass
+class Stats:
+    events: dict[str, int] = field(default_factory=Counter)
+    recomputes: dict[str, int] = field(default_factory=Counter)
+    batches: int = 0
+    records: int = 0
+    failures: int = 0
+    router_seconds: float = 0.0
+    drain_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    @property
+    def total_events(self) -> int:
+        return sum(self.events.values())
+
+    @property
+    def total_recomputes(self) -> int:
+        return sum(self.recomputes.values())
+
+
+class BurstRig:
+    """N governed clusters, each with its own simulator (``nodes`` small nodes, two quotas), wired to
+    the real handlers. Use inside ``mock_aws()``; :meth:`close` stops the simulators."""
+
+    def __init__(
+        self, table: Any, cluster_ids: list[str], *, nodes: int = 4, seconds_per_event: float | None = None
+    ) -> None:
+        """``seconds_per_event``: a simulated clock for the dedup windows advancing that much per event
+        (deterministic coalescing); None: the real clock (as fast as this process goes)."""
+        self.store = DynamoStore(table)
+        self.seconds_per_event = seconds_per_event
+        self.now = 1_000_000.0
+        self.polls = 0
+        self.stats = Stats()
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        self.sqs = sqs
+        self.queue_url = sqs.create_queue(
+            QueueName="burst.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"}
+        )["QueueUrl"]
+        events = boto3.client("events", region_name="us-east-1")
+        events.create_event_bus(Name="idleshare")
+        clock = time.time if seconds_per_event is None else (lambda: self.now)
+        self.queue = CountingQueue(sqs, self.queue_url, self, clock)
+        self.sims: dict[str, KubeSimulator] = {}
+        self.kubes: dict[str, LightkubeCluster] = {}
+        self.node_names = [f"n{i}" for i in range(nodes)]
+        try:
+            for cid in cluster_ids:
+                sim = KubeSimulator().start()
+                self.sims[cid] = sim
+                sim.seed_nodes([make_node(name, instance_type="ml.p5.48xlarge") for name in self.node_names])
+                self.kubes[cid] = LightkubeCluster(sim.url, timeout=5, name=cid)
+                self.store.put_cluster(ClusterRecord(cid, f"{cid}-eks", arn(cid)))
+                self.store.create_quota(cid, quota("a", 8))
+                self.store.create_quota(cid, quota("b", 8, "Lend"))
+        except BaseException:
+            self.close()
+            raise
+        wiring.install(
+            wiring.Dependencies(
+                store=self.store,
+                queue=self.queue,
+                publisher=EventBridgePublisher(events, "idleshare"),
+                kube_for=self._kube_for,
+            )
+        )
+
+    def _kube_for(self, cluster: ClusterRecord) -> LightkubeCluster:
+        self.stats.recomputes[cluster.cluster_id] += 1  # Recomputer asks once per recompute
+        return self.kubes[cluster.cluster_id]
+
+    def close(self) -> None:
+        wiring.install(None)
+        for kube in self.kubes.values():
+            kube.close()
+        for sim in self.sims.values():
+            sim.stop()
+
+    # -- driving ----------------------------------------------------------------------------------
+
+    def change_and_send(self, cluster_id: str, seq: int, rng: random.Random) -> None:
+        """A node of the cluster changes health, then HyperPod's event for it goes to the router."""
+        sim = self.sims[cluster_id]
+        node = sim.get("Node", rng.choice(self.node_names))
+        assert node is not None
+        status = rng.choice(("Unhealthy", "Schedulable", "Schedulable"))
+        node["metadata"]["labels"][HEALTH] = status
+        sim.set_node(node)
+        if self.seconds_per_event is not None:
+            self.now += self.seconds_per_event
+        started = time.perf_counter()
+        out = router.handler(
+            node_health_event(cluster_id, seq, "Healthy" if status == "Schedulable" else status), CONTEXT
+        )
+        self.stats.router_seconds += time.perf_counter() - started
+        assert out == {"enqueued": [cluster_id]}, out
+        self.stats.events[cluster_id] += 1
+
+    def drain(self) -> int:
+        """Everything the queue holds, batch by batch, like the SQS event source; returns the records."""
+        started = time.perf_counter()
+        self.polls += 1
+        total = 0
+        while True:
+            msgs = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=BATCH, AttributeNames=["MessageGroupId"]
+            ).get("Messages", [])
+            if not msgs:
+                break
+            records = [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": {"MessageGroupId": m.get("Attributes", {}).get("MessageGroupId", "")},
+                    "messageAttributes": {},
+                    "md5OfBody": m["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:burst.fifo",
+                    "awsRegion": "us-east-1",
+                }
+                for m in msgs
+            ]
+            try:
+                out = recompute.handler({"Records": records}, CONTEXT)
+            except BatchProcessingError:
+                out = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in msgs]}
+            failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+            self.stats.failures += len(failed)
+            assert not failed, f"{len(failed)} recompute(s) failed in a burst"
+            self.sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)],
+            )
+            self.stats.batches += 1
+            self.stats.records += len(records)
+            total += len(records)
+        self.stats.drain_seconds += time.perf_counter() - started
+        return total
+
+    def burst(
+        self,
+        per_cluster: dict[str, int],
+        *,
+        poll_every: int,
+        seed: int = 6,
+        after_event: Callable[[int], None] | None = None,
+    ) -> Stats:
+        """Every cluster's events, interleaved at random; the queue is drained every ``poll_every``
+        events (the event source polling while events keep coming) and at the end. ``after_event(i)``
+        runs after the i-th event, outside the timings (the benchmark samples its floor there)."""
+        rng = random.Random(seed)
+        order = [cid for cid, n in per_cluster.items() for _ in range(n)]
+        rng.shuffle(order)
+        seqs: Counter[str] = Counter()
+        started = time.perf_counter()
+        for i, cid in enumerate(order, 1):
+            seqs[cid] += 1
+            self.change_and_send(cid, seqs[cid], rng)
+            if after_event is not None:
+                after_event(i)
+            if i % poll_every == 0:
+                self.drain()
+        while self.drain():
+            pass
+        self.stats.wall_seconds = time.perf_counter() - started
+        return self.stats
+
+    def check(self) -> None:
+        """Coalescing bounds and the exact final state of every cluster."""
+        for cid in self.sims:
+            recomputes = self.stats.recomputes[cid]
+            slots = len(self.queue.slots[cid])
+            assert 1 <= recomputes <= slots, f"{cid}: {recomputes} recomputes for {slots} (window, poll) slots"
+            assert recomputes < self.stats.events[cid], f"{cid}: no coalescing"
+            assert_converged(self.sims[cid], self.store, cid)
+            assert_pool_invariants(self.store, cid)
+            GenerationLog(self.store, cid).observe()
+
+
+def cluster_ids(others: int) -> list[str]:
+    return ["big", *(f"c{i:02d}" for i in range(1, others + 1))]
+
+
+@pytest.fixture
+def rig_factory(ddb_table, monkeypatch) -> Iterator[Callable[..., BurstRig]]:
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    rigs: list[BurstRig] = []
+    with mock_aws():
+
+        def make(ids: list[str], **kwargs: Any) -> BurstRig:
+            rig = BurstRig(ddb_table, ids, **kwargs)
+            rigs.append(rig)
+            return rig
+
+        try:
+            yield make
+        finally:
+            for rig in rigs:
+                rig.close()
+
+
+def test_a_burst_coalesces_and_every_cluster_ends_exactly_right(rig_factory):
+    # Given 11 small clusters, "big" and 10 others; events 20 ms apart (simulated clock): 3 dedup windows
+    ids = cluster_ids(10)
+    rig = rig_factory(ids, seconds_per_event=0.02)
+    # When 400 node events for "big" and 10 for each other arrive, the queue polled every 250 events
+    stats = rig.burst({"big": 400, **{cid: 10 for cid in ids[1:]}}, poll_every=250)
+    # Then every event was routed, recomputes coalesced, and every cluster's pool and objects are exact
+    assert stats.total_events == 500 and stats.failures == 0
+    rig.check()
+    assert stats.recomputes["big"] <= 4  # 2 polls + at most 2 window boundaries, not 400
+    assert stats.total_recomputes <= 4 * len(ids)

@@ -1,0 +1,97 @@
+"""Every scenario of events/scenarios/ through the real handlers on embedded services (moto, the
+Kubernetes simulator). Given a scenario, When it is replayed, Then every expectation holds; and a
+wrong expectation makes `idleshare replay` fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from devkit import scenario
+from idleshare.cli.main import main
+
+pytestmark = pytest.mark.integration
+SCENARIOS = Path(__file__).parents[2] / "events" / "scenarios"
+FILES = sorted(p for p in SCENARIOS.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+
+
+def test_there_are_scenarios_to_run():
+    assert len(FILES) >= 4
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_scenario_expectations_hold(path: Path):
+    # Given a scenario file
+    sc = scenario.load(path)
+    # When it is replayed step by step
+    reports = scenario.run(sc)
+    # Then every step recomputed without failure and met its expectations
+    assert len(reports) == len(sc.steps)
+    assert [(r.title, r.failures) for r in reports if r.failures] == []
+    assert [(r.title, r.mismatches) for r in reports if r.mismatches] == []
+    assert sum(r.checked for r in reports) > 0
+
+
+def test_a_wrong_expectation_fails_replay_with_a_diff(tmp_path, capsys):
+    # Given the first step of the lend-only scenario, expecting what an engine ignoring
+    # AbsoluteBorrowLimits would grant ml-research (its 100 % of 32), not the cap of 8
+    doc = yaml.safe_load((SCENARIOS / "lend-only-team.yaml").read_text())
+    doc["nodes"] = str(Path(__file__).parents[2] / "events" / "examples" / "nodes.json")
+    doc["quotas"] = str(Path(__file__).parents[2] / "events" / "examples" / "quotas.json")
+    doc["steps"] = [
+        {
+            "title": "wrong on purpose",
+            "recalculate": True,
+            "expect": {"teams": {"ml-research": {"ml.p5.48xlarge": {"gpu": {"borrowingLimit": 32}}}}},
+        }
+    ]
+    path = tmp_path / "wrong.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    # When it is replayed
+    code = main(["replay", str(path), "--local"])
+    # Then replay exits non-zero and names the mismatch with both values
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "team ml-research ml.p5.48xlarge/gpu borrowingLimit: expected 32, got 8" in out
+    assert "wrong.yaml" in err
+
+
+def test_plain_event_files_replay_locally_and_json_output_lists_each_step(capsys):
+    # Given two inbound event files (the first names no governed cluster)
+    inbound = Path(__file__).parents[2] / "events" / "inbound"
+    files = [str(inbound / "hyperpod-cluster-event.json"), str(inbound / "idleshare-recalculation-requested.json")]
+    # When they are replayed with --format json
+    code = main(["replay", *files, "--local", "--format", "json"])
+    # Then each file is a scenario of one step, routed to the default cluster "demo"
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [s["steps"][0]["routed"] for s in out] == [["demo"], ["demo"]]
+    assert out[1]["steps"][0]["generation"] == 1
+
+
+def test_a_cluster_that_cannot_be_read_is_reported_and_keeps_the_last_pool():
+    # Given the embedded stack with a first pool computed
+    import json
+
+    from devkit.embedded import Embedded
+
+    event = json.loads(
+        (Path(__file__).parents[2] / "events" / "inbound" / "idleshare-recalculation-requested.json").read_text()
+    )
+    with Embedded(Path(__file__).parents[2] / "events" / "examples" / "nodes.json") as stack:
+        stack.tick()
+        assert stack.deliver(event).routed == ["demo"]
+        first = stack.store.get_pool("demo")
+        # When the Kubernetes API refuses connections and a recompute is requested
+        stack.sim.outage("refuse")
+        stack.tick()
+        delivery = stack.deliver(event)
+        # Then the failure is reported (after SQS-like redeliveries) and the last pool is kept
+        assert delivery.routed == ["demo"] and delivery.recomputes == 3
+        assert len(delivery.failures) == 1 and delivery.failures[0]
+        kept = stack.store.get_pool("demo")
+        assert kept.generation == first.generation and kept.read_failure

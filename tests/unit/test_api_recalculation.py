@@ -1,0 +1,314 @@
+"""Explicit recalculation requests end to end, in process: POST /clusters/{c}/recalculate -> ``Recalculation
+Requested`` on idleshare's bus -> router -> SQS FIFO (moto) -> recompute -> receipt -> GET
+/clusters/{c}/recalculations/{id}. Also: only explicit requests write receipts, they are never deduplicated
+away, a failed recompute answers Failed, and waiting for the receipt. Given / When / Then."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+from idleshare import names
+from idleshare.adapters.aws import SqsRecomputeQueue
+from idleshare.handlers import recompute, router, wiring
+from idleshare.service.admin import Admin
+from tests.unit.test_api import CONTEXT, World, aws, call, create_table, k8s_node, quota  # noqa: F401  (fixture)
+
+INBOUND = Path(__file__).parents[2] / "events" / "inbound"
+
+
+def envelope(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """The event as EventBridge delivers it to the router's rule target."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": detail_type,
+        "source": names.EVENT_SOURCE,
+        "account": "111122223333",
+        "time": "2026-12-01T10:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": detail,
+    }
+
+
+class Pipeline(World):
+    """World + idleshare's bus (kept in order), the router, the recompute queue (moto SQS FIFO) and the
+    recompute handler. ``synchronous``: the bus delivers and the queue drains as soon as something is
+    published (a pipeline faster than any poll)."""
+
+    def __init__(self, table: Any) -> None:
+        super().__init__(table)
+        self.sqs = boto3.client("sqs", region_name="us-east-1")
+        self.queue_url = self.sqs.create_queue(
+            QueueName=f"recompute-{uuid.uuid4().hex[:8]}.fifo",
+            Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"},
+        )["QueueUrl"]
+        self.now = [1_000_000.0]
+        self.bus: list[dict[str, Any]] = []
+        self.synchronous = False
+        self.deps.queue = SqsRecomputeQueue(self.sqs, self.queue_url, clock=lambda: self.now[0])
+        self.deps.publisher = self
+        self.publisher = self  # type: ignore[assignment]
+
+    # EventPublisher
+    def publish(self, detail_type: str, detail: dict[str, Any], resources: Any = ()) -> None:
+        self.bus.append(envelope(detail_type, detail))
+        if self.synchronous:
+            self.deliver()
+            self.drain()
+
+    @property
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(e["detail-type"], e["detail"]) for e in self.bus]
+
+    def deliver(self) -> None:
+        """EventBridge: every event published so far reaches the router (the rule matches idleshare's own)."""
+        pending, self.bus = self.bus, []
+        for event in pending:
+            router.handler(event, CONTEXT)
+
+    def messages(self) -> list[dict[str, Any]]:
+        return self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+
+    def drain(self, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The SQS event source: one batch to the recompute handler; successes are deleted."""
+        msgs = self.messages() if messages is None else messages
+        if not msgs:
+            return {"batchItemFailures": [], "records": 0}
+        records = [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": {"MessageGroupId": "demo"},
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:recompute.fifo",
+                "awsRegion": "us-east-1",
+            }
+            for m in msgs
+        ]
+        try:
+            out = recompute.handler({"Records": records}, CONTEXT)
+        except BatchProcessingError:
+            out = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in msgs]}
+        failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+        for m in msgs:
+            if m["MessageId"] not in failed:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return out | {"records": len(records)}
+
+    def receipts(self) -> list[str]:
+        return [i["sk"] for i in self.items() if i["sk"].startswith("RECALC#")]
+
+
+@pytest.fixture
+def pipe(aws: None, request: pytest.FixtureRequest) -> Iterator[Pipeline]:  # noqa: F811
+    table = create_table(boto3.resource("dynamodb", region_name="us-east-1"), f"r-{abs(hash(request.node.nodeid))}")
+    try:
+        p = Pipeline(table)
+        call("POST", "/clusters/demo/compute-quotas", quota("a"))
+        call("POST", "/clusters/demo/compute-quotas", quota("b", strategy="Lend"))
+        p.bus.clear()
+        yield p
+    finally:
+        wiring.install(None)
+        table.delete()
+
+
+def test_recalculate_is_202_with_a_request_id_and_puts_the_request_on_the_bus(pipe: Pipeline) -> None:
+    reply = call("POST", "/clusters/demo/recalculate", {"reason": "new nodes racked"})
+    assert reply.status == 202
+    assert reply.body["status"] == "Requested" and reply.body["cluster"] == "demo"
+    request_id = reply.body["requestId"]
+    assert pipe.events == [
+        (names.DT_RECALC_REQUESTED, {"cluster": "demo", "requestId": request_id, "reason": "new nodes racked"})
+    ]
+    assert call("POST", "/clusters/demo/recalculate").status == 202  # no body at all is fine
+
+
+@pytest.mark.parametrize(
+    ("body", "query", "status", "field"),
+    [
+        ({"reason": 5}, None, 422, "reason"),
+        ({"reason": "x" * 1025}, None, 422, "reason"),
+        ({"cluster": "other"}, None, 422, "cluster"),
+        (None, {"waitSeconds": "26"}, 400, "waitSeconds"),
+        (None, {"waitSeconds": "-1"}, 400, "waitSeconds"),
+    ],
+)
+def test_a_bad_recalculate_request_is_refused_and_publishes_nothing(
+    pipe: Pipeline, body: Any, query: Any, status: int, field: str
+) -> None:
+    reply = call("POST", "/clusters/demo/recalculate", body, query=query)
+    assert (reply.status, [e["field"] for e in reply.body["errors"]]) == (status, [field])
+    assert pipe.events == []
+    assert call("POST", "/clusters/nowhere/recalculate").status == 404 and pipe.events == []
+
+
+def test_the_receipt_appears_once_the_recompute_ran(pipe: Pipeline) -> None:
+    # Given a recalculation request accepted by the API
+    request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
+    # Then its receipt is not there before the recompute has run
+    assert call("GET", f"/clusters/demo/recalculations/{request_id}").status == 404
+    # When the bus delivers it to the router
+    pipe.deliver()
+    # Then the SQS message carries the request id and asks for a receipt
+    [message] = pipe.messages()
+    assert json.loads(message["Body"]) | {"reason": ""} == {
+        "cluster": "demo",
+        "reason": "",
+        "requestId": request_id,
+        "receipt": True,
+    }
+    # When the recompute runs
+    assert pipe.drain([message])["batchItemFailures"] == []
+    # Then the receipt says Done, with the generation it produced
+    reply = call("GET", f"/clusters/demo/recalculations/{request_id}")
+    assert reply.status == 200
+    assert reply.body | {"completedAt": ""} == {
+        "requestId": request_id,
+        "cluster": "demo",
+        "status": "Done",
+        "generation": 1,
+        "changed": True,
+        "message": reply.body["message"],
+        "completedAt": "",
+    }
+    assert reply.body["completedAt"] and "ml.p5.48xlarge" in reply.body["message"]
+    assert call("GET", "/clusters/demo/pool").body["generation"] == 1
+
+
+def test_waiting_returns_200_with_the_outcome_when_the_receipt_arrives_in_time(pipe: Pipeline) -> None:
+    pipe.synchronous = True
+    reply = call("POST", "/clusters/demo/recalculate", query={"waitSeconds": "5"})
+    assert reply.status == 200
+    assert (reply.body["status"], reply.body["generation"], reply.body["changed"]) == ("Done", 1, True)
+    again = call("POST", "/clusters/demo/recalculate", {"reason": "again"}, query={"waitSeconds": "5"})
+    assert (again.status, again.body["generation"], again.body["changed"]) == (200, 1, False)
+
+
+def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
+    # Given a quota change made through the API (its event triggers a recompute)
+    call("POST", "/clusters/demo/compute-quotas", quota("c", gpus=4))
+    assert [e[0] for e in pipe.events] == [names.DT_QUOTA_CHANGED]
+    pipe.deliver()
+    [message] = pipe.messages()
+    assert "receipt" not in json.loads(message["Body"])
+    pipe.drain([message])
+    # Then the pool moved, and no receipt was written
+    assert call("GET", "/clusters/demo/pool").body["generation"] == 1
+    assert pipe.receipts() == []
+    # And a recompute that changes nothing writes nothing either (no pool, no history, no receipt)
+    before = pipe.items()
+    pipe.now[0] += 60  # a new dedup window
+    router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
+    assert pipe.drain()["records"] == 1
+    assert pipe.items() == before
+
+
+def test_explicit_requests_are_never_deduplicated_away(pipe: Pipeline) -> None:
+    # Given, within one dedup window, two plain events and two explicit requests for the same cluster
+    for _ in range(2):
+        router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
+    ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(2)]
+    pipe.deliver()
+    # Then the queue holds one plain message and one per explicit request
+    bodies = [json.loads(m["Body"]) for m in pipe.messages()]
+    assert sorted(b.get("requestId") for b in bodies if b.get("receipt")) == sorted(ids)
+    assert len([b for b in bodies if not b.get("receipt")]) == 1
+
+
+def test_a_coalesced_burst_still_answers_every_request(pipe: Pipeline) -> None:
+    ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(3)]
+    router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
+    pipe.deliver()
+    out = pipe.drain()
+    assert (out["records"], out["batchItemFailures"]) == (4, [])
+    answers = [call("GET", f"/clusters/demo/recalculations/{i}").body for i in ids]
+    assert {(a["status"], a["generation"]) for a in answers} == {("Done", 1)}
+    assert len(pipe.store.list_history("demo")) == 1  # one recompute for the whole burst
+
+
+def test_a_failed_recompute_answers_failed_then_done_after_the_retry(pipe: Pipeline) -> None:
+    request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
+    pipe.deliver()
+    pipe.kube.down = True
+    assert len(pipe.drain()["batchItemFailures"]) == 1  # SQS retries it
+    failed = call("GET", f"/clusters/demo/recalculations/{request_id}").body
+    assert failed["status"] == "Failed" and "connection refused" in failed["message"]
+    pipe.kube.down = False
+    assert pipe.drain()["batchItemFailures"] == []
+    done = call("GET", f"/clusters/demo/recalculations/{request_id}").body
+    assert (done["status"], done["generation"]) == ("Done", 1)
+
+
+def test_a_request_sent_from_the_eventbridge_console_gets_a_receipt_too(pipe: Pipeline) -> None:
+    # the README's "Send events" JSON: detail {"cluster": "demo", "requestId": "console-1", ...}
+    router.handler(json.loads((INBOUND / "idleshare-recalculation-requested.json").read_text()), CONTEXT)
+    pipe.drain()
+    reply = call("GET", "/clusters/demo/recalculations/console-1")
+    assert (reply.status, reply.body["status"]) == (200, "Done")
+
+
+def test_the_dedup_id_of_an_explicit_request_is_bounded_whatever_the_id_holds() -> None:
+    sent: list[dict[str, Any]] = []
+
+    class Client:
+        def send_message(self, **kwargs: Any) -> None:
+            sent.append(kwargs)
+
+    queue = SqsRecomputeQueue(Client(), "url", clock=lambda: 5.0)
+    cluster = "c" * 63
+    queue.enqueue(cluster, "Recalculation Requested", request_id="ä b/" * 32)
+    queue.enqueue(cluster, "Recalculation Requested", request_id="ä b/" * 31)
+    queue.enqueue(cluster, "Node Changed")
+    first, second, plain = (m["MessageDeduplicationId"] for m in sent)
+    assert len({first, second, plain}) == 3
+    assert all(len(d) <= 128 and d.isascii() and " " not in d for d in (first, second, plain))
+    assert json.loads(sent[0]["MessageBody"])["requestId"] == "ä b/" * 32
+
+
+# ------------------------------------------------------------------------------ waiting (service level)
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_waiting_gives_up_after_wait_seconds_with_202_shape(pipe: Pipeline) -> None:
+    clock = Clock()
+    admin = Admin(pipe.store, pipe, clock=clock, sleep=clock.sleep, poll_interval=0.5)
+    answer = admin.recalculate("demo", None, wait_seconds=2)
+    assert not answer.done and answer.body["status"] == "Requested"
+    assert sum(clock.sleeps) == 2 and len(clock.sleeps) == 4
+
+
+def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) -> None:
+    clock = Clock()
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        if len(clock.sleeps) == 2:  # the pipeline catches up during the second pause
+            pipe.deliver()
+            pipe.drain()
+
+    admin = Admin(pipe.store, pipe, clock=clock, sleep=sleep, poll_interval=0.5)
+    answer = admin.recalculate("demo", {"reason": "x"}, wait_seconds=25)
+    assert answer.done and answer.body["status"] == "Done" and len(clock.sleeps) == 2

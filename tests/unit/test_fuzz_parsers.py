@@ -1,0 +1,283 @@
+"""Property-based fuzzing of every edge parser and of the router on top of them.
+
+Given arbitrary JSON values, random bytes, or a real example document (events/examples,
+events/inbound) with one member replaced by a random JSON value or removed, When it is parsed, Then
+the result is a valid domain object or an ``InputError`` naming where — never another exception.
+The quantity parser must also accept nothing Kubernetes would refuse.
+
+(test_edge_nodes.py and test_edge_quotas.py fuzz their parsers with synthetic documents; this
+module mutates the checked-in real examples and covers the event parser and the router.)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Iterator
+from fractions import Fraction
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.domain.model import Node, Quota, SchedulerConfig
+from idleshare.edge.errors import InputError
+from idleshare.edge.events import ClusterRef, cluster_ref, parse_event
+from idleshare.edge.nodes import QUANTITY_MAX, node_from_dict, parse_nodes, parse_quantity_value
+from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+from idleshare.handlers import router, wiring
+from idleshare.handlers.observability import logger
+from tests.fakes import FakePublisher, FakeQueue, FakeStore
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+REMOVE = object()
+
+INBOUND = {p.name: json.loads(p.read_text()) for p in sorted((EVENTS / "inbound").glob("*.json"))}
+NODE_LIST = json.loads((EVENTS / "examples" / "nodes.json").read_text())
+# one node of each instance type (the example has 36; the others add nothing but time)
+NODES = list({n["metadata"]["labels"].get("node.kubernetes.io/instance-type"): n for n in NODE_LIST["items"]}.values())
+QUOTAS = json.loads((EVENTS / "examples" / "quotas.json").read_text())
+SCHEDULER = json.loads((EVENTS / "examples" / "scheduler-config.json").read_text())
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=10,
+)
+# values that get past a type check more often than arbitrary JSON does
+near_misses = st.sampled_from(
+    [
+        "",
+        "all",
+        "True",
+        "Ready",
+        "aws.sagemaker",
+        "idleshare",
+        "ml.p5.48xlarge",
+        "8",
+        "-1",
+        "1e400",
+        "NaN",
+        "８",
+        10**30,
+    ]
+)
+mutation_values = st.one_of(json_values, near_misses, st.just(REMOVE))
+
+Path_ = tuple[str | int, ...]
+
+
+def paths(doc: Any, path: Path_ = ()) -> Iterator[Path_]:
+    """Every member and item of ``doc`` (and the document itself: ``()``)."""
+    yield path
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from paths(value, (*path, key))
+    elif isinstance(doc, list):
+        for index, value in enumerate(doc):
+            yield from paths(value, (*path, index))
+
+
+def mutated(doc: Any, path: Path_, value: Any) -> Any:
+    if not path:
+        return None if value is REMOVE else value
+    out = copy.deepcopy(doc)
+    target = out
+    for part in path[:-1]:
+        target = target[part]
+    if value is REMOVE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return out
+
+
+def mutations(documents: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """One example document with one member replaced by a random value (or removed)."""
+    choices = [(name, p) for name, doc in documents.items() for p in paths(doc)]
+    return st.builds(
+        lambda choice, value: mutated(documents[choice[0]], choice[1], value), st.sampled_from(choices), mutation_values
+    )
+
+
+def parsed_or_input_error(call: Callable[[], Any]) -> Any:
+    """The result, or None after an InputError that names its source and says something."""
+    try:
+        return call()
+    except InputError as error:
+        assert error.source and error.errors and all(isinstance(e.loc, str) and e.message for e in error.errors)
+        assert str(error)
+        return None
+
+
+# ---------------------------------------------------------------------------------------- events
+
+
+def check_event(raw: Any) -> None:
+    event = parsed_or_input_error(lambda: parse_event(raw))
+    if event is not None:
+        ref = cluster_ref(event)  # whatever parsed, the router can ask which cluster it concerns
+        assert isinstance(ref, ClusterRef)
+
+
+@FUZZ
+@given(json_values)
+def test_fuzz_parse_event_with_any_json_value(raw: Any) -> None:
+    check_event(raw)
+
+
+@FUZZ
+@given(st.sampled_from(sorted(INBOUND)), json_values)
+def test_fuzz_parse_event_with_a_random_detail(name: str, detail: Any) -> None:
+    check_event({**INBOUND[name], "detail": detail})
+
+
+@FUZZ
+@given(mutations(INBOUND))
+def test_fuzz_parse_event_with_one_member_of_a_real_event_broken(raw: Any) -> None:
+    check_event(raw)
+
+
+CONTEXT = SimpleNamespace(
+    function_name="router",
+    memory_limit_in_mb=256,
+    invoked_function_arn="arn:aws:lambda:us-west-2:1:function:r",
+    aws_request_id="r1",
+)
+
+
+@pytest.fixture(scope="module")
+def router_deps() -> Iterator[wiring.Dependencies]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
+        mp.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+        store = FakeStore(
+            [
+                ClusterRecord(
+                    "demo", "my-hyperPod-eks-cluster", "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+                )
+            ]
+        )
+        deps = wiring.Dependencies(store=store, queue=FakeQueue(), publisher=FakePublisher())
+        wiring.install(deps)
+        level = logger.log_level
+        logger.setLevel("CRITICAL")  # hundreds of "dropped" warnings otherwise
+        try:
+            yield deps
+        finally:
+            logger.setLevel(level)
+            wiring.install(None)
+
+
+@FUZZ
+@given(raw=mutations(INBOUND) | json_values)
+def test_fuzz_the_router_returns_normally_for_any_input(raw: Any, router_deps: wiring.Dependencies) -> None:
+    queue: Any = router_deps.queue
+    sent_before = len(queue.sent)
+
+    outcome = router.handler(raw, CONTEXT)
+
+    enqueued = outcome["enqueued"]
+    if "dropped" in outcome:
+        assert enqueued == [] and len(queue.sent) == sent_before
+        assert outcome["dropped"] in ("Malformed", "UnknownCluster")
+    else:
+        assert enqueued == ["demo"] and len(queue.sent) == sent_before + 1
+
+
+# ----------------------------------------------------------------------------------------- nodes
+
+
+def check_nodes(result: tuple[Node, ...] | None) -> None:
+    for node in result or ():
+        assert isinstance(node, Node)
+        for amount in node.allocatable.values():
+            assert type(amount) in (int, Fraction) and 0 <= amount <= QUANTITY_MAX
+
+
+@FUZZ
+@given(mutations({"node": NODES[0], "other": NODES[-1]}))
+def test_fuzz_node_from_dict_with_one_member_of_a_real_node_broken(raw: Any) -> None:
+    node = parsed_or_input_error(lambda: node_from_dict(raw))
+    check_nodes(None if node is None else (node,))
+
+
+@FUZZ
+@given(mutations({"list": {**NODE_LIST, "items": NODES}}))
+def test_fuzz_parse_nodes_with_one_member_of_a_real_node_list_broken(raw: Any) -> None:
+    check_nodes(parsed_or_input_error(lambda: parse_nodes(raw)))
+    check_nodes(parsed_or_input_error(lambda: parse_nodes(json.dumps(raw, allow_nan=True))))
+
+
+@FUZZ
+@given(json_values)
+def test_fuzz_node_from_dict_with_any_json_value(raw: Any) -> None:
+    node = parsed_or_input_error(lambda: node_from_dict(raw))
+    check_nodes(None if node is None else (node,))
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_fuzz_every_text_parser_with_random_bytes(raw: bytes) -> None:
+    check_nodes(parsed_or_input_error(lambda: parse_nodes(raw)))
+    parsed_or_input_error(lambda: parse_quotas(raw))
+    parsed_or_input_error(lambda: parse_scheduler_config(raw))
+
+
+# ------------------------------------------------------------------------------------ quantities
+
+# Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity), ASCII only.
+K8S_QUANTITY = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+quantity_text = st.one_of(
+    st.text(max_size=12),
+    st.from_regex(r"[+-]?[0-9٠-٩０-９.]{0,8}(e[+-]?[0-9]{1,3}|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?", fullmatch=True),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(quantity_text)
+def test_fuzz_a_quantity_string_parses_only_when_kubernetes_would_accept_it(text: str) -> None:
+    try:
+        amount = parse_quantity_value(text)
+    except ValueError as error:
+        assert str(error)
+        return
+    assert K8S_QUANTITY.fullmatch(text), f"accepted {text!r}, which Kubernetes refuses"
+    assert type(amount) in (int, Fraction) and 0 <= amount <= QUANTITY_MAX
+
+
+@FUZZ
+@given(json_values | st.integers(min_value=-(2**70), max_value=2**70))
+def test_fuzz_a_quantity_value_of_any_json_type(value: Any) -> None:
+    try:
+        amount = parse_quantity_value(value)
+    except ValueError as error:
+        assert str(error)
+        return
+    assert type(amount) in (int, Fraction) and 0 <= amount <= QUANTITY_MAX
+
+
+# ------------------------------------------------------------------------- quotas, scheduler config
+
+
+@FUZZ
+@given(mutations({"quotas": QUOTAS}))
+def test_fuzz_parse_quotas_with_one_member_of_the_example_broken(raw: Any) -> None:
+    for document in (raw, json.dumps(raw)):
+        result = parsed_or_input_error(lambda document=document: parse_quotas(document))
+        assert result is None or all(isinstance(q, Quota) for q in result)
+
+
+@FUZZ
+@given(mutations({"scheduler": SCHEDULER}))
+def test_fuzz_parse_scheduler_config_with_one_member_of_the_example_broken(raw: Any) -> None:
+    for document in (raw, json.dumps(raw)):
+        result = parsed_or_input_error(lambda document=document: parse_scheduler_config(document))
+        assert result is None or isinstance(result, SchedulerConfig)

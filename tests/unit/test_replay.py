@@ -1,0 +1,160 @@
+"""`idleshare replay`: argument and file errors (exit 2 naming the file and field), --bus with
+moto's EventBridge (batches of 10, failed entries reported), and the devkit pieces it relies on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from devkit.embedded import canonical_change, health_label
+from devkit.scenario import NodeRefs, kueue_changes
+from idleshare.cli import replay
+from idleshare.cli.main import main
+
+EVENTS = Path(__file__).parents[2] / "events"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("flag", ["--local", "--bus=b"])
+def test_malformed_event_file_exits_2_naming_file_and_field(flag, capsys):
+    path = str(EVENTS / "malformed" / "node-health-missing-cluster-arn.json")
+    code, _, err = run(["replay", path, flag], capsys)
+    assert code == 2
+    assert "node-health-missing-cluster-arn.json" in err and "ClusterArn" in err
+
+
+def test_missing_file_and_region_without_bus_are_usage_errors(capsys):
+    assert run(["replay", "nope.yaml", "--local"], capsys)[0] == 2
+    code, _, err = run(
+        ["replay", str(EVENTS / "inbound" / "schedule-safety-net.json"), "--local", "--region", "x"], capsys
+    )
+    assert code == 2 and "--region" in err
+
+
+@pytest.mark.parametrize(
+    ("step", "field"),
+    [
+        ({"title": "t", "bogus": 1}, "steps[0].bogus"),
+        ({"title": "t", "cordon": "a", "uncordon": "b"}, "steps[0]"),
+        ({"title": "t", "cordon": "ml.p5.48xlarge#99"}, "steps[0].cordon"),
+        ({"title": "t", "node": {"name": "x", "change": "explode"}}, "steps[0].node.change"),
+        ({"title": "t", "recalculate": True, "expect": {"teams": {"a": {"f": {"gpu": {"borrow": 1}}}}}}, "borrow"),
+        ({"title": "t", "event": {"source": "idleshare", "detail-type": "Nope", "detail": {}}}, "detail-type"),
+    ],
+)
+def test_bad_scenario_steps_exit_2_naming_the_field(tmp_path, capsys, step, field):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"quotas": [], "steps": [step]}))
+    code, _, err = run(["replay", str(path), "--local"], capsys)
+    assert code == 2
+    assert str(path) in err and field in err
+
+
+def test_bus_puts_every_event_in_batches_of_ten(capsys, monkeypatch):
+    files = sorted(str(p) for p in (EVENTS / "inbound").glob("idleshare-*.json")) * 3  # 15 events
+    calls: list[int] = []
+    with mock_aws():
+        client = boto3.client("events", region_name="us-east-1")
+        client.create_event_bus(Name="idleshare")
+        client.meta.events.register(
+            "provide-client-params.events.PutEvents", lambda params, **_: calls.append(len(params["Entries"]))
+        )
+        monkeypatch.setattr(boto3, "client", lambda *a, **k: client)
+        code, out, _ = run(["replay", *files, "--bus", "idleshare", "--region", "us-east-1"], capsys)
+    assert code == 0
+    assert calls == [10, 5]
+    assert "15 of 15 events put on idleshare" in out
+
+
+def test_bus_reports_failed_entries_and_exits_1(capsys, monkeypatch):
+    class Refusing:
+        def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+            return {
+                "FailedEntryCount": 1,
+                "Entries": [
+                    {"ErrorCode": "NotAuthorizedForSourceException", "ErrorMessage": "no"}
+                    if e["Source"].startswith("aws.")
+                    else {"EventId": "1"}
+                    for e in Entries
+                ],
+            }
+
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: Refusing())
+    files = [str(EVENTS / "inbound" / n) for n in ("hyperpod-node-health-event.json", "idleshare-node-changed.json")]
+    code, out, err = run(["replay", *files, "--bus", "b"], capsys)
+    assert code == 1
+    assert "1 of 2 events put on b" in out
+    assert "NotAuthorizedForSourceException" in err and "archive" in err
+
+
+def test_bus_sends_a_scenarios_event_steps_and_skips_operator_steps(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "steps:\n"
+        "  - {title: a, event: events/inbound/idleshare-node-changed.json}\n"
+        "  - {title: b, cordon: 'ml.p5.48xlarge#0'}\n"
+    )
+    events, skipped = replay.event_entries(str(path))
+    assert [e["detail-type"] for e in events] == ["Node Changed"]
+    assert skipped == ["b (cordon)"]
+    entry = replay.to_entry(events[0], "bus")
+    assert entry["EventBusName"] == "bus" and json.loads(entry["Detail"])["change"] == "NotReady"
+
+
+@pytest.mark.parametrize(
+    ("status", "action", "label"),
+    [
+        ("Schedulable", None, "Schedulable"),
+        ("Healthy", None, "Schedulable"),
+        ("Unhealthy", "Replace", "UnschedulablePendingReplacement"),
+        ("Unhealthy", "Reboot", "UnschedulablePendingReboot"),
+        ("Unhealthy", "None", "Unschedulable"),
+        ("UnschedulablePendingReboot", None, "UnschedulablePendingReboot"),
+    ],
+)
+def test_health_event_status_maps_to_the_node_label(status, action, label):
+    assert health_label(status, action) == label
+
+
+def test_node_changes_are_recognised_case_insensitively():
+    assert canonical_change("Cordon") == "cordon"
+    assert canonical_change("notready") == "NotReady"
+    assert canonical_change("deleted") == "delete"
+    assert canonical_change("explode") is None
+
+
+def test_node_references_by_instance_type_and_index():
+    refs = NodeRefs(json.loads((EVENTS / "examples" / "nodes.json").read_text()))
+    first, second = refs.by_type["ml.p5.48xlarge"][:2]
+    assert refs.resolve("ml.p5.48xlarge#1", "s", "x") == second != first
+    assert refs.resolve("some-node", "s", "x") == "some-node"
+
+
+def test_kueue_changes_name_created_deleted_and_changed_fields():
+    def cq(limit: str) -> dict[str, Any]:
+        res = {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": limit}
+        return {"kind": "ClusterQueue", "spec": {"resourceGroups": [{"flavors": [{"name": "p5", "resources": [res]}]}]}}
+
+    before = {("ClusterQueue", "", "a"): cq("4"), ("Cohort", "", "gone"): {"spec": {}}}
+    after = {("ClusterQueue", "", "a"): cq("2"), ("LocalQueue", "ns", "new"): {"spec": {}}}
+    changes = kueue_changes(before, after)
+    assert changes == [
+        {
+            "op": "updated",
+            "kind": "ClusterQueue",
+            "name": "a",
+            "fields": [{"field": "p5/gpu.borrowingLimit", "old": "4", "new": "2"}],
+        },
+        {"op": "deleted", "kind": "Cohort", "name": "gone"},
+        {"op": "created", "kind": "LocalQueue", "name": "new", "namespace": "ns"},
+    ]

@@ -1,0 +1,293 @@
+"""No secret or token is ever logged, even at DEBUG.
+
+Given distinctive AWS credentials and an EKS bearer token, every log level at DEBUG (Powertools'
+logger and the root logger, as Lambda sets it when an operator turns the application log level to
+DEBUG), When the EKS auth path, the router and the recompute handler run against the Kubernetes
+simulator (TLS, token required) and moto, Then no captured log line holds the token, any part of
+the presigned URL inside it, an Authorization header, the secret key or the session token.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from devkit.kubesim.simulator import KubeSimulator
+from idleshare.adapters.aws import SqsRecomputeQueue
+from idleshare.adapters.eks_auth import TOKEN_PREFIX, EksConnector
+from idleshare.adapters.kube import LightkubeCluster
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.adapters.store import PK, SK, DynamoStore
+from idleshare.handlers import recompute, router, wiring
+from idleshare.handlers.observability import logger
+from tests.kube.fixtures import kube_sim_tls, make_node  # noqa: F401  (fixture)
+
+REGION = "us-west-2"
+EKS_NAME = "demo-eks"
+HYPERPOD_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+ACCESS_KEY = "AKIAIDLESHARELOGTEST1"
+SECRET_KEY = "idleshareSECRETkeyMustNeverBeLogged0001"
+SESSION_TOKEN = "idleshareSESSIONtokenMustNeverBeLogged0001"
+CONTEXT = SimpleNamespace(
+    function_name="f",
+    memory_limit_in_mb=512,
+    invoked_function_arn="arn:aws:lambda:us-west-2:111122223333:function:f",
+    aws_request_id="r",
+)
+
+
+@dataclass
+class Captured:
+    root: io.StringIO
+    powertools: io.StringIO
+
+    def text(self, capsys: pytest.CaptureFixture[str]) -> str:
+        out, err = capsys.readouterr()
+        return "\n".join([self.root.getvalue(), self.powertools.getvalue(), out, err])
+
+
+@pytest.fixture
+def everything_at_debug(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
+    """Every logger at DEBUG into two buffers: the root logger's and Powertools' own handler."""
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "DEBUG")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
+    root = logging.getLogger()
+    root_stream, pt_stream = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(root_stream)
+    handler.setLevel(logging.DEBUG)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    old_root_level, old_pt_level = root.level, logger.log_level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    logger.setLevel("DEBUG")
+    old_stream = logger.registered_handler.setStream(pt_stream)
+    try:
+        yield Captured(root_stream, pt_stream)
+    finally:
+        logger.registered_handler.setStream(old_stream)
+        logger.setLevel(old_pt_level)
+        root.setLevel(old_root_level)
+        root.removeHandler(handler)
+
+
+@pytest.fixture
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_SESSION_TOKEN": SESSION_TOKEN,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def secrets_of(token: str) -> dict[str, str]:
+    """Every string whose appearance in a log would leak the token or the credentials."""
+    url = base64.urlsafe_b64decode(token.removeprefix(TOKEN_PREFIX) + "==").decode()
+    query = parse_qs(urlsplit(url).query)
+    found = {
+        "token": token,
+        "token body": token.removeprefix(TOKEN_PREFIX)[:48],
+        "presigned URL": url,
+        "URL signature": query["X-Amz-Signature"][0],
+        "secret key": SECRET_KEY,
+        "session token": SESSION_TOKEN,
+        "Authorization header": "Authorization': b'AWS4-HMAC-SHA256",
+        "bearer header": "Bearer ",
+    }
+    assert query["X-Amz-Security-Token"] == [SESSION_TOKEN]  # the token does carry the session token
+    return found
+
+
+def assert_nothing_leaked(text: str, secrets: dict[str, str]) -> None:
+    assert text.strip(), "nothing was logged: the capture is broken"
+    leaked = {}
+    for what, secret in secrets.items():
+        at = text.find(secret)
+        if at >= 0:
+            line_start = text.rfind("\n", 0, at) + 1
+            leaked[what] = text[line_start : line_start + 200]
+    assert leaked == {}
+
+
+def eks_connector() -> tuple[EksConnector, Stubber]:
+    eks = boto3.client("eks", region_name=REGION)
+    connector = EksConnector(eks, boto3.client("sts", region_name=REGION))
+    return connector, Stubber(eks)
+
+
+def describe_response(sim: KubeSimulator) -> dict[str, Any]:
+    assert sim.ca_pem
+    return {
+        "cluster": {
+            "name": EKS_NAME,
+            "status": "ACTIVE",
+            "endpoint": sim.url,
+            "certificateAuthority": {"data": base64.b64encode(sim.ca_pem.encode()).decode()},
+        }
+    }
+
+
+def test_the_eks_auth_path_logs_no_token_or_credential(
+    credentials: None,
+    everything_at_debug: Captured,
+    kube_sim_tls: KubeSimulator,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given an EKS cluster (described via a stub) whose API requires the presigned-STS token
+    kube_sim_tls.seed_nodes([make_node("p5-0")])
+    connector, stub = eks_connector()
+    stub.add_response("describe_cluster", describe_response(kube_sim_tls), {"name": EKS_NAME})
+    token = connector.token(EKS_NAME)
+    kube_sim_tls.require_token(token)
+
+    # When the wiring's path runs: describe, sign, list nodes, then a rejected (expired) token
+    with stub:
+        kube = LightkubeCluster.from_eks(connector, EKS_NAME)
+    assert [n["metadata"]["name"] for n in kube.list_nodes()] == ["p5-0"]
+    kube_sim_tls.require_token("rotated-elsewhere")
+    with pytest.raises(Exception, match=r"401|nauthori"):
+        list(kube.list_nodes())
+    kube.close()
+
+    # Then
+    assert_nothing_leaked(everything_at_debug.text(capsys), secrets_of(token))
+
+
+@pytest.fixture
+def aws(credentials: None) -> Iterator[SimpleNamespace]:
+    with mock_aws():
+        ddb = boto3.resource("dynamodb", region_name=REGION)
+        table = ddb.create_table(
+            TableName=f"idleshare-{uuid.uuid4().hex[:12]}",
+            KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": PK, "AttributeType": "S"},
+                {"AttributeName": SK, "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="recompute.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        yield SimpleNamespace(table=table, sqs=sqs, queue_url=url)
+
+
+def test_router_and_recompute_handlers_log_no_token_or_credential(
+    aws: SimpleNamespace,
+    everything_at_debug: Captured,
+    kube_sim_tls: KubeSimulator,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a governed cluster in DynamoDB (moto), its API behind an EKS token, a recompute queue
+    kube_sim_tls.seed_nodes([make_node(f"p5-{i}") for i in range(2)])
+    store = DynamoStore(aws.table)
+    store.put_cluster(ClusterRecord("demo", EKS_NAME, HYPERPOD_ARN))
+    store.create_quota(
+        "demo",
+        {
+            "Name": "a-quota",
+            "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 8}]},
+            "ComputeQuotaTarget": {"TeamName": "a"},
+        },
+    )
+    connector, stub = eks_connector()
+    stub.add_response("describe_cluster", describe_response(kube_sim_tls), {"name": EKS_NAME})
+    token = connector.token(EKS_NAME)
+    kube_sim_tls.require_token(token)
+    clients: dict[str, LightkubeCluster] = {}
+
+    def kube_for(cluster: ClusterRecord) -> LightkubeCluster:  # what wiring.kube_for does, EKS stubbed
+        if cluster.eks_cluster_name not in clients:
+            with stub:
+                clients[cluster.eks_cluster_name] = LightkubeCluster.from_eks(connector, cluster.eks_cluster_name)
+        return clients[cluster.eks_cluster_name]
+
+    wiring.install(wiring.Dependencies(store=store, queue=SqsRecomputeQueue(aws.sqs, aws.queue_url), kube_for=kube_for))
+    try:
+        # When an event is routed and the recompute runs (it reads nodes and applies Kueue objects)
+        event = {
+            "version": "0",
+            "id": "e1",
+            "detail-type": "Recalculation Requested",
+            "source": "idleshare",
+            "account": "111122223333",
+            "time": "2025-06-01T12:00:00Z",
+            "region": REGION,
+            "resources": [],
+            "detail": {"cluster": "demo"},
+        }
+        assert router.handler(event, CONTEXT) == {"enqueued": ["demo"]}
+        (message,) = aws.sqs.receive_message(QueueUrl=aws.queue_url)["Messages"]
+        record = {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": {"MessageGroupId": "demo"},
+            "messageAttributes": {},
+            "md5OfBody": message["MD5OfBody"],
+            "eventSource": "aws:sqs",
+            "eventSourceARN": f"arn:aws:sqs:{REGION}:111122223333:recompute.fifo",
+            "awsRegion": REGION,
+        }
+        assert recompute.handler({"Records": [record]}, CONTEXT)["batchItemFailures"] == []
+        assert store.get_pool("demo") is not None
+        # and once more with the token rejected (the failure path logs the error)
+        kube_sim_tls.require_token("rotated-elsewhere")
+        store.create_quota(
+            "demo",
+            {
+                "Name": "b-quota",
+                "ComputeQuotaConfig": {
+                    "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 1}]
+                },
+                "ComputeQuotaTarget": {"TeamName": "b"},
+            },
+        )
+        try:
+            recompute.handler({"Records": [record]}, CONTEXT)
+        except Exception as error:  # every record failed: the batch processor raises
+            logging.getLogger("test").exception("the handler raised: %s", error)
+    finally:
+        wiring.install(None)
+        for client in clients.values():
+            client.close()
+
+    # Then
+    text = everything_at_debug.text(capsys)
+    assert "recomputed" in text  # the capture saw the handler's own log lines
+    assert_nothing_leaked(text, secrets_of(token))
+
+
+def test_the_leak_check_catches_a_logged_token(
+    everything_at_debug: Captured, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The check above must be able to fail: log what a careless adapter would, and it is caught.
+    url = f"https://sts.{REGION}.amazonaws.com/?Action=GetCallerIdentity&X-Amz-Security-Token={SESSION_TOKEN}&X-Amz-Signature=abc123"
+    token = TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+    logging.getLogger("lightkube.careless").debug("headers: %s", {"Authorization": f"Bearer {token}"})
+
+    with pytest.raises(AssertionError, match="token"):
+        assert_nothing_leaked(everything_at_debug.text(capsys), secrets_of(token))
+
+
+def test_the_powertools_logger_is_part_of_the_capture(
+    everything_at_debug: Captured, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logger.debug("probe %s", json.dumps({"k": "v"}))
+    assert "probe" in everything_at_debug.text(capsys)
