@@ -294,6 +294,13 @@ class Embedded:
         )
         wiring.install(self.deps)
         self._stack.callback(wiring.install, None)
+        # The recompute handler holds a message until its coalescing window closed (the deployed queue's
+        # delivery delay makes that wait zero); here it compares with this clock and waiting moves it on.
+        from idleshare.handlers import recompute
+
+        self._stack.callback(setattr, recompute, "sleep", recompute.sleep)
+        self._stack.callback(setattr, recompute, "clock", recompute.clock)
+        recompute.clock, recompute.sleep = (lambda: self.clock[0]), self.tick
         # Powertools logs go to a buffer (``self.logs``), not to the terminal.
         handler = observability.logger.registered_handler
         if hasattr(handler, "setStream"):

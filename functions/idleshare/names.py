@@ -42,6 +42,12 @@ ROUTER_HANDLER = "idleshare.handlers.router.handler"
 RECOMPUTE_HANDLER = "idleshare.handlers.recompute.handler"
 API_HANDLER = "idleshare.api.app.handler"
 
+# Coalescing (trailing edge): the router's SQS deduplication id is cluster + a window of this many
+# seconds, and the recompute queue holds every message as long (its delivery delay), so a window's
+# recompute is delivered only after the window has closed and sees every change made in it. Each message
+# also carries ``notBefore`` (its window's end): a recompute handed one early waits until then.
+RECOMPUTE_COALESCE_SECONDS = 10
+
 # Server-side apply field manager (labels on the objects: idleshare.domain.kueue).
 FIELD_MANAGER = "idleshare"
 

@@ -3,6 +3,11 @@
 The router sends one message per cluster with MessageGroupId = cluster id (recomputes of one cluster
 never run concurrently) and a MessageDeduplicationId per cluster per short window (a burst coalesces
 into one recompute), so content-based deduplication is off.
+
+Every message is held for ``names.RECOMPUTE_COALESCE_SECONDS`` (the queue's delivery delay, equal to
+the dedup window) so the window's one recompute runs after the window has closed: SQS drops a later
+message of the same window as a duplicate, and without the delay a change made in the window after its
+message had been consumed would wait for the 5-minute schedule (trailing-edge coalescing).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 
 from constructs import Construct
+from idleshare import names
 from infra.nag import acknowledge
 
 # SQS guidance for Lambda event sources: visibility >= 6 x the function timeout.
@@ -39,6 +45,7 @@ class RecomputeQueue(Construct):
             "Queue",
             visibility_timeout=Duration.seconds(recompute_timeout.to_seconds() * VISIBILITY_FACTOR),
             retention_period=Duration.days(4),
+            delivery_delay=Duration.seconds(names.RECOMPUTE_COALESCE_SECONDS),
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
             **common,
         )

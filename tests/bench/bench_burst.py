@@ -5,6 +5,8 @@ random, each preceded by the node change it reports, delivered as fast as this p
 handler in-process, SQS FIFO on moto, the recompute handler fed batches of 10 like the SQS event source
 (polled every ``--poll-every`` events and at the end), one Kubernetes API simulator per cluster (4 nodes,
 two quotas each), DynamoDB Local. Real clock: the router's 10-second dedup windows are real windows.
+moto's queue has no delivery delay, so a recompute can be polled before its window closed: the rig counts
+those holds instead of sleeping them (the deployed queue delays deliveries by the window).
 
 Printed: events per second (router alone, and end to end), recomputes per cluster and per event, and the
 router's time per event as a ratio to its floor measured in the same run, between the burst's events —
@@ -130,6 +132,7 @@ def main() -> int:
             target="<= (window, poll) slots",
             ok=ok,
         ),
+        Row("burst", "recomputes held for their window", f"{stats.held}", "(the deployed queue's delay makes it 0)"),
         Row("burst", "final state exact", "yes" if ok else "NO", ok=ok),
     )
     print(f"machine: {machine()}")

@@ -131,6 +131,8 @@ def test_recompute_queue_is_fifo_without_content_dedup_with_redrive(public) -> N
             "ContentBasedDeduplication": False,
             "VisibilityTimeout": 6 * 300,
             "MessageRetentionPeriod": 4 * 24 * 3600,
+            # trailing-edge coalescing: a window's message is delivered only once the window has closed
+            "DelaySeconds": names.RECOMPUTE_COALESCE_SECONDS,
             "SqsManagedSseEnabled": True,
             "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]}, "maxReceiveCount": 5},
         },

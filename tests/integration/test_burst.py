@@ -85,6 +85,7 @@ class Stats:
     batches: int = 0
     records: int = 0
     failures: int = 0
+    held: int = 0  # recomputes the handler would have held for their window (see BurstRig)
     router_seconds: float = 0.0
     drain_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -121,6 +122,11 @@ class BurstRig:
         events.create_event_bus(Name="idleshare")
         clock = time.time if seconds_per_event is None else (lambda: self.now)
         self.queue = CountingQueue(sqs, self.queue_url, self, clock)
+        # The deployed queue delays every delivery by the coalescing window, so the recompute handler never
+        # has to hold a message; moto's queue delivers at once. The rig stands in for the delay: a hold is
+        # counted and, on the simulated clock, advances it (none of the burst's changes wait on it).
+        self._handler_clock = (recompute.clock, recompute.sleep)
+        recompute.clock, recompute.sleep = clock, self._held
         self.sims: dict[str, KubeSimulator] = {}
         self.kubes: dict[str, LightkubeCluster] = {}
         self.node_names = [f"n{i}" for i in range(nodes)]
@@ -149,7 +155,13 @@ class BurstRig:
         self.stats.recomputes[cluster.cluster_id] += 1  # Recomputer asks once per recompute
         return self.kubes[cluster.cluster_id]
 
+    def _held(self, seconds: float) -> None:
+        self.stats.held += 1
+        if self.seconds_per_event is not None:
+            self.now += seconds
+
     def close(self) -> None:
+        recompute.clock, recompute.sleep = self._handler_clock
         wiring.install(None)
         for kube in self.kubes.values():
             kube.close()

@@ -349,12 +349,6 @@ def _store_accepts(store: DynamoStore, cluster_id: str, path: str) -> bool:
     return True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP (issue 6): DynamoStore.create_quota / put_scheduler_config store any body with a Name and a "
-    "TeamName; validation (parse_quotas) is the caller's job. A stored invalid quota then fails every recompute "
-    "of its cluster with InputError. When the store validates, this passes: remove the marker.",
-)
 def test_the_store_itself_refuses_bodies_that_break_botocore_bounds(ddb: Any) -> None:
     store = DynamoStore(make_table(ddb))
     by_reason = {(INDEX[p]["kind"], Path(p).stem.split("--")[1]): p for p in files("quotas") + files("scheduler")}

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from lightkube.utils.quantity import parse_quantity
 
 from idleshare.domain.kueue import desired_objects, webhook_violations
 from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings, Snapshot, Strategy
 from idleshare.domain.pool import compute
-from idleshare.domain.quantity import format_quantity, round_down
+from idleshare.domain.quantity import exact, format_quantity, percent_of, round_down
 from tests.builders import P4D, P5, TRN1, entry, node, nodes, quota
 
 GPU = "nvidia.com/gpu"
@@ -165,3 +168,24 @@ def test_rounding_is_always_down():
     assert round_down("memory", 1024**2 * 3 - 1) == 1024**2 * 2
     assert round_down(GPU, Fraction(79, 10)) == 7
     assert round_down(GPU, -1) == 0
+
+
+@given(
+    resource=st.sampled_from(["cpu", "memory", GPU, "aws.amazon.com/neuron"]),
+    percent=st.integers(0, 1000),
+    value=st.one_of(
+        st.integers(-5, 10**15),
+        st.fractions(min_value=-5, max_value=10**9, max_denominator=10**6),
+    ),
+)
+def test_the_integer_fast_paths_agree_with_exact_fractions(resource, percent, value):
+    # The reference: the SPEC's rounding applied to the exact product, as a Fraction throughout.
+    want = round_down(resource, Fraction(percent, 100) * Fraction(value))
+    got = percent_of(resource, percent, value)
+    assert got == want and type(got) is type(exact(want))
+    assert round_down(resource, value) == round_down(resource, Fraction(value))
+    if value >= 0:
+        assert format_quantity(value, resource) == format_quantity(Fraction(value), resource)
+        assert Fraction(parse_quantity(format_quantity(value, resource))) == math.floor(
+            Fraction(value) * 1000
+        ) / Fraction(1000)

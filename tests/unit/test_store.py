@@ -42,6 +42,10 @@ from idleshare.adapters.store import (
     TransactionCancelledError,
     translate,
 )
+from idleshare.edge.errors import InputError
+from idleshare.service.recompute import Recomputer
+from tests.corpus.make_corpus import MODEL, QUOTA_BASE, SCHEDULER_BASE
+from tests.fakes import FakeKube, FakePublisher
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -282,18 +286,24 @@ def test_same_name_in_another_cluster_is_fine(store: DynamoStore) -> None:
 
 
 @pytest.mark.parametrize(
-    "body",
+    ("body", "kind", "field"),
     [
-        {"ComputeQuotaTarget": {"TeamName": "t"}},
-        {"Name": "x"},
-        {"Name": "", "ComputeQuotaTarget": {"TeamName": "t"}},
-        {"Name": "x", "ComputeQuotaTarget": {"TeamName": "t"}, "Bad": float("nan")},
+        ({"ComputeQuotaTarget": {"TeamName": "t"}}, InputError, "Name"),
+        ({"Name": "x"}, InputError, "ComputeQuotaTarget"),
+        ({"Name": "", "ComputeQuotaTarget": {"TeamName": "t"}}, InputError, "Name"),
+        ({"Name": "x", "ComputeQuotaTarget": {"TeamName": "t"}, "Description": float("nan")}, PermanentError, ""),
+        ("not an object", PermanentError, ""),
     ],
 )
-def test_bodies_without_name_or_team_or_not_json_are_refused(store: DynamoStore, body: dict[str, Any]) -> None:
-    with pytest.raises(PermanentError):
+def test_bodies_without_name_or_team_or_not_json_are_refused(
+    store: DynamoStore, table: Any, body: Any, kind: type[Exception], field: str
+) -> None:
+    # a missing or empty Name / team is a field error (the API answers 422); a body that is not JSON is not
+    with pytest.raises(kind) as err:
         store.create_quota(C, body)
-    assert store.list_quotas(C) == []
+    if field:
+        assert isinstance(err.value, InputError) and field in [e.loc for e in err.value.errors]
+    assert table.scan()["Items"] == []
 
 
 def test_list_quotas_reads_every_page(store: DynamoStore, table: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -440,6 +450,122 @@ def test_scheduler_config_lost_race_is_stale(store: DynamoStore, monkeypatch: py
     with pytest.raises(StaleVersionError) as err:
         store.put_scheduler_config(C, {"FairShare": "Enabled"}, target_version=1)
     assert err.value.current_version == 2
+
+
+# --------------------------------------------------------------------- botocore bounds, at the store
+# The bad-input corpus (tests/corpus, derived from botocore's service model; see test_corpus.py): every
+# file breaking a numeric bound, a list length or a string length of the SageMaker shapes.
+CORPUS: dict[str, dict[str, str]] = json.loads((REPO / "tests" / "corpus" / "expected.json").read_text())
+BOUND_VIOLATIONS = ("above-max", "below-min", "too-many-items", "too-long", "too-short")
+
+
+def bound_cases(kind: str) -> list[str]:
+    return sorted(p for p, e in CORPUS.items() if e["kind"] == kind and Path(p).stem.split("--")[1] in BOUND_VIOLATIONS)
+
+
+def corpus_case(path: str) -> tuple[dict[str, Any], str]:
+    """The body a writer would hand the store, and the field it breaks (paths start at the body's fields)."""
+    doc = json.loads((REPO / path).read_text(encoding="utf-8"))
+    field = CORPUS[path]["field"]
+    return (doc[0], field.removeprefix("[0].")) if CORPUS[path]["kind"] == "quotas" else (doc, field)
+
+
+def scan(table: Any) -> list[dict[str, Any]]:
+    """Every item, every attribute, in a stable order: "nothing stored changed" means this is equal."""
+    return sorted(table.scan(ConsistentRead=True)["Items"], key=lambda i: (i[PK], i[SK]))
+
+
+def assert_names(error: InputError, field: str) -> None:
+    assert field in [e.loc for e in error.errors], error.errors
+    assert field in str(error)
+
+
+def test_the_corpus_has_bound_cases_for_every_write() -> None:
+    assert len(bound_cases("quotas")) >= 20 and len(bound_cases("scheduler")) >= 2
+
+
+@pytest.mark.parametrize("path", bound_cases("quotas"))
+def test_create_quota_refuses_a_body_breaking_a_botocore_bound(store: DynamoStore, table: Any, path: str) -> None:
+    # Given a table already holding a quota
+    store.create_quota(C, quota_body("other", "other"))
+    before = scan(table)
+    body, field = corpus_case(path)
+    # When a writer that bypasses the API (CLI, script, another Lambda) creates a quota breaking a bound
+    with pytest.raises(InputError) as err:
+        store.create_quota(C, body)
+    # Then the store refuses it naming the field, and nothing stored changed
+    assert_names(err.value, field)
+    assert scan(table) == before
+
+
+@pytest.mark.parametrize("path", [p for p in bound_cases("quotas") if not CORPUS[p]["field"].startswith("[0].Name")])
+def test_update_quota_refuses_a_body_breaking_a_botocore_bound(store: DynamoStore, table: Any, path: str) -> None:
+    body, field = corpus_case(path)
+    # Given the valid quota of the same name and team at version 1
+    store.create_quota(C, QUOTA_BASE)
+    before = scan(table)
+    # When it is updated with a body breaking a bound
+    with pytest.raises(InputError) as err:
+        store.update_quota(C, body["Name"], body, target_version=1)
+    # Then it is refused naming the field, and the quota stays as it was (version 1)
+    assert_names(err.value, field)
+    assert scan(table) == before
+    got = store.get_quota(C, body["Name"])
+    assert got is not None and got.version == 1
+
+
+@pytest.mark.parametrize("update", [False, True], ids=["create", "update"])
+@pytest.mark.parametrize("path", bound_cases("scheduler"))
+def test_put_scheduler_config_refuses_a_body_breaking_a_botocore_bound(
+    store: DynamoStore, table: Any, path: str, update: bool
+) -> None:
+    if update:
+        store.put_scheduler_config(C, SCHEDULER_BASE)
+    else:
+        store.create_quota(C, quota_body())
+    before = scan(table)
+    body, field = corpus_case(path)
+    with pytest.raises(InputError) as err:
+        store.put_scheduler_config(C, body, target_version=1 if update else None)
+    assert_names(err.value, field)
+    assert scan(table) == before
+
+
+def test_bodies_at_the_botocore_bounds_still_store(store: DynamoStore, table: Any) -> None:
+    # Given bodies holding every structure of the shapes, with values at botocore's maxima
+    maximum = {name: int(MODEL.shape_for(name).metadata["max"]) for name in ("BorrowLimit", "FairShareWeight")}
+    quota = json.loads(json.dumps(QUOTA_BASE))
+    quota["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] = maximum["BorrowLimit"]
+    quota["ComputeQuotaTarget"]["FairShareWeight"] = maximum["FairShareWeight"]
+    scheduler = json.loads(json.dumps(SCHEDULER_BASE))
+    scheduler["SchedulerConfig"]["PriorityClasses"][0]["Weight"] = int(
+        MODEL.shape_for("PriorityWeight").metadata["max"]
+    )
+    # Then each write stores (create, update, scheduler config create and update)
+    created = store.create_quota(C, quota)
+    assert created.version == 1
+    assert created.body["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] == maximum["BorrowLimit"]
+    updated = store.update_quota(C, quota["Name"], {**quota, "ActivationState": "Disabled"}, target_version=1)
+    assert updated.version == 2
+    assert store.put_scheduler_config(C, scheduler).body == scheduler
+    assert store.put_scheduler_config(C, SCHEDULER_BASE, target_version=1).version == 2
+    assert {i[SK] for i in scan(table)} == {"QUOTA#team-a-quota", "TEAM#team-a", "SCHEDULER"}
+
+
+def test_the_store_module_loads_no_pydantic_at_import() -> None:
+    # The router Lambda imports the store; the edge parsers (pydantic) are imported when a body is checked.
+    import subprocess
+    import sys
+
+    code = "import sys, idleshare.adapters.store; print('pydantic' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "functions")},
+    )
+    assert out.stdout.strip() == "False"
 
 
 # -------------------------------------------------------------------------------------------- pool
@@ -784,3 +910,85 @@ def test_find_cluster_falls_back_from_an_unknown_eks_name_to_the_arn(store: Dyna
     store.put_cluster(ClusterRecord("c1", "eks-a", ARN_ID))
     found = store.find_cluster(eks_cluster_name="unknown", hyperpod_arn=ARN_ID)
     assert found is not None and found.cluster_id == "c1"
+
+
+# ------------------------------------------------------------------ an invalid body already stored
+def k8s_node(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": "8", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def gpu_quota(name: str, team: str, gpus: int) -> dict[str, Any]:
+    return {
+        "Name": name,
+        "ComputeQuotaConfig": {
+            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
+            "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
+        },
+        "ComputeQuotaTarget": {"TeamName": team},
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "sk", "named"),
+    [
+        (
+            "tests/corpus/quotas/ComputeQuotaConfig-ResourceSharingConfig-BorrowLimit--above-max.json",
+            "QUOTA#team-a-quota",
+            "compute quota 'team-a-quota'",
+        ),
+        (
+            "tests/corpus/scheduler/SchedulerConfig-PriorityClasses-Weight--above-max.json",
+            "SCHEDULER",
+            "scheduler config",
+        ),
+    ],
+)
+def test_a_recompute_over_an_invalid_stored_body_keeps_the_pool_and_kueue_and_records_the_field(
+    store: DynamoStore, table: Any, path: str, sk: str, named: str
+) -> None:
+    # Given a cluster with two valid quotas and a scheduler config, recomputed once (generation 1, applied)
+    store.put_cluster(ClusterRecord(C, "eks-c1"))
+    store.create_quota(C, gpu_quota("team-a-quota", "team-a", 8))
+    store.create_quota(C, gpu_quota("team-b-quota", "team-b", 8))
+    store.put_scheduler_config(C, SCHEDULER_BASE)
+    kube = FakeKube([k8s_node(f"p5-{i}") for i in range(4)])
+    recomputer = Recomputer(store, lambda cluster: kube, FakePublisher())
+    assert recomputer.recompute(C).generation == 1
+    pool, objects, writes = store.get_pool(C), dict(kube.objects), (kube.applies, kube.deletes)
+    assert pool is not None and pool.apply_status == "Applied" and objects
+    # When a body breaking a botocore bound gets into the table anyway (written by hand, or before the
+    # store validated): the corpus file's body, as the item's JSON text
+    body, field = corpus_case(path)
+    table.update_item(
+        Key={PK: f"CLUSTER#{C}", SK: sk},
+        UpdateExpression="SET body = :b",
+        ExpressionAttributeValues={":b": json.dumps(body)},
+    )
+    # Then the recompute raises PermanentError naming the body and the field ...
+    with pytest.raises(PermanentError) as err:
+        recomputer.recompute(C, request_id="req-1")
+    assert named in str(err.value) and field in str(err.value)
+    # ... keeps the last pool and the cluster's Kueue objects, and records the failure
+    kept = store.get_pool(C)
+    assert kept is not None
+    assert (kept.generation, kept.digest, kept.pool, kept.apply_status) == (1, pool.digest, pool.pool, "Applied")
+    assert named in kept.read_failure and field in kept.read_failure
+    assert kube.objects == objects and (kube.applies, kube.deletes) == writes
+    assert len(store.list_history(C)) == 1
+    receipt = store.get_receipt(C, "req-1")
+    assert receipt is not None and receipt.status == "Failed" and field in receipt.message
+    # When the body is fixed through the store, Then the next recompute succeeds and clears the failure
+    if sk == "SCHEDULER":
+        store.put_scheduler_config(C, SCHEDULER_BASE, target_version=1)
+    else:
+        store.update_quota(C, "team-a-quota", gpu_quota("team-a-quota", "team-a", 8), target_version=1)
+    recomputer.recompute(C)
+    fixed = store.get_pool(C)
+    assert fixed is not None and fixed.read_failure == "" and fixed.generation == 1

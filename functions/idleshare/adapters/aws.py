@@ -47,6 +47,11 @@ def translate(exc: Exception, operation: str) -> Exception:
 class SqsRecomputeQueue:
     """One message per cluster per short window: MessageGroupId = cluster, dedup id = cluster + window.
 
+    A windowed message carries ``notBefore``, the end of its window (epoch seconds): SQS drops every
+    later message of the window as a duplicate, so the window's one recompute must read the cluster
+    after the window has closed. The queue's delivery delay (= the window, infra/constructs/queue.py)
+    makes that so; the recompute handler waits for ``notBefore`` when a message arrives early anyway.
+
     An explicit recalculation request (``request_id``) gets a dedup id of its own (cluster + a hash of
     the request id: at most 128 characters, whatever the id holds), so it is never deduplicated away by
     an event-triggered message of the same window; its body carries ``"receipt": true`` and the
@@ -58,7 +63,12 @@ class SqsRecomputeQueue:
         self.clock = clock
 
     def enqueue(
-        self, cluster_id: str, reason: str, dedup_window_seconds: int = 10, *, request_id: str | None = None
+        self,
+        cluster_id: str,
+        reason: str,
+        dedup_window_seconds: int = names.RECOMPUTE_COALESCE_SECONDS,
+        *,
+        request_id: str | None = None,
     ) -> str:
         body: dict[str, Any] = {"cluster": cluster_id, "reason": reason}
         if request_id:
@@ -67,7 +77,10 @@ class SqsRecomputeQueue:
         else:
             request_id = str(uuid.uuid4())
             body["requestId"] = request_id
-            dedup_id = f"{cluster_id}-{int(self.clock() // dedup_window_seconds)}"
+            window = int(self.clock() // dedup_window_seconds)
+            dedup_id = f"{cluster_id}-{window}"
+            # the window's end: its recompute must not read the cluster before (trailing edge, names.py)
+            body["notBefore"] = (window + 1) * dedup_window_seconds
         try:
             self.client.send_message(
                 QueueUrl=self.queue_url,

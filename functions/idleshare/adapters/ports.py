@@ -6,6 +6,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from idleshare import names
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterRecord:
@@ -133,7 +135,12 @@ class EventPublisher(Protocol):
 
 class RecomputeQueue(Protocol):
     def enqueue(
-        self, cluster_id: str, reason: str, dedup_window_seconds: int = 10, *, request_id: str | None = None
+        self,
+        cluster_id: str,
+        reason: str,
+        dedup_window_seconds: int = names.RECOMPUTE_COALESCE_SECONDS,
+        *,
+        request_id: str | None = None,
     ) -> str:
         """Ask for one recompute of the cluster. ``request_id`` (an explicit recalculation request) makes
         the message carry it, never deduplicated with others, and the recompute writes a receipt for it."""

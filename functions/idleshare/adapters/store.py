@@ -27,6 +27,11 @@ Rules this adapter keeps:
   renamed cluster are deleted in the same transaction.
 - A quota and its ``TEAM#`` guard are written in one transaction, so two quotas for one team are
   refused atomically; a team rename moves the guard in the same transaction as the update.
+- A quota or scheduler config body is checked against every botocore bound before anything is written, by
+  the edge parsers the admin API and the recompute use (:mod:`idleshare.edge.quotas`, imported lazily:
+  the router Lambda imports this module and must not load pydantic): a body breaking one raises
+  :class:`~idleshare.edge.errors.InputError` naming each field (the API answers 422), so no writer that
+  bypasses the API (CLI, a script, another Lambda) can store a quota the recompute would refuse.
 - Quotas and the scheduler config are versioned like SageMaker's ``TargetVersion``: version 1 on create,
   +1 per update, an update carrying another version raises :class:`StaleVersionError` with the current
   one. The stored body is the client's body as JSON text (floats keep their exact text); the body read
@@ -244,6 +249,21 @@ def _to_json(value: Any, what: str) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, default=default)
     except (TypeError, ValueError) as exc:
         raise PermanentError(f"{what} is not storable as JSON: {exc}", operation="serialize") from exc
+
+
+def _check_quota(text: str, name: object) -> None:
+    """The quota as it will be stored (its JSON text) against every botocore bound: the admin API's and the
+    recompute's parser. Raises :class:`~idleshare.edge.errors.InputError` naming each field."""
+    from idleshare.edge.quotas import parse_quotas  # lazily: pydantic, and the router Lambda imports this module
+
+    parse_quotas(text, source=f"compute quota {name!r}" if isinstance(name, str) and name else "compute quota")
+
+
+def _check_scheduler_config(text: str, cluster_id: str) -> None:
+    """The scheduler config as it will be stored against every botocore bound (InputError naming each field)."""
+    from idleshare.edge.quotas import parse_scheduler_config  # lazily, as above
+
+    parse_scheduler_config(text, source=f"scheduler config of cluster {cluster_id!r}")
 
 
 def _require_name(value: object, what: str, operation: str) -> str:
@@ -520,10 +540,11 @@ class DynamoStore:
 
     # ---------------------------------------------------------------------------------- quotas
     def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> StoredQuota:
-        """Store a new quota at version 1 with a fresh ``ComputeQuotaId``. Its ``Name`` or its team
-        already taken in this cluster -> AlreadyExistsError naming the field (nothing written)."""
+        """Store a new quota at version 1 with a fresh ``ComputeQuotaId``. A body breaking a botocore
+        bound -> InputError naming each field; its ``Name`` or its team already taken in this cluster
+        -> AlreadyExistsError naming the field (nothing written either way)."""
         op = "create_quota"
-        name, team, client_body = self._quota_parts(body, op)
+        name, team, text = self._quota_parts(body, op)
         now = self._now()
         quota_id = _new_id()
         pk = _cluster_pk(cluster_id)
@@ -534,7 +555,7 @@ class DynamoStore:
             "team": team,
             "quota_id": quota_id,
             "version": 1,
-            "body": _to_json(client_body, f"quota {name!r}"),
+            "body": text,
             "created_at": now,
             "updated_at": now,
         }
@@ -582,11 +603,12 @@ class DynamoStore:
     def update_quota(self, cluster_id: str, name: str, body: Mapping[str, Any], target_version: int) -> StoredQuota:
         """Replace the quota's body if its version is still ``target_version`` (-> version + 1).
         The body's ``Name`` (when given) must be ``name``. Stale version -> StaleVersionError with the
-        current one; missing -> NotFoundError; new team already has a quota -> AlreadyExistsError."""
+        current one; missing -> NotFoundError; new team already has a quota -> AlreadyExistsError; a body
+        breaking a botocore bound -> InputError naming each field (checked first: nothing written)."""
         op = "update_quota"
         body = dict(body)
         body.setdefault("Name", name)
-        new_name, team, client_body = self._quota_parts(body, op)
+        new_name, team, text = self._quota_parts(body, op)
         if new_name != name:
             raise PermanentError(
                 f"a compute quota cannot be renamed ({name!r} -> {new_name!r})", operation=op, status=400
@@ -606,7 +628,7 @@ class DynamoStore:
             **current,
             "team": team,
             "version": target_version + 1,
-            "body": _to_json(client_body, f"quota {name!r}"),
+            "body": text,
             "updated_at": self._now(),
         }
         items: list[dict[str, Any]] = [
@@ -701,18 +723,22 @@ class DynamoStore:
         raise ConflictError(f"compute quota {name!r} kept changing during delete", operation=op, status=409)
 
     @staticmethod
-    def _quota_parts(body: Mapping[str, Any], op: str) -> tuple[str, str, dict[str, Any]]:
+    def _quota_parts(body: Mapping[str, Any], op: str) -> tuple[str, str, str]:
+        """The quota's ``Name``, team and JSON text to store (the store-managed fields left out), once the
+        text passed every botocore bound: else InputError naming each field (not JSON: PermanentError)."""
         if not isinstance(body, Mapping):
             raise PermanentError(
                 f"a compute quota must be an object (got {type(body).__name__})", operation=op, status=400
             )
+        managed = {"ComputeQuotaId", "ComputeQuotaVersion", "CreationTime", "LastModifiedTime"}
+        text = _to_json({k: v for k, v in body.items() if k not in managed}, f"quota {body.get('Name')!r}")
+        _check_quota(text, body.get("Name"))
         name = _require_name(body.get("Name"), "Name", op)
         target = body.get("ComputeQuotaTarget")
         team = _require_name(
             target.get("TeamName") if isinstance(target, Mapping) else None, "ComputeQuotaTarget.TeamName", op
         )
-        managed = {"ComputeQuotaId", "ComputeQuotaVersion", "CreationTime", "LastModifiedTime"}
-        return name, team, {k: v for k, v in body.items() if k not in managed}
+        return name, team, text
 
     @staticmethod
     def _quota(raw: Mapping[str, Any]) -> StoredQuota:
@@ -754,11 +780,13 @@ class DynamoStore:
         """Create (``target_version=None``; one already there -> AlreadyExistsError) or replace the
         cluster's scheduler config if it is still at ``target_version`` (else StaleVersionError; none
         -> NotFoundError). The body is stored and returned as given (bare ``SchedulerConfig`` or the
-        Create/Describe shape)."""
+        Create/Describe shape); one breaking a botocore bound -> InputError naming each field, nothing
+        written."""
         op = "put_scheduler_config"
         if not isinstance(body, Mapping):
             raise PermanentError(f"a scheduler config must be an object (got {type(body).__name__})", operation=op)
         text = _to_json(dict(body), f"scheduler config of {cluster_id}")
+        _check_scheduler_config(text, cluster_id)
         now = self._now()
         pk = _cluster_pk(cluster_id)
         if target_version is None:

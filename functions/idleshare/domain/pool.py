@@ -30,7 +30,7 @@ from idleshare.domain.model import (
     Snapshot,
     Strategy,
 )
-from idleshare.domain.quantity import exact, round_down
+from idleshare.domain.quantity import exact, percent_of, round_down
 
 Table = dict[str, dict[str, Amount]]
 """flavor -> resource -> amount, sorted by flavor then resource."""
@@ -436,7 +436,7 @@ def compute(snapshot: Snapshot) -> PoolResult:
 
 def _borrow(quota: Quota, pool: Amount, percent: int, absolute: Amount | None, resource: str) -> Derivation:
     """``min(BorrowLimit% x pool, absolute cap, pool)`` rounded down; 0 unless LendAndBorrow and enabled."""
-    percent_cap = round_down(resource, Fraction(percent, 100) * pool)
+    percent_cap = percent_of(resource, percent, pool)
     if not quota.enabled:
         return Derivation(pool, percent, percent_cap, absolute, 0, Bound.DISABLED)
     if quota.strategy is not Strategy.LEND_AND_BORROW:

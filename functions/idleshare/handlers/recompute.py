@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -14,6 +15,11 @@ from idleshare.handlers.observability import logger, metrics, tracer
 from idleshare.handlers.wiring import dependencies
 
 processor = BatchProcessor(event_type=EventType.SQS)
+# The clock ``notBefore`` is compared with and how to wait (tests replace them).
+clock = time.time
+sleep = time.sleep
+# Time left to the function when a wait would end: the recompute itself needs it.
+RESERVED_SECONDS = 60.0
 
 
 def _recomputer() -> Any:
@@ -41,6 +47,7 @@ def _has_env() -> bool:
 def handler(event: dict[str, Any], context: Any) -> Any:
     recomputer = _recomputer()
     done: dict[str, Any] = {}  # cluster -> outcome: a burst in one batch recomputes once
+    not_before = latest_not_before(event)
 
     def record_handler(record: SQSRecord) -> None:
         message = json.loads(record.body)
@@ -52,11 +59,47 @@ def handler(event: dict[str, Any], context: Any) -> Any:
             if request_id:
                 recomputer.acknowledge(str(request_id), done[cluster])
             return
+        hold_until_window_closed(not_before.get(cluster), context)
         outcome = recomputer.recompute(cluster, request_id=str(request_id) if request_id else None)
         done[cluster] = outcome
         _emit(outcome)
 
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+
+
+def latest_not_before(event: Any) -> dict[str, float]:
+    """cluster -> the latest ``notBefore`` among the batch's messages for it (unreadable ones are skipped
+    here; the batch processor reports them)."""
+    out: dict[str, float] = {}
+    records = event.get("Records") if isinstance(event, dict) else None
+    for record in records if isinstance(records, list) else []:
+        try:
+            message = json.loads(record["body"])
+            cluster, value = message["cluster"], message.get("notBefore")
+        except (TypeError, KeyError, ValueError):
+            continue
+        if isinstance(cluster, str) and isinstance(value, int | float) and not isinstance(value, bool):
+            out[cluster] = max(out.get(cluster, value), float(value))
+    return out
+
+
+def hold_until_window_closed(not_before: float | None, context: Any) -> float:
+    """Wait until the message's coalescing window has closed before reading the cluster; returns the
+    seconds waited. SQS deduplicates every later message of the window, so reading earlier could miss a
+    change made in it until the schedule. The queue's delivery delay makes this wait zero; it is bounded
+    by the window and by the function's remaining time (less ``RESERVED_SECONDS``)."""
+    if not_before is None:
+        return 0.0
+    wait = min(not_before - clock(), float(names.RECOMPUTE_COALESCE_SECONDS))
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if callable(remaining):
+        wait = min(wait, remaining() / 1000 - RESERVED_SECONDS)
+    if wait <= 0:
+        return 0.0
+    logger.warning("message arrived before its window closed: waiting", extra={"seconds": round(wait, 3)})
+    metrics.add_metric(name="RecomputesHeld", unit=MetricUnit.Count, value=1)
+    sleep(wait)
+    return wait
 
 
 def _emit(outcome: Any) -> None:

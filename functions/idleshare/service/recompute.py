@@ -1,6 +1,7 @@
 """One recompute of one cluster, level-triggered: re-read the truth, compute, persist if changed, converge.
 
-1. read nodes (Kubernetes), quotas and scheduler config (DynamoDB) — a failed read keeps the last pool;
+1. read nodes (Kubernetes), quotas and scheduler config (DynamoDB) — a failed read, or a stored quota /
+   scheduler config that breaks a bound, keeps the last pool and records the failure;
 2. compute the pool and the desired Kueue objects;
 3. persist generation N+1 conditionally on N, with a history item — only when something changed;
 4. apply only the objects that differ from the cluster's, delete ours that are no longer wanted;
@@ -31,7 +32,7 @@ from idleshare.adapters.ports import (
     Store,
 )
 from idleshare.domain.kueue import desired_objects, webhook_violations
-from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
+from idleshare.domain.model import Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.edge.errors import InputError
 from idleshare.edge.nodes import node_from_dict
@@ -161,14 +162,7 @@ class Recomputer:
         except (AdapterError, InputError) as exc:
             self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}")
             raise ClusterReadError(f"cannot read the nodes of {cluster_id}: {exc}") from exc
-        stored_quotas = self.store.list_quotas(cluster_id)
-        quotas = parse_quotas([q.body for q in stored_quotas], source=f"stored quotas of {cluster_id}")
-        stored_sc = self.store.get_scheduler_config(cluster_id)
-        scheduler = (
-            parse_scheduler_config(stored_sc.body, source=f"scheduler config of {cluster_id}")
-            if stored_sc is not None
-            else SchedulerConfig()
-        )
+        quotas, scheduler = self._read_policies(cluster_id)
         settings = self.settings_for(cluster)
 
         # 2. compute
@@ -221,6 +215,37 @@ class Recomputer:
             )
         outcome.duration_ms = (time.perf_counter() - started) * 1000
         return outcome
+
+    def _read_policies(self, cluster_id: str) -> tuple[tuple[Quota, ...], SchedulerConfig]:
+        """The stored quotas and scheduler config, parsed. One that breaks a bound (stored before the store
+        validated, or written by hand into the table) is a failure to read, not "no quota": the last pool
+        and the cluster's Kueue objects stay as they are, the failure is recorded (naming the quota and the
+        field) and :class:`PermanentError` is raised — retrying cannot help until someone fixes it."""
+        stored_quotas = self.store.list_quotas(cluster_id)
+        stored_sc = self.store.get_scheduler_config(cluster_id)
+        problems: list[str] = []
+        quotas: tuple[Quota, ...] = ()
+        try:
+            quotas = parse_quotas([q.body for q in stored_quotas], source="stored compute quotas")
+        except InputError as exc:
+            for stored in stored_quotas:  # again one by one, so that each problem names its quota
+                try:
+                    parse_quotas(stored.body, source=f"stored compute quota {stored.name!r}")
+                except InputError as own:
+                    problems.append(str(own))
+            if not problems:  # each is valid alone: what only the set breaks (two quotas for one team, ...)
+                problems.append(str(exc))
+        scheduler = SchedulerConfig()
+        if stored_sc is not None:
+            try:
+                scheduler = parse_scheduler_config(stored_sc.body, source="stored scheduler config")
+            except InputError as exc:
+                problems.append(str(exc))
+        if problems:
+            message = f"invalid stored policies of cluster {cluster_id!r}: " + "; ".join(problems)
+            self.store.record_read_failure(cluster_id, message)
+            raise PermanentError(message, operation="read stored policies")
+        return quotas, scheduler
 
     def _apply(self, kube: KubeCluster, manifests: list[dict[str, Any]], outcome: Outcome) -> None:
         from idleshare.adapters.kube import diff
