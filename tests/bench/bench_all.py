@@ -5,10 +5,12 @@
    first invocation's extra cost;
 3. recompute (``bench_recompute.py``): the recompute handler end to end at 5k nodes on DynamoDB Local
    and the Kubernetes simulator: time vs listing the nodes, requests made, no-op writes nothing;
-4. memory (``bench_memory.py``): peak memory of a 20k-node recompute vs a 512 MB Lambda.
+4. memory (``bench_memory.py``): peak memory of a 20k-node recompute vs a 512 MB Lambda;
+5. burst (``bench_burst.py``): 10,000 node events for one cluster and 100 for each of 20 others through
+   the router, the queue and the recompute handler: events per second, recomputes per event, exact end.
 
-One DynamoDB Local serves 2-4. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
-(NAME: engine, coldstart, recompute, memory; ``--quick``: small sizes, for a smoke run).
+One DynamoDB Local serves 2-5. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
+(NAME: engine, coldstart, recompute, memory, burst; ``--quick``: small sizes, for a smoke run).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench import bench_common as bc
 
-BENCHES = ("engine", "coldstart", "recompute", "memory")
+BENCHES = ("engine", "coldstart", "recompute", "memory", "burst")
 
 
 def main(argv: list[str]) -> int:
@@ -41,7 +43,7 @@ def main(argv: list[str]) -> int:
         from tests.bench import bench_plan
 
         bench_plan.run(report, quick=quick)
-    needs_ddb = only & {"coldstart", "recompute", "memory"}
+    needs_ddb = only & {"coldstart", "recompute", "memory", "burst"}
     with bc.dynamodb_local() if needs_ddb else contextlib.nullcontext("") as endpoint:
         if "coldstart" in only:
             from tests.bench import bench_coldstart
@@ -55,6 +57,10 @@ def main(argv: list[str]) -> int:
             from tests.bench import bench_memory
 
             bench_memory.run(report, endpoint, quick=quick)
+        if "burst" in only:
+            from tests.bench import bench_burst
+
+            bench_burst.run(report, endpoint, scale=0.05 if quick else 1.0)
 
     print()
     print(f"idleshare benchmarks — {bc.machine()}; {time.perf_counter() - started:.0f} s")

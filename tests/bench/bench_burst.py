@@ -68,16 +68,32 @@ def main() -> int:
     parser.add_argument("--others", type=int, default=20, help="clusters besides the big one")
     parser.add_argument("--poll-every", type=int, default=500, help="events between two polls of the queue")
     args = parser.parse_args()
+    report = Report()
+    with dynamodb_local() as endpoint:
+        run(report, endpoint, scale=args.scale, others=args.others, poll_every=args.poll_every)
+    print(f"machine: {machine()}")
+    print(table(report.rows))
+    for note in report.notes:
+        print(note)
+    return 1 if report.failed else 0
 
+
+def run(report: Report, endpoint: str, *, scale: float = 1.0, others: int = 20, poll_every: int = 500) -> None:
+    """The burst on DynamoDB Local at ``endpoint``; rows (and a note when the final state is wrong) into
+    ``report``. For ``bench_all`` too."""
     from moto import mock_aws
 
     from tests.integration.test_burst import BurstRig, cluster_ids
 
-    big_n = max(1, round(10_000 * args.scale))
-    other_n = max(1, round(100 * args.scale))
-    ids = cluster_ids(args.others)
-    report = Report()
-    with dynamodb_local() as endpoint, mock_aws(), quiet_handlers():
+    big_n = max(1, round(10_000 * scale))
+    other_n = max(1, round(100 * scale))
+    ids = cluster_ids(others)
+    print(
+        f"burst: {big_n:,} + {others} x {other_n} node events; poll every {poll_every}; SQS batch 10; "
+        "dedup window 10 s (real clock)",
+        flush=True,
+    )
+    with mock_aws(), quiet_handlers():
         rig = BurstRig(new_table(endpoint), ids)
         try:
             rig.floor_queue_url = rig.sqs.create_queue(  # type: ignore[attr-defined]
@@ -89,7 +105,7 @@ def main() -> int:
             floor.samples.clear()
             stats = rig.burst(
                 {"big": big_n, **{cid: other_n for cid in ids[1:]}},
-                poll_every=args.poll_every,
+                poll_every=poll_every,
                 after_event=floor.sample,
             )
             ok = True
@@ -103,7 +119,7 @@ def main() -> int:
 
     events = stats.total_events
     router_ms = stats.router_seconds * 1000 / events
-    others = [stats.recomputes[cid] for cid in ids[1:]]
+    counts = [stats.recomputes[cid] for cid in ids[1:]]
     report.add(
         Row("burst", "events (big + others)", f"{events:,} ({big_n:,} + {len(ids) - 1} x {other_n})"),
         Row(
@@ -115,13 +131,13 @@ def main() -> int:
         ),
         Row("burst", "router events/s", f"{events / stats.router_seconds:,.0f}"),
         Row("burst", "end-to-end events/s", f"{events / stats.wall_seconds:,.0f}"),
-        Row("burst", "wall (router / recompute)", f"{stats.wall_seconds:.1f} s", f"{stats.router_seconds:.1f} s"),
+        Row("burst", "wall (of which router)", f"{stats.wall_seconds:.1f} s", f"{stats.router_seconds:.1f} s"),
         Row("burst", "recompute handler time", f"{stats.drain_seconds:.1f} s", f"{stats.batches} batches"),
         Row("burst", "recomputes: big", f"{stats.recomputes['big']}", f"{big_n:,} events"),
         Row(
             "burst",
             "recomputes: each other",
-            f"min {min(others)} / median {statistics.median(others):g} / max {max(others)}",
+            f"min {min(counts)} / median {statistics.median(counts):g} / max {max(counts)}",
             f"{other_n} events",
         ),
         Row(
@@ -135,12 +151,6 @@ def main() -> int:
         Row("burst", "recomputes held for their window", f"{stats.held}", "(the deployed queue's delay makes it 0)"),
         Row("burst", "final state exact", "yes" if ok else "NO", ok=ok),
     )
-    print(f"machine: {machine()}")
-    print(f"poll every {args.poll_every} events; SQS batch 10; dedup window 10 s (real clock)")
-    print(table(report.rows))
-    for note in report.notes:
-        print(note)
-    return 1 if report.failed else 0
 
 
 if __name__ == "__main__":
