@@ -311,6 +311,28 @@ def test_a_taken_name_or_team_is_409_naming_the_field(world: World) -> None:
     assert len(world.publisher.events) == 1
 
 
+def test_a_team_name_too_long_for_the_clusters_queue_names_is_422_naming_the_field(world: World) -> None:
+    # Given cluster demo with the default namespace prefix (LocalQueue hyperpod-ns-<team>-localqueue <= 63)
+    before = world.items()
+    # When a quota for a 41-character team is created
+    reply = call("POST", "/clusters/demo/compute-quotas", quota("t" * 41))
+    # Then it is refused naming the field and saying why; nothing stored, nothing published
+    assert (reply.status, fields(reply)) == (422, ["ComputeQuotaTarget.TeamName"])
+    assert "at most 40 characters" in reply.body["errors"][0]["message"]
+    assert world.items() == before and world.publisher.events == []
+    # ... a 40-character team is fine, and so is a longer one where the cluster's prefix is shorter
+    assert call("POST", "/clusters/demo/compute-quotas", quota("t" * 40)).status == 201
+    world.store.put_cluster(ClusterRecord("short", "short-eks", None, namespace_prefix="ns-"))
+    assert call("POST", "/clusters/short/compute-quotas", quota("t" * 41)).status == 201
+    # ... and an update cannot move a quota to such a team either
+    update = call(
+        "PUT",
+        f"/clusters/demo/compute-quotas/{'t' * 40}-quota",
+        {"TargetVersion": 1, "ComputeQuotaTarget": {"TeamName": "u" * 41}},
+    )
+    assert (update.status, fields(update)) == (422, ["ComputeQuotaTarget.TeamName"])
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from idleshare.domain.model import INSTANCE_TYPE_LABEL, PriorityClass, SchedulerConfig, Settings
+from idleshare.domain.naming import cluster_queue_name, local_queue_name, namespace_name
 from idleshare.domain.pool import PoolResult, TeamGrant
 from idleshare.domain.quantity import format_quantity
 
@@ -26,18 +27,6 @@ KIND_ORDER = ("Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", 
 """Apply order: what an object refers to is applied before it."""
 
 Manifest = dict[str, Any]
-
-
-def namespace_name(team: str, settings: Settings) -> str:
-    return f"{settings.namespace_prefix}{team}"
-
-
-def cluster_queue_name(team: str, settings: Settings) -> str:
-    return f"{settings.namespace_prefix}{team}-clusterqueue"
-
-
-def local_queue_name(team: str, settings: Settings) -> str:
-    return f"{settings.namespace_prefix}{team}-localqueue"
 
 
 def _meta(name: str, team: str | None = None, namespace: str | None = None) -> dict[str, Any]:

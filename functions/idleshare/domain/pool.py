@@ -30,6 +30,7 @@ from idleshare.domain.model import (
     Snapshot,
     Strategy,
 )
+from idleshare.domain.naming import team_name_problem
 from idleshare.domain.quantity import exact, percent_of, round_down
 
 Table = dict[str, dict[str, Amount]]
@@ -347,7 +348,7 @@ def compute(snapshot: Snapshot) -> PoolResult:
     issues: list[Issue] = []
     ctx = _Context(settings, frozenset(node_counts), dict(shapes), issues)
 
-    quotas = _unique_teams(snapshot.quotas, issues)
+    quotas = _unique_teams(snapshot.quotas, issues, settings)
     nominals = {q.team: _team_nominal(q, ctx) for q in quotas}
     absolutes = {q.team: _team_absolute(q, ctx) for q in quotas}
 
@@ -450,10 +451,16 @@ def _borrow(quota: Quota, pool: Amount, percent: int, absolute: Amount | None, r
     return Derivation(pool, percent, percent_cap, absolute, exact(limit), bound)
 
 
-def _unique_teams(quotas: Iterable[Quota], issues: list[Issue]) -> list[Quota]:
-    """One quota per team: the edge rejects duplicates; here the first by name wins, reported."""
+def _unique_teams(quotas: Iterable[Quota], issues: list[Issue], settings: Settings) -> list[Quota]:
+    """One quota per team: the edge rejects duplicates; here the first by name wins, reported. A team
+    whose namespace or queues cannot be named in this cluster (the admin API refuses it; a quota stored
+    otherwise can still have it) is left out, reported: it holds no quota it could never use."""
     chosen: dict[str, Quota] = {}
     for q in sorted(quotas, key=lambda q: (q.team, q.name)):
+        problem = team_name_problem(q.team, settings)
+        if problem is not None:
+            issues.append(Issue("error", "InvalidTeamName", q.team, f"team {q.team} (quota {q.name}): {problem}"))
+            continue
         if q.team in chosen:
             issues.append(
                 Issue(

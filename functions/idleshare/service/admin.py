@@ -40,6 +40,8 @@ from idleshare.adapters.ports import (
     RecalculationReceipt,
     StoredQuota,
 )
+from idleshare.domain.model import Settings
+from idleshare.domain.naming import team_name_problem
 from idleshare.edge.errors import FieldError, InputError
 from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
 
@@ -252,6 +254,19 @@ def _quota_errors(document: dict[str, Any]) -> list[FieldError]:
     return []
 
 
+def _team_name_errors(document: Mapping[str, Any], cluster: ClusterRecord, found: list[FieldError]) -> list[FieldError]:
+    """The team's namespace and queues must have valid names in this cluster (its namespace prefix); not
+    checked when the botocore check already refused the team name (one error per field)."""
+    if any(e.loc == "ComputeQuotaTarget.TeamName" for e in found):
+        return []
+    target = document.get("ComputeQuotaTarget")
+    team = target.get("TeamName") if isinstance(target, Mapping) else None
+    if not isinstance(team, str) or not team:
+        return []  # missing or mistyped: the botocore check names it
+    problem = team_name_problem(team, Settings(namespace_prefix=cluster.namespace_prefix))
+    return [FieldError("ComputeQuotaTarget.TeamName", problem)] if problem else []
+
+
 def _raise(errors: list[FieldError]) -> None:
     if errors:
         raise InputError(SOURCE, errors)
@@ -321,7 +336,7 @@ class Admin:
     # --------------------------------------------------------------------------------- quotas
     def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """CreateComputeQuota minus ClusterArn: version 1, a fresh ComputeQuotaId, ``Compute Quota Changed``."""
-        self.cluster(cluster_id)
+        cluster = self.cluster(cluster_id)
         errors = _unknown_keys(body, CREATE_QUOTA_KEYS) + _nulls(body, CREATE_QUOTA_KEYS)
         document = {k: body[k] for k in CREATE_QUOTA_KEYS if body.get(k) is not None}
         if "ComputeQuotaConfig" not in body:
@@ -329,6 +344,7 @@ class Admin:
         _description(document, errors)
         _tags(document, errors)
         errors += _quota_errors(document)
+        errors += _team_name_errors(document, cluster, errors)
         _raise(errors)
         publisher = self._writable()
         stored = self.store.create_quota(cluster_id, document)
@@ -380,7 +396,7 @@ class Admin:
 
     def update_quota(self, cluster_id: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """UpdateComputeQuota: fields not given keep their value; a stale TargetVersion -> StaleVersionError."""
-        self.cluster(cluster_id)
+        cluster = self.cluster(cluster_id)
         current = self._quota(cluster_id, name)
         errors = _unknown_keys(body, UPDATE_QUOTA_KEYS, update=True) + _nulls(body, UPDATE_QUOTA_KEYS)
         version = target_version(body.get("TargetVersion"), "TargetVersion", errors, required=True)
@@ -388,6 +404,7 @@ class Admin:
         document.update({k: body[k] for k in UPDATE_QUOTA_KEYS[1:] if body.get(k) is not None})
         _description(document, errors)
         errors += _quota_errors(document)
+        errors += _team_name_errors(document, cluster, errors)
         _raise(errors)
         assert version is not None
         publisher = self._writable()
