@@ -312,3 +312,82 @@ def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) ->
     admin = Admin(pipe.store, pipe, clock=clock, sleep=sleep, poll_interval=0.5)
     answer = admin.recalculate("demo", {"reason": "x"}, wait_seconds=25)
     assert answer.done and answer.body["status"] == "Done" and len(clock.sleeps) == 2
+
+
+# ------------------------------------------------------------------ idempotency records (SPEC §5)
+@pytest.fixture
+def idempotent(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The deployed recompute Lambda's idempotency table (Powertools' layout: ``id``, TTL ``expiration``)."""
+    name = f"idem-{uuid.uuid4().hex[:8]}"
+    table = boto3.resource("dynamodb", region_name="us-east-1").create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv(names.ENV_IDEMPOTENCY_TABLE_NAME, name)
+    try:
+        yield table
+    finally:
+        table.delete()
+
+
+def redeliver(message: dict[str, Any]) -> dict[str, Any]:
+    """The same SQS message once more (EventBridge's at-least-once delivery, an archive replay)."""
+    record = {
+        "messageId": f"again-{uuid.uuid4().hex[:8]}",
+        "receiptHandle": "again",
+        "body": message["Body"],
+        "attributes": {"MessageGroupId": "demo"},
+        "messageAttributes": {},
+        "md5OfBody": message["MD5OfBody"],
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:recompute.fifo",
+        "awsRegion": "us-east-1",
+    }
+    out: dict[str, Any] = recompute.handler({"Records": [record]}, CONTEXT)
+    return out
+
+
+def test_a_redelivered_request_is_answered_from_its_idempotency_record_not_recomputed(
+    pipe: Pipeline, idempotent: Any
+) -> None:
+    # Given a recalculation request that ran: generation 1, its receipt Done, one idempotency record
+    request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
+    pipe.deliver()
+    [message] = pipe.messages()
+    assert pipe.drain([message])["batchItemFailures"] == []
+    [record] = idempotent.scan()["Items"]
+    assert record["status"] == "COMPLETED" and json.loads(record["data"])["generation"] == 1
+    # When the cluster changes and the same request is delivered again
+    pipe.kube.nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert redeliver(message)["batchItemFailures"] == []
+    # Then it did not recompute: still generation 1, one history item, the receipt as the first run wrote it
+    assert call("GET", "/clusters/demo/pool").body["generation"] == 1
+    assert len(pipe.store.list_history("demo")) == 1
+    assert call("GET", f"/clusters/demo/recalculations/{request_id}").body["generation"] == 1
+    # ... while a new request does recompute and sees the change
+    call("POST", "/clusters/demo/recalculate")
+    pipe.deliver()
+    assert pipe.drain()["batchItemFailures"] == []
+    assert call("GET", "/clusters/demo/pool").body["generation"] == 2
+    assert len(idempotent.scan()["Items"]) == 2
+
+
+def test_a_failed_request_leaves_no_record_so_the_retry_recomputes(pipe: Pipeline, idempotent: Any) -> None:
+    request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
+    pipe.deliver()
+    pipe.kube.down = True
+    assert len(pipe.drain()["batchItemFailures"]) == 1
+    assert idempotent.scan()["Items"] == []  # deleted with the failure: a retry is not a duplicate
+    pipe.kube.down = False
+    assert pipe.drain()["batchItemFailures"] == []
+    assert call("GET", f"/clusters/demo/recalculations/{request_id}").body["status"] == "Done"
+    assert [i["status"] for i in idempotent.scan()["Items"]] == ["COMPLETED"]
+
+
+def test_event_triggered_recomputes_keep_no_idempotency_record(pipe: Pipeline, idempotent: Any) -> None:
+    # level-triggered: a windowed recompute redelivered simply recomputes (and writes nothing if nothing moved)
+    router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
+    assert pipe.drain()["records"] == 1
+    assert idempotent.scan()["Items"] == []

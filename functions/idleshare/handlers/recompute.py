@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -36,8 +37,6 @@ def _recomputer() -> Any:
 
 
 def _has_env() -> bool:
-    import os
-
     return bool(os.environ.get(names.ENV_TABLE_NAME))
 
 
@@ -60,11 +59,58 @@ def handler(event: dict[str, Any], context: Any) -> Any:
                 recomputer.acknowledge(str(request_id), done[cluster])
             return
         hold_until_window_closed(not_before.get(cluster), context)
-        outcome = recomputer.recompute(cluster, request_id=str(request_id) if request_id else None)
+        if request_id:
+            outcome = once_per_request(recomputer, cluster, str(request_id), context)
+            if isinstance(outcome, dict):  # answered by its idempotency record: it ran before
+                logger.info("recalculation request already answered", extra={"cluster": cluster, **outcome})
+                metrics.add_metric(name="RecalculationsDeduplicated", unit=MetricUnit.Count, value=1)
+                return
+        else:
+            outcome = recomputer.recompute(cluster)
         done[cluster] = outcome
         _emit(outcome)
 
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+
+
+_persistence: dict[str, Any] = {}  # table name -> Powertools persistence layer (its client reused warm)
+
+
+def once_per_request(recomputer: Any, cluster: str, request_id: str, context: Any) -> Any:
+    """An explicit recalculation request recomputes once per (cluster, requestId): Powertools idempotency
+    records in the idempotency table (SPEC §5) answer a redelivery — EventBridge delivers at least once, an
+    archive replay sends the same request again, SQS forgets its deduplication after 5 minutes — with the
+    first run's result (a dict) instead of the Outcome of a new recompute. A recompute that raised leaves no
+    record, so SQS's retry runs it again. Without the table (local runs) every delivery recomputes."""
+    table = os.environ.get(names.ENV_IDEMPOTENCY_TABLE_NAME)
+    if not table:
+        return recomputer.recompute(cluster, request_id=request_id)
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    if table not in _persistence:
+        _persistence[table] = DynamoDBPersistenceLayer(table_name=table)
+    config = IdempotencyConfig(
+        event_key_jmespath="[cluster, requestId]",
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=names.RECALC_RECEIPT_TTL_SECONDS,
+        use_local_cache=False,  # a warm container must not answer from memory what the table no longer holds
+    )
+    if callable(getattr(context, "get_remaining_time_in_millis", None)):
+        config.register_lambda_context(context)  # an in-progress record expires with this invocation
+    ran: list[Any] = []
+
+    @idempotent_function(data_keyword_argument="request", config=config, persistence_store=_persistence[table])  # type: ignore[untyped-decorator]
+    def recalculate(request: dict[str, str]) -> dict[str, Any]:
+        outcome = recomputer.recompute(request["cluster"], request_id=request["requestId"])
+        ran.append(outcome)
+        return {"requestId": request["requestId"], "generation": outcome.generation, "changed": outcome.changed}
+
+    answer = recalculate(request={"cluster": cluster, "requestId": request_id})
+    return ran[0] if ran else answer
 
 
 def latest_not_before(event: Any) -> dict[str, float]:
