@@ -39,10 +39,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from devkit.kubesim.simulator import KubeSimulator
+from idleshare import names
 
 REGION = "us-east-1"
 TABLE_NAME = "idleshare-local"
 QUEUE_NAME = "idleshare-recompute.fifo"
+IDEMPOTENCY_TABLE_NAME = "idleshare-idempotency"
 BUS_NAME = "idleshare-local"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 HEALTH_TAINT = HEALTH_LABEL
@@ -277,6 +279,8 @@ class Embedded:
                 TableName=TABLE_NAME, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
             )
         self.store = DynamoStore(table)
+        if self._own_aws:
+            self._idempotency_table()
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.queue_url = self.sqs.create_queue(
             QueueName=QUEUE_NAME, Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"}
@@ -326,6 +330,32 @@ class Embedded:
         sim = KubeSimulator(crds_directory=directory).start()
         self._stack.callback(sim.stop)
         return sim
+
+    def _idempotency_table(self) -> None:
+        """The deployed recompute Lambda's idempotency table (Powertools' layout), so that a replayed
+        recalculation request is answered from its record here too."""
+        import boto3
+
+        from idleshare.handlers import recompute
+
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        ddb.create_table(
+            TableName=IDEMPOTENCY_TABLE_NAME,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        previous = os.environ.get(names.ENV_IDEMPOTENCY_TABLE_NAME)
+        os.environ[names.ENV_IDEMPOTENCY_TABLE_NAME] = IDEMPOTENCY_TABLE_NAME
+
+        def restore() -> None:
+            recompute._persistence.clear()  # its clients belong to this run's embedded services
+            if previous is None:
+                os.environ.pop(names.ENV_IDEMPOTENCY_TABLE_NAME, None)
+            else:
+                os.environ[names.ENV_IDEMPOTENCY_TABLE_NAME] = previous
+
+        self._stack.callback(restore)
 
     # -- driving the pipeline -------------------------------------------------------------------------
 

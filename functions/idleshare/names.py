@@ -90,3 +90,6 @@ API_SWAGGER_PATH = "/swagger"
 API_MAX_BODY_BYTES = 64 * 1024  # larger request bodies are refused with 413 before parsing
 API_MAX_WAIT_SECONDS = 25  # POST .../recalculate?waitSeconds=0..25 (API Gateway's integration timeout is 29 s)
 RECALC_RECEIPT_TTL_SECONDS = 24 * 3600  # how long GET .../recalculations/{requestId} can find a receipt
+# How long a recalculation request's idempotency record answers a redelivery of the same requestId
+# (EventBridge's at-least-once delivery, SQS redeliveries): after that the same id recomputes again.
+RECALC_IDEMPOTENCY_SECONDS = 3600

@@ -86,12 +86,40 @@ def test_a_cluster_that_cannot_be_read_is_reported_and_keeps_the_last_pool():
         stack.tick()
         assert stack.deliver(event).routed == ["demo"]
         first = stack.store.get_pool("demo")
-        # When the Kubernetes API refuses connections and a recompute is requested
+        # When the Kubernetes API refuses connections and a recompute is requested (a new request id)
         stack.sim.outage("refuse")
         stack.tick()
-        delivery = stack.deliver(event)
+        delivery = stack.deliver(event | {"detail": event["detail"] | {"requestId": "console-2"}})
         # Then the failure is reported (after SQS-like redeliveries) and the last pool is kept
         assert delivery.routed == ["demo"] and delivery.recomputes == 3
         assert len(delivery.failures) == 1 and delivery.failures[0]
         kept = stack.store.get_pool("demo")
         assert kept.generation == first.generation and kept.read_failure
+
+
+def test_the_same_request_sent_again_is_answered_from_its_idempotency_record():
+    # Given the embedded stack (with the deployed stack's idempotency table) and a request that ran
+    import json
+
+    from devkit.embedded import Embedded
+    from devkit.scenario import NodeRefs
+
+    event = json.loads(
+        (Path(__file__).parents[2] / "events" / "inbound" / "idleshare-recalculation-requested.json").read_text()
+    )
+    with Embedded(Path(__file__).parents[2] / "events" / "examples" / "nodes.json") as stack:
+        stack.tick()
+        assert stack.deliver(event).recomputes == 1
+        first = stack.store.get_pool("demo")
+        # When a node fails and the same request (same requestId) arrives again, past SQS's deduplication
+        nodes_json = json.loads((Path(__file__).parents[2] / "events" / "examples" / "nodes.json").read_text())
+        node = NodeRefs(nodes_json).resolve("ml.p5.48xlarge#0", "test", "node")
+        stack.change_node(node, "NotReady")
+        stack.tick(600)
+        again = stack.deliver(event)
+        # Then it was delivered but not recomputed: the pool is the first run's
+        assert again.routed == ["demo"] and again.failures == []
+        assert stack.store.get_pool("demo").generation == first.generation
+        # ... while a new request id recomputes and sees the failed node
+        stack.deliver(event | {"detail": event["detail"] | {"requestId": "console-2"}})
+        assert stack.store.get_pool("demo").generation == first.generation + 1

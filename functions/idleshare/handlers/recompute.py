@@ -78,9 +78,9 @@ _persistence: dict[str, Any] = {}  # table name -> Powertools persistence layer 
 
 def once_per_request(recomputer: Any, cluster: str, request_id: str, context: Any) -> Any:
     """An explicit recalculation request recomputes once per (cluster, requestId): Powertools idempotency
-    records in the idempotency table (SPEC §5) answer a redelivery — EventBridge delivers at least once, an
-    archive replay sends the same request again, SQS forgets its deduplication after 5 minutes — with the
-    first run's result (a dict) instead of the Outcome of a new recompute. A recompute that raised leaves no
+    records in the idempotency table (SPEC §5) answer a redelivery within the hour — EventBridge delivers at
+    least once, SQS forgets its deduplication after 5 minutes — with the first run's result (a dict) instead
+    of the Outcome of a new recompute. A recompute that raised leaves no
     record, so SQS's retry runs it again. Without the table (local runs) every delivery recomputes."""
     table = os.environ.get(names.ENV_IDEMPOTENCY_TABLE_NAME)
     if not table:
@@ -96,7 +96,7 @@ def once_per_request(recomputer: Any, cluster: str, request_id: str, context: An
     config = IdempotencyConfig(
         event_key_jmespath="[cluster, requestId]",
         raise_on_no_idempotency_key=True,
-        expires_after_seconds=names.RECALC_RECEIPT_TTL_SECONDS,
+        expires_after_seconds=names.RECALC_IDEMPOTENCY_SECONDS,
         use_local_cache=False,  # a warm container must not answer from memory what the table no longer holds
     )
     if callable(getattr(context, "get_remaining_time_in_millis", None)):
