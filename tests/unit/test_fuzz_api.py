@@ -1,0 +1,97 @@
+"""Fuzzing the admin API through API Gateway proxy events (Hypothesis): whatever the body, path or query, the
+answer is a documented status with a JSON error naming what is wrong — never a 500, never a traceback — and a
+refused write changes nothing stored."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.test_api import World, aws, call, quota, world  # noqa: F401  (fixtures)
+from tests.unit.test_fuzz_parsers import json_values, mutated, mutation_values, paths
+
+FUZZ = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+DOCUMENTED = {200, 201, 202, 204, 400, 404, 409, 413, 422}
+REFUSED = {400, 404, 409, 413, 422}
+QUOTA = quota("fuzz")
+UPDATE = {"TargetVersion": 1, "ComputeQuotaConfig": QUOTA["ComputeQuotaConfig"], "ActivationState": "Disabled"}
+SCHEDULER = {"SchedulerConfig": {"PriorityClasses": [{"Name": "training", "Weight": 40}], "FairShare": "Enabled"}}
+WRITES = [
+    ("POST", "/clusters/demo/compute-quotas", QUOTA),
+    ("PUT", "/clusters/demo/compute-quotas/seed-quota", UPDATE),
+    ("PUT", "/clusters/demo/scheduler-config", SCHEDULER),
+    ("POST", "/clusters/demo/recalculate", {"reason": "fuzz"}),
+]
+READS = [
+    "/clusters/demo/compute-quotas",
+    "/clusters/demo/compute-quotas/seed-quota",
+    "/clusters/demo/pool",
+    "/clusters/demo/grants",
+    "/clusters/demo/history",
+    "/clusters/demo/excluded-nodes",
+    "/clusters/demo/recalculations/r-1",
+]
+
+
+def check(reply: Any) -> None:
+    assert reply.status in DOCUMENTED, (reply.status, reply.body)
+    text = json.dumps(reply.body)
+    assert "Traceback" not in text and 'File "' not in text
+    if reply.status in REFUSED:
+        assert isinstance(reply.body, dict) and reply.body.get("message"), reply.body
+        for error in reply.body.get("errors", []):
+            assert isinstance(error["field"], str) and error["message"], error
+
+
+@pytest.fixture
+def seeded(world: World) -> World:  # noqa: F811
+    assert call("POST", "/clusters/demo/compute-quotas", quota("seed")).status == 201
+    return world
+
+
+def _mutations(doc: dict[str, Any]) -> st.SearchStrategy[Any]:
+    return st.builds(lambda p, v: mutated(doc, p, v), st.sampled_from(list(paths(doc))), mutation_values)
+
+
+@FUZZ
+@given(
+    st.sampled_from(range(len(WRITES))).flatmap(
+        lambda i: st.tuples(st.just(i), st.one_of(_mutations(WRITES[i][2]), json_values))
+    )
+)
+def test_fuzz_a_write_with_a_broken_body_is_refused_cleanly_and_changes_nothing(seeded: World, case: Any) -> None:
+    i, body = case
+    method, path, _ = WRITES[i]
+    before = seeded.items()
+    events = len(seeded.publisher.events)
+    reply = call(method, path, body)
+    check(reply)
+    if reply.status in REFUSED:
+        assert seeded.items() == before and len(seeded.publisher.events) == events
+
+
+@FUZZ
+@given(
+    st.sampled_from(READS),
+    st.dictionaries(
+        st.sampled_from(["limit", "NextToken", "MaxResults", "NameContains", "ActivationState", "waitSeconds", "x"]),
+        st.text(max_size=40),
+        max_size=3,
+    ),
+)
+def test_fuzz_reads_with_any_query_answer_cleanly(seeded: World, path: str, query: dict[str, str]) -> None:
+    check(call("GET", path, query=query or None))
+
+
+@FUZZ
+@given(st.text(min_size=1, max_size=80), st.sampled_from(["GET", "PUT", "DELETE", "POST"]))
+def test_fuzz_any_path_segment_answers_cleanly(seeded: World, segment: str, method: str) -> None:
+    body = {"TargetVersion": 1} if method in ("PUT", "POST") else None
+    check(call(method, f"/clusters/{segment}/compute-quotas/{segment}", body))
+    check(call(method, f"/clusters/demo/{segment}", body))
