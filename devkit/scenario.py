@@ -113,9 +113,9 @@ def _read_document(path: Path, source: str) -> Any:
             return yaml.safe_load(text)
         return json.loads(text)
     except Exception as exc:  # json.JSONDecodeError / yaml.YAMLError
-        raise InputError(
-            source, [FieldError("", f"not valid {'YAML' if path.suffix != '.json' else 'JSON'}: {exc}")]
-        ) from None
+        kind = "YAML" if path.suffix in (".yaml", ".yml") else "JSON"
+        hint = "" if path.suffix in (".json", ".yaml", ".yml") else " (a scenario is .yaml, an event file .json)"
+        raise InputError(source, [FieldError("", f"not valid {kind}{hint}: {exc}")]) from None
 
 
 def _ref(value: Any, base: Path, source: str, loc: str) -> tuple[Any, str]:

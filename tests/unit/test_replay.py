@@ -42,6 +42,21 @@ def test_missing_file_and_region_without_bus_are_usage_errors(capsys):
 
 
 @pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        ("s.yaml", "steps: [unclosed", "not valid YAML"),
+        ("e.json", "{not json", "not valid JSON"),
+        ("notes.md", "# not an event", "not valid JSON (a scenario is .yaml, an event file .json)"),
+    ],
+)
+def test_a_file_that_does_not_parse_exits_2_saying_what_it_should_be(tmp_path, capsys, name, text, says):
+    path = tmp_path / name
+    path.write_text(text)
+    code, _, err = run(["replay", str(path), "--local"], capsys)
+    assert code == 2 and str(path) in err and says in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
     ("step", "field"),
     [
         ({"title": "t", "bogus": 1}, "steps[0].bogus"),
