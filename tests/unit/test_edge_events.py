@@ -2,16 +2,14 @@
 
 Given each inbound detail-type in a real-shaped payload (events/inbound, AWS's own samples), When it
 is parsed, Then the typed model comes back; Given a payload broken in one field, Then ``InputError``
-names that field's path. The router's import (and its parsing) never loads pydantic, and ``time`` is
-read exactly as pydantic reads a ``datetime`` (checked against pydantic itself).
+names that field's path; ``time`` is read exactly as pydantic reads a ``datetime`` (checked against
+pydantic itself). That the router never loads pydantic is checked in tests/bench/test_bench_coldstart.py
+(import and parsing) and tests/unit/test_env.py (its first event's wiring).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -418,13 +416,3 @@ def iso_like(draw: st.DrawFn) -> str:
 )
 def test_time_agrees_with_pydantic_on_generated_values(value: Any) -> None:
     assert same(as_ours(value), as_pydantic(value))
-
-
-# ----------------------------------------------------------------------------- the cold start
-
-
-def test_importing_the_router_does_not_load_pydantic() -> None:
-    code = "import sys\nimport idleshare.handlers.router\nprint('pydantic' in sys.modules)"
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False"]

@@ -46,6 +46,7 @@ from idleshare.edge.errors import InputError
 from idleshare.service.recompute import Recomputer
 from tests.corpus.make_corpus import MODEL, QUOTA_BASE, SCHEDULER_BASE
 from tests.fakes import FakeKube, FakePublisher
+from tests.unit.test_api import k8s_node, quota
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -913,28 +914,6 @@ def test_find_cluster_falls_back_from_an_unknown_eks_name_to_the_arn(store: Dyna
 
 
 # ------------------------------------------------------------------ an invalid body already stored
-def k8s_node(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": "8", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def gpu_quota(name: str, team: str, gpus: int) -> dict[str, Any]:
-    return {
-        "Name": name,
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
-            "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
-        },
-        "ComputeQuotaTarget": {"TeamName": team},
-    }
-
-
 @pytest.mark.parametrize(
     ("path", "sk", "named"),
     [
@@ -955,8 +934,8 @@ def test_a_recompute_over_an_invalid_stored_body_keeps_the_pool_and_kueue_and_re
 ) -> None:
     # Given a cluster with two valid quotas and a scheduler config, recomputed once (generation 1, applied)
     store.put_cluster(ClusterRecord(C, "eks-c1"))
-    store.create_quota(C, gpu_quota("team-a-quota", "team-a", 8))
-    store.create_quota(C, gpu_quota("team-b-quota", "team-b", 8))
+    store.create_quota(C, quota("team-a", 8))
+    store.create_quota(C, quota("team-b", 8))
     store.put_scheduler_config(C, SCHEDULER_BASE)
     kube = FakeKube([k8s_node(f"p5-{i}") for i in range(4)])
     recomputer = Recomputer(store, lambda cluster: kube, FakePublisher())
@@ -988,7 +967,7 @@ def test_a_recompute_over_an_invalid_stored_body_keeps_the_pool_and_kueue_and_re
     if sk == "SCHEDULER":
         store.put_scheduler_config(C, SCHEDULER_BASE, target_version=1)
     else:
-        store.update_quota(C, "team-a-quota", gpu_quota("team-a-quota", "team-a", 8), target_version=1)
+        store.update_quota(C, "team-a-quota", quota("team-a", 8), target_version=1)
     recomputer.recompute(C)
     fixed = store.get_pool(C)
     assert fixed is not None and fixed.read_failure == "" and fixed.generation == 1

@@ -253,18 +253,7 @@ for _cls in (
     dataclass(frozen=True, kw_only=True)(_cls)
 del _cls
 
-InboundEvent = (
-    NodeHealthEvent
-    | StateChangeEvent
-    | ClusterEvent
-    | CloudTrailEvent
-    | NodeChangedEvent
-    | QuotaChangedEvent
-    | SchedulerChangedEvent
-    | RecalculationRequestedEvent
-    | ScheduledEvent
-)
-# One model per detail-type, in the order of the (former) discriminated union.
+# The model of each detail-type.
 _MODELS: dict[str, type[_Model]] = {
     names.DT_HYPERPOD_NODE_HEALTH: NodeHealthEvent,
     names.DT_HYPERPOD_STATE_CHANGE: StateChangeEvent,

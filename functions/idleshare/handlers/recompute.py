@@ -80,8 +80,8 @@ def once_per_request(recomputer: Any, cluster: str, request_id: str, context: An
     """An explicit recalculation request recomputes once per (cluster, requestId): Powertools idempotency
     records in the idempotency table (SPEC §5) answer a redelivery within the hour — EventBridge delivers at
     least once, SQS forgets its deduplication after 5 minutes — with the first run's result (a dict) instead
-    of the Outcome of a new recompute. A recompute that raised leaves no
-    record, so SQS's retry runs it again. Without the table (local runs) every delivery recomputes."""
+    of the Outcome of a new recompute. A recompute that raised leaves no record, so SQS's retry runs it
+    again. Without the table (local runs) every delivery recomputes."""
     table = os.environ.get(names.ENV_IDEMPOTENCY_TABLE_NAME)
     if not table:
         return recomputer.recompute(cluster, request_id=request_id)
