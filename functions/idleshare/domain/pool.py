@@ -134,13 +134,17 @@ def accelerator_resource(shape: Mapping[str, Amount]) -> str:
 # -- capacity -----------------------------------------------------------------------------------
 
 
+Shape = tuple[tuple[str, Amount], ...]
+"""One node's tracked allocatable, sorted by resource: what nodes vote with for their flavor's shape."""
+
+
 def _observe_nodes(
     nodes: Iterable[Node], settings: Settings
-) -> tuple[Table, dict[str, ExclusionReason], dict[str, tuple[int, int]], dict[str, dict[str, Amount]]]:
+) -> tuple[Table, dict[str, ExclusionReason], dict[str, tuple[int, int]], dict[str, Counter[Shape]]]:
     capacity: dict[str, dict[str, Amount]] = defaultdict(dict)
     excluded: dict[str, ExclusionReason] = {}
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    shape_votes: dict[str, Counter[tuple[tuple[str, Amount], ...]]] = defaultdict(Counter)
+    shape_votes: dict[str, Counter[Shape]] = defaultdict(Counter)
     tolerated = settings.tolerated_taint_keys
     for node in nodes:
         reason = exclusion_reason(node, tolerated)
@@ -159,19 +163,21 @@ def _observe_nodes(
                     per_flavor.setdefault(r, 0)
         if reason is not None:
             excluded[node.name] = reason
-    shapes = {
-        flavor: dict(max(votes.items(), key=lambda kv: (kv[1], _shape_key(kv[0])))[0])
-        for flavor, votes in shape_votes.items()
-    }
     return (
         {f: capacity[f] for f in sorted(capacity)},
         dict(sorted(excluded.items())),
         {f: (ok, total) for f, (ok, total) in sorted(counts.items())},
-        shapes,
+        dict(shape_votes),
     )
 
 
-def _shape_key(shape: tuple[tuple[str, Amount], ...]) -> tuple[tuple[str, Fraction], ...]:
+def most_common_shape(votes: Mapping[Shape, int]) -> dict[str, Amount]:
+    """The allocatable most nodes report; a tie goes to the greatest shape (by resource, then amount),
+    so the choice never depends on the order of the nodes."""
+    return dict(max(votes.items(), key=lambda kv: (kv[1], _shape_key(kv[0])))[0])
+
+
+def _shape_key(shape: Shape) -> tuple[tuple[str, Fraction], ...]:
     return tuple((r, Fraction(q)) for r, q in shape)
 
 
@@ -182,8 +188,10 @@ def _shape_key(shape: tuple[tuple[str, Amount], ...]) -> tuple[tuple[str, Fracti
 class _Context:
     settings: Settings
     node_flavors: frozenset[str]
-    shapes: dict[str, dict[str, Amount]]
+    votes: dict[str, Counter[Shape]]
     issues: list[Issue]
+    shapes: dict[str, dict[str, Amount]] = field(default_factory=dict)
+    _exposing: dict[tuple[str, str], dict[str, Amount] | None] = field(default_factory=dict)
 
     def flavor_of(self, instance_type: str) -> str:
         """A quota names the SageMaker ``ml.*`` type; a plain EKS cluster's nodes carry the EC2 name."""
@@ -194,102 +202,118 @@ class _Context:
             return bare
         return instance_type
 
-    def shape(self, flavor: str) -> dict[str, Amount] | None:
-        if flavor in self.shapes:
-            return self.shapes[flavor]
+    def _catalog_shape(self, flavor: str) -> dict[str, Amount] | None:
         spec = catalog.lookup(flavor)
         if spec is None:
             return None
-        found: dict[str, Amount] = {r: q for r, q in spec.allocatable().items() if is_tracked(r, self.settings)}
-        self.shapes[flavor] = found
-        return found
+        return {r: q for r, q in spec.allocatable().items() if is_tracked(r, self.settings)}
+
+    def shape(self, flavor: str) -> dict[str, Amount] | None:
+        """``S(f)``: the most common allocatable among the flavor's nodes, else the catalog's."""
+        if flavor not in self.shapes:
+            votes = self.votes.get(flavor)
+            found = most_common_shape(votes) if votes else self._catalog_shape(flavor)
+            if found is None:
+                return None
+            self.shapes[flavor] = found
+        return self.shapes[flavor]
+
+    def shape_exposing(self, flavor: str, resource: str) -> dict[str, Amount] | None:
+        """``S(f, r)``: the most common allocatable among the flavor's nodes that expose ``resource``
+        (allocatable > 0), else the catalog's when it lists ``resource``; None when neither does."""
+        key = (flavor, resource)
+        if key not in self._exposing:
+            votes: Mapping[Shape, int] = self.votes.get(flavor, {})
+            exposing = {s: n for s, n in votes.items() if any(r == resource and q > 0 for r, q in s)}
+            found = most_common_shape(exposing) if exposing else self._catalog_shape(flavor)
+            self._exposing[key] = found if found is not None and found.get(resource, 0) > 0 else None
+        return self._exposing[key]
+
+    def accelerator(self, flavor: str) -> str:
+        """The flavor's accelerator: Neuron devices when its nodes (or the catalog) have them, else GPUs."""
+        return NEURON_DEVICE if self.shape_exposing(flavor, NEURON_DEVICE) is not None else NVIDIA_GPU
 
 
-def resolve(entry: ResourceConfig, shape: Mapping[str, Amount] | None) -> tuple[dict[str, Amount], str | None]:
+def resolve(entry: ResourceConfig, ctx: _Context, flavor: str) -> tuple[dict[str, Amount], str | None]:
     """Amounts one ``ComputeQuotaResourceConfig`` stands for on its flavor, or the reason it cannot.
 
-    - ``Count`` n > 0: n x the instance shape for every resource; ``Accelerators``, ``VCpu``,
-      ``MemoryInGiB``, ``AcceleratorPartition`` given beside it override their own resource.
-    - else ``Accelerators`` a: the accelerator = a; a / shape[accelerator] scales cpu and memory.
-    - else ``AcceleratorPartition`` (p, c): ``nvidia.com/<p>`` = c; c / shape[p] scales cpu and memory.
-    - else ``VCpu`` and/or ``MemoryInGiB`` as given, a missing one scaled by the other's ratio.
+    - ``Count`` n > 0: n x ``S(f)`` for every resource; ``Accelerators``, ``VCpu``, ``MemoryInGiB``,
+      ``AcceleratorPartition`` given beside it override their own resource.
+    - else ``Accelerators`` a: the accelerator = a; a / ``S(f, accelerator)`` scales cpu and memory.
+    - else ``AcceleratorPartition`` (p, c): ``nvidia.com/<p>`` = c; c / ``S(f, p)`` scales cpu and memory.
+    - else ``VCpu`` and/or ``MemoryInGiB`` as given, a missing one scaled by the other's ratio to ``S(f)``.
     ``VCpu`` / ``MemoryInGiB`` given always win over scaling. Scaled amounts are rounded down.
     """
-    out: dict[str, Amount] = {}
     vcpu = exact(entry.vcpu) if entry.vcpu is not None else None
     mem = exact(entry.memory_gib * GIB) if entry.memory_gib is not None else None
     part = entry.accelerator_partition
-    part_resource = f"nvidia.com/{part.type}" if part is not None else None
+    shape = ctx.shape(flavor)
 
+    out: dict[str, Amount]
+    ratio: Fraction | None = None
+    source: Mapping[str, Amount] | None = None  # the shape whose cpu and memory a ratio scales
     if entry.count:
         if shape is None:
             return {}, "NoInstanceShape"
         out = {r: q * entry.count for r, q in shape.items()}
-        if entry.accelerators is not None:
-            out[accelerator_resource(shape)] = entry.accelerators
-        if part is not None and part_resource is not None:
-            out[part_resource] = part.count
-        if vcpu is not None:
-            out[CPU] = vcpu
-        if mem is not None:
-            out[MEMORY] = mem
+        out.update(_named(entry, ctx, flavor))
         return out, None
-
-    ratio: Fraction | None = None
-    if entry.accelerators is not None or part is not None:
-        if entry.accelerators is not None:
-            if shape is None:
-                if vcpu is not None and mem is not None:
-                    return {NVIDIA_GPU: entry.accelerators, CPU: vcpu, MEMORY: mem}, None
-                return {}, "NoInstanceShape"
-            resource, amount = accelerator_resource(shape), entry.accelerators
-        else:
-            assert part is not None and part_resource is not None
-            resource, amount = part_resource, part.count
-            if shape is None:
-                if vcpu is not None and mem is not None:
-                    return {resource: amount, CPU: vcpu, MEMORY: mem}, None
-                return {}, "NoInstanceShape"
-        out[resource] = amount
-        per_node = shape.get(resource, 0)
-        if vcpu is None or mem is None:
-            if per_node <= 0:
-                return {}, "NoAcceleratorOnFlavor" if entry.accelerators is not None else "NoPartitionOnFlavor"
-            ratio = Fraction(amount) / Fraction(per_node)
+    if entry.accelerators is not None:
+        resource, amount = ctx.accelerator(flavor), entry.accelerators
+    elif part is not None:
+        resource, amount = f"nvidia.com/{part.type}", part.count
     elif vcpu is not None or mem is not None:
-        if vcpu is None or mem is None:
-            if shape is None:
-                return {}, "NoInstanceShape"
-            if vcpu is not None:
-                base = shape.get(CPU, 0)
-                ratio = Fraction(vcpu) / Fraction(base) if base else None
-            else:
-                assert mem is not None
-                base = shape.get(MEMORY, 0)
-                ratio = Fraction(mem) / Fraction(base) if base else None
-            if ratio is None:
-                return {}, "NoInstanceShape"
+        resource, amount = "", 0
     else:
         return {}, None
 
-    if vcpu is not None:
-        out[CPU] = vcpu
-    elif ratio is not None and shape is not None:
-        out[CPU] = round_down(CPU, ratio * shape.get(CPU, 0))
-    if mem is not None:
-        out[MEMORY] = mem
-    elif ratio is not None and shape is not None:
-        out[MEMORY] = round_down(MEMORY, ratio * shape.get(MEMORY, 0))
+    if resource:
+        out = {resource: amount}
+        if vcpu is None or mem is None:
+            if shape is None:
+                return {}, "NoInstanceShape"
+            source = ctx.shape_exposing(flavor, resource)
+            if source is None:
+                return {}, "NoAcceleratorOnFlavor" if entry.accelerators is not None else "NoPartitionOnFlavor"
+            ratio = Fraction(amount) / Fraction(source[resource])
+    else:
+        out, source = {}, shape
+        if vcpu is None or mem is None:
+            given, base = (vcpu, CPU) if vcpu is not None else (mem, MEMORY)
+            per_node = shape.get(base, 0) if shape is not None else 0
+            if given is None or per_node <= 0:
+                return {}, "NoInstanceShape"
+            ratio = Fraction(given) / Fraction(per_node)
+
+    for resource, given in ((CPU, vcpu), (MEMORY, mem)):
+        if given is not None:
+            out[resource] = given
+        elif ratio is not None and source is not None:
+            out[resource] = round_down(resource, ratio * source.get(resource, 0))
     return out, None
+
+
+def _named(entry: ResourceConfig, ctx: _Context, flavor: str) -> dict[str, Amount]:
+    """The resources an entry's fields name, with exactly the amounts written (no ``Count``, no scaling)."""
+    out: dict[str, Amount] = {}
+    if entry.accelerators is not None:
+        out[ctx.accelerator(flavor)] = entry.accelerators
+    if entry.accelerator_partition is not None:
+        out[f"nvidia.com/{entry.accelerator_partition.type}"] = entry.accelerator_partition.count
+    if entry.vcpu is not None:
+        out[CPU] = exact(entry.vcpu)
+    if entry.memory_gib is not None:
+        out[MEMORY] = exact(entry.memory_gib * GIB)
+    return out
 
 
 def _team_nominal(quota: Quota, ctx: _Context) -> Table:
     nominal: dict[str, dict[str, Amount]] = defaultdict(dict)
     for entry in quota.resources:
         flavor = ctx.flavor_of(entry.instance_type)
-        amounts, problem = resolve(entry, ctx.shape(flavor))
+        amounts, problem = resolve(entry, ctx, flavor)
         if problem is not None:
-            ctx.issues.append(_entry_issue(quota, entry, flavor, problem, "ComputeQuotaResources"))
+            ctx.issues.append(_entry_issue(quota, entry, flavor, problem, "ComputeQuotaResources", ctx))
             continue
         per_flavor = nominal[flavor]
         for r, q in amounts.items():
@@ -297,8 +321,35 @@ def _team_nominal(quota: Quota, ctx: _Context) -> Table:
     return {f: dict(nominal[f]) for f in sorted(nominal)}
 
 
-def _team_absolute(quota: Quota, ctx: _Context) -> dict[str, dict[str, Amount]]:
-    caps: dict[str, dict[str, Amount]] = {}
+@dataclass(frozen=True, slots=True)
+class Cap:
+    """One ``AbsoluteBorrowLimits`` entry on its flavor (SPEC §2).
+
+    ``every``: with ``Count`` n, n x ``S(f)[r]`` for every resource r (0 where ``S(f)`` has none);
+    None without ``Count``. ``named``: what ``Accelerators``, ``VCpu``, ``MemoryInGiB`` and
+    ``AcceleratorPartition`` name, exactly as written, overriding ``every`` on their own resource.
+    """
+
+    every: Mapping[str, Amount] | None
+    named: Mapping[str, Amount]
+
+    def of(self, resource: str) -> Amount | None:
+        """The cap on ``resource``, or None when this entry caps nothing of it."""
+        if resource in self.named:
+            return self.named[resource]
+        if self.every is not None:
+            return self.every.get(resource, 0)
+        return None
+
+
+def cap_of(caps: Iterable[Cap], resource: str) -> Amount | None:
+    """The least of the caps an entry sets on ``resource``; None when none sets one."""
+    found = [c for c in (cap.of(resource) for cap in caps) if c is not None]
+    return min(found) if found else None
+
+
+def _team_absolute(quota: Quota, ctx: _Context) -> dict[str, list[Cap]]:
+    caps: dict[str, list[Cap]] = {}
     for entry in quota.absolute_borrow_limits:
         flavor = ctx.flavor_of(entry.instance_type)
         if flavor not in ctx.node_flavors:
@@ -311,24 +362,26 @@ def _team_absolute(quota: Quota, ctx: _Context) -> dict[str, dict[str, Amount]]:
                     f"{entry.instance_type}, which no node of the cluster carries",
                 )
             )
-        amounts, problem = resolve(entry, ctx.shape(flavor))
-        if problem is not None:
-            # A cap that cannot be computed must not turn into "no cap": nothing may be borrowed there.
-            ctx.issues.append(_entry_issue(quota, entry, flavor, problem, "AbsoluteBorrowLimits"))
-            amounts = {r: 0 for r in (ctx.shape(flavor) or {CPU: 0, MEMORY: 0, NVIDIA_GPU: 0})}
-        per_flavor = caps.setdefault(flavor, {})
-        for r, q in amounts.items():
-            per_flavor[r] = min(per_flavor[r], q) if r in per_flavor else q
+        every: dict[str, Amount] | None = None
+        if entry.count is not None:
+            shape = ctx.shape(flavor)
+            if entry.count and shape is None:
+                # n x an unknown size: a cap that cannot be sized caps everything at zero, never "no cap".
+                ctx.issues.append(_entry_issue(quota, entry, flavor, "NoInstanceShape", "AbsoluteBorrowLimits", ctx))
+            every = {r: q * entry.count for r, q in (shape or {}).items()}
+        caps.setdefault(flavor, []).append(Cap(every, _named(entry, ctx, flavor)))
     return caps
 
 
-def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str, where: str) -> Issue:
+def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str, where: str, ctx: _Context) -> Issue:
+    partition = entry.accelerator_partition.type if entry.accelerator_partition else "?"
     messages = {
         "NoInstanceShape": f"no node of flavor {flavor} and no catalog entry for {entry.instance_type}: "
         "its size is unknown",
-        "NoAcceleratorOnFlavor": f"{entry.instance_type} has no accelerators to scale Accelerators by",
-        "NoPartitionOnFlavor": f"no node of {entry.instance_type} exposes the MIG profile "
-        f"{entry.accelerator_partition.type if entry.accelerator_partition else '?'}",
+        "NoAcceleratorOnFlavor": f"no node of {flavor} has {ctx.accelerator(flavor)} and the catalog lists none "
+        f"for {entry.instance_type}: nothing to scale Accelerators by",
+        "NoPartitionOnFlavor": f"no node of {flavor} exposes the MIG profile {partition} (nvidia.com/{partition}) "
+        "and the catalog lists no MIG layouts: nothing to scale AcceleratorPartition by",
     }
     return Issue(
         "error",
@@ -344,9 +397,11 @@ def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str,
 def compute(snapshot: Snapshot) -> PoolResult:
     """Capacity, allocation, the pool each team sees and every grant, with its derivation."""
     settings = snapshot.settings
-    capacity, excluded, node_counts, shapes = _observe_nodes(snapshot.nodes, settings)
+    capacity, excluded, node_counts, votes = _observe_nodes(snapshot.nodes, settings)
     issues: list[Issue] = []
-    ctx = _Context(settings, frozenset(node_counts), dict(shapes), issues)
+    ctx = _Context(settings, frozenset(node_counts), votes, issues)
+    for flavor in node_counts:
+        ctx.shape(flavor)  # S(f) of every flavor with nodes, reported in the result
 
     quotas = _unique_teams(snapshot.quotas, issues, settings)
     nominals = {q.team: _team_nominal(q, ctx) for q in quotas}
@@ -356,7 +411,7 @@ def compute(snapshot: Snapshot) -> PoolResult:
     resources = sorted(
         {r for f in capacity.values() for r in f}
         | {r for n in nominals.values() for f in n.values() for r in f}
-        | {r for a in absolutes.values() for f in a.values() for r in f}
+        | {r for a in absolutes.values() for caps in a.values() for cap in caps for r in cap.named}
     )
 
     def table() -> dict[str, dict[str, Amount]]:
@@ -402,7 +457,7 @@ def compute(snapshot: Snapshot) -> PoolResult:
             for r in resources:
                 own_lent = nominal[f][r] if lends else 0
                 pool = exact((unallocated[f][r] if sharing else 0) + lent[f][r] - own_lent)
-                derivation = _borrow(q, pool, percent, absolute.get(f, {}).get(r), r)
+                derivation = _borrow(q, pool, percent, cap_of(absolute.get(f, ()), r), r)
                 borrowing[f][r] = derivation.limit
                 why[f][r] = derivation
         teams[q.team] = TeamGrant(

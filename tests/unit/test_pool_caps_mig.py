@@ -1,0 +1,353 @@
+"""SPEC §2 on absolute borrow caps and mixed-MIG fleets (issue 13).
+
+- an ``AbsoluteBorrowLimits`` field caps exactly the resource it names, at exactly the amount written;
+  ``Count`` n caps every resource at n x S(f)[r], ``Count: 0`` included (borrow nothing of the flavor);
+- a ratio by an accelerator or a MIG profile r uses S(f, r), the most common allocatable among the
+  flavor's nodes that expose r; the catalog after that; only then a (true) error.
+
+Every expected number below is worked out from SPEC §2 and the node shapes written here, never read
+from the engine.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from idleshare.domain import catalog
+from idleshare.domain.model import GIB, SchedulerConfig, Snapshot
+from idleshare.domain.pool import Bound, compute
+from tests.builders import P4D, P4D_MIG_ALLOC, P5, P5_ALLOC, TRN1, entry, node, nodes, quota
+
+GPU = "nvidia.com/gpu"
+NEURON = "aws.amazon.com/neurondevice"
+MIG3 = "mig-3g.40gb"
+MIG1 = "mig-1g.10gb"
+MIG2 = "mig-2g.20gb"
+R3, R1, R2 = (f"nvidia.com/{p}" for p in (MIG3, MIG1, MIG2))
+MI = 1024**2
+CPU_P5 = P5_ALLOC["cpu"]  # 191.45
+MEM_P5 = P5_ALLOC["memory"]  # 1900 GiB
+
+# Three MIG layouts of one p5.48xlarge (8 x H100 80GB): as HyperPod's MIG manager leaves them.
+WHOLE = dict(P5_ALLOC)
+ALL_3G = {**P5_ALLOC, GPU: 0, R3: 16}  # 2 x 3g.40gb per GPU
+BALANCED = {**P5_ALLOC, GPU: 4, R3: 4, R1: 14}  # 4 whole GPUs, 2 GPUs as 2 x 3g, 2 GPUs as 7 x 1g
+LAYOUTS = {"whole": WHOLE, "all-3g": ALL_3G, "balanced": BALANCED}
+
+
+def fleet(whole=3, all_3g=2, balanced=1):
+    """A p5 fleet mixing layouts; the whole-GPU nodes are the most common by default."""
+    out = [node(f"p5-whole-{i}", P5, allocatable=dict(WHOLE)) for i in range(whole)]
+    out += [node(f"p5-3g-{i}", P5, allocatable=dict(ALL_3G)) for i in range(all_3g)]
+    out += [node(f"p5-bal-{i}", P5, allocatable=dict(BALANCED)) for i in range(balanced)]
+    return out
+
+
+def run(nodes_, quotas=(), **sc):
+    return compute(Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas), scheduler_config=SchedulerConfig(**sc)))
+
+
+def half(resource, amount):
+    """50% (the default BorrowLimit) rounded down as SPEC §2 says: devices to 1, cpu to 1m, memory to 1Mi."""
+    x = Fraction(amount) / 2
+    if resource == "cpu":
+        return Fraction(int(x * 1000), 1000)
+    if resource == "memory":
+        return int(x // MI) * MI
+    return int(x)
+
+
+def errors(result):
+    return [i for i in result.issues if i.severity == "error"]
+
+
+# -- 1. Count: 0 borrows nothing of that flavor ---------------------------------------------------
+
+
+def test_absolute_count_zero_borrows_nothing_of_the_flavor_and_leaves_others_alone():
+    cluster = [*fleet(), *nodes("trn", TRN1, 2)]
+    result = run(cluster, [quota("a", absolute=(entry(P5, count=0),))])
+    g = result.teams["a"]
+    assert {r: g.borrowing_limit[P5][r] for r in result.resources} == dict.fromkeys(result.resources, 0)
+    assert g.why[P5][GPU].bound == Bound.ABSOLUTE and g.why[P5][R3].absolute_cap == 0
+    # trn1: no entry -> no cap: half of the 2 x 16 devices the team sees
+    assert g.borrowing_limit[TRN1][NEURON] == 16 and g.why[TRN1][NEURON].absolute_cap is None
+    assert not errors(result)
+
+
+def test_absolute_count_zero_beside_a_field_caps_that_field_at_what_is_written_and_the_rest_at_zero():
+    result = run(fleet(), [quota("a", absolute=(entry(P5, count=0, accelerators=3),))])
+    g = result.teams["a"]
+    assert g.borrowing_limit[P5][GPU] == 3
+    assert g.borrowing_limit[P5]["cpu"] == 0 and g.borrowing_limit[P5][R3] == 0
+
+
+# -- 2. a field caps only what it names, never scaled onto other resources ------------------------
+
+CAP_CASES = [
+    # (name, absolute entry, resource -> expected borrowing limit on the fleet of 3 whole + 2 all-3g + 1 balanced)
+    # capacity: gpu 3x8 + 4 = 28; 3g 2x16 + 4 = 36; 1g 14; cpu 6 x 191.45; memory 6 x 1900 GiB.
+    (
+        "Accelerators caps GPUs at what is written, cpu and memory stay at the percentage",
+        entry(P5, accelerators=3),
+        {GPU: 3, "cpu": half("cpu", 6 * CPU_P5), "memory": half("memory", 6 * MEM_P5), R3: 18, R1: 7},
+    ),
+    (
+        "VCpu caps cpu only",
+        entry(P5, vcpu=Fraction(5, 2)),
+        {GPU: 14, "cpu": Fraction(5, 2), "memory": half("memory", 6 * MEM_P5), R3: 18},
+    ),
+    (
+        "MemoryInGiB caps memory only, exactly",
+        entry(P5, memory_gib=10),
+        {GPU: 14, "cpu": half("cpu", 6 * CPU_P5), "memory": 10 * GIB},
+    ),
+    (
+        # 3. a MIG profile the most common node lacks: capped at 5, nothing else touched, no error
+        "AcceleratorPartition caps its profile even when the most common node has none",
+        entry(P5, partition=(MIG3, 5)),
+        {R3: 5, GPU: 14, "cpu": half("cpu", 6 * CPU_P5), "memory": half("memory", 6 * MEM_P5), R1: 7},
+    ),
+    (
+        "AcceleratorPartition of a profile no node exposes still caps it (at what is written)",
+        entry(P5, partition=(MIG2, 4)),
+        {R2: 0, GPU: 14, R3: 18},  # nothing of it in the pool: the pool bounds it
+    ),
+    (
+        # Count n caps every resource at n x S(f)[r]: S(f) is the whole-GPU node, which has no 3g slices
+        "Count 1 caps every resource at one most-common node, 0 where that node has none",
+        entry(P5, count=1),
+        {GPU: 8, "cpu": CPU_P5, "memory": MEM_P5, R3: 0, R1: 0},
+    ),
+    (
+        "Count 1 with AcceleratorPartition beside it: the field overrides its own resource",
+        entry(P5, count=1, partition=(MIG3, 6)),
+        {GPU: 8, R3: 6, R1: 0},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "cap", "expected"), CAP_CASES, ids=[c[0] for c in CAP_CASES])
+def test_absolute_caps_by_field(name, cap, expected):
+    result = run(fleet(), [quota("a", absolute=(cap,))])
+    g = result.teams["a"]
+    assert {r: g.borrowing_limit[P5][r] for r in expected} == expected
+    assert not errors(result)
+
+
+def test_a_cap_that_cannot_be_sized_is_zero_never_no_cap():
+    # Count 2 of a type with no node and no catalog entry: its size is unknown -> zero cap, reported.
+    result = run(fleet(), [quota("a", absolute=(entry("ml.x9.unknown", count=2),))])
+    assert [(i.code, i.subject) for i in errors(result)] == [("NoInstanceShape", "a-quota/ml.x9.unknown")]
+    assert result.teams["a"].borrowing_limit[P5][GPU] == 14  # other flavors untouched
+
+
+# -- 4. mixed MIG fleets: S(f, r) -----------------------------------------------------------------
+
+NOMINAL_CASES = [
+    (
+        "3g slices sized by the all-3g nodes (most common among those exposing 3g)",
+        entry(P5, partition=(MIG3, 8)),
+        # S(f, 3g) = ALL_3G (2 nodes vs 1 balanced): ratio 8/16
+        {R3: 8, "cpu": Fraction(int(CPU_P5 * 8 / 16 * 1000), 1000), "memory": MEM_P5 // 2},
+    ),
+    (
+        "1g slices sized by the only layout that has them",
+        entry(P5, partition=(MIG1, 7)),
+        # S(f, 1g) = BALANCED: ratio 7/14
+        {R1: 7, "cpu": Fraction(int(CPU_P5 / 2 * 1000), 1000), "memory": MEM_P5 // 2},
+    ),
+    (
+        "Accelerators sized by the whole-GPU nodes",
+        entry(P5, accelerators=2),
+        {GPU: 2, "cpu": Fraction(int(CPU_P5 * 2 / 8 * 1000), 1000), "memory": MEM_P5 // 4},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), NOMINAL_CASES, ids=[c[0] for c in NOMINAL_CASES])
+def test_nominal_on_a_mixed_mig_fleet(name, given, expected):
+    result = run(fleet(), [quota("a", given)])
+    got = {r: q for r, q in result.teams["a"].nominal[P5].items() if q}
+    assert got == expected
+    assert not errors(result)
+
+
+def test_when_most_nodes_are_all_3g_accelerators_are_sized_by_the_nodes_with_whole_gpus():
+    # S(f) = ALL_3G (4 nodes), which has no whole GPU; S(f, gpu): BALANCED (2) beats WHOLE (1): 4 GPUs a node
+    result = run(fleet(whole=1, all_3g=4, balanced=2), [quota("a", entry(P5, accelerators=2))])
+    assert result.teams["a"].nominal[P5]["cpu"] == Fraction(int(CPU_P5 * 2 / 4 * 1000), 1000)
+    assert result.teams["a"].nominal[P5]["memory"] == MEM_P5 // 2
+    assert result.shapes[P5][R3] == 16  # S(f) itself is still the most common node
+
+
+def test_accelerators_on_an_all_mig_fleet_fall_back_to_the_catalog():
+    spec = catalog.lookup(P4D)
+    assert spec is not None and spec.accelerators == 8
+    result = run(nodes("p4d", P4D, 2), [quota("a", entry(P4D, accelerators=2))])
+    assert P4D_MIG_ALLOC[GPU] == 0  # no node has a whole GPU
+    assert result.teams["a"].nominal[P4D] == {
+        **dict.fromkeys(result.resources, 0),
+        GPU: 2,
+        "cpu": Fraction(spec.vcpu * 2, 8),
+        "memory": spec.memory_gib * GIB * 2 // 8 // MI * MI,
+    }
+    assert not errors(result)
+
+
+def test_a_profile_no_node_exposes_and_the_catalog_lacks_is_an_error_that_says_so():
+    result = run(fleet(), [quota("a", entry(P5, partition=(MIG2, 3)))])
+    (issue,) = errors(result)
+    assert (issue.code, issue.subject) == ("NoPartitionOnFlavor", "a-quota/ml.p5.48xlarge")
+    assert MIG2 in issue.message and "catalog" in issue.message
+    assert result.teams["a"].nominal[P5].get(R2, 0) == 0  # the entry contributes nothing
+
+
+def test_the_error_message_is_true_no_error_when_some_node_exposes_the_profile():
+    # the issue's report: two nodes expose 16 x 3g each, yet "no node exposes mig-3g.40gb"
+    result = run(fleet(whole=5, all_3g=2, balanced=0), [quota("a", entry(P5, partition=(MIG3, 4)))])
+    assert not errors(result)
+    assert result.teams["a"].nominal[P5][R3] == 4
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+
+@st.composite
+def mixed_fleet(draw, min_size=1):
+    """p5 nodes of random MIG layouts (and some trn1), random eligibility."""
+    n = draw(st.integers(min_size, 12))
+    out = []
+    for i in range(n):
+        if draw(st.integers(0, 5)) == 0:
+            out.append(node(f"trn-{i}", TRN1, ready=draw(st.booleans())))
+            continue
+        layout = draw(st.sampled_from(sorted(LAYOUTS)))
+        out.append(
+            node(
+                f"p5-{i}",
+                P5,
+                allocatable=dict(LAYOUTS[layout]),
+                ready=draw(st.integers(0, 4)) > 0,
+                unschedulable=draw(st.integers(0, 5)) == 0,
+            )
+        )
+    return out
+
+
+@st.composite
+def cap_entry(draw, flavor):
+    fields = {}
+    if draw(st.booleans()):
+        fields["count"] = draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        fields["accelerators"] = draw(st.integers(0, 40))
+    if draw(st.booleans()):
+        fields["vcpu"] = draw(st.fractions(min_value=0, max_value=500, max_denominator=1000))
+    if draw(st.booleans()):
+        fields["memory_gib"] = draw(st.integers(0, 5000))
+    if draw(st.booleans()):
+        fields["partition"] = (draw(st.sampled_from([MIG3, MIG1, MIG2])), draw(st.integers(0, 40)))
+    return entry(flavor, **fields)
+
+
+@st.composite
+def teams_with_caps(draw):
+    out = []
+    for t in range(draw(st.integers(1, 4))):
+        own = tuple(draw(st.lists(cap_entry(P5), max_size=1)))  # any entry is also a valid quota entry
+        caps = tuple(draw(cap_entry(f)) for f in draw(st.lists(st.sampled_from([P5, TRN1]), unique=True)))
+        out.append(quota(f"t{t}", *own, borrow=draw(st.integers(0, 300)), absolute=caps))
+    return out
+
+
+def written_caps(cap, flavor_nodes):
+    """resource -> the cap the admin wrote, from SPEC §2 (computed here, independently of the engine)."""
+    out = {}
+    if cap.count is not None:
+        votes = Counter(tuple(sorted(n.allocatable.items())) for n in flavor_nodes)
+        top = max(votes.values(), default=0)
+        candidates = [dict(s) for s, v in votes.items() if v == top]
+        if not candidates:  # no node of the flavor: S(f) is the catalog's
+            candidates = [catalog.lookup(cap.instance_type).allocatable()]
+        # with a tie, a cap may be sized by any of the tied shapes: the least of them bounds every one
+        for r in {r for s in candidates for r in s}:
+            out[r] = min(cap.count * s.get(r, 0) for s in candidates)
+        out["*"] = 0  # resources absent from S(f)
+    accelerator = NEURON if any(n.allocatable.get(NEURON, 0) > 0 for n in flavor_nodes) else GPU
+    if cap.accelerators is not None:
+        out[accelerator] = cap.accelerators
+    if cap.vcpu is not None:
+        out["cpu"] = cap.vcpu
+    if cap.memory_gib is not None:
+        out["memory"] = cap.memory_gib * GIB
+    if cap.accelerator_partition is not None:
+        out[f"nvidia.com/{cap.accelerator_partition.type}"] = cap.accelerator_partition.count
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(mixed_fleet(), teams_with_caps(), st.booleans())
+def test_no_borrowing_limit_exceeds_an_absolute_cap_the_admin_wrote(nodes_, quotas_, sharing):
+    result = run(nodes_, quotas_, idle_resource_sharing=sharing)
+    for q in quotas_:
+        grant = result.teams[q.team]
+        for cap in q.absolute_borrow_limits:
+            flavor_nodes = [n for n in nodes_ if n.instance_type == cap.instance_type]
+            caps = written_caps(cap, flavor_nodes)
+            for r, limit in grant.borrowing_limit.get(cap.instance_type, {}).items():
+                bound = caps.get(r, caps.get("*"))
+                if bound is not None:
+                    assert limit <= bound, (cap, r, limit, bound)
+
+
+@settings(max_examples=100, deadline=None)
+@given(mixed_fleet(), teams_with_caps(), st.sampled_from([P5, TRN1]))
+def test_count_zero_borrows_nothing(nodes_, quotas_, flavor):
+    zero = quotas_[0].__class__(**{**_fields(quotas_[0]), "absolute_borrow_limits": (entry(flavor, count=0),)})
+    result = run(nodes_, [zero, *quotas_[1:]])
+    assert all(limit == 0 for limit in result.teams[zero.team].borrowing_limit.get(flavor, {}).values())
+
+
+def _fields(q):
+    return {name: getattr(q, name) for name in q.__slots__}
+
+
+@settings(max_examples=100, deadline=None)
+@given(mixed_fleet(), st.data())
+def test_every_mig_profile_some_node_exposes_can_be_given_as_quota(nodes_, data):
+    exposed = sorted({r for n in nodes_ if n.instance_type == P5 for r, q in n.allocatable.items() if q > 0})
+    profiles = [r.removeprefix("nvidia.com/") for r in exposed if r.startswith("nvidia.com/mig-")]
+    if not profiles:
+        return
+    profile = data.draw(st.sampled_from(profiles))
+    count = data.draw(st.integers(1, 64))
+    result = run(nodes_, [quota("a", entry(P5, partition=(profile, count)))])
+    assert not errors(result)
+    nominal = result.teams["a"].nominal[P5]
+    assert nominal[f"nvidia.com/{profile}"] == count
+    assert nominal["cpu"] > 0 and nominal["memory"] > 0  # sized by a node that has the profile
+
+
+@settings(max_examples=100, deadline=None)
+@given(mixed_fleet(), teams_with_caps(), st.randoms(use_true_random=False))
+def test_a_quota_entrys_nominal_never_depends_on_the_order_of_nodes(nodes_, quotas_, rnd):
+    shuffled = list(nodes_)
+    rnd.shuffle(shuffled)
+    a, b = run(nodes_, quotas_), run(shuffled, quotas_)
+    assert {t: g.nominal for t, g in a.teams.items()} == {t: g.nominal for t, g in b.teams.items()}
+    assert a == b
+
+
+def test_ties_between_layouts_do_not_depend_on_order():
+    # one node of each layout: S(f) and S(f, 3g) are ties, broken by the shapes themselves
+    base = fleet(whole=1, all_3g=1, balanced=1)
+    q = [quota("a", entry(P5, partition=(MIG3, 4)), entry(P5, count=1))]
+    results = {repr(run(order, q).teams["a"].nominal) for order in (base, base[::-1], random.sample(base, 3))}
+    assert len(results) == 1
