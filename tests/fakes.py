@@ -131,7 +131,7 @@ class FakeKube:
             raise RetryableError("connection refused", operation="list")
         return [copy.deepcopy(o) for o in self.objects.values()]
 
-    def apply(self, obj):
+    def apply(self, obj, *, force=False):
         if self.down:
             raise RetryableError("connection refused", operation="apply")
         self.objects[_key(obj)] = copy.deepcopy(obj)

@@ -124,10 +124,10 @@ class DyingMidApply(LightkubeCluster):
         super().__init__(sim.url, timeout=0.5, name="demo")
         self.sim, self.survive, self.applied = sim, survive, 0
 
-    def apply(self, obj: dict[str, Any]) -> None:
+    def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
         if self.applied == self.survive:
             self.sim.outage("refuse")
-        super().apply(obj)
+        super().apply(obj, force=force)
         self.applied += 1
 
 

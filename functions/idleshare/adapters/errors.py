@@ -34,6 +34,17 @@ class ConflictError(AdapterError):
     retryable = True
 
 
+class FieldOwnershipError(PermanentError):
+    """Server-side apply refused: another field manager owns fields idleshare wants to set (HTTP 409 with
+    ``FieldManagerConflict`` causes). Not retried: idleshare does not fight another controller for a field
+    unless the cluster is configured to take ownership (``field_ownership: Take``)."""
+
+    def __init__(self, message: str, *, operation: str, managers: tuple[str, ...], fields: tuple[str, ...]) -> None:
+        super().__init__(message, operation=operation, status=409)
+        self.managers = managers
+        self.fields = fields
+
+
 class StaleVersionError(PermanentError):
     """An update carried a TargetVersion that is not the current one."""
 

@@ -11,7 +11,9 @@ Every lightkube / httpx error is translated into :mod:`idleshare.adapters.errors
 403, 400, 422 and other 4xx           :class:`PermanentError` (422 carries the apiserver's message,
                                       which names the invalid field)
 404                                   :class:`NotFoundError`
-409                                   :class:`ConflictError`
+409 with ``FieldManagerConflict``     :class:`FieldOwnershipError` (permanent: another field manager
+causes (server-side apply)            owns a field idleshare would set; the names are kept)
+other 409                             :class:`ConflictError`
 410 (expired ``continue`` token),     :class:`RetryableError`
 429, 5xx, timeouts, connection
 errors, an unreadable response body
@@ -26,6 +28,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -34,6 +37,7 @@ from idleshare.adapters.errors import (
     AdapterError,
     AuthExpiredError,
     ConflictError,
+    FieldOwnershipError,
     NotFoundError,
     PermanentError,
     RetryableError,
@@ -427,10 +431,12 @@ class LightkubeCluster:
                     found.append(obj)
         return found
 
-    def apply(self, obj: Obj) -> None:
-        """Server-side apply of ``obj`` as field manager ``idleshare``, forcing conflicts.
+    def apply(self, obj: Obj, *, force: bool = False) -> None:
+        """Server-side apply of ``obj`` as field manager ``idleshare``.
 
-        A Namespace is never patched (it may not be ours): it goes to :meth:`ensure_namespace`.
+        Without ``force``, a field that another manager owns with another value is not taken: the apiserver
+        answers 409 and :class:`FieldOwnershipError` names the managers and the fields. A Namespace is never
+        patched (it may not be ours): it goes to :meth:`ensure_namespace`.
         """
         kind = obj.get("kind", "")
         if kind == "Namespace":
@@ -439,7 +445,7 @@ class LightkubeCluster:
         res = _resource(kind)
         client = self._lightkube()
         with self._translated(f"apply {_describe(obj)}"):
-            client.apply(res(obj), field_manager=FIELD_MANAGER, force=True)
+            client.apply(res(obj), field_manager=FIELD_MANAGER, force=force)
 
     def ensure_namespace(self, obj: Obj) -> bool:
         """Create the namespace when it does not exist; True when this call created it.
@@ -557,6 +563,16 @@ class LightkubeCluster:
             error = AuthExpiredError(message, operation=operation, status=status)
         elif status == 404:
             error = NotFoundError(message, operation=operation, status=status)
+        elif status == 409 and (owners := _field_manager_conflicts(exc)):
+            managers = tuple(sorted({m for m, _ in owners}))
+            fields = tuple(f for _, f in owners)
+            error = FieldOwnershipError(
+                f"{self.name}: {operation}: fields owned by another field manager "
+                f"({', '.join(managers)}): {', '.join(fields)}",
+                operation=operation,
+                managers=managers,
+                fields=fields,
+            )
         elif status == 409:
             error = ConflictError(message, operation=operation, status=status)
         elif status is not None and (status in (410, 429) or status >= 500):
@@ -569,6 +585,22 @@ class LightkubeCluster:
 def _describe(obj: Mapping[str, Any]) -> str:
     kind, namespace, name = object_key(obj)
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+_CONFLICT_MANAGER = re.compile(r'conflict with "([^"]+)"')
+
+
+def _field_manager_conflicts(exc: Exception) -> list[tuple[str, str]]:
+    """``[(manager, field)]`` of a server-side apply conflict (Status causes of type FieldManagerConflict,
+    messages like ``conflict with "kueue-admin" using kueue.x-k8s.io/v1beta2``)."""
+    status = getattr(exc, "status", None)
+    causes = getattr(getattr(status, "details", None), "causes", None) or []
+    out = []
+    for cause in causes:
+        if getattr(cause, "reason", None) == "FieldManagerConflict":
+            match = _CONFLICT_MANAGER.search(cause.message or "")
+            out.append((match.group(1) if match else "?", cause.field or "?"))
+    return out
 
 
 def _status_message(exc: Exception) -> str:

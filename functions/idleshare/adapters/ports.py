@@ -18,6 +18,10 @@ class ClusterRecord:
     hyperpod_cluster_arn: str | None = None
     namespace_prefix: str = "hyperpod-ns-"
     cohort_name: str = "shared-pool"
+    field_ownership: str = "Respect"
+    """``Respect``: a field of idleshare's objects that another field manager owns (HyperPod task governance,
+    an admin's GitOps) is left to it and reported (issue ``ForeignFieldManager``); ``Take``: idleshare's
+    server-side apply forces ownership of every field it writes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +122,9 @@ class KubeCluster(Protocol):
         """Every object idleshare manages (by label), of the kinds it writes."""
         ...
 
-    def apply(self, obj: dict[str, Any]) -> None:
-        """Server-side apply with idleshare's field manager (force)."""
+    def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
+        """Server-side apply with idleshare's field manager; ``force`` takes fields other managers own,
+        else such a conflict raises :class:`~idleshare.adapters.errors.FieldOwnershipError`."""
         ...
 
     def ensure_namespace(self, obj: dict[str, Any]) -> bool:

@@ -467,12 +467,17 @@ class DynamoStore:
             raise PermanentError(
                 f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400
             )
+        if cluster.field_ownership not in ("Respect", "Take"):
+            raise PermanentError(
+                f"field_ownership {cluster.field_ownership!r} must be one of Respect, Take", operation=op, status=400
+            )
         old = self.get_cluster(cid)
         attrs: dict[str, Any] = {
             "cluster_id": cid,
             "eks_cluster_name": eks,
             "namespace_prefix": cluster.namespace_prefix,
             "cohort_name": cluster.cohort_name,
+            "field_ownership": cluster.field_ownership,
             "updated_at": self._now(),
         }
         if arn is not None:
@@ -536,6 +541,7 @@ class DynamoStore:
             hyperpod_cluster_arn=item.get_opt_str("hyperpod_cluster_arn"),
             namespace_prefix=item.get_str("namespace_prefix"),
             cohort_name=item.get_str("cohort_name"),
+            field_ownership=item.get_opt_str("field_ownership") or "Respect",
         )
 
     # ---------------------------------------------------------------------------------- quotas

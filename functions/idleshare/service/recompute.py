@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from idleshare import names
-from idleshare.adapters.errors import AdapterError, PermanentError
+from idleshare.adapters.errors import AdapterError, FieldOwnershipError, PermanentError
 from idleshare.adapters.ports import (
     ClusterRecord,
     EventPublisher,
@@ -39,9 +39,17 @@ from idleshare.edge.nodes import node_from_dict
 from idleshare.edge.present import result_json
 from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
 
+FIELD_OWNERSHIP_TAKE = "Take"
+FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
+"""The named issue of an object whose fields another field manager owns (apply status ``Conflict``)."""
+
 
 class ClusterReadError(Exception):
-    """The cluster could not be observed: not an observation of zero capacity. SQS retries."""
+    """The cluster could not be observed: not an observation of zero capacity. Transient: SQS retries.
+
+    The other outcome of a failed recompute is :class:`PermanentError` (a stored policy that breaks a bound,
+    desired objects Kueue would refuse, an object the API server refuses with 4xx): recorded on the pool,
+    never retried by the handler (retrying cannot help until someone changes the input)."""
 
 
 @dataclass(slots=True)
@@ -56,6 +64,8 @@ class Outcome:
     changes: dict[str, Any] = field(default_factory=dict)
     duration_ms: float = 0.0
     dropped: str = ""  # why nothing was done ("UnknownCluster"): not an error, not retried
+    conflicts: list[str] = field(default_factory=list)
+    """``ForeignFieldManager`` issues: objects whose fields another field manager owns, left to it."""
 
 
 def digest(pool: dict[str, Any], manifests: list[dict[str, Any]]) -> str:
@@ -169,8 +179,10 @@ class Recomputer:
         result = compute(Snapshot(nodes=nodes, quotas=quotas, scheduler_config=scheduler, settings=settings))
         manifests = desired_objects(result, scheduler, settings)
         refused = [e for m in manifests for e in webhook_violations(m, self.parse_quantity)]
-        if refused:
-            raise PermanentError("Kueue would refuse the desired objects: " + "; ".join(refused[:5]))
+        if refused:  # recorded like an unreadable policy: the last pool and the cluster's objects stay
+            message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])
+            self.store.record_read_failure(cluster_id, message)
+            raise PermanentError(message, operation="validate desired objects")
         pool = result_json(result)
         pool.pop("summary", None)
         new_digest = digest(pool, manifests)
@@ -198,11 +210,20 @@ class Recomputer:
         # 4. converge the cluster
         outcome = Outcome(cluster_id, generation, changed, result=result, changes=changes)
         try:
-            self._apply(kube, manifests, outcome)
+            self._apply(kube, manifests, outcome, force=cluster.field_ownership == FIELD_OWNERSHIP_TAKE)
         except AdapterError as exc:
             self.store.record_apply(cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}")
             raise
-        if changed or previous is None or previous.apply_status != "Applied":
+        if outcome.conflicts:  # reported every time (level-triggered): the alarm stays on until resolved
+            self.store.record_apply(
+                cluster_id,
+                generation,
+                "Conflict",
+                f"{FOREIGN_FIELD_MANAGER}: "
+                + "; ".join(outcome.conflicts)
+                + " (left to them; set the cluster's field_ownership to Take to have idleshare own these fields)",
+            )
+        elif changed or previous is None or previous.apply_status != "Applied":
             self.store.record_apply(
                 cluster_id, generation, "Applied", f"{outcome.applied} applied, {outcome.deleted} deleted"
             )
@@ -247,7 +268,10 @@ class Recomputer:
             raise PermanentError(message, operation="read stored policies")
         return quotas, scheduler
 
-    def _apply(self, kube: KubeCluster, manifests: list[dict[str, Any]], outcome: Outcome) -> None:
+    def _apply(self, kube: KubeCluster, manifests: list[dict[str, Any]], outcome: Outcome, *, force: bool) -> None:
+        """Apply what differs, delete what is ours and no longer wanted. An object whose fields another
+        field manager owns is not fought over (unless ``force``): it is skipped and named in
+        ``outcome.conflicts``; every other object is still applied."""
         from idleshare.adapters.kube import diff
 
         current = kube.list_managed()
@@ -255,9 +279,16 @@ class Recomputer:
         for obj in to_apply:
             if obj["kind"] == "Namespace":
                 outcome.namespaces_created += int(kube.ensure_namespace(obj))
-            else:
-                kube.apply(obj)
-                outcome.applied += 1
+                continue
+            try:
+                kube.apply(obj, force=force)
+            except FieldOwnershipError as exc:
+                meta = obj.get("metadata", {})
+                outcome.conflicts.append(
+                    f"{obj['kind']}/{meta.get('name')}: {', '.join(exc.fields)} owned by {', '.join(exc.managers)}"
+                )
+                continue
+            outcome.applied += 1
         for obj in to_delete:
             kube.delete(obj)
             outcome.deleted += 1

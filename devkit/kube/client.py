@@ -1,0 +1,270 @@
+"""A small admin client for the real apiserver: what the tests and the demo do *to* the cluster.
+
+idleshare itself talks through :class:`idleshare.adapters.kube.LightkubeCluster` as its own restricted user;
+this client is the cluster's other actors — the kubelet reporting node status, an admin cordoning a node,
+a team submitting Kueue ``Workload`` s — and the tests' eyes. It keeps the simulator's test-hook names
+(``objects``, ``get``, ``put``, ``seed_nodes``, ``set_node``, ``delete_node``, ``set_status``) so a test
+reads the same against either.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import ssl
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+# kind -> (apiVersion, plural, namespaced)
+RESOURCES: dict[str, tuple[str, str, bool]] = {
+    "Node": ("v1", "nodes", False),
+    "Namespace": ("v1", "namespaces", False),
+    "Event": ("v1", "events", True),
+    "Job": ("batch/v1", "jobs", True),
+    "ResourceFlavor": (KUEUE, "resourceflavors", False),
+    "WorkloadPriorityClass": (KUEUE, "workloadpriorityclasses", False),
+    "Cohort": (KUEUE, "cohorts", False),
+    "ClusterQueue": (KUEUE, "clusterqueues", False),
+    "LocalQueue": (KUEUE, "localqueues", True),
+    "Workload": (KUEUE, "workloads", True),
+}
+_PLURAL = {plural: kind for kind, (_, plural, _) in RESOURCES.items()}
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system"})
+
+
+class KubeRequestError(RuntimeError):
+    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
+        message = body.get("message") if isinstance(body, dict) else str(body)[:300]
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        self.status = status
+        self.body = body
+
+
+class Kube:
+    """The apiserver at ``server`` as ``token`` (the stack's admin unless told otherwise)."""
+
+    def __init__(self, server: str, ca_file: str | Path | None, token: str, *, timeout: float = 30.0) -> None:
+        import httpx2
+
+        self.url = server
+        self._http = httpx2.Client(
+            base_url=server,
+            verify=ssl.create_default_context(cafile=str(ca_file)) if ca_file else False,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            trust_env=False,
+            limits=httpx2.Limits(max_connections=16, max_keepalive_connections=16),
+        )
+
+    @classmethod
+    def admin(cls, stack: Any) -> Kube:
+        return cls(stack.server, stack.ca_file, stack.admin_token)
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- raw -------------------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        ok: Iterable[int] = (200, 201),
+    ) -> Any:
+        headers = {"Content-Type": content_type} if body is not None else {}
+        content = json.dumps(body) if body is not None else None
+        r = self._http.request(method, path, content=content, params=params, headers=headers)
+        try:
+            data = r.json() if r.content else None
+        except ValueError:
+            data = r.text
+        if r.status_code not in tuple(ok):
+            raise KubeRequestError(method, path, r.status_code, data)
+        return data
+
+    @staticmethod
+    def path(kind: str, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+        kind = _PLURAL.get(kind, kind)
+        api_version, plural, namespaced = RESOURCES[kind]
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        parts = [base, plural] + ([name] if name else []) + ([subresource] if subresource else [])
+        return "/".join(parts)
+
+    # -- the simulator's test hooks, on the real server --------------------------------------------------
+
+    def objects(self, kind: str, namespace: str | None = None, *, labels: str | None = None) -> list[dict[str, Any]]:
+        """Every object of a kind (all namespaces unless one is named), sorted by (namespace, name)."""
+        kind = _PLURAL.get(kind, kind)
+        api_version = RESOURCES[kind][0]
+        items: list[dict[str, Any]] = []
+        params: dict[str, str] = {"limit": "500"}
+        if labels:
+            params["labelSelector"] = labels
+        while True:
+            page = self.request("GET", self.path(kind, namespace=namespace), params=params)
+            for item in page.get("items", []):
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                break
+            params["continue"] = token
+        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        try:
+            return self.request("GET", self.path(kind, name, namespace or None))  # type: ignore[no-any-return]
+        except KubeRequestError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        return self.request("POST", self.path(obj["kind"], namespace=meta.get("namespace")), obj)  # type: ignore[no-any-return]
+
+    def apply(
+        self, obj: Mapping[str, Any], manager: str, *, force: bool = False, subresource: str | None = None
+    ) -> Any:
+        meta = obj["metadata"]
+        params = {"fieldManager": manager, "fieldValidation": "Strict"}
+        if force:
+            params["force"] = "true"
+        return self.request(
+            "PATCH",
+            self.path(obj["kind"], meta["name"], meta.get("namespace"), subresource),
+            obj,
+            params=params,
+            content_type="application/apply-patch+yaml",
+        )
+
+    def merge_patch(
+        self, kind: str, name: str, patch: Any, namespace: str = "", *, subresource: str | None = None
+    ) -> Any:
+        return self.request(
+            "PATCH",
+            self.path(kind, name, namespace or None, subresource),
+            patch,
+            content_type="application/merge-patch+json",
+        )
+
+    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace ``obj`` (spec and metadata; status through :meth:`set_status`)."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace", "")
+        current = self.get(obj["kind"], meta["name"], ns)
+        if current is None:
+            return self.create(obj)
+        new = copy.deepcopy(obj)
+        new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        return self.request("PUT", self.path(obj["kind"], meta["name"], ns or None), new)  # type: ignore[no-any-return]
+
+    def set_status(self, kind: str, name: str, status: dict[str, Any], namespace: str = "") -> dict[str, Any]:
+        return self.merge_patch(kind, name, {"status": status}, namespace, subresource="status")  # type: ignore[no-any-return]
+
+    def delete(self, kind: str, name: str, namespace: str = "", *, missing_ok: bool = True) -> None:
+        try:
+            self.request("DELETE", self.path(kind, name, namespace or None), ok=(200, 202))
+        except KubeRequestError as exc:
+            if not (missing_ok and exc.status == 404):
+                raise
+
+    def set_node(self, node: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace a Node, status included (as its kubelet would report it)."""
+        node = copy.deepcopy(node)
+        node.setdefault("apiVersion", "v1")
+        node.setdefault("kind", "Node")
+        status = node.get("status")
+        current = self.get("Node", node["metadata"]["name"])
+        if current is None:
+            return self.create(node)  # a Node's status may be set on create
+        stored = self.put(node)
+        if status is not None:
+            stored = self.request(
+                "PUT", self.path("Node", node["metadata"]["name"], subresource="status"), {**stored, "status": status}
+            )
+        return stored
+
+    def delete_node(self, name: str) -> None:
+        if self.get("Node", name) is None:
+            raise KeyError(name)
+        self.delete("Node", name)
+
+    def seed_nodes(self, nodes: list[dict[str, Any]] | dict[str, Any] | str | Path, *, workers: int = 8) -> None:
+        """Replace every node: a list of Node dicts, a NodeList dict, or a path to NodeList JSON/YAML."""
+        if isinstance(nodes, str | Path):
+            nodes = yaml.safe_load(Path(nodes).read_text())
+        items = nodes.get("items", []) if isinstance(nodes, dict) else nodes
+        self.delete_all("Node")
+        fresh = []
+        for node in items:
+            node = copy.deepcopy(node)
+            node.setdefault("apiVersion", "v1")
+            node.setdefault("kind", "Node")
+            for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+                node["metadata"].pop(key, None)
+            fresh.append(node)
+        self.map(self.create, fresh, workers=workers)
+
+    def map(self, fn: Callable[[Any], T], items: Iterable[Any], *, workers: int = 8) -> list[T]:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(fn, items))
+
+    def delete_all(self, kind: str, namespace: str | None = None) -> None:
+        """deletecollection (every namespace when ``namespace`` is None and the kind is namespaced)."""
+        kind = _PLURAL.get(kind, kind)
+        if RESOURCES[kind][2] and namespace is None:
+            for ns in {o["metadata"]["namespace"] for o in self.objects(kind)}:
+                self.delete_all(kind, ns)
+            return
+        self.request("DELETE", self.path(kind, namespace=namespace), ok=(200, 202))
+
+    def drop_namespace(self, name: str) -> None:
+        """Delete a namespace and finalize it at once (no namespace controller runs here): the
+        namespaced objects this stack knows are deleted first, as the controller would."""
+        for kind in ("Workload", "LocalQueue", "Job", "Event"):
+            self.delete_all(kind, name)
+        self.delete("Namespace", name)
+        ns = self.get("Namespace", name)
+        if ns is not None:
+            ns.setdefault("spec", {})["finalizers"] = []
+            self.request("PUT", f"/api/v1/namespaces/{name}/finalize", ns)
+
+    def reset(self) -> None:
+        """An empty cluster again: no nodes, no Kueue objects, no namespaces but the system ones."""
+        for kind in ("Workload", "LocalQueue"):
+            self.delete_all(kind)
+        for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "Node"):
+            self.delete_all(kind)
+        for ns in self.objects("Namespace"):
+            name = ns["metadata"]["name"]
+            if name not in SYSTEM_NAMESPACES:
+                self.drop_namespace(name)
+        # ClusterQueues carry Kueue's finalizer: gone when Kueue has let them go.
+        self.wait_for(lambda: not self.objects("ClusterQueue") and not self.objects("Cohort"), "Kueue objects deleted")
+
+    def wait_for(self, predicate: Callable[[], T], what: str, *, timeout: float = 30.0, interval: float = 0.1) -> T:
+        """Poll until ``predicate()`` is truthy; returns its value, raises TimeoutError naming ``what``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not {what} after {timeout:.0f} s")
+            time.sleep(interval)

@@ -1,0 +1,449 @@
+"""LightkubeCluster against the real kube-apiserver (with Kueue's CRDs and webhooks), as idleshare's own
+restricted user. Requests are seen through the recording proxy (``devkit/kube/proxy.py``), which also makes
+the faults a real server will not produce on demand; every answer not faulted is the real server's."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devkit.kube.client import Kube
+from devkit.kube.proxy import FaultProxy
+from devkit.kube.stack import KubeStack
+from idleshare.adapters.eks_auth import ClusterEndpoint
+from idleshare.adapters.errors import (
+    AuthExpiredError,
+    ConflictError,
+    FieldOwnershipError,
+    NotFoundError,
+    PermanentError,
+    RetryableError,
+)
+from idleshare.adapters.kube import LightkubeCluster, diff
+from idleshare.edge.nodes import node_from_dict
+from tests.kube.fixtures import make_node
+from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
+
+CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+STRANGER_TOKEN = "stranger-token"  # tests/realkube.py: a user in no group the RBAC manifest names
+RESEARCH_CQ = "hyperpod-ns-research-clusterqueue"
+
+
+@pytest.fixture
+def proxy(kube_stack: KubeStack, kube: Kube) -> Iterator[FaultProxy]:
+    with FaultProxy(kube_stack.server, kube_stack.ca_file) as p:
+        yield p
+
+
+@pytest.fixture
+def adapter(kube_stack: KubeStack, proxy: FaultProxy) -> Iterator[LightkubeCluster]:
+    """idleshare's adapter as its own user, through the recording proxy."""
+    cluster = LightkubeCluster(proxy.url, token=lambda: kube_stack.idleshare_token, timeout=10.0, name="local")
+    yield cluster
+    cluster.close()
+
+
+def desired() -> list[dict[str, Any]]:
+    return objects(CLUSTER, QUOTAS[:2])[1]  # research and nlp: every kind
+
+
+def sync(kube: LightkubeCluster, wanted: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a recompute does: read the managed objects, diff, apply, delete."""
+    to_apply, to_delete = diff(wanted, kube.list_managed())
+    for obj in to_apply:
+        kube.apply(obj)
+    for obj in to_delete:
+        kube.delete(obj)
+    return to_apply, to_delete
+
+
+def cq_named(objs: list[dict[str, Any]], team: str) -> dict[str, Any]:
+    return next(
+        o for o in objs if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == f"hyperpod-ns-{team}-clusterqueue"
+    )
+
+
+def gpu_entry(cq: dict[str, Any], flavor: str = "ml.p5.48xlarge") -> dict[str, Any]:
+    fl = next(f for f in cq["spec"]["resourceGroups"][0]["flavors"] if f["name"] == flavor)
+    return next(r for r in fl["resources"] if r["name"] == "nvidia.com/gpu")
+
+
+# -- nodes ---------------------------------------------------------------------------------------
+
+
+def test_nodes_are_listed_page_by_page(kube, proxy, adapter):
+    # Given 1,200 nodes in the real apiserver
+    kube.seed_nodes([make_node(f"node-{i:04d}", ready=i % 100 != 0) for i in range(1200)])
+    # When listed 500 at a time
+    nodes = list(adapter.list_nodes(page_size=500))
+    # Then three list requests fetched every node, the later ones with the server's continue token
+    lists = [r for r in proxy.requests if r.path == "/api/v1/nodes"]
+    assert len(lists) == 3
+    assert [r.query.get("limit") for r in lists] == ["500"] * 3
+    assert "continue" not in lists[0].query and all(r.query.get("continue") for r in lists[1:])
+    assert sorted(n["metadata"]["name"] for n in nodes) == [f"node-{i:04d}" for i in range(1200)]
+    # And each dict carries what the node parser needs, as the server stored it
+    parsed = [node_from_dict(n) for n in nodes]
+    assert sum(not n.ready for n in parsed) == 12
+    assert parsed[1].instance_type == "ml.p5.48xlarge" and parsed[1].allocatable["nvidia.com/gpu"] == 8
+
+
+def test_an_error_on_a_later_page_is_translated(kube, proxy, adapter):
+    kube.seed_nodes([make_node(f"n{i}") for i in range(10)])
+    proxy.inject("GET", "^/api/v1/nodes$", 500, times=None)
+    with pytest.raises(RetryableError) as info:
+        list(adapter.list_nodes(page_size=3))
+    assert info.value.status == 500
+
+
+# -- apply / diff --------------------------------------------------------------------------------
+
+
+def test_a_first_sync_creates_everything_and_a_second_sends_nothing(kube, proxy, adapter):
+    # Given an empty cluster
+    wanted = desired()
+    # When synced
+    applied, deleted = sync(adapter, wanted)
+    # Then every object exists; Kueue objects were server-side applied as idleshare, without force
+    assert len(applied) == len(wanted) and deleted == []
+    patches = [r for r in proxy.requests if r.method == "PATCH"]
+    assert len(patches) == sum(o["kind"] != "Namespace" for o in wanted)
+    assert {r.content_type for r in patches} == {"application/apply-patch+yaml"}
+    assert {r.query.get("fieldManager") for r in patches} == {"idleshare"}
+    assert {r.query.get("force", "false") for r in patches} == {"false"}
+    assert {r.status for r in patches} == {201}  # created by the apply
+    for obj in wanted:
+        meta = obj["metadata"]
+        stored = kube.get(obj["kind"], meta["name"], meta.get("namespace", ""))
+        assert stored is not None, obj["metadata"]
+        if obj["kind"] != "Namespace":
+            managers = {m["manager"] for m in stored["metadata"]["managedFields"] if m["operation"] == "Apply"}
+            assert managers == {"idleshare"}
+    # When synced again with the same desired state (the server defaulted fields and Kueue added finalizers)
+    proxy.clear_requests()
+    applied, deleted = sync(adapter, wanted)
+    # Then nothing is written
+    assert applied == [] and deleted == []
+    assert [r.method for r in proxy.requests if r.method != "GET"] == []
+
+
+def test_only_changed_objects_are_applied(kube, proxy, adapter):
+    wanted = desired()
+    sync(adapter, wanted)
+    proxy.clear_requests()
+    # When one team's GPU quota changes
+    changed = copy.deepcopy(wanted)
+    gpu_entry(cq_named(changed, "research"))["nominalQuota"] = "16"
+    sync(adapter, changed)
+    # Then exactly that ClusterQueue is patched, and the cluster holds the new quota
+    assert [r.path for r in proxy.requests if r.method == "PATCH"] == [f"{CQ_PATH}/{RESEARCH_CQ}"]
+    assert gpu_entry(kube.get("ClusterQueue", RESEARCH_CQ))["nominalQuota"] == "16"
+
+
+def test_a_field_idleshare_stops_setting_is_removed(kube, adapter):
+    wanted = desired()
+    sync(adapter, wanted)
+    assert "fairSharing" in kube.get("ClusterQueue", RESEARCH_CQ)["spec"]
+    without = copy.deepcopy(wanted)
+    del cq_named(without, "research")["spec"]["fairSharing"]
+    applied, _ = sync(adapter, without)
+    assert [o["metadata"]["name"] for o in applied] == [RESEARCH_CQ]
+    assert "fairSharing" not in kube.get("ClusterQueue", RESEARCH_CQ)["spec"]
+
+
+def test_a_gone_team_loses_its_queues_but_keeps_its_namespace(kube, proxy, adapter):
+    wanted = desired()
+    sync(adapter, wanted)
+    assert kube.get("Namespace", "hyperpod-ns-nlp") is not None
+    proxy.clear_requests()
+    remaining = [o for o in wanted if o["metadata"]["labels"].get("idleshare.io/team") != "nlp"]
+    _, deleted = sync(adapter, remaining)
+    assert [(o["kind"], o["metadata"]["name"]) for o in deleted] == [
+        ("LocalQueue", "hyperpod-ns-nlp-localqueue"),
+        ("ClusterQueue", "hyperpod-ns-nlp-clusterqueue"),
+    ]
+    assert kube.get("LocalQueue", "hyperpod-ns-nlp-localqueue", "hyperpod-ns-nlp") is None
+    # Kueue's finalizer goes once nothing is admitted through the queue
+    kube.wait_for(lambda: kube.get("ClusterQueue", "hyperpod-ns-nlp-clusterqueue") is None, "nlp's CQ deleted")
+    assert kube.get("Namespace", "hyperpod-ns-nlp") is not None
+    assert proxy.count("DELETE") == 2
+    assert kube.get("ClusterQueue", RESEARCH_CQ) is not None
+
+
+def test_objects_without_our_label_are_neither_listed_nor_deleted(kube, proxy, adapter):
+    theirs = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "platform-team", "labels": {"idleshare.io/team": "platform"}},
+        "spec": {"namespaceSelector": {}},
+    }
+    kube.create(theirs)
+    sync(adapter, desired())
+    managed = adapter.list_managed()
+    sync(adapter, [])
+    assert "platform-team" not in {o["metadata"]["name"] for o in managed}
+    assert kube.get("ClusterQueue", "platform-team") is not None
+    assert all(
+        r.query.get("labelSelector") == "app.kubernetes.io/managed-by=idleshare"
+        for r in proxy.requests
+        if r.method == "GET" and "nodes" not in r.path and r.query
+    )
+
+
+def test_list_managed_returns_every_kind_with_kind_and_api_version(adapter):
+    wanted = desired()
+    sync(adapter, wanted)
+    managed = adapter.list_managed()
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in managed) == sorted(
+        (o["kind"], o["metadata"]["name"]) for o in wanted
+    )
+    assert {o["apiVersion"] for o in managed if o["kind"] == "Namespace"} == {"v1"}
+
+
+# -- another field manager -------------------------------------------------------------------------
+
+
+def test_a_field_another_manager_owns_is_not_taken_and_names_the_manager(kube, adapter):
+    # Given idleshare's objects, and an admin's GitOps (field manager "gitops") that sets research's GPU
+    # borrowing limit through its own server-side apply
+    wanted = desired()
+    sync(adapter, wanted)
+    theirs = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": RESEARCH_CQ},
+        "spec": copy.deepcopy(kube.get("ClusterQueue", RESEARCH_CQ)["spec"]),
+    }
+    gpu_entry(theirs)["borrowingLimit"] = "1"
+    kube.apply(theirs, "gitops", force=True)
+    # When idleshare wants another value there
+    changed = copy.deepcopy(wanted)
+    gpu_entry(cq_named(changed, "research"))["borrowingLimit"] = "7"
+    # Then the real apiserver refuses the apply, the error names the manager and the field, nothing changed
+    with pytest.raises(FieldOwnershipError) as info:
+        adapter.apply(cq_named(changed, "research"))
+    assert info.value.managers == ("gitops",) and not info.value.retryable and info.value.status == 409
+    # Kueue's CRD makes spec.resourceGroups an atomic list: whoever last applied it owns all of it
+    assert info.value.fields == (".spec.resourceGroups",)
+    assert gpu_entry(kube.get("ClusterQueue", RESEARCH_CQ))["borrowingLimit"] == "1"
+    # And with force (field_ownership: Take) idleshare takes the field
+    adapter.apply(cq_named(changed, "research"), force=True)
+    assert gpu_entry(kube.get("ClusterQueue", RESEARCH_CQ))["borrowingLimit"] == "7"
+
+
+# -- namespaces ----------------------------------------------------------------------------------
+
+
+def test_ensure_namespace_creates_a_missing_namespace_and_never_touches_an_existing_one(kube, proxy, adapter):
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hyperpod-ns-a", "labels": {"x": "y"}}})
+    before = kube.get("Namespace", "hyperpod-ns-a")
+    ours = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "hyperpod-ns-a", "labels": {"app.kubernetes.io/managed-by": "idleshare"}},
+    }
+    proxy.clear_requests()
+    assert adapter.ensure_namespace(ours) is False
+    adapter.apply(ours)
+    assert kube.get("Namespace", "hyperpod-ns-a") == before
+    assert {r.method for r in proxy.requests} == {"GET"}
+    missing = copy.deepcopy(ours)
+    missing["metadata"]["name"] = "hyperpod-ns-b"
+    assert adapter.ensure_namespace(missing) is True
+    assert kube.get("Namespace", "hyperpod-ns-b")["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "idleshare"
+
+
+def test_a_namespace_created_concurrently_counts_as_existing(proxy, adapter):
+    proxy.inject("POST", "^/api/v1/namespaces$", 409)
+    obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hyperpod-ns-race"}}
+    assert adapter.ensure_namespace(obj) is False
+
+
+def test_a_namespace_is_never_deleted(adapter):
+    with pytest.raises(ValueError, match="never deletes namespaces"):
+        adapter.delete({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hyperpod-ns-a"}})
+
+
+def test_deleting_an_object_already_gone_is_fine(proxy, adapter):
+    lq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "gone", "namespace": "default"},
+    }
+    adapter.delete(lq)
+    deletes = [r for r in proxy.requests if r.method == "DELETE"]
+    assert [(r.path, r.status) for r in deletes] == [
+        ("/apis/kueue.x-k8s.io/v1beta2/namespaces/default/localqueues/gone", 404)
+    ]
+
+
+# -- RBAC: what idleshare must not touch -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        pytest.param("GET", "/api/v1/pods", None, id="read pods"),
+        pytest.param("GET", "/api/v1/namespaces/kube-system/secrets", None, id="read secrets"),
+        pytest.param("DELETE", "/api/v1/namespaces/default", None, id="delete a namespace"),
+        pytest.param("DELETE", "/api/v1/nodes/n1", None, id="delete a node"),
+        pytest.param("PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": True}}, id="cordon a node"),
+        pytest.param("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads", None, id="read workloads"),
+    ],
+)
+def test_rbac_forbids_what_idleshare_must_not_touch(kube_stack, kube, method, path, body):
+    kube.seed_nodes([make_node("n1")])
+    status, answer = kube_stack.request(method, path, body, token=kube_stack.idleshare_token)
+    assert status == 403, answer
+    assert "idleshare" in answer["message"] and "forbidden" in answer["message"]
+
+
+def test_without_the_rbac_grant_every_call_is_a_permanent_403_naming_the_operation(kube_stack, kube):
+    # Given a user whose group the RBAC manifest does not name (the access entry maps another group)
+    stranger = LightkubeCluster(
+        kube_stack.server, kube_stack.ca_pem, lambda: STRANGER_TOKEN, timeout=10.0, name="local"
+    )
+    # Then listing nodes and applying are refused by the real RBAC authorizer, permanently
+    with pytest.raises(PermanentError) as listing:
+        list(stranger.list_nodes())
+    with pytest.raises(PermanentError) as applying:
+        stranger.apply(cq_named(desired(), "research"))
+    for info, operation in ((listing, "list nodes"), (applying, f"apply ClusterQueue/{RESEARCH_CQ}")):
+        assert info.value.status == 403 and not info.value.retryable
+        assert operation in str(info.value) and "forbidden" in str(info.value)
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def test_an_invalid_cluster_queue_is_a_permanent_error_naming_the_field(adapter):
+    bad = cq_named(desired(), "research")
+    bad["spec"]["preemption"]["withinClusterQueue"] = "Sometimes"
+    with pytest.raises(PermanentError) as info:
+        adapter.apply(bad)
+    assert info.value.status == 422 and not info.value.retryable
+    assert "spec.preemption.withinClusterQueue" in str(info.value)
+    assert RESEARCH_CQ in str(info.value)
+
+
+def test_kueue_cel_rules_surface_as_a_named_422(adapter):
+    # Kueue's CRD CEL rule: borrowingLimit must be nil when the ClusterQueue has no cohort
+    bad = cq_named(desired(), "research")
+    del bad["spec"]["cohortName"]
+    for flavor in bad["spec"]["resourceGroups"][0]["flavors"]:
+        for res in flavor["resources"]:
+            res.pop("lendingLimit", None)
+    with pytest.raises(PermanentError) as info:
+        adapter.apply(bad)
+    assert info.value.status == 422
+    assert "borrowingLimit" in str(info.value) and "cohort" in str(info.value).lower()
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        pytest.param(400, PermanentError, id="400"),
+        pytest.param(403, PermanentError, id="403 forbidden"),
+        pytest.param(404, NotFoundError, id="404"),
+        pytest.param(409, ConflictError, id="409"),
+        pytest.param(410, RetryableError, id="410 expired continue"),
+        pytest.param(429, RetryableError, id="429"),
+        pytest.param(500, RetryableError, id="500"),
+        pytest.param(503, RetryableError, id="503"),
+    ],
+)
+def test_api_errors_are_translated(proxy, adapter, status, expected):
+    proxy.inject("PATCH", CQ_PATH, status)
+    with pytest.raises(expected) as info:
+        adapter.apply(cq_named(desired(), "research"))
+    assert type(info.value) is expected
+    assert info.value.status == status
+    assert f"apply ClusterQueue/{RESEARCH_CQ}" in str(info.value)
+
+
+def test_an_error_response_that_is_not_a_status_is_translated_too(proxy, adapter):
+    proxy.inject("GET", "^/api/v1/nodes$", 502, headers={"Content-Type": "text/html"}, body={"not": "a status"})
+    with pytest.raises(RetryableError) as info:
+        list(adapter.list_nodes())
+    assert info.value.status == 502
+
+
+def test_a_rejected_token_is_auth_expired_and_the_next_call_uses_a_fresh_one(kube_stack, kube, proxy):
+    # Given the real server, which knows idleshare's token but not "stale"
+    tokens = ["stale"]
+    invalidated: list[bool] = []
+
+    def on_expired() -> None:
+        invalidated.append(True)
+        tokens[0] = kube_stack.idleshare_token
+
+    cluster = LightkubeCluster(proxy.url, token=lambda: tokens[0], on_auth_expired=on_expired, timeout=10.0)
+    with pytest.raises(AuthExpiredError) as info:
+        cluster.list_managed()
+    assert info.value.retryable and info.value.invalidate_token and info.value.status == 401
+    assert invalidated == [True]
+    assert cluster.list_managed() == []
+    assert len([r for r in proxy.requests if r.status == 401]) == 1
+
+
+def test_a_slow_api_server_times_out_as_retryable_within_the_timeout(kube_stack, proxy):
+    cluster = LightkubeCluster(proxy.url, token=lambda: kube_stack.idleshare_token, timeout=0.3)
+    proxy.inject_timeout("GET", "^/api/v1/nodes$", seconds=3)
+    started = time.monotonic()
+    with pytest.raises(RetryableError, match="timed out"):
+        list(cluster.list_nodes())
+    assert time.monotonic() - started < 2
+
+
+def test_an_unreachable_api_server_is_retryable(proxy, adapter):
+    proxy.outage("refuse")
+    with pytest.raises(RetryableError):
+        adapter.list_managed()
+
+
+def test_a_dropped_connection_is_retryable(proxy, adapter):
+    proxy.inject("GET", None, drop_connection=True, times=None)
+    with pytest.raises(RetryableError):
+        list(adapter.list_nodes())
+
+
+# -- TLS and EKS wiring --------------------------------------------------------------------------
+
+
+class FakeConnector:
+    """EksConnector's surface, pointing at the real TLS apiserver: the second token it hands out is valid."""
+
+    def __init__(self, stack: KubeStack) -> None:
+        self.stack = stack
+        self.endpoint = ClusterEndpoint("local", stack.server, base64.b64encode(stack.ca_pem).decode())
+        self.invalidated = 0
+
+    def describe(self, cluster_name: str) -> ClusterEndpoint:
+        return self.endpoint
+
+    def token(self, cluster_name: str) -> str:
+        return self.stack.idleshare_token if self.invalidated else "k8s-aws-v1.expired"
+
+    def invalidate(self, cluster_name: str) -> None:
+        self.invalidated += 1
+
+
+def test_from_eks_verifies_tls_against_the_cluster_ca_and_sends_the_eks_token(kube_stack, kube):
+    connector = FakeConnector(kube_stack)
+    kube.seed_nodes([make_node("n1")])
+    cluster = LightkubeCluster.from_eks(connector, "local", timeout=10.0)  # type: ignore[arg-type]
+    with pytest.raises(AuthExpiredError):
+        list(cluster.list_nodes())
+    assert connector.invalidated == 1
+    assert [n["metadata"]["name"] for n in cluster.list_nodes()] == ["n1"]
+
+
+def test_a_server_whose_certificate_the_ca_did_not_sign_is_refused(kube_stack):
+    cluster = LightkubeCluster(kube_stack.server, ca_pem=None, token=lambda: kube_stack.idleshare_token, timeout=5.0)
+    with pytest.raises(RetryableError, match=r"(?i)certificate|ssl"):
+        cluster.list_managed()
