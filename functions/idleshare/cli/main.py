@@ -60,7 +60,9 @@ class CommandError(Exception):
     """The command ran but failed (remote error, mismatch): exit 1 with this message."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``command="plan"`` only `plan`'s part: `idleshare plan` imports none of
+    the remote commands' modules (HTTP, SigV4, botocore), so it starts as fast as the engine can."""
     import importlib
 
     parser = argparse.ArgumentParser(prog="idleshare", description="Share idle GPU capacity through Kueue.")
@@ -74,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cohort-name", default="shared-pool")
     p.add_argument("--namespace-prefix", default="hyperpod-ns-")
     p.set_defaults(func=_cmd_plan)
-    for name in COMMAND_MODULES:
+    for name in () if command == "plan" else COMMAND_MODULES:
         try:
             module = importlib.import_module(f"idleshare.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -86,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser("plan" if argv[:1] == ["plan"] else None)
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

@@ -10,7 +10,7 @@ from typing import Any
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError
 from idleshare.domain.model import NEURON_DEVICE, NVIDIA_GPU
-from idleshare.edge.present import short_resource
+from idleshare.edge.present import human_text, short_resource
 
 HISTORY_PAGE_MAX = 100
 HISTORY_LIMIT_MAX = 1000
@@ -104,8 +104,7 @@ def _pairs(*tables: Any) -> list[tuple[str, str]]:
 
 
 def _q(table: Any, flavor: str, resource: str) -> str:
-    value = ((table or {}).get(flavor) or {}).get(resource)
-    return "-" if value in (None, "", "0", 0) else str(value)
+    return human_text(((table or {}).get(flavor) or {}).get(resource), resource)
 
 
 def show_text(pool: dict[str, Any]) -> str:
@@ -201,11 +200,11 @@ def explain_text(data: dict[str, Any], all_resources: bool = False) -> str:
                     flavor,
                     short_resource(resource),
                     _q(grant.get("nominal"), flavor, resource),
-                    d.get("pool"),
+                    human_text(d.get("pool"), resource, "0"),
                     f"{d.get('percent')}%" if d.get("percent") is not None else None,
-                    d.get("percentCap"),
-                    d.get("absoluteCap"),
-                    d.get("limit"),
+                    human_text(d.get("percentCap"), resource, "0"),
+                    None if d.get("absoluteCap") is None else human_text(d["absoluteCap"], resource, "0"),
+                    human_text(d.get("limit"), resource, "0"),
                     d.get("bound"),
                 ]
             )

@@ -1,20 +1,65 @@
-"""Exact quantity arithmetic: rounding rules of SPEC §2 and the canonical string form.
+"""Exact quantity arithmetic: rounding rules of SPEC §2, Kubernetes quantity strings both ways, and
+the forms an operator reads.
 
-Parsing Kubernetes quantity strings happens at the edge with lightkube's parser; the domain
-only ever sees exact numbers. Printing lives here because the desired Kueue objects are built
-here; the printer is checked against lightkube's parser (round trip) in the tests.
+``parse_quantity`` reads what lightkube's ``parse_quantity`` reads, to the same exact value (rounded
+up to 1m, as Kubernetes does), without lightkube's import of its HTTP stack: the edge calls it for
+every allocatable value. The printer and the parser are both checked against lightkube's parser in
+the tests (round trips and agreement on generated strings).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from fractions import Fraction
 
 from idleshare.domain.model import CPU, MEMORY, Amount
 
 MI = 1024**2
 _BINARY_SUFFIXES = (("Ei", 1024**6), ("Pi", 1024**5), ("Ti", 1024**4), ("Gi", 1024**3), ("Mi", MI), ("Ki", 1024))
+
+# lightkube's grammar: a number (sign, digits, fraction, lowercase exponent; or ".5" unsigned), then a suffix.
+# Unlike lightkube's ``re.match``, the whole string must match ("1\nGi" is not 1).
+_QUANTITY = re.compile(r"(?:([+-]?)(\d+)(?:\.(\d*))?|\.(\d+))(?:e([+-]?\d+))?(.*)", re.ASCII | re.DOTALL)
+# suffix -> (base, power): decimal SI (lightkube also reads Z and Y) and binary SI
+_MULTIPLIERS: dict[str, tuple[int, int]] = {
+    "m": (10, -3), "": (10, 0), "k": (10, 3), "M": (10, 6), "G": (10, 9), "T": (10, 12), "P": (10, 15),
+    "E": (10, 18), "Z": (10, 21), "Y": (10, 24),
+    "Ki": (1024, 1), "Mi": (1024, 2), "Gi": (1024, 3), "Ti": (1024, 4), "Pi": (1024, 5), "Ei": (1024, 6),
+    "Zi": (1024, 7), "Yi": (1024, 8),
+}  # fmt: skip
+_MAX_DIGITS = 40
+"""Quantities with more integer digits than this are refused (Kubernetes' are int64: 19 digits)."""
+
+
+class QuantityError(ValueError):
+    """Not a quantity string; the message says why."""
+
+
+def parse_quantity(text: str) -> Amount:
+    """A Kubernetes quantity string -> its exact value, rounded up to 1m: ``"1.5Gi"`` -> 1610612736,
+    ``"100m"`` -> Fraction(1, 10), ``"1e3"`` -> 1000. Raises :class:`QuantityError`."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None or match[6] not in _MULTIPLIERS:
+        raise QuantityError("not a quantity")
+    sign, whole, fraction, bare_fraction, exponent, suffix = match.groups()
+    fraction = fraction or bare_fraction or ""
+    digits = ((whole or "") + fraction).lstrip("0")
+    if not digits:
+        return 0
+    significant = digits.rstrip("0")
+    power = (int(exponent) if exponent else 0) - len(fraction) + len(digits) - len(significant)
+    digits = significant
+    base, scale = _MULTIPLIERS[suffix]
+    magnitude = len(digits) + power + (scale if base == 10 else 3 * scale)  # about log10 of the value
+    if magnitude > _MAX_DIGITS or len(digits) > 4000:
+        raise QuantityError("number too large")
+    if magnitude < -4:  # well under 1m (1024^k is a little over 1000^k): rounds up, away from zero, to 1m
+        return Fraction(-1 if sign == "-" else 1, 1000)  # (sign is None for ".5")
+    value = Fraction(int(digits)) * Fraction(10) ** power * Fraction(base) ** scale
+    milli = math.ceil(value * 1000)
+    return exact(Fraction(-milli if sign == "-" else milli, 1000))
 
 
 def exact(value: Amount) -> Amount:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from idleshare.domain.kueue import Manifest
-from idleshare.domain.model import Amount
+from idleshare.domain.model import CPU, GIB, MEMORY, Amount
 from idleshare.domain.pool import Derivation, PoolResult, TeamGrant
-from idleshare.domain.quantity import format_quantity
+from idleshare.domain.quantity import MI, QuantityError, format_quantity, parse_quantity
 
 
 def quantities(table: Mapping[str, Mapping[str, Amount]], keep_zero: bool = False) -> dict[str, dict[str, str]]:
@@ -68,6 +70,32 @@ def result_json(result: PoolResult, manifests: list[Manifest] | None = None) -> 
 # -- tables ---------------------------------------------------------------------------------------
 
 
+def human_quantity(value: Amount, resource: str) -> str:
+    """An amount as an operator reads it (tables only; JSON keeps the exact Kubernetes quantity):
+    memory in Gi, with one decimal when not whole (``1900Gi``, ``7870.6Gi``; under 0.1 Gi in Mi); cpu
+    in cores, to the millicore (``191.45``); devices as counts. Always rounded down, as grants are."""
+    if resource == MEMORY:
+        tenths = math.floor(Fraction(value) * 10 / GIB)
+        if value and tenths == 0:
+            return f"{math.floor(Fraction(value) / MI)}Mi"
+        return f"{tenths // 10}Gi" if tenths % 10 == 0 else f"{tenths // 10}.{tenths % 10}Gi"
+    if resource == CPU:
+        milli = math.floor(Fraction(value) * 1000)
+        whole, rest = divmod(milli, 1000)
+        return str(whole) if rest == 0 else f"{whole}.{rest:03d}".rstrip("0")
+    return format_quantity(value, resource)
+
+
+def human_text(text: object, resource: str, zero: str = "-") -> str:
+    """A quantity string from the API as :func:`human_quantity` prints it; ``zero`` for none or zero."""
+    if text in (None, "", "0", 0):
+        return zero
+    try:
+        return human_quantity(parse_quantity(str(text)), resource)
+    except QuantityError:
+        return str(text)  # not a quantity: shown as it came
+
+
 def render_table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -84,7 +112,7 @@ def short_resource(resource: str) -> str:
 
 def _cell(table: Mapping[str, Mapping[str, Amount]], f: str, r: str) -> str:
     value = table.get(f, {}).get(r, 0)
-    return format_quantity(value, r) if value else "-"
+    return human_quantity(value, r) if value else "-"
 
 
 def result_tables(result: PoolResult) -> str:
@@ -129,7 +157,7 @@ def result_tables(result: PoolResult) -> str:
                         _cell(g.nominal, f, r),
                         _cell(g.borrowing_limit, f, r),
                         _cell(g.lending_limit, f, r),
-                        format_quantity(d.pool, r),
+                        human_quantity(d.pool, r),
                         d.bound if d.pool or d.bound != "pool" else bounds.get(f, "-"),
                     ]
                 )

@@ -47,20 +47,22 @@ the parser, warns about a quota for a flavor the cluster does not have.
 
 Errors: one :class:`~idleshare.edge.errors.InputError` listing every problem with its field path
 (``[1].ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit: must be <= 10000 (got 20000)``).
+
+Two paths: a valid document is read here with the standard library (every check above, written out
+below); the first thing this reader cannot vouch for sends the document to
+:mod:`idleshare.edge.quota_shapes` (pydantic models of the same shapes), which names every problem.
+pydantic is imported only then: `idleshare plan` and the Lambdas do not pay for it on valid policies.
+The tests check that the two paths accept the same documents and read them alike.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
-from decimal import Decimal, InvalidOperation
+from collections.abc import Callable, Mapping
+from decimal import Decimal
 from fractions import Fraction
-from typing import Annotated, Any, TypeVar
-
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from pydantic_core import PydanticCustomError
+from typing import Any
 
 from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES, MIG_PROFILES
 from idleshare.domain.model import (
@@ -74,10 +76,9 @@ from idleshare.domain.model import (
 )
 from idleshare.edge.errors import FieldError, InputError
 
-__all__ = ["InputError", "parse_quotas", "parse_scheduler_config"]
+__all__ = ["InputError", "parse_quotas", "parse_scheduler_config"]  # and SHAPES, loaded lazily
 
 MAX_ERRORS = 50
-_T = TypeVar("_T")
 
 # ------------------------------------------------------------------------------------ botocore
 # Bounds of botocore's SageMaker service model, written out (see the module docstring).
@@ -105,257 +106,18 @@ FAIR_SHARE = ("Enabled", "Disabled")  # FairShare
 IDLE_RESOURCE_SHARING = ("Enabled", "Disabled")  # IdleResourceSharing
 
 
-# ---------------------------------------------------------------------------------- validators
-def _show(value: object) -> str:
-    """A value as it appears in an error message: JSON-like, cut short."""
-    if isinstance(value, Decimal):
-        text = str(value)
-    elif isinstance(value, (str, bool)) or value is None:
-        text = json.dumps(value)
-    elif isinstance(value, int) and value.bit_length() > 128:  # repr() refuses > 4300 digits
-        text = f"a{' negative' if value < 0 else ''} {value.bit_length()}-bit integer"
-    elif isinstance(value, (int, float)):
-        text = repr(value)
-    else:
-        text = type(value).__name__  # objects and arrays: name the kind, not the content
-        text = {"dict": "an object", "list": "an array"}.get(text, text)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _enum(shape: str, members: Sequence[str]) -> Callable[[str], str]:
-    allowed = frozenset(members)
-    listed = ", ".join(m for m in members) if len(allowed) <= 12 else ""
-
-    def check(value: str) -> str:
-        if value not in allowed:
-            if listed:
-                raise PydanticCustomError("enum", f"must be one of {listed} (got {_show(value)})")
-            hint = difflib.get_close_matches(value, sorted(allowed), n=1) if len(value) <= 100 else []
-            maybe = f"; did you mean {hint[0]}?" if hint else ""
-            raise PydanticCustomError("enum", f"{_show(value)} is not a {shape} value{maybe}")
-        return value
-
-    return check
-
-
-def _pattern(shape: str, pattern: str, linear: str | None = None) -> Callable[[str], str]:
-    """Full match of botocore's ``pattern`` (checked with ``linear``, an equivalent pattern, if given)."""
-    compiled = re.compile(linear or pattern)
-
-    def check(value: str) -> str:
-        if compiled.fullmatch(value) is None:
-            raise PydanticCustomError("pattern", f"must be a valid {shape}, matching {pattern} (got {_show(value)})")
-        return value
-
-    return check
-
-
-def _exact_number(value: object) -> Decimal:
-    """A JSON number (int, Decimal, or a float read by its shortest repr) as an exact Decimal."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        raise PydanticCustomError("number", f"must be a number (got {_show(value)})")
-    try:
-        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-    except (InvalidOperation, ValueError):  # pragma: no cover - every int/float/Decimal converts
-        raise PydanticCustomError("number", f"must be a number (got {_show(value)})") from None
-    if not number.is_finite():
-        raise PydanticCustomError("number", f"must be a finite number (got {_show(value)})")
-    return number
-
-
-def _enum_str(shape: str, members: Sequence[str]) -> AfterValidator:
-    return AfterValidator(_enum(shape, members))
-
-
-_Count = Annotated[int, Field(strict=True, ge=0, le=INSTANCE_COUNT_MAX)]
-_BorrowLimit = Annotated[int, Field(strict=True, ge=0, le=BORROW_LIMIT_MAX)]
-_FairShareWeight = Annotated[int, Field(strict=True, ge=0, le=FAIR_SHARE_WEIGHT_MAX)]
-_PriorityWeight = Annotated[int, Field(strict=True, ge=0, le=PRIORITY_WEIGHT_MAX)]
-_ExactAmount = Annotated[Decimal, BeforeValidator(_exact_number), Field(ge=0, le=AMOUNT_MAX)]
-_InstanceType = Annotated[str, Field(strict=True), _enum_str("ClusterInstanceType", sorted(KNOWN_INSTANCE_TYPES))]
-_MigProfile = Annotated[str, Field(strict=True), _enum_str("MIGProfileType", sorted(MIG_PROFILES))]
-_Strategy = Annotated[str, Field(strict=True), _enum_str("ResourceSharingStrategy", STRATEGIES)]
-_Preempt = Annotated[str, Field(strict=True), _enum_str("PreemptTeamTasks", PREEMPT_TEAM_TASKS)]
-_Activation = Annotated[str, Field(strict=True), _enum_str("ActivationState", ACTIVATION_STATES)]
-_FairShare = Annotated[str, Field(strict=True), _enum_str("FairShare", FAIR_SHARE)]
-_IdleSharing = Annotated[str, Field(strict=True), _enum_str("IdleResourceSharing", IDLE_RESOURCE_SHARING)]
-_EntityName = Annotated[
-    str,
-    Field(strict=True, min_length=ENTITY_NAME_MIN, max_length=ENTITY_NAME_MAX),
-    AfterValidator(_pattern("EntityName", ENTITY_NAME_PATTERN)),
-]
-_TeamName = Annotated[
-    str, Field(strict=True), AfterValidator(_pattern("team name", TEAM_NAME_PATTERN, _DNS_LABEL_LINEAR))
-]
-_PriorityClassName = Annotated[
-    str,
-    Field(strict=True),
-    AfterValidator(_pattern("priority class name", PRIORITY_CLASS_NAME_PATTERN, _DNS_LABEL_LINEAR)),
-]
-
-
-# ---------------------------------------------------------------------------------- the shapes
-# Model fields carry botocore's PascalCase member names; the classes are private so that no field
-# name shadows a type name (a pydantic pitfall). ``SHAPES`` maps botocore shape names to them.
-class _Shape(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class _Partition(_Shape):
-    """``AcceleratorPartitionConfig``"""
-
-    Type: _MigProfile
-    Count: _Count
-
-
-class _ResourceEntry(_Shape):
-    """``ComputeQuotaResourceConfig``"""
-
-    InstanceType: _InstanceType
-    Count: _Count | None = None
-    Accelerators: _Count | None = None
-    VCpu: _ExactAmount | None = None
-    MemoryInGiB: _ExactAmount | None = None
-    AcceleratorPartition: _Partition | None = None
-
-
-_ResourceList = Annotated[list[_ResourceEntry], Field(max_length=RESOURCE_LIST_MAX)]
-
-
-class _Sharing(_Shape):
-    """``ResourceSharingConfig``"""
-
-    Strategy: _Strategy
-    BorrowLimit: _BorrowLimit | None = None
-    AbsoluteBorrowLimits: _ResourceList | None = None
-
-
-class _QuotaConfig(_Shape):
-    """``ComputeQuotaConfig``"""
-
-    ComputeQuotaResources: _ResourceList | None = None
-    ResourceSharingConfig: _Sharing | None = None
-    PreemptTeamTasks: _Preempt | None = None
-
-
-class _Target(_Shape):
-    """``ComputeQuotaTarget``"""
-
-    TeamName: _TeamName
-    FairShareWeight: _FairShareWeight | None = None
-
-
-class _Quota(_Shape):
-    """Union of ``CreateComputeQuotaRequest`` and ``DescribeComputeQuotaResponse``."""
-
-    Name: _EntityName
-    ComputeQuotaConfig: _QuotaConfig | None = None
-    ComputeQuotaTarget: _Target
-    ActivationState: _Activation | None = None
-    # accepted and ignored
-    ClusterArn: Any = None
-    Description: Any = None
-    Tags: Any = None
-    ComputeQuotaArn: Any = None
-    ComputeQuotaId: Any = None
-    ComputeQuotaVersion: Any = None
-    Status: Any = None
-    FailureReason: Any = None
-    CreationTime: Any = None
-    CreatedBy: Any = None
-    LastModifiedTime: Any = None
-    LastModifiedBy: Any = None
-
-
-class _QuotaList(_Shape):
-    """``{"ComputeQuotas": [...]}`` / ``{"ComputeQuotaSummaries": [...]}`` (a list response)."""
-
-    ComputeQuotas: list[_Quota] | None = None
-    ComputeQuotaSummaries: list[_Quota] | None = None
-    NextToken: Any = None
-
-
-class _PriorityClass(_Shape):
-    """``PriorityClass``"""
-
-    Name: _PriorityClassName
-    Weight: _PriorityWeight
-
-
-class _Scheduler(_Shape):
-    """``SchedulerConfig``"""
-
-    PriorityClasses: Annotated[list[_PriorityClass], Field(max_length=PRIORITY_CLASS_LIST_MAX)] | None = None
-    FairShare: _FairShare | None = None
-    IdleResourceSharing: _IdleSharing | None = None
-
-
-class _ClusterScheduler(_Shape):
-    """Union of ``CreateClusterSchedulerConfigRequest`` and ``DescribeClusterSchedulerConfigResponse``."""
-
-    SchedulerConfig: _Scheduler | None = None
-    # accepted and ignored
-    Name: Any = None
-    ClusterArn: Any = None
-    Description: Any = None
-    Tags: Any = None
-    ClusterSchedulerConfigArn: Any = None
-    ClusterSchedulerConfigId: Any = None
-    ClusterSchedulerConfigVersion: Any = None
-    Status: Any = None
-    FailureReason: Any = None
-    StatusDetails: Any = None
-    CreationTime: Any = None
-    CreatedBy: Any = None
-    LastModifiedTime: Any = None
-    LastModifiedBy: Any = None
-
-
-SHAPES: dict[str, type[BaseModel]] = {
-    "AcceleratorPartitionConfig": _Partition,
-    "ComputeQuotaResourceConfig": _ResourceEntry,
-    "ResourceSharingConfig": _Sharing,
-    "ComputeQuotaConfig": _QuotaConfig,
-    "ComputeQuotaTarget": _Target,
-    "ComputeQuota": _Quota,
-    "SchedulerConfig": _Scheduler,
-    "PriorityClass": _PriorityClass,
-    "ClusterSchedulerConfig": _ClusterScheduler,
-}
-"""botocore shape name -> the model that validates it (for the tests)."""
-
-_ALL_SHAPES: tuple[type[BaseModel], ...] = (*SHAPES.values(), _QuotaList)
-_KNOWN_KEYS = sorted({name for shape in _ALL_SHAPES for name in shape.model_fields})
-_LIST_KEYS = ("ComputeQuotas", "ComputeQuotaSummaries")
-_M = TypeVar("_M", bound=_Shape)
-
-
 # ------------------------------------------------------------------------------------- parsing
 def parse_quotas(raw: bytes | str | object, source: str = "quotas") -> tuple[Quota, ...]:
     """Compute quotas from JSON text (``bytes``/``str``) or already-decoded JSON values.
 
     Raises :class:`InputError` naming ``source`` and every offending field; nothing else."""
-    document = _decode(raw, source)
-    prefix: str | None = ""
-    items: list[_Quota]
-    if isinstance(document, list):
-        items = _validate_list(document, source)
-    elif isinstance(document, dict) and any(key in document for key in _LIST_KEYS):
-        wrapper = _validate(_QuotaList, document, source)
-        if wrapper.ComputeQuotas is not None and wrapper.ComputeQuotaSummaries is not None:
-            raise InputError(source, [FieldError("", "give ComputeQuotas or ComputeQuotaSummaries, not both")])
-        prefix = "ComputeQuotas" if wrapper.ComputeQuotas is not None else "ComputeQuotaSummaries"
-        items = wrapper.ComputeQuotas or wrapper.ComputeQuotaSummaries or []
-    elif isinstance(document, dict):
-        items = [_validate(_Quota, document, source)]
-        prefix = None  # a single quota: paths start at its fields
-    else:
-        raise InputError(
-            source,
-            [FieldError("", f"expected an array of compute quotas or an object, got {_show(document)}")],
-        )
-    _check_quotas(items, prefix, source)
-    return tuple(_to_quota(item) for item in items)
+    document = decode(raw, source)
+    quotas = _read_quotas(document)
+    if quotas is not None:
+        return quotas
+    from idleshare.edge import quota_shapes
+
+    return quota_shapes.parse_quotas(document, source, decoded=True)
 
 
 def parse_scheduler_config(raw: bytes | str | object, source: str = "scheduler-config") -> SchedulerConfig:
@@ -365,39 +127,25 @@ def parse_scheduler_config(raw: bytes | str | object, source: str = "scheduler-c
     empty text or an absent ``SchedulerConfig`` mean the defaults (everything Enabled)."""
     if raw is None or (isinstance(raw, (str, bytes)) and not raw.strip()):
         return SchedulerConfig()
-    document = _decode(raw, source)
-    if document is None:
-        return SchedulerConfig()
-    if not isinstance(document, dict):
-        raise InputError(source, [FieldError("", f"expected an object, got {_show(document)}")])
-    bare = set(_Scheduler.model_fields)
-    if set(document) <= bare:
-        shape: _Scheduler | None = _validate(_Scheduler, document, source)
-        loc = ""
-    else:
-        shape = _validate(_ClusterScheduler, document, source).SchedulerConfig
-        loc = "SchedulerConfig."
-    if shape is None:
-        return SchedulerConfig()
-    classes = shape.PriorityClasses or []
-    errors = [
-        FieldError(
-            f"{loc}PriorityClasses[{i}].Name",
-            f"duplicate priority class {_show(pc.Name)} (also {loc}PriorityClasses[{j}])",
-        )
-        for i, j, pc in _duplicates(classes, lambda pc: pc.Name)
-    ]
-    if errors:
-        raise InputError(source, errors)
-    return SchedulerConfig(
-        priority_classes=tuple(PriorityClass(name=pc.Name, weight=pc.Weight) for pc in classes),
-        fair_share=shape.FairShare != "Disabled",
-        idle_resource_sharing=shape.IdleResourceSharing != "Disabled",
-    )
+    document = decode(raw, source)
+    config = _read_scheduler(document)
+    if config is not None:
+        return config
+    from idleshare.edge import quota_shapes
+
+    return quota_shapes.parse_scheduler_config(document, source, decoded=True)
 
 
-# ----------------------------------------------------------------------------------- internals
-def _decode(raw: bytes | str | object, source: str) -> object:
+def __getattr__(name: str) -> Any:
+    """``SHAPES`` and the key list of the pydantic models, loaded on first use."""
+    if name in ("SHAPES", "_KNOWN_KEYS"):
+        from idleshare.edge import quota_shapes
+
+        return getattr(quota_shapes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def decode(raw: bytes | str | object, source: str) -> object:
     if isinstance(raw, (bytes, bytearray, memoryview)):
         try:
             raw = bytes(raw).decode("utf-8-sig")
@@ -421,184 +169,197 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _validate(model: type[_M], document: object, source: str, prefix: tuple[int | str, ...] = ()) -> _M:
-    try:
-        return model.model_validate(document)
-    except ValidationError as exc:
-        raise InputError(source, _field_errors(exc, prefix)) from None
-    except RecursionError:
-        raise InputError(source, [FieldError("", "nested too deeply")]) from None
+# ------------------------------------------------------------------ the reader of valid documents
+# Each ``_read_*`` returns the value, or None for anything it cannot vouch for (the pydantic path
+# then names the problem). Conservative by design: None is always safe, a wrong value never is.
+_QUOTA_IGNORED = frozenset(
+    {
+        "ClusterArn", "Description", "Tags", "ComputeQuotaArn", "ComputeQuotaId", "ComputeQuotaVersion", "Status",
+        "FailureReason", "CreationTime", "CreatedBy", "LastModifiedTime", "LastModifiedBy",
+    }
+)  # fmt: skip
+_QUOTA_KEYS = frozenset({"Name", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState"}) | _QUOTA_IGNORED
+_CONFIG_KEYS = frozenset({"ComputeQuotaResources", "ResourceSharingConfig", "PreemptTeamTasks"})
+_SHARING_KEYS = frozenset({"Strategy", "BorrowLimit", "AbsoluteBorrowLimits"})
+_ENTRY_KEYS = frozenset({"InstanceType", "Count", "Accelerators", "VCpu", "MemoryInGiB", "AcceleratorPartition"})
+_PARTITION_KEYS = frozenset({"Type", "Count"})
+_TARGET_KEYS = frozenset({"TeamName", "FairShareWeight"})
+_LIST_WRAPPER_KEYS = frozenset({"ComputeQuotas", "ComputeQuotaSummaries", "NextToken"})
+_SCHEDULER_KEYS = frozenset({"PriorityClasses", "FairShare", "IdleResourceSharing"})
+_CLUSTER_SCHEDULER_KEYS = frozenset(
+    {
+        "SchedulerConfig", "Name", "ClusterArn", "Description", "Tags", "ClusterSchedulerConfigArn",
+        "ClusterSchedulerConfigId", "ClusterSchedulerConfigVersion", "Status", "FailureReason", "StatusDetails",
+        "CreationTime", "CreatedBy", "LastModifiedTime", "LastModifiedBy",
+    }
+)  # fmt: skip
+_ENTITY_NAME = re.compile(ENTITY_NAME_PATTERN)
+_DNS_LABEL = re.compile(_DNS_LABEL_LINEAR)
+_INSTANCE_TYPES = frozenset(KNOWN_INSTANCE_TYPES)
 
 
-def _validate_list(document: list[object], source: str) -> list[_Quota]:
-    items: list[_Quota] = []
-    errors: list[FieldError] = []
-    for index, element in enumerate(document):
-        try:
-            items.append(_validate(_Quota, element, source, prefix=(index,)))
-        except InputError as exc:
-            errors.extend(exc.errors)
-    if errors:
-        raise InputError(source, _capped(errors))
-    return items
+class _Doubt(Exception):
+    """The reader cannot vouch for the document."""
 
 
-def _field_errors(exc: ValidationError, prefix: tuple[int | str, ...]) -> list[FieldError]:
-    errors: list[FieldError] = []
-    for error in exc.errors(include_url=False):
-        loc = _loc((*prefix, *error["loc"]))
-        if error["type"] == "extra_forbidden" and error["loc"]:
-            message = _unknown_field(str(error["loc"][-1]), len(error["loc"]) == 1)
-        else:
-            message = _message(error["type"], error.get("ctx") or {}, error.get("input"), error["msg"])
-        errors.append(FieldError(loc, message))
-    return _capped(errors)
+def _object(value: object, keys: frozenset[str]) -> Mapping[str, Any]:
+    if type(value) is not dict or not value.keys() <= keys:
+        raise _Doubt
+    return value
 
 
-def _unknown_field(key: str, top_level: bool) -> str:
-    if top_level and key in _Scheduler.model_fields:
-        return "unknown field here: put it inside SchedulerConfig"
-    if key in _KNOWN_KEYS:
-        return f"unknown field here: {key} belongs to another object"
-    hint = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.75) if len(key) <= 100 else []
-    return "unknown field" + (f"; did you mean {hint[0]}?" if hint else "")
+def _optional_object(value: object, keys: frozenset[str]) -> Mapping[str, Any] | None:
+    return None if value is None else _object(value, keys)
 
 
-def _loc(parts: Iterable[int | str]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
+def _integer(value: object, maximum: int, *, required: bool = False) -> int | None:
+    if value is None and not required:
+        return None
+    if type(value) is not int or not 0 <= value <= maximum:
+        raise _Doubt
+    return value
 
 
-def _message(kind: str, ctx: dict[str, Any], value: object, fallback: str) -> str:
-    got = f" (got {_show(value)})"
-    if kind in ("enum", "pattern", "number"):
-        return fallback
-    if kind == "missing":
-        return "required field is missing"
-    if kind == "less_than_equal":
-        return f"must be <= {ctx['le']}{got}"
-    if kind == "greater_than_equal":
-        return f"must be >= {ctx['ge']}{got}"
-    if kind == "too_long":
-        if isinstance(value, str):
-            return f"must be at most {ctx['max_length']} characters (got {len(value)})"
-        return f"must have at most {ctx['max_length']} items (got {ctx.get('actual_length', '?')})"
-    if kind == "too_short":
-        return f"must be at least {ctx['min_length']} characters{got}"
-    if kind == "string_too_short":
-        return f"must be at least {ctx['min_length']} characters{got}"
-    if kind == "string_too_long":
-        return f"must be at most {ctx['max_length']} characters (got {len(str(value))})"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be an integer{got}"
-    if kind in ("string_type", "string_sub_type"):
-        return f"must be a string{got}"
-    if kind in ("list_type", "tuple_type"):
-        return f"must be an array{got}"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"must be an object{got}"
-    if kind in ("decimal_max_digits", "decimal_max_places", "finite_number"):
-        return f"must be a finite number{got}"
-    return f"{fallback}{got}"
+def _member(value: object, members: frozenset[str] | tuple[str, ...], *, required: bool = False) -> str | None:
+    if value is None and not required:
+        return None
+    if type(value) is not str or value not in members:
+        raise _Doubt
+    return value
 
 
-def _capped(errors: list[FieldError]) -> list[FieldError]:
-    if len(errors) <= MAX_ERRORS:
-        return errors
-    return [*errors[:MAX_ERRORS], FieldError("", f"... and {len(errors) - MAX_ERRORS} more errors")]
+def _matching(value: object, pattern: re.Pattern[str], max_length: int = 0) -> str:
+    if type(value) is not str or (max_length and len(value) > max_length) or pattern.fullmatch(value) is None:
+        raise _Doubt
+    return value
 
 
-def _duplicates(items: Sequence[_T], key: Callable[[_T], object]) -> list[tuple[int, int, _T]]:
-    """(index, index of the first with the same key, item) for every repeat."""
-    first: dict[object, int] = {}
-    out: list[tuple[int, int, _T]] = []
-    for index, item in enumerate(items):
-        k = key(item)
-        if k in first:
-            out.append((index, first[k], item))
-        else:
-            first[k] = index
-    return out
-
-
-def _check_quotas(items: Sequence[_Quota], prefix: str | None, source: str) -> None:
-    def at(index: int) -> str:
-        return "" if prefix is None else f"{prefix}[{index}]"
-
-    def path(index: int, rest: str) -> str:
-        return f"{at(index)}.{rest}" if at(index) else rest
-
-    errors: list[FieldError] = []
-    for i, j, q in _duplicates(items, lambda q: q.Name):
-        errors.append(FieldError(path(i, "Name"), f"duplicate quota name {_show(q.Name)} (also {at(j)})"))
-    for i, j, q in _duplicates(items, lambda q: q.ComputeQuotaTarget.TeamName):
-        errors.append(
-            FieldError(
-                path(i, "ComputeQuotaTarget.TeamName"),
-                f"team {_show(q.ComputeQuotaTarget.TeamName)} has two quotas: "
-                f"{_show(items[j].Name)} ({at(j)}) and {_show(q.Name)} ({at(i)})",
-            )
-        )
-    for index, quota in enumerate(items):
-        config = quota.ComputeQuotaConfig
-        if config is None:
-            continue
-        lists = [("ComputeQuotaConfig.ComputeQuotaResources", config.ComputeQuotaResources or [])]
-        if config.ResourceSharingConfig is not None:
-            lists.append(
-                (
-                    "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits",
-                    config.ResourceSharingConfig.AbsoluteBorrowLimits or [],
-                )
-            )
-        for where, entries in lists:
-            for i, j, entry in _duplicates(entries, lambda e: e.InstanceType):
-                errors.append(
-                    FieldError(
-                        path(index, f"{where}[{i}].InstanceType"),
-                        f"instance type {_show(entry.InstanceType)} listed twice (also [{j}])",
-                    )
-                )
-    if errors:
-        raise InputError(source, _capped(errors))
-
-
-def _amount(value: Decimal | None) -> Amount | None:
+def _exact_amount(value: object) -> Amount | None:
     if value is None:
         return None
-    exact = Fraction(value)
-    return exact.numerator if exact.denominator == 1 else exact
+    if type(value) is int:
+        number: Fraction | int = value
+    elif type(value) is Decimal and value.is_finite():
+        number = Fraction(value)
+    else:
+        raise _Doubt
+    if not 0 <= number <= AMOUNT_MAX:
+        raise _Doubt
+    return number.numerator if isinstance(number, Fraction) and number.denominator == 1 else number
 
 
-def _to_resource(entry: _ResourceEntry) -> ResourceConfig:
-    partition = entry.AcceleratorPartition
-    return ResourceConfig(
-        instance_type=entry.InstanceType,
-        count=entry.Count,
-        accelerators=entry.Accelerators,
-        vcpu=_amount(entry.VCpu),
-        memory_gib=_amount(entry.MemoryInGiB),
-        accelerator_partition=(
-            None if partition is None else AcceleratorPartition(type=partition.Type, count=partition.Count)
-        ),
-    )
+def _list(value: object, maximum: int | None = None) -> list[Any]:
+    if value is None:
+        return []
+    if type(value) is not list or (maximum is not None and len(value) > maximum):
+        raise _Doubt
+    return value
 
 
-def _to_quota(item: _Quota) -> Quota:
-    config = item.ComputeQuotaConfig or _QuotaConfig()
-    sharing = config.ResourceSharingConfig
+def _unique(items: list[Any], key: Callable[[Any], object]) -> None:
+    keys = [key(item) for item in items]
+    if len(set(keys)) != len(keys):
+        raise _Doubt
+
+
+def _read_entries(value: object) -> tuple[ResourceConfig, ...]:
+    entries = []
+    for raw in _list(value, RESOURCE_LIST_MAX):
+        e = _object(raw, _ENTRY_KEYS)
+        p = _optional_object(e.get("AcceleratorPartition"), _PARTITION_KEYS)
+        partition = None
+        if p is not None:
+            profile = _member(p.get("Type"), MIG_PROFILES, required=True)
+            count = _integer(p.get("Count"), INSTANCE_COUNT_MAX, required=True)
+            assert profile is not None and count is not None
+            partition = AcceleratorPartition(type=profile, count=count)
+        instance_type = _member(e.get("InstanceType"), _INSTANCE_TYPES, required=True)
+        assert instance_type is not None
+        entries.append(
+            ResourceConfig(
+                instance_type=instance_type,
+                count=_integer(e.get("Count"), INSTANCE_COUNT_MAX),
+                accelerators=_integer(e.get("Accelerators"), INSTANCE_COUNT_MAX),
+                vcpu=_exact_amount(e.get("VCpu")),
+                memory_gib=_exact_amount(e.get("MemoryInGiB")),
+                accelerator_partition=partition,
+            )
+        )
+    _unique(entries, lambda e: e.instance_type)
+    return tuple(entries)
+
+
+def _read_quota(value: object) -> Quota:
+    q = _object(value, _QUOTA_KEYS)
+    name = _matching(q.get("Name"), _ENTITY_NAME, ENTITY_NAME_MAX)
+    target = _object(q.get("ComputeQuotaTarget"), _TARGET_KEYS)
+    config = _optional_object(q.get("ComputeQuotaConfig"), _CONFIG_KEYS) or {}
+    sharing = _optional_object(config.get("ResourceSharingConfig"), _SHARING_KEYS)
+    strategy = Strategy.LEND_AND_BORROW
+    borrow_limit = None
+    absolute: tuple[ResourceConfig, ...] = ()
+    if sharing is not None:
+        strategy = Strategy(str(_member(sharing.get("Strategy"), STRATEGIES, required=True)))
+        borrow_limit = _integer(sharing.get("BorrowLimit"), BORROW_LIMIT_MAX)
+        absolute = _read_entries(sharing.get("AbsoluteBorrowLimits"))
     return Quota(
-        name=item.Name,
-        team=item.ComputeQuotaTarget.TeamName,
-        resources=tuple(_to_resource(e) for e in config.ComputeQuotaResources or []),
-        strategy=Strategy(sharing.Strategy) if sharing is not None else Strategy.LEND_AND_BORROW,
-        borrow_limit=sharing.BorrowLimit if sharing is not None else None,
-        absolute_borrow_limits=tuple(
-            _to_resource(e) for e in (sharing.AbsoluteBorrowLimits if sharing is not None else None) or []
-        ),
-        preempt_team_tasks=config.PreemptTeamTasks or "Never",
-        fair_share_weight=item.ComputeQuotaTarget.FairShareWeight,
-        enabled=item.ActivationState != "Disabled",
+        name=name,
+        team=_matching(target.get("TeamName"), _DNS_LABEL),
+        resources=_read_entries(config.get("ComputeQuotaResources")),
+        strategy=strategy,
+        borrow_limit=borrow_limit,
+        absolute_borrow_limits=absolute,
+        preempt_team_tasks=_member(config.get("PreemptTeamTasks"), PREEMPT_TEAM_TASKS) or "Never",
+        fair_share_weight=_integer(target.get("FairShareWeight"), FAIR_SHARE_WEIGHT_MAX),
+        enabled=_member(q.get("ActivationState"), ACTIVATION_STATES) != "Disabled",
     )
+
+
+def _read_quotas(document: object) -> tuple[Quota, ...] | None:
+    try:
+        if type(document) is list:
+            items = document
+        elif type(document) is dict and ("ComputeQuotas" in document or "ComputeQuotaSummaries" in document):
+            wrapper = _object(document, _LIST_WRAPPER_KEYS)
+            listed = [wrapper.get(k) for k in ("ComputeQuotas", "ComputeQuotaSummaries")]
+            if all(v is not None for v in listed):
+                raise _Doubt
+            items = _list(listed[0] if listed[0] is not None else listed[1])
+        elif type(document) is dict:
+            items = [document]
+        else:
+            raise _Doubt
+        quotas = tuple(_read_quota(item) for item in items)
+        _unique(list(quotas), lambda q: q.name)
+        _unique(list(quotas), lambda q: q.team)
+        return quotas
+    except (_Doubt, RecursionError):
+        return None
+
+
+def _read_scheduler(document: object) -> SchedulerConfig | None:
+    try:
+        if document is None:
+            return SchedulerConfig()
+        if type(document) is not dict:
+            raise _Doubt
+        if document.keys() <= _SCHEDULER_KEYS:
+            shape: Mapping[str, Any] | None = document
+        else:
+            shape = _optional_object(_object(document, _CLUSTER_SCHEDULER_KEYS).get("SchedulerConfig"), _SCHEDULER_KEYS)
+        if shape is None:
+            return SchedulerConfig()
+        classes = []
+        for raw in _list(shape.get("PriorityClasses"), PRIORITY_CLASS_LIST_MAX):
+            pc = _object(raw, frozenset({"Name", "Weight"}))
+            weight = _integer(pc.get("Weight"), PRIORITY_WEIGHT_MAX, required=True)
+            assert weight is not None
+            classes.append(PriorityClass(name=_matching(pc.get("Name"), _DNS_LABEL), weight=weight))
+        _unique(classes, lambda pc: pc.name)
+        return SchedulerConfig(
+            priority_classes=tuple(classes),
+            fair_share=_member(shape.get("FairShare"), FAIR_SHARE) != "Disabled",
+            idle_resource_sharing=_member(shape.get("IdleResourceSharing"), IDLE_RESOURCE_SHARING) != "Disabled",
+        )
+    except (_Doubt, RecursionError):
+        return None
