@@ -38,6 +38,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from devkit.kube.client import Kube
 from devkit.kubesim.simulator import KubeSimulator
 from idleshare import names
 
@@ -214,7 +215,8 @@ class Embedded:
         nodes: Any = None,
         *,
         cluster: ClusterSpec | None = None,
-        sim: KubeSimulator | None = None,
+        sim: KubeSimulator | Kube | None = None,
+        real: bool = False,
         table: Any = None,
         aws: bool = True,
         warn: Callable[[str], None] | None = None,
@@ -222,6 +224,7 @@ class Embedded:
         self.cluster = cluster or ClusterSpec()
         self._nodes = nodes
         self._given_sim = sim
+        self._real = real
         self._given_table = table
         self._own_aws = aws
         self._warn = warn or (lambda msg: print(msg, file=sys.stderr))
@@ -258,7 +261,7 @@ class Embedded:
             from moto import mock_aws
 
             self._stack.enter_context(mock_aws())
-        self.sim = self._given_sim or self._start_sim()
+        self.sim = self._given_sim or (self._start_real() if self._real else self._start_sim())
         if self._nodes is not None:
             self.sim.seed_nodes(self._nodes)
 
@@ -288,7 +291,10 @@ class Embedded:
         events = boto3.client("events", region_name=REGION)
         with contextlib.suppress(events.exceptions.ResourceAlreadyExistsException):
             events.create_event_bus(Name=BUS_NAME)
-        self.kube = LightkubeCluster(self.sim.url, timeout=60)  # loopback; CRD validation can be slow under load
+        if isinstance(self.sim, Kube):  # the real apiserver: idleshare as its own RBAC user, TLS verified
+            self.kube = self.sim.idleshare_adapter(timeout=60)
+        else:
+            self.kube = LightkubeCluster(self.sim.url, timeout=60)  # loopback; CRD validation can be slow under load
         self._stack.callback(self.kube.close)
         self.deps = wiring.Dependencies(
             store=self.store,
@@ -312,6 +318,15 @@ class Embedded:
             self._stack.callback(handler.setStream, old)
         c = self.cluster
         self.store.put_cluster(ClusterRecord(c.cluster_id, c.eks_cluster_name, c.hyperpod_cluster_arn))
+
+    def _start_real(self) -> Kube:
+        """etcd + kube-apiserver + Kueue on 127.0.0.1 (built on first use: minutes, once per machine)."""
+        from devkit.kube.stack import running
+
+        stack = self._stack.enter_context(running())
+        client = Kube.admin(stack)
+        self._stack.callback(client.close)
+        return client
 
     def _start_sim(self) -> KubeSimulator:
         ok, where = crds_available()
@@ -508,6 +523,9 @@ class Embedded:
         elif kind in ("Unhealthy", "Healthy"):
             return self._node_health(name, HEALTHY if kind == "Healthy" else "Unschedulable")
         elif kind == "Deleting":
+            if isinstance(self.sim, Kube):  # a real server sets deletionTimestamp only on a delete
+                self.sim.mark_deleting(name)
+                return f"{name}: {NODE_CHANGES[kind]}"
             node["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         self.sim.set_node(node)
         return f"{name}: {NODE_CHANGES[kind]}"

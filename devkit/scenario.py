@@ -553,9 +553,14 @@ class Runner:
 
 
 def run(
-    scenario: Scenario, *, on_step: Callable[[StepReport], None] | None = None, stack: Embedded | None = None
+    scenario: Scenario,
+    *,
+    on_step: Callable[[StepReport], None] | None = None,
+    stack: Embedded | None = None,
+    real: bool = False,
 ) -> list[StepReport]:
-    """Play every step; ``on_step`` sees each report as soon as it is ready."""
+    """Play every step; ``on_step`` sees each report as soon as it is ready. ``real``: on the real
+    kube-apiserver + Kueue (:mod:`devkit.kube.stack`) instead of the simulator."""
     reports: list[StepReport] = []
 
     def play(embedded: Embedded) -> None:
@@ -576,7 +581,7 @@ def run(
     if stack is not None:
         play(stack)
     else:
-        with Embedded(scenario.nodes, cluster=scenario.cluster) as embedded:
+        with Embedded(scenario.nodes, cluster=scenario.cluster, real=real) as embedded:
             play(embedded)
     return reports
 

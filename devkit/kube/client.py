@@ -64,9 +64,23 @@ class Kube:
             limits=httpx2.Limits(max_connections=16, max_keepalive_connections=16),
         )
 
+        self.stack: Any = None
+
     @classmethod
     def admin(cls, stack: Any) -> Kube:
-        return cls(stack.server, stack.ca_file, stack.admin_token)
+        """The stack's admin; ``.stack`` is kept, so idleshare's own adapter can be made for the same server."""
+        client = cls(stack.server, stack.ca_file, stack.admin_token)
+        client.stack = stack
+        return client
+
+    def idleshare_adapter(self, *, timeout: float = 30.0) -> Any:
+        """idleshare's :class:`LightkubeCluster` on the same server, as its own restricted user."""
+        from idleshare.adapters.kube import LightkubeCluster
+
+        stack = self.stack
+        return LightkubeCluster(
+            stack.server, stack.ca_pem, lambda: stack.idleshare_token, timeout=timeout, name="local"
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -200,9 +214,21 @@ class Kube:
             )
         return stored
 
+    def mark_deleting(self, name: str, finalizer: str = "idleshare.test/hold") -> dict[str, Any]:
+        """A node being deleted: a finalizer holds it, the delete sets ``deletionTimestamp`` (as when a node
+        drains before it goes). :meth:`delete_node` removes it for good."""
+        self.merge_patch("Node", name, {"metadata": {"finalizers": [finalizer]}})
+        self.delete("Node", name)
+        node = self.get("Node", name)
+        assert node is not None and node["metadata"].get("deletionTimestamp"), node
+        return node
+
     def delete_node(self, name: str) -> None:
-        if self.get("Node", name) is None:
+        node = self.get("Node", name)
+        if node is None:
             raise KeyError(name)
+        if node["metadata"].get("finalizers"):
+            self.merge_patch("Node", name, {"metadata": {"finalizers": None}})
         self.delete("Node", name)
 
     def seed_nodes(self, nodes: list[dict[str, Any]] | dict[str, Any] | str | Path, *, workers: int = 8) -> None:
@@ -249,6 +275,9 @@ class Kube:
         """An empty cluster again: no nodes, no Kueue objects, no namespaces but the system ones."""
         for kind in ("Workload", "LocalQueue"):
             self.delete_all(kind)
+        for node in self.objects("Node"):
+            if node["metadata"].get("finalizers"):
+                self.merge_patch("Node", node["metadata"]["name"], {"metadata": {"finalizers": None}})
         for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "Node"):
             self.delete_all(kind)
         for ns in self.objects("Namespace"):

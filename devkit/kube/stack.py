@@ -455,7 +455,9 @@ class KubeStack:
                 "--service-cluster-ip-range=10.96.0.0/24",
                 "--authorization-mode=RBAC",
                 f"--token-auth-file={tokens}",
-                "--disable-admission-plugins=ServiceAccount",
+                # No kube-controller-manager runs here: TaintNodesByCondition would leave every new node with
+                # the not-ready taint its node lifecycle controller lifts. Nodes are created as they stand.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--allow-privileged=false",
                 "--endpoint-reconciler-type=none",  # the kubernetes Service cannot point at a loopback address
                 "--v=1",
