@@ -1,6 +1,7 @@
 """``make bench``: every benchmark, then one table; exit 1 only when a target is missed.
 
-1. engine (``bench_plan.py``): ``idleshare plan`` at 1k / 5k / 20k nodes, 200 teams, vs ``json.loads``;
+1. engine (``bench_plan.py``): ``idleshare plan`` at 1k / 5k / 20k nodes, 200 teams, vs ``json.loads``; the
+   whole command on an empty cluster vs ``python -c pass`` and on 20k nodes vs ``json.load`` of the file;
 2. cold start (``bench_coldstart.py``): each handler module's import vs ``import boto3``, and the
    first invocation's extra cost;
 3. recompute (``bench_recompute.py``): the recompute handler end to end at 5k nodes on DynamoDB Local

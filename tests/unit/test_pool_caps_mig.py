@@ -273,12 +273,13 @@ def written_caps(cap, flavor_nodes):
     if cap.count is not None:
         votes = Counter(tuple(sorted(n.allocatable.items())) for n in flavor_nodes)
         top = max(votes.values(), default=0)
-        candidates = [dict(s) for s, v in votes.items() if v == top]
-        if not candidates:  # no node of the flavor: S(f) is the catalog's
-            candidates = [catalog.lookup(cap.instance_type).allocatable()]
-        # with a tie, a cap may be sized by any of the tied shapes: the least of them bounds every one
-        for r in {r for s in candidates for r in s}:
-            out[r] = min(cap.count * s.get(r, 0) for s in candidates)
+        # S(f): the most common allocatable; a tie goes to the greatest shape (README, "Instance shapes")
+        tied = [s for s, v in votes.items() if v == top]
+        shape = dict(max(tied, key=lambda s: tuple((r, Fraction(q)) for r, q in s))) if tied else None
+        if shape is None:  # no node of the flavor: S(f) is the catalog's
+            shape = catalog.lookup(cap.instance_type).allocatable()
+        for r, q in shape.items():
+            out[r] = cap.count * q
         out["*"] = 0  # resources absent from S(f)
     accelerator = NEURON if any(n.allocatable.get(NEURON, 0) > 0 for n in flavor_nodes) else GPU
     if cap.accelerators is not None:

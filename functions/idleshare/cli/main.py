@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, Settings
 from idleshare.edge.errors import InputError
@@ -20,7 +19,8 @@ class UsageError(Exception):
 
 def _read(path: str, flag: str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb") as file:  # not pathlib: `idleshare plan` imports as little as it can
+            return file.read()
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
 
