@@ -42,8 +42,14 @@ integration: sync npm
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/integration
 
 # One pytest run for every suite (one closing line for CI to read).
-test: lint npm
+test: lint npm deploy-check
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/bench tests/integration tests/infra
+
+# Rehearse `cdk deploy` (infra/deploy_check.py): synth as a new shell would run it, check what a first
+# deploy needs (access entry vs rbac.yaml, each function's variables, alarm actions), import every
+# handler from the asset on Python 3.12 (the Lambda runtime's; pyenv's on this machine kind).
+deploy-check: sync npm
+	$(RUN) python -m infra.deploy_check
 
 infra: sync npm
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/infra

@@ -1,4 +1,4 @@
-"""CDK entry point (cdk.json: `uv run --no-sync python -m infra.app`).
+"""CDK entry point (cdk.json: `python3 infra/launch.py`, which runs `uv run --no-sync python -m infra.app`).
 
 Loads and validates the config before building anything: an invalid config prints the offending
 fields and exits 2, without a traceback. cdk-nag's AwsSolutions pack runs on every synth.

@@ -46,16 +46,20 @@ _EXPORT = [
     "requirements-txt",
     *(arg for pkg in RUNTIME_PROVIDED for arg in ("--no-emit-package", pkg)),
 ]
-_INSTALL = [
-    "pip",
-    "install",
-    "--no-deps",
-    "--only-binary=:all:",
-    "--python-platform",
-    PYTHON_PLATFORM,
-    "--python-version",
-    PYTHON_VERSION,
-]
+
+
+def install_args(platform: str = PYTHON_PLATFORM) -> list[str]:
+    """``uv pip install`` for the Lambda's Python on ``platform`` (wheels only, the locked versions)."""
+    return [
+        "pip",
+        "install",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-platform",
+        platform,
+        "--python-version",
+        PYTHON_VERSION,
+    ]
 
 
 class BundlingError(RuntimeError):
@@ -69,10 +73,10 @@ def _source_files() -> list[Path]:
     )
 
 
-def deps_hash() -> str:
+def deps_hash(platform: str = PYTHON_PLATFORM) -> str:
     h = hashlib.sha256()
     h.update(LOCK_FILE.read_bytes())
-    h.update("\0".join(_EXPORT + _INSTALL).encode())
+    h.update("\0".join(_EXPORT + install_args(platform)).encode())
     return h.hexdigest()[:16]
 
 
@@ -93,33 +97,45 @@ def _run(cmd: list[str]) -> None:
         raise BundlingError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr.strip()}")
 
 
-def build_dependencies() -> Path:
-    """Install the locked runtime dependencies for the Lambda platform into the cache (once per lock)."""
-    target = BUILD_DIR / f"lambda-deps-{deps_hash()}"
-    if target.is_dir():
-        return target
+def uv_binary() -> str:
     uv = shutil.which("uv")
     if uv is None:
         raise BundlingError("`uv` is not on PATH: run the CDK app with `uv run` (see cdk.json)")
+    return uv
+
+
+def build_dependencies(platform: str = PYTHON_PLATFORM) -> Path:
+    """Install the locked runtime dependencies for the Lambda's Python on ``platform`` (the Lambda's
+    arm64 by default) into the cache (once per lock)."""
+    suffix = "" if platform == PYTHON_PLATFORM else f"-{platform}"
+    target = BUILD_DIR / f"lambda-deps-{deps_hash(platform)}{suffix}"
+    if target.is_dir():
+        return target
+    uv = uv_binary()
     BUILD_DIR.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=BUILD_DIR, prefix="tmp-deps-") as tmp:
         requirements = Path(tmp) / "requirements.txt"
         _run([uv, *_EXPORT, "--output-file", str(requirements)])
         staging = Path(tmp) / "site"
-        _run([uv, *_INSTALL, "--target", str(staging), "-r", str(requirements)])
+        _run([uv, *install_args(platform), "--target", str(staging), "-r", str(requirements)])
         for cache in staging.rglob("__pycache__"):
             shutil.rmtree(cache, ignore_errors=True)
-        try:
-            os.replace(staging, target)  # atomic: concurrent synths race harmlessly
-        except OSError:
-            if not target.is_dir():
-                raise
+        publish(staging, target)
     return target
 
 
-def bundle_into(output_dir: Path) -> None:
+def publish(staging: Path, target: Path) -> None:
+    """Move a finished build into the cache; atomic: concurrent synths race harmlessly."""
+    try:
+        os.replace(staging, target)
+    except OSError:
+        if not target.is_dir():
+            raise
+
+
+def bundle_into(output_dir: Path, platform: str = PYTHON_PLATFORM) -> None:
     """Write the complete Lambda asset (dependencies + the idleshare package) into output_dir."""
-    shutil.copytree(build_dependencies(), output_dir, dirs_exist_ok=True)
+    shutil.copytree(build_dependencies(platform), output_dir, dirs_exist_ok=True)
     shutil.copytree(
         FUNCTIONS_DIR / PACKAGE,
         output_dir / PACKAGE,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk.aws_lambda_event_sources import SqsEventSource
 
 from constructs import Construct
 from idleshare import names
@@ -17,26 +16,36 @@ from infra.constructs.functions import IdleshareFunction, retention
 from infra.constructs.network import Network
 from infra.constructs.observability import Observability
 from infra.constructs.queue import RecomputeQueue
+from infra.constructs.registry import ClusterRegistry
 from infra.constructs.storage import Storage
 
 RECOMPUTE_TIMEOUT = Duration.minutes(5)
 RECOMPUTE_MEMORY = 1024
 RECOMPUTE_BATCH_SIZE = 10
 
-TABLE_READ = ("dynamodb:GetItem", "dynamodb:Query")
-# Conditional, transactional writes: IAM authorises TransactWriteItems per item action, plus
-# ConditionCheckItem for its condition checks.
-TABLE_READ_WRITE = (
+# Each role's grants are exactly what its flows call: tests/iam runs every flow under the synthesized
+# policy with moto's IAM enforcement. IAM authorises a TransactWriteItems by each item's action
+# (PutItem, UpdateItem, DeleteItem, ConditionCheckItem), so those are the transaction grants.
+ROUTER_TABLE = ("dynamodb:GetItem", "dynamodb:Query")  # the registry: lookups by EKS name / ARN, every cluster
+RECOMPUTE_TABLE = (
+    "dynamodb:GetItem",  # the cluster, the pool, the scheduler config
+    "dynamodb:Query",  # the quotas
+    "dynamodb:PutItem",  # recalculation receipts
+    "dynamodb:UpdateItem",  # apply status, read failures
+)
+API_TABLE = (
     "dynamodb:GetItem",
     "dynamodb:Query",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:BatchWriteItem",
-    "dynamodb:ConditionCheckItem",
+    "dynamodb:PutItem",  # quotas and their team guards (transactions), the scheduler config
+    "dynamodb:DeleteItem",  # deleting them
 )
-# Powertools idempotency (DynamoDBPersistenceLayer).
+# the registry entries of a cluster in one transaction; a renamed cluster's old lookups deleted in it
+REGISTRAR_TABLE = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
+# Powertools idempotency (DynamoDBPersistenceLayer): the record is put, updated with the result, deleted
+# when the run failed (so the retry recomputes); GetItem reads a record that already exists.
 IDEMPOTENCY = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# The SQS event source mapping polls with the function's role (AWSLambdaSQSQueueExecutionRole's actions).
+SQS_POLL = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 
 
 def _allow(principal: iam.IGrantable, actions: tuple[str, ...], *resources: str) -> None:
@@ -59,7 +68,8 @@ class IdleshareStack(Stack):
         )
         network = Network(self, "Network", config=config.vpc) if config.vpc is not None else None
 
-        environment = {
+        # Each function's own configuration only (names.FUNCTION_ENV; the bus is added once it exists).
+        values = {
             names.ENV_TABLE_NAME: storage.table.table_name,
             names.ENV_IDEMPOTENCY_TABLE_NAME: storage.idempotency_table.table_name,
             names.ENV_QUEUE_URL: queue.queue.queue_url,
@@ -75,7 +85,7 @@ class IdleshareStack(Stack):
                 code=code,
                 handler=handler,
                 description=description,
-                environment=environment,
+                environment={k: values[k] for k in names.FUNCTION_ENV[handler] if k in values},
                 log_retention_days=config.log_retention_days,
                 **props,
             )
@@ -91,6 +101,9 @@ class IdleshareStack(Stack):
             placement=network.placement if network is not None else None,
         )
         api_handler = function("AdminApi", names.API_HANDLER, "idleshare: admin HTTP API")
+        registrar = function(
+            "Registrar", names.REGISTRAR_HANDLER, "idleshare: register the configured clusters (deploy time)"
+        )
 
         events = Events(
             self,
@@ -99,24 +112,31 @@ class IdleshareStack(Stack):
             schedule_rate_minutes=config.schedule_rate_minutes,
             archive_retention_days=config.archive_retention_days,
         )
-        for fn in (router, recompute, api_handler):
-            fn.function.add_environment(names.ENV_EVENT_BUS_NAME, events.bus.event_bus_name)
+        for fn in (router, recompute, api_handler, registrar):
+            if names.ENV_EVENT_BUS_NAME in names.FUNCTION_ENV[fn.handler]:
+                fn.function.add_environment(names.ENV_EVENT_BUS_NAME, events.bus.event_bus_name)
 
         table, idem = storage.table.table_arn, storage.idempotency_table.table_arn
-        # Router: registry reads, one message per cluster.
-        _allow(router.role, TABLE_READ, table)
+        # Router: registry reads, one message per cluster. It writes nothing.
+        _allow(router.role, ROUTER_TABLE, table)
         _allow(router.role, ("sqs:SendMessage",), queue.queue.queue_arn)
-        # Recompute: state, idempotency, results on the bus; the queue via its event source.
-        _allow(recompute.role, TABLE_READ_WRITE, table)
+        # Recompute: state, idempotency, results on the bus, the queue it is fed from.
+        _allow(recompute.role, RECOMPUTE_TABLE, table)
         _allow(recompute.role, IDEMPOTENCY, idem)
         _allow(recompute.role, ("events:PutEvents",), events.bus.event_bus_arn)
-        recompute.function.add_event_source(
-            SqsEventSource(queue.queue, batch_size=RECOMPUTE_BATCH_SIZE, report_batch_item_failures=True)
+        _allow(recompute.role, SQS_POLL, queue.queue.queue_arn)
+        recompute.function.add_event_source_mapping(
+            "RecomputeQueueSource",
+            event_source_arn=queue.queue.queue_arn,
+            batch_size=RECOMPUTE_BATCH_SIZE,
+            report_batch_item_failures=True,
         )
-        # Admin API: quota / scheduler CRUD, recalculate.
-        _allow(api_handler.role, TABLE_READ_WRITE, table)
+        # Admin API: quota / scheduler CRUD, recalculation requests (on the bus).
+        _allow(api_handler.role, API_TABLE, table)
         _allow(api_handler.role, ("events:PutEvents",), events.bus.event_bus_arn)
-        _allow(api_handler.role, ("sqs:SendMessage",), queue.queue.queue_arn)
+        # Registrar: the clusters' registry entries, written at deploy time.
+        _allow(registrar.role, REGISTRAR_TABLE, table)
+        registry = ClusterRegistry(self, "ClusterRegistry", registrar=registrar, clusters=values[names.ENV_CLUSTERS])
 
         EksAccess(self, "EksAccess", clusters=config.clusters, role=recompute.role)
         api = AdminApi(
@@ -136,6 +156,7 @@ class IdleshareStack(Stack):
 
         self.storage, self.queue, self.network, self.events = storage, queue, network, events
         self.router, self.recompute, self.api_handler, self.api = router, recompute, api_handler, api
+        self.registrar, self.registry = registrar, registry
         self.observability = observability
 
         for key, value, description in (

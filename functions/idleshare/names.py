@@ -41,6 +41,8 @@ ENV_TOLERATED_TAINT_KEYS = "IDLESHARE_TOLERATED_TAINT_KEYS"
 ROUTER_HANDLER = "idleshare.handlers.router.handler"
 RECOMPUTE_HANDLER = "idleshare.handlers.recompute.handler"
 API_HANDLER = "idleshare.api.app.handler"
+# The deploy-time custom resource that writes the CDK-configured clusters into the registry.
+REGISTRAR_HANDLER = "idleshare.handlers.registrar.handler"
 
 # Coalescing (trailing edge): the router's SQS deduplication id is cluster + a window of this many
 # seconds, and the recompute queue holds every message as long (its delivery delay), so a window's
@@ -54,6 +56,21 @@ FIELD_MANAGER = "idleshare"
 # --- Added by the CDK app (infra/): resource names, outputs, metrics. ---
 STACK_NAME = "idleshare"
 ENV_CLUSTERS = "IDLESHARE_CLUSTERS"  # JSON list of the governed clusters from the CDK config
+
+# Each function's own configuration: exactly these variables, every one required (the CDK app sets
+# them, handlers/env.py checks them at cold start; Lambda names the running handler in ``_HANDLER``).
+FUNCTION_ENV: dict[str, tuple[str, ...]] = {
+    ROUTER_HANDLER: (ENV_TABLE_NAME, ENV_QUEUE_URL),
+    RECOMPUTE_HANDLER: (
+        ENV_TABLE_NAME,
+        ENV_IDEMPOTENCY_TABLE_NAME,
+        ENV_EVENT_BUS_NAME,
+        ENV_HISTORY_TTL_DAYS,
+        ENV_TOLERATED_TAINT_KEYS,
+    ),
+    API_HANDLER: (ENV_TABLE_NAME, ENV_EVENT_BUS_NAME),
+    REGISTRAR_HANDLER: (ENV_TABLE_NAME, ENV_CLUSTERS),
+}
 
 # EKS access: the Kubernetes group the recompute role is mapped to (infra/k8s/rbac.yaml).
 K8S_GROUP = "idleshare-recompute"
@@ -83,6 +100,9 @@ METRIC_BORROWABLE = "Borrowable"
 METRIC_SHORTFALL = "Shortfall"
 METRIC_EXCLUDED_NODES = "ExcludedNodes"
 METRIC_RECOMPUTE_DURATION = "RecomputeDuration"  # dimension: service
+# A recompute that cannot succeed until someone changes its input (invalid stored policy, objects Kueue
+# refuses): recorded, not retried; alarmed (dimension: service).
+METRIC_PERMANENT_FAILURES = "RecomputesFailedPermanently"
 
 # --- Added by the admin API (idleshare.api): routes the CLI and the README name, limits, receipts. ---
 API_OPENAPI_PATH = "/openapi.json"

@@ -66,6 +66,7 @@ class IdleshareFunction(Construct):
         placement: Placement | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.handler = handler
         self.log_group = logs.LogGroup(
             self,
             "Logs",

@@ -85,6 +85,25 @@ class Observability(Construct):
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
+        self.permanent_failures_alarm = cw.Alarm(
+            self,
+            "PermanentFailuresAlarm",
+            alarm_description=(
+                "A recompute cannot succeed until its input changes (invalid stored policy, objects Kueue refuses):"
+                " see the pool's last failure (GET /clusters/{c}/pool); not retried"
+            ),
+            metric=cw.Metric(
+                namespace=NS,
+                metric_name=names.METRIC_PERMANENT_FAILURES,
+                dimensions_map={"service": names.SERVICE},
+                period=PERIOD,
+                statistic="Sum",
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
         self.shortfall_alarms = [
             cw.Alarm(
                 self,
@@ -103,7 +122,7 @@ class Observability(Construct):
             )
             for cluster_id in cluster_ids
         ]
-        for alarm in (self.dlq_alarm, self.errors_alarm, *self.shortfall_alarms):
+        for alarm in (self.dlq_alarm, self.errors_alarm, self.permanent_failures_alarm, *self.shortfall_alarms):
             alarm.add_alarm_action(action)
 
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
@@ -173,7 +192,7 @@ class Observability(Construct):
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(
                 title="Alarms",
-                alarms=[self.dlq_alarm, self.errors_alarm, *self.shortfall_alarms],
+                alarms=[self.dlq_alarm, self.errors_alarm, self.permanent_failures_alarm, *self.shortfall_alarms],
                 width=24,
             )
         )

@@ -18,24 +18,24 @@ EXPECTED_COUNTS = {
     "AWS::ApiGateway::Resource": 1,
     "AWS::ApiGateway::RestApi": 1,
     "AWS::ApiGateway::Stage": 1,
-    "AWS::CloudWatch::Alarm": 3,
     "AWS::CloudWatch::Dashboard": 1,
     "AWS::DynamoDB::Table": 2,
     "AWS::EKS::AccessEntry": 1,
     "AWS::Events::Archive": 1,
     "AWS::Events::EventBus": 1,
     "AWS::Events::Rule": 5,
-    "AWS::IAM::Policy": 6,
-    "AWS::IAM::Role": 7,
+    "AWS::IAM::Policy": 7,
+    "AWS::IAM::Role": 8,
     "AWS::Lambda::EventSourceMapping": 1,
-    "AWS::Lambda::Function": 3,
+    "AWS::Lambda::Function": 4,
     "AWS::Lambda::Permission": 7,
-    "AWS::Logs::LogGroup": 4,
+    "AWS::Logs::LogGroup": 5,
     "AWS::SNS::Topic": 1,
     "AWS::SNS::TopicPolicy": 1,
     "AWS::SQS::Queue": 2,
     "AWS::SQS::QueuePolicy": 2,
     "AWS::Scheduler::Schedule": 1,
+    "Custom::IdleshareClusterRegistry": 1,
 }
 
 
@@ -79,7 +79,8 @@ def test_resource_counts(public) -> None:
     for type_, count in EXPECTED_COUNTS.items():
         public.template.resource_count_is(type_, count)
     types = {r["Type"] for r in public.json["Resources"].values()} - {"AWS::CDK::Metadata"}
-    assert types == set(EXPECTED_COUNTS), "a new resource type needs assertions"
+    # alarms: counted by name in test_alarms_notify_the_topic (several issues add their own)
+    assert types == set(EXPECTED_COUNTS) | {"AWS::CloudWatch::Alarm"}, "a new resource type needs assertions"
 
 
 # --- storage ------------------------------------------------------------------------------------
@@ -172,22 +173,25 @@ def test_every_function_is_python312_arm64_json_logs_traced(public) -> None:
         assert public.json["Resources"][log_group]["Properties"]["RetentionInDays"] == 30
         env = props["Environment"]["Variables"]
         assert env["POWERTOOLS_SERVICE_NAME"] == names.SERVICE
-        assert env[names.ENV_HISTORY_TTL_DAYS] == "90"
-        assert env[names.ENV_TOLERATED_TAINT_KEYS] == "nvidia.com/gpu,aws.amazon.com/neuron,aws.amazon.com/neurondevice"
-        assert json.loads(env[names.ENV_CLUSTERS])[0]["eks_cluster_name"] == "ml-cluster-eks"
-        for key in (
-            names.ENV_TABLE_NAME,
-            names.ENV_IDEMPOTENCY_TABLE_NAME,
-            names.ENV_QUEUE_URL,
-            names.ENV_EVENT_BUS_NAME,
-        ):
-            assert key in env, (logical_id, key)
+        # each function gets its own configuration, nothing more
+        assert set(env) - {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"} == set(
+            names.FUNCTION_ENV[props["Handler"]]
+        ), logical_id
+        if names.ENV_HISTORY_TTL_DAYS in env:
+            assert env[names.ENV_HISTORY_TTL_DAYS] == "90"
+        if names.ENV_TOLERATED_TAINT_KEYS in env:
+            assert (
+                env[names.ENV_TOLERATED_TAINT_KEYS]
+                == "nvidia.com/gpu,aws.amazon.com/neuron,aws.amazon.com/neurondevice"
+            )
+        if names.ENV_CLUSTERS in env:
+            assert json.loads(env[names.ENV_CLUSTERS])[0]["eks_cluster_name"] == "ml-cluster-eks"
         assert "VpcConfig" not in props, "public endpoints: no VPC"
 
 
 def test_handlers_are_the_shared_entry_points(public) -> None:
     handlers = {fn["Properties"]["Handler"] for fn in public.resources("AWS::Lambda::Function").values()}
-    assert handlers == {names.ROUTER_HANDLER, names.RECOMPUTE_HANDLER, names.API_HANDLER}
+    assert handlers == {names.ROUTER_HANDLER, names.RECOMPUTE_HANDLER, names.API_HANDLER, names.REGISTRAR_HANDLER}
 
 
 def test_recompute_function_sizing_and_sqs_source(public) -> None:
@@ -246,15 +250,9 @@ def test_router_role_statements(public) -> None:
     ]
 
 
-TABLE_RW = [
-    "dynamodb:GetItem",
-    "dynamodb:Query",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:BatchWriteItem",
-    "dynamodb:ConditionCheckItem",
-]
+# exactly what tests/infra/test_least_privilege.py sees each flow use
+RECOMPUTE_TABLE = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+API_TABLE = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"]
 
 
 def test_recompute_role_statements(public) -> None:
@@ -262,7 +260,11 @@ def test_recompute_role_statements(public) -> None:
     assert _statements(public, role) == [
         {"Action": LOGS, "Effect": "Allow", "Resource": _getatt(public, "AWS::Logs::LogGroup", "RecomputeLogs")},
         XRAY,
-        {"Action": TABLE_RW, "Effect": "Allow", "Resource": _getatt(public, "AWS::DynamoDB::Table", "StorageTable")},
+        {
+            "Action": RECOMPUTE_TABLE,
+            "Effect": "Allow",
+            "Resource": _getatt(public, "AWS::DynamoDB::Table", "StorageTable"),
+        },
         {
             "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
             "Effect": "Allow",
@@ -274,13 +276,7 @@ def test_recompute_role_statements(public) -> None:
             "Resource": _getatt(public, "AWS::Events::EventBus", "EventsBus"),
         },
         {
-            "Action": [
-                "sqs:ReceiveMessage",
-                "sqs:ChangeMessageVisibility",
-                "sqs:GetQueueUrl",
-                "sqs:DeleteMessage",
-                "sqs:GetQueueAttributes",
-            ],
+            "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
             "Effect": "Allow",
             "Resource": {"Fn::GetAtt": [_main_queue(public), "Arn"]},
         },
@@ -310,22 +306,36 @@ def test_admin_api_role_statements(public) -> None:
     assert _statements(public, role) == [
         {"Action": LOGS, "Effect": "Allow", "Resource": _getatt(public, "AWS::Logs::LogGroup", "AdminApiLogs")},
         XRAY,
-        {"Action": TABLE_RW, "Effect": "Allow", "Resource": _getatt(public, "AWS::DynamoDB::Table", "StorageTable")},
+        {"Action": API_TABLE, "Effect": "Allow", "Resource": _getatt(public, "AWS::DynamoDB::Table", "StorageTable")},
         {
             "Action": "events:PutEvents",
             "Effect": "Allow",
             "Resource": _getatt(public, "AWS::Events::EventBus", "EventsBus"),
         },
-        {
-            "Action": "sqs:SendMessage",
-            "Effect": "Allow",
-            "Resource": {"Fn::GetAtt": [_main_queue(public), "Arn"]},
-        },
     ]
 
 
+def test_registrar_role_statements_and_the_registry_custom_resource(public) -> None:
+    role = _role_of(public, names.REGISTRAR_HANDLER)
+    assert _statements(public, role) == [
+        {"Action": LOGS, "Effect": "Allow", "Resource": _getatt(public, "AWS::Logs::LogGroup", "RegistrarLogs")},
+        XRAY,
+        {
+            "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
+            "Effect": "Allow",
+            "Resource": _getatt(public, "AWS::DynamoDB::Table", "StorageTable"),
+        },
+    ]
+    registrar, fn = _function(public, names.REGISTRAR_HANDLER)
+    _, registry = public.only("Custom::IdleshareClusterRegistry")
+    assert registry["Properties"]["ServiceToken"] == {"Fn::GetAtt": [registrar, "Arn"]}
+    assert registry["Properties"]["Clusters"] == fn["Properties"]["Environment"]["Variables"][names.ENV_CLUSTERS]
+    policy = _logical(public, "AWS::IAM::Policy", "RegistrarRoleDefaultPolicy")
+    assert policy in registry["DependsOn"]
+
+
 def test_lambda_roles_trust_lambda_only_and_have_no_managed_policies(public) -> None:
-    for handler in (names.ROUTER_HANDLER, names.RECOMPUTE_HANDLER, names.API_HANDLER):
+    for handler in (names.ROUTER_HANDLER, names.RECOMPUTE_HANDLER, names.API_HANDLER, names.REGISTRAR_HANDLER):
         role = public.json["Resources"][_role_of(public, handler)]["Properties"]
         assert role["AssumeRolePolicyDocument"]["Statement"] == [
             {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}
@@ -519,7 +529,8 @@ def test_access_entry_maps_recompute_role_to_the_rbac_group(public) -> None:
 def test_alarms_notify_the_topic(public) -> None:
     topic = {"Ref": _logical(public, "AWS::SNS::Topic", "ObservabilityAlarmTopic")}
     alarms = {k: v["Properties"] for k, v in public.resources("AWS::CloudWatch::Alarm").items()}
-    assert len(alarms) == 3
+    for prefix in ("DlqDepthAlarm", "RecomputeErrorsAlarm", "PermanentFailuresAlarm", "ShortfallAlarmmlcluster"):
+        assert any(k.startswith(f"Observability{prefix}") for k in alarms), prefix
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [topic], name
         assert alarm["TreatMissingData"] == "notBreaching"
@@ -537,6 +548,14 @@ def test_alarms_notify_the_topic(public) -> None:
     )
     assert shortfall["ComparisonOperator"] == "GreaterThanThreshold"
     assert shortfall["Threshold"] == 0
+
+
+def test_a_permanent_recompute_failure_is_alarmed(public) -> None:
+    alarms = {k: v["Properties"] for k, v in public.resources("AWS::CloudWatch::Alarm").items()}
+    permanent = next(a for k, a in alarms.items() if k.startswith("ObservabilityPermanentFailuresAlarm"))
+    assert (permanent["Namespace"], permanent["MetricName"]) == ("idleshare", names.METRIC_PERMANENT_FAILURES)
+    assert permanent["Dimensions"] == [{"Name": "service", "Value": names.SERVICE}]
+    assert (permanent["Threshold"], permanent["EvaluationPeriods"], permanent["Statistic"]) == (1, 1, "Sum")
 
 
 def test_alarm_topic_enforces_tls_and_has_no_subscription_without_email(public) -> None:

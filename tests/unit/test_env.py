@@ -1,7 +1,8 @@
-"""The Lambdas' environment: read once, each malformed variable named."""
+"""The Lambdas' settings: one model, each function's own variables, each missing or malformed one named."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,37 +14,89 @@ from idleshare import names
 from idleshare.handlers import env as env_module
 
 ROOT = Path(__file__).resolve().parents[2]
+FULL = {
+    names.ENV_TABLE_NAME: "idleshare-state",
+    names.ENV_IDEMPOTENCY_TABLE_NAME: "idleshare-idem",
+    names.ENV_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/1/q.fifo",
+    names.ENV_EVENT_BUS_NAME: "idleshare",
+    names.ENV_HISTORY_TTL_DAYS: "90",
+    names.ENV_TOLERATED_TAINT_KEYS: " a/b , ,c ",
+    names.ENV_CLUSTERS: json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks", "prefix": None}]),
+}
 
 
-@pytest.fixture
-def fresh_env(monkeypatch):
-    env_module.env.cache_clear()
-    monkeypatch.setenv(names.ENV_TABLE_NAME, "idleshare-state")
-    yield monkeypatch
-    env_module.env.cache_clear()
+def own(handler: str) -> dict[str, str]:
+    return {k: FULL[k] for k in names.FUNCTION_ENV[handler]}
 
 
-def test_the_environment_is_read_with_its_defaults(fresh_env):
-    fresh_env.setenv(names.ENV_TOLERATED_TAINT_KEYS, " a/b , ,c ")
-    fresh_env.delenv(names.ENV_HISTORY_TTL_DAYS, raising=False)
-    e = env_module.env()
-    assert e.table_name == "idleshare-state" and e.history_ttl_days == 30
-    assert e.tolerated_taint_keys == frozenset({"a/b", "c"})
+def test_the_settings_model_reads_every_variable() -> None:
+    s = env_module.read(FULL)
+    assert (s.table_name, s.idempotency_table_name, s.event_bus_name, s.history_ttl_days) == (
+        "idleshare-state",
+        "idleshare-idem",
+        "idleshare",
+        90,
+    )
+    assert s.tolerated_taint_keys == frozenset({"a/b", "c"})
+    assert [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix) for c in s.clusters] == [
+        ("demo", "demo-eks", "hyperpod-ns-")
+    ]
+    assert env_module.read({}).history_ttl_days == 30 and env_module.read({}).tolerated_taint_keys is None
+    assert env_module.read({names.ENV_TOLERATED_TAINT_KEYS: ""}).tolerated_taint_keys == frozenset()
+
+
+@pytest.mark.parametrize("handler", sorted(names.FUNCTION_ENV))
+def test_each_function_starts_with_its_own_variables_only(handler: str) -> None:
+    assert env_module.settings(own(handler), handler=handler).table_name == "idleshare-state"
+
+
+@pytest.mark.parametrize(
+    ("handler", "missing"), [(h, var) for h, variables in sorted(names.FUNCTION_ENV.items()) for var in variables]
+)
+def test_a_missing_variable_is_named_with_the_function(handler: str, missing: str) -> None:
+    environ = own(handler)
+    del environ[missing]
+    with pytest.raises(env_module.EnvError, match=rf"{missing}: required by the {handler} function"):
+        env_module.settings(environ, handler=handler)
 
 
 @pytest.mark.parametrize(
     ("variable", "value", "named"),
     [
-        (names.ENV_TABLE_NAME, "", names.ENV_TABLE_NAME),
+        (names.ENV_TABLE_NAME, "ab", names.ENV_TABLE_NAME),
         (names.ENV_HISTORY_TTL_DAYS, "thirty", names.ENV_HISTORY_TTL_DAYS),
         (names.ENV_HISTORY_TTL_DAYS, "0", names.ENV_HISTORY_TTL_DAYS),
         (names.ENV_HISTORY_TTL_DAYS, "3651", names.ENV_HISTORY_TTL_DAYS),
+        (names.ENV_CLUSTERS, "[", names.ENV_CLUSTERS + ": not JSON"),
+        (names.ENV_CLUSTERS, "[]", names.ENV_CLUSTERS + ": a non-empty JSON list"),
+        (names.ENV_CLUSTERS, '[{"id": "demo"}]', rf"{names.ENV_CLUSTERS}\[0\].eks_cluster_name"),
+        (names.ENV_CLUSTERS, '[{"id": 7, "eks_cluster_name": "x"}]', rf"{names.ENV_CLUSTERS}\[0\].id"),
     ],
 )
-def test_a_malformed_variable_is_named(fresh_env, variable, value, named):
-    fresh_env.setenv(variable, value)
+def test_a_malformed_variable_is_named(variable: str, value: str, named: str) -> None:
     with pytest.raises(env_module.EnvError, match=named):
-        env_module.env()
+        env_module.settings(FULL | {variable: value}, handler=names.REGISTRAR_HANDLER)
+
+
+def _cold_start(handler: str, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    module = handler.rsplit(".", 1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IDLESHARE_")}
+    env |= environ | {
+        "_HANDLER": handler,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
+    }
+    return subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def test_a_lambda_without_its_configuration_fails_at_cold_start_naming_it() -> None:
+    # In Lambda (``_HANDLER`` set) the handler module's import checks the function's variables: an init error
+    environ = own(names.ROUTER_HANDLER)
+    del environ[names.ENV_QUEUE_URL]
+    proc = _cold_start(names.ROUTER_HANDLER, environ)
+    assert proc.returncode == 1
+    assert f"EnvError: {names.ENV_QUEUE_URL}: required by the {names.ROUTER_HANDLER} function" in proc.stderr
+    assert _cold_start(names.ROUTER_HANDLER, own(names.ROUTER_HANDLER)).returncode == 0
 
 
 def test_the_routers_first_event_wiring_does_not_load_pydantic():
@@ -51,15 +104,14 @@ def test_the_routers_first_event_wiring_does_not_load_pydantic():
     # store, the queue): none of that may pull pydantic into the router Lambda.
     code = (
         "import os, sys\n"
-        f"os.environ.update({{{names.ENV_TABLE_NAME!r}: 'idleshare-state', {names.ENV_QUEUE_URL!r}: 'https://q',"
-        f" {names.ENV_EVENT_BUS_NAME!r}: 'idleshare', 'AWS_DEFAULT_REGION': 'us-east-1'}})\n"
+        f"os.environ.update({own(names.ROUTER_HANDLER)!r})\n"
+        f"os.environ.update({{'AWS_DEFAULT_REGION': 'us-east-1', '_HANDLER': {names.ROUTER_HANDLER!r}}})\n"
         "from idleshare.handlers import router, wiring\n"
         "deps = wiring.dependencies()\n"
-        "assert deps.queue is not None and deps.publisher is not None\n"
+        "assert deps.queue is not None and deps.publisher is None\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
     )
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])}
-    env.pop(names.ENV_CLUSTERS, None)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -236,13 +236,89 @@ def test_recompute_handler_coalesces_a_burst_in_one_batch(cluster, monkeypatch):
 
 
 def test_clusters_from_the_cdk_config_are_registered_once():
-    from idleshare.handlers.wiring import register_configured_clusters
+    from idleshare.handlers.env import parse_clusters
+    from idleshare.service.registry import register_clusters
 
     store = FakeStore()
     raw = json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks", "hyperpod_cluster_arn": None, "prefix": None}])
-    assert [c.cluster_id for c in register_configured_clusters(store, raw)] == ["demo"]
+    assert register_clusters(store, parse_clusters(raw)) == ["demo"]
     assert store.find_cluster(eks_cluster_name="demo-eks").namespace_prefix == "hyperpod-ns-"
     calls = []
-    store.put_cluster = calls.append  # a second cold start with the same config writes nothing
-    register_configured_clusters(store, raw)
+    store.put_cluster = calls.append  # a second deploy with the same config writes nothing
+    assert register_clusters(store, parse_clusters(raw)) == []
     assert calls == []
+
+
+def test_building_the_dependencies_writes_nothing(monkeypatch):
+    # a cold start (the router's included) registers no cluster: the registrar custom resource does, at deploy
+    from idleshare import names
+
+    monkeypatch.setenv(names.ENV_TABLE_NAME, "idleshare-state")
+    monkeypatch.setenv(names.ENV_CLUSTERS, json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks"}]))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    written = []
+    monkeypatch.setattr("idleshare.adapters.store.DynamoStore.put_cluster", lambda self, c: written.append(c))
+    wiring.install(None)
+    try:
+        wiring.dependencies()
+    finally:
+        wiring.install(None)
+    assert written == []
+
+
+def _sqs_record(i: int, cluster: str = "demo", **extra) -> dict:
+    return {
+        "messageId": f"m{i}",
+        "receiptHandle": "h",
+        "body": json.dumps({"cluster": cluster, "reason": "Node Changed", **extra}),
+        "attributes": {"MessageGroupId": cluster},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-west-2:1:q.fifo",
+        "awsRegion": "us-west-2",
+    }
+
+
+@pytest.mark.parametrize("why", ["invalid stored policy", "objects Kueue refuses"])
+def test_a_permanent_failure_is_recorded_alarmed_and_not_retried(cluster, monkeypatch, capsys, why):
+    from idleshare import names
+    from idleshare.handlers import recompute as handler_module
+
+    store, kube, publisher, recomputer = cluster
+    recomputer.recompute("demo")  # a pool to keep
+    applied, published = dict(kube.objects), len(publisher.events)
+    if why == "invalid stored policy":
+        quota = next(iter(store.quotas["demo"].values()))
+        quota.body["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] = -1
+    else:
+        monkeypatch.setattr("idleshare.service.recompute.webhook_violations", lambda m, p: ["spec.x: refused"])
+    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=lambda c: kube))
+    try:
+        out = handler_module.handler({"Records": [_sqs_record(i) for i in range(3)]}, CONTEXT)
+    finally:
+        wiring.install(None)
+    assert out == {"batchItemFailures": []}  # consumed: retrying cannot help
+    assert store.pools["demo"].read_failure  # recorded on the pool (GET /pool shows it), the pool kept
+    metrics = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if names.METRIC_PERMANENT_FAILURES in line
+    ]
+    assert [m[names.METRIC_PERMANENT_FAILURES] for m in metrics] == [[1.0]]  # once for the batch of three
+    assert len(publisher.events) == published and kube.objects == applied
+
+
+def test_a_transient_failure_is_retried(cluster):
+    from idleshare.adapters.errors import RetryableError
+    from idleshare.handlers import recompute as handler_module
+
+    store, _kube, publisher, _ = cluster
+
+    def unreachable(c):
+        raise RetryableError("API server unreachable")
+
+    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=unreachable))
+    try:
+        out = handler_module.handler({"Records": [_sqs_record(0), _sqs_record(1, cluster="other")]}, CONTEXT)
+    finally:
+        wiring.install(None)
+    assert out == {"batchItemFailures": [{"itemIdentifier": "m0"}]}  # SQS delivers it again (DLQ after N)

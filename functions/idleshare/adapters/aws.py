@@ -93,6 +93,9 @@ class SqsRecomputeQueue:
         return request_id
 
 
+PUT_EVENTS_BATCH = 10  # entries per PutEvents call (the API's limit)
+
+
 class EventBridgePublisher:
     def __init__(self, client: Any, bus_name: str) -> None:
         self.client = client
@@ -113,3 +116,39 @@ class EventBridgePublisher:
         if response.get("FailedEntryCount"):
             failed = response["Entries"][0]
             raise RetryableError(f"events:PutEvents: {failed.get('ErrorCode')}: {failed.get('ErrorMessage')}")
+
+    def publish_batch(self, events: Iterable[tuple[str, dict[str, Any]]], *, attempts: int = 3) -> int:
+        """Every ``(detail_type, detail)`` on the bus, ``PUT_EVENTS_BATCH`` per PutEvents call; the entries a
+        call reports as failed (throttled, internal) are sent again, up to ``attempts`` calls in all, then
+        :class:`RetryableError`. Returns the number of PutEvents calls made."""
+        entries = [
+            {
+                "Source": names.EVENT_SOURCE,
+                "DetailType": detail_type,
+                "Detail": json.dumps(detail, default=str),
+                "EventBusName": self.bus_name,
+            }
+            for detail_type, detail in events
+        ]
+        calls = 0
+        for start in range(0, len(entries), PUT_EVENTS_BATCH):
+            batch = entries[start : start + PUT_EVENTS_BATCH]
+            for attempt in range(1, attempts + 1):
+                calls += 1
+                try:
+                    response = self.client.put_events(Entries=batch)
+                except Exception as exc:
+                    raise translate(exc, "events:PutEvents") from exc
+                if not response.get("FailedEntryCount"):
+                    break
+                results = response.get("Entries") or []
+                failed = [entry for entry, result in zip(batch, results, strict=False) if result.get("ErrorCode")]
+                if attempt == attempts or not failed:
+                    first: dict[str, Any] = next((r for r in results if r.get("ErrorCode")), {})
+                    raise RetryableError(
+                        f"events:PutEvents: {response['FailedEntryCount']} of {len(batch)} entries failed: "
+                        f"{first.get('ErrorCode')}: {first.get('ErrorMessage')}",
+                        operation="events:PutEvents",
+                    )
+                batch = failed
+        return calls

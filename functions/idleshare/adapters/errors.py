@@ -20,6 +20,12 @@ class RetryableError(AdapterError):
     retryable = True
 
 
+class ResourceExpiredError(RetryableError):
+    """HTTP 410 Gone: the ``resourceVersion`` a watch resumed from (or a list's ``continue`` token) is older
+    than what the API server still keeps. Retrying the same call cannot help: list again, then watch from
+    the list's ``resourceVersion``."""
+
+
 class PermanentError(AdapterError):
     """Bad request, forbidden, invalid object: retrying the same call cannot help."""
 

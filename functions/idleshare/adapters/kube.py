@@ -14,8 +14,9 @@ Every lightkube / httpx error is translated into :mod:`idleshare.adapters.errors
 409 with ``FieldManagerConflict``     :class:`FieldOwnershipError` (permanent: another field manager
 causes (server-side apply)            owns a field idleshare would set; the names are kept)
 other 409                             :class:`ConflictError`
-410 (expired ``continue`` token),     :class:`RetryableError`
-429, 5xx, timeouts, connection
+410 (expired ``continue`` token or    :class:`ResourceExpiredError` (retryable, but only after a
+watch ``resourceVersion``)            relist)
+429, 5xx, timeouts, connection        :class:`RetryableError`
 errors, an unreadable response body
 ====================================  ==============================================================
 
@@ -40,6 +41,7 @@ from idleshare.adapters.errors import (
     FieldOwnershipError,
     NotFoundError,
     PermanentError,
+    ResourceExpiredError,
     RetryableError,
 )
 from idleshare.domain.kueue import KIND_ORDER, KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
@@ -290,7 +292,7 @@ def _resources() -> dict[str, Any]:
         _api_info = create_api_info("", "v1", "Namespace", "namespaces", verbs=["get", "list", "post"])
 
     classes["Namespace"] = Namespace
-    classes["Node"] = _node_projection(create_api_info("", "v1", "Node", "nodes", verbs=["list"]))
+    classes["Node"] = _node_projection(create_api_info("", "v1", "Node", "nodes", verbs=["list", "watch"]))
     return classes
 
 
@@ -318,6 +320,39 @@ def _node_projection(api_info: Any) -> Any:
         _api_info = api_info
 
     return Node
+
+
+@functools.cache
+def _watch_types() -> tuple[Any, Any, Any]:
+    """msgspec types of a watch stream line: ``(event, node, status)``. The event keeps its object raw
+    (``msgspec.Raw``, no copy) until its type says what it is: a Node (the :func:`_node_projection`
+    fields plus ``metadata.resourceVersion``; a BOOKMARK's object carries only that) or, for an
+    ``ERROR`` event, a ``Status``."""
+    import msgspec
+
+    def struct(name: str, fields: list[tuple[str, Any]]) -> Any:
+        return msgspec.defstruct(name, [(f, t, None) for f, t in fields], omit_defaults=True)
+
+    metadata = struct(
+        "WatchedNodeMetadata", [("name", Any), ("labels", Any), ("deletionTimestamp", Any), ("resourceVersion", Any)]
+    )
+    spec = struct("WatchedNodeSpec", [("unschedulable", Any), ("taints", Any)])
+    status = struct("WatchedNodeStatus", [("allocatable", Any), ("conditions", Any)])
+    node = struct("WatchedNode", [("metadata", metadata | None), ("spec", spec | None), ("status", status | None)])
+    event = msgspec.defstruct("WatchEvent", [("type", str), ("object", msgspec.Raw)])
+    api_status = msgspec.defstruct(
+        "WatchStatus", [("code", int | None, None), ("reason", Any, None), ("message", Any, None)]
+    )
+    return event, node, api_status
+
+
+class _StreamStatus(Exception):
+    """A watch stream's ERROR event, shaped as lightkube's ApiError for :meth:`LightkubeCluster._raise_status`."""
+
+    def __init__(self, status: Any) -> None:
+        super().__init__(status.message or status.reason or f"HTTP {status.code}")
+        self.status = status
+        status.details = None
 
 
 def _resource(kind: str) -> Any:
@@ -409,6 +444,78 @@ class LightkubeCluster:
         with self._translated("list nodes"):
             for node in client.list(_resource("Node"), chunk_size=page_size):
                 yield to_dict(node)
+
+    def list_nodes_snapshot(self, page_size: int = DEFAULT_PAGE_SIZE) -> tuple[list[Obj], str]:
+        """Every Node as :meth:`list_nodes` gives it, and the ``resourceVersion`` of the list: where a
+        watch that must miss nothing after this list starts (:meth:`watch_nodes`)."""
+        if page_size < 1:
+            raise ValueError("page_size must be positive")
+        import msgspec
+
+        to_dict = msgspec.to_builtins
+        client = self._lightkube()
+        with self._translated("list nodes"):
+            listing = client.list(_resource("Node"), chunk_size=page_size)
+            nodes = [to_dict(node) for node in listing]
+            version = listing._resourceVersion  # set by the first page (the property refuses an empty one)
+        if not version:
+            raise RetryableError(
+                f"{self.name}: list nodes: the list carried no resourceVersion", operation="list nodes"
+            )
+        return nodes, str(version)
+
+    def watch_nodes(
+        self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True
+    ) -> Iterator[tuple[str, Obj]]:
+        """One watch request on every Node, from ``resource_version``; the API server ends it after
+        ``timeout_seconds`` (the client's read timeout is that plus the adapter's timeout, so a server
+        that stops talking is noticed).
+
+        Yields ``(type, node)``: ``ADDED`` / ``MODIFIED`` / ``DELETED`` with the node projected as in
+        :meth:`list_nodes` plus ``metadata.resourceVersion``, and, with ``bookmarks``, ``BOOKMARK`` with
+        ``{"metadata": {"resourceVersion": ...}}`` only (the server's progress notice: resuming from it
+        skips nothing). Returns when the server closes the stream. A watch ``ERROR`` event or an HTTP
+        error is translated like any other call: an expired ``resource_version`` (410 Gone, as an HTTP
+        status or as the stream's ERROR event) raises :class:`ResourceExpiredError`: list again.
+
+        lightkube's own ``Client.watch`` neither asks for bookmarks nor bounds its read timeout, and it
+        relists silently on a 410; this method builds the same request with lightkube's request builder
+        and decodes each line with msgspec into the node projection.
+        """
+        if timeout_seconds < 1:
+            raise ValueError("timeout_seconds must be positive")
+        import httpx2
+        import msgspec
+
+        event_type, node_type, status_type = _watch_types()
+        decode_event = msgspec.json.Decoder(event_type).decode
+        decode_node = msgspec.json.Decoder(node_type).decode
+        decode_status = msgspec.json.Decoder(status_type).decode
+        to_dict = msgspec.to_builtins
+        client = self._lightkube()
+        generic = client._client  # lightkube's request builder and httpx client
+        params = {"timeoutSeconds": str(int(timeout_seconds)), "resourceVersion": resource_version}
+        if bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        operation = "watch nodes"
+        with self._translated(operation):
+            request = generic.prepare_request("list", res=_resource("Node"), watch=True, params=params)
+            request.timeout = httpx2.Timeout(self._timeout, read=timeout_seconds + self._timeout)
+            response = generic.send(generic.build_adapter_request(request), stream=True)
+            try:
+                if response.status_code >= 400:
+                    response.read()
+                    generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                for line in response.iter_lines():
+                    if not line.strip():
+                        continue
+                    event = decode_event(line)
+                    if event.type == "ERROR":
+                        status = decode_status(event.object)
+                        self._raise_status(operation, status.code, _StreamStatus(status))
+                    yield event.type, to_dict(decode_node(event.object))
+            finally:
+                response.close()
 
     def list_managed(self) -> list[Obj]:
         """Every Namespace and Kueue object labelled ``app.kubernetes.io/managed-by: idleshare``
@@ -575,7 +682,9 @@ class LightkubeCluster:
             )
         elif status == 409:
             error = ConflictError(message, operation=operation, status=status)
-        elif status is not None and (status in (410, 429) or status >= 500):
+        elif status == 410:
+            error = ResourceExpiredError(message, operation=operation, status=status)
+        elif status is not None and (status == 429 or status >= 500):
             error = RetryableError(message, operation=operation, status=status)
         else:  # 400, 403, 422, ...
             error = PermanentError(message, operation=operation, status=status)

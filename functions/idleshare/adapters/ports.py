@@ -64,6 +64,21 @@ class RecalculationReceipt:
     completed_at: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class WatchBookmark:
+    """Where a cluster's node watcher resumes (``CLUSTER#<id>`` / ``WATCH`` and ``WATCH#NODES``).
+
+    ``lease``: this claim's number (every claim increments it; a save carrying an older one is refused, so
+    an invocation that was taken over stops writing). ``resource_version``: the last point the watch had
+    fully handled ("" when none). ``nodes``: what each node looked like there, in the watcher's terms
+    (``idleshare.service.watcher.node_view``), or None when never saved."""
+
+    cluster_id: str
+    lease: int
+    resource_version: str = ""
+    nodes: dict[str, Any] | None = None
+
+
 class Store(Protocol):
     def get_cluster(self, cluster_id: str) -> ClusterRecord | None: ...
     def find_cluster(

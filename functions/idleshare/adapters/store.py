@@ -19,6 +19,9 @@ Item layout (every attribute name below is the stored one; ``ttl`` is the table'
                                                  extra, recorded_at, ttl (epoch seconds)
     CLUSTER#<id>      RECALC#<request id>        request_id, status, generation, changed, message,
                                                  completed_at, ttl (epoch seconds): a recalculation receipt
+    CLUSTER#<id>      WATCH                      lease (int >= 1), watch_owner, claimed_at, rv, saved_at: the node
+                                                 watcher's bookmark (claim_watch / save_watch)
+    CLUSTER#<id>      WATCH#NODES                nodes (binary: zlib JSON, each node's view), rv, saved_at
 
 Rules this adapter keeps:
 
@@ -74,7 +77,7 @@ from idleshare.adapters.errors import (
     RetryableError,
     StaleVersionError,
 )
-from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota
+from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota, WatchBookmark
 
 __all__ = [
     "COMPRESS_ABOVE",
@@ -106,6 +109,8 @@ QUOTA_PREFIX = "QUOTA#"
 TEAM_PREFIX = "TEAM#"
 HISTORY_PREFIX = "HISTORY#"
 RECEIPT_PREFIX = "RECALC#"
+WATCH_SK = "WATCH"
+WATCH_NODES_SK = "WATCH#NODES"
 RECEIPT_STATUSES = ("Done", "Failed")
 RECEIPT_TTL_SECONDS = 24 * 3600  # idleshare.names.RECALC_RECEIPT_TTL_SECONDS
 
@@ -1084,6 +1089,97 @@ class DynamoStore:
             message=item.get_str("message", ""),
             completed_at=item.get_str("completed_at", ""),
         )
+
+    # ------------------------------------------------------------------------------ node watcher
+    def claim_watch(self, cluster_id: str, owner: str) -> WatchBookmark:
+        """Take over the cluster's node watch: the lease number goes up by one (the newest invocation always
+        wins; an older one's next :meth:`save_watch` is refused and it stops), and what the previous holder
+        last saved comes back: the ``resourceVersion`` to resume from and the nodes as they were there.
+
+        Two items: ``WATCH`` (small, written every few seconds: lease, owner, resourceVersion) and
+        ``WATCH#NODES`` (every node's view, zlib-compressed JSON, written only when a node changed in a way
+        the watcher reports). A write is billed by the size of the whole item, so the frequent checkpoint
+        must not carry the nodes."""
+        op = "claim_watch"
+        owner = _require_name(owner, "watch owner", op)
+        response = self._call(
+            op,
+            self.table.update_item,
+            Key={"pk": _cluster_pk(cluster_id), "sk": WATCH_SK},
+            UpdateExpression=("SET lease = if_not_exists(lease, :zero) + :one, watch_owner = :owner, claimed_at = :t"),
+            ExpressionAttributeValues={":zero": 0, ":one": 1, ":owner": owner, ":t": self._now()},
+            ReturnValues="ALL_NEW",
+        )
+        item = _Item({"pk": _cluster_pk(cluster_id), "sk": WATCH_SK, **response.get("Attributes", {})})
+        nodes_raw = self._call(
+            op,
+            self.table.get_item,
+            Key={"pk": _cluster_pk(cluster_id), "sk": WATCH_NODES_SK},
+            ConsistentRead=True,
+            ProjectionExpression="pk, sk, nodes",
+        ).get("Item")
+        nodes: dict[str, Any] | None = None
+        if nodes_raw is not None:
+            blob = nodes_raw.get("nodes")
+            data = getattr(blob, "value", blob)
+            try:
+                decoded = json.loads(zlib.decompress(bytes(data)))
+            except (TypeError, ValueError, zlib.error) as exc:
+                _Item(nodes_raw).corrupt(f"attribute 'nodes' is not zlib-compressed JSON ({exc})")
+            if not isinstance(decoded, dict):
+                _Item(nodes_raw).corrupt("attribute 'nodes' must hold a JSON object")
+            nodes = decoded
+        return WatchBookmark(
+            cluster_id=cluster_id,
+            lease=item.get_int("lease", minimum=1),
+            resource_version=item.get_str("rv", ""),
+            nodes=nodes,
+        )
+
+    def save_watch(
+        self, cluster_id: str, lease: int, resource_version: str, nodes: Mapping[str, Any] | None = None
+    ) -> None:
+        """Checkpoint the watch at ``resource_version`` (with every node's view when ``nodes`` is given: both
+        items in one transaction), only while ``lease`` is still the cluster's current one; else
+        :class:`ConflictError` (a newer invocation took over: stop)."""
+        op = "save_watch"
+        key = {"pk": _cluster_pk(cluster_id), "sk": WATCH_SK}
+        now = self._now()
+        update: dict[str, Any] = {
+            "Key": key,
+            "UpdateExpression": "SET rv = :rv, saved_at = :t",
+            "ConditionExpression": "lease = :lease",
+            "ExpressionAttributeValues": {":rv": resource_version, ":t": now, ":lease": lease},
+        }
+        if nodes is None:
+            self._call(op, self.table.update_item, **update)
+            return
+        blob = zlib.compress(json.dumps(nodes, separators=(",", ":"), sort_keys=True).encode(), 6)
+        if len(blob) > MAX_STORED_POOL:
+            raise PermanentError(
+                f"{op}: the node views of {cluster_id} take {len(blob)} bytes compressed (at most {MAX_STORED_POOL})",
+                operation=op,
+            )
+        try:
+            self._transact(
+                op,
+                [
+                    {"Update": _av(update)},
+                    {
+                        "Update": {
+                            "Key": {"pk": key["pk"], "sk": WATCH_NODES_SK},
+                            "UpdateExpression": "SET nodes = :nodes, rv = :rv, saved_at = :t",
+                            "ExpressionAttributeValues": _av({":nodes": blob, ":rv": resource_version, ":t": now}),
+                        }
+                    },
+                ],
+            )
+        except TransactionCancelledError as exc:
+            raise ConflictError(
+                f"{op}: the node watch of {cluster_id} was taken over (lease {lease} is no longer current)",
+                operation=op,
+                status=409,
+            ) from exc
 
     @staticmethod
     def _pool(cluster_id: str, raw: Mapping[str, Any]) -> PoolRecord:

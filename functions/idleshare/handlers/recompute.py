@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
@@ -12,6 +11,8 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from idleshare import names
+from idleshare.adapters.errors import PermanentError
+from idleshare.handlers.env import read
 from idleshare.handlers.observability import logger, metrics, tracer
 from idleshare.handlers.wiring import dependencies
 
@@ -26,18 +27,16 @@ RESERVED_SECONDS = 60.0
 def _recomputer() -> Any:
     from lightkube.utils.quantity import parse_quantity
 
-    from idleshare.handlers.env import env
     from idleshare.service.recompute import Recomputer
 
     deps = dependencies()
-    tolerated = env().tolerated_taint_keys if _has_env() else None
     return Recomputer(
-        deps.store, deps.kube_for, deps.publisher, tolerated_taint_keys=tolerated, quantity_parser=parse_quantity
+        deps.store,
+        deps.kube_for,
+        deps.publisher,
+        tolerated_taint_keys=read().tolerated_taint_keys,
+        quantity_parser=parse_quantity,
     )
-
-
-def _has_env() -> bool:
-    return bool(os.environ.get(names.ENV_TABLE_NAME))
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -46,6 +45,7 @@ def _has_env() -> bool:
 def handler(event: dict[str, Any], context: Any) -> Any:
     recomputer = _recomputer()
     done: dict[str, Any] = {}  # cluster -> outcome: a burst in one batch recomputes once
+    failed: set[str] = set()  # clusters whose recompute failed permanently in this batch
     not_before = latest_not_before(event)
 
     def record_handler(record: SQSRecord) -> None:
@@ -53,20 +53,30 @@ def handler(event: dict[str, Any], context: Any) -> Any:
         cluster = message["cluster"]
         # an explicit recalculation request carries its id and wants a receipt (adapters/aws.py)
         request_id = message.get("requestId") if message.get("receipt") is True else None
+        if cluster in failed:
+            return
         if cluster in done:
             metrics.add_metric(name="RecomputesCoalesced", unit=MetricUnit.Count, value=1)
             if request_id:
                 recomputer.acknowledge(str(request_id), done[cluster])
             return
         hold_until_window_closed(not_before.get(cluster), context)
-        if request_id:
-            outcome = once_per_request(recomputer, cluster, str(request_id), context)
-            if isinstance(outcome, dict):  # answered by its idempotency record: it ran before
-                logger.info("recalculation request already answered", extra={"cluster": cluster, **outcome})
-                metrics.add_metric(name="RecalculationsDeduplicated", unit=MetricUnit.Count, value=1)
-                return
-        else:
-            outcome = recomputer.recompute(cluster)
+        try:
+            if request_id:
+                outcome = once_per_request(recomputer, cluster, str(request_id), context)
+                if isinstance(outcome, dict):  # answered by its idempotency record: it ran before
+                    logger.info("recalculation request already answered", extra={"cluster": cluster, **outcome})
+                    metrics.add_metric(name="RecalculationsDeduplicated", unit=MetricUnit.Count, value=1)
+                    return
+            else:
+                outcome = recomputer.recompute(cluster)
+        except PermanentError as exc:
+            # recorded by the recompute (the pool's read failure / apply status, the request's receipt);
+            # retrying cannot help: the message is consumed, the alarm on this metric tells an operator
+            logger.error("recompute failed permanently", extra={"cluster": cluster, "error": str(exc)})
+            metrics.add_metric(name=names.METRIC_PERMANENT_FAILURES, unit=MetricUnit.Count, value=1)
+            failed.add(cluster)
+            return
         done[cluster] = outcome
         _emit(outcome)
 
@@ -82,7 +92,7 @@ def once_per_request(recomputer: Any, cluster: str, request_id: str, context: An
     least once, SQS forgets its deduplication after 5 minutes — with the first run's result (a dict) instead
     of the Outcome of a new recompute. A recompute that raised leaves no record, so SQS's retry runs it
     again. Without the table (local runs) every delivery recomputes."""
-    table = os.environ.get(names.ENV_IDEMPOTENCY_TABLE_NAME)
+    table = read().idempotency_table_name
     if not table:
         return recomputer.recompute(cluster, request_id=request_id)
     from aws_lambda_powertools.utilities.idempotency import (

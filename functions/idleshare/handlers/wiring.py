@@ -1,5 +1,10 @@
 """Builds the adapters once per container (warm starts reuse them); tests install their own.
 
+Building them writes nothing: the governed clusters are registered at deploy time, by the registrar
+custom resource (``handlers/registrar.py``), so the router's role may only read the table. In a Lambda,
+importing this module checks the function's configuration (``handlers/env.py``): a missing variable is
+an init error naming it, before any event is taken.
+
 ``boto3`` is imported here, at module level, on purpose: every invocation needs it, so a handler's
 cold start counts it (``make bench`` compares each handler's import with ``import boto3`` alone);
 the clients themselves are built on the first invocation.
@@ -7,15 +12,15 @@ the clients themselves are built on the first invocation.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 
-from idleshare import names
 from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, RecomputeQueue, Store
+from idleshare.handlers.env import check_at_cold_start, settings
+
+check_at_cold_start()
 
 
 @dataclass
@@ -45,9 +50,8 @@ def dependencies() -> Dependencies:
 def _from_environment() -> Dependencies:
     from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
     from idleshare.adapters.store import DynamoStore
-    from idleshare.handlers.env import env
 
-    e = env()
+    e = settings()
     store = DynamoStore(boto3.resource("dynamodb").Table(e.table_name), history_ttl_days=e.history_ttl_days)
     queue = SqsRecomputeQueue(boto3.client("sqs"), e.queue_url) if e.queue_url else None
     publisher = EventBridgePublisher(boto3.client("events"), e.event_bus_name) if e.event_bus_name else None
@@ -65,23 +69,4 @@ def _from_environment() -> Dependencies:
             clients[name] = LightkubeCluster.from_eks(connectors["eks"], name)
         return clients[name]
 
-    register_configured_clusters(store, os.environ.get(names.ENV_CLUSTERS, ""))
     return Dependencies(store=store, queue=queue, publisher=publisher, kube_for=kube_for)
-
-
-def register_configured_clusters(store: Store, raw: str) -> list[ClusterRecord]:
-    """The clusters the CDK config governs, written into the registry when missing or changed."""
-    if not raw:
-        return []
-    records = []
-    for c in json.loads(raw):
-        record = ClusterRecord(
-            cluster_id=c["id"],
-            eks_cluster_name=c["eks_cluster_name"],
-            hyperpod_cluster_arn=c.get("hyperpod_cluster_arn"),
-            namespace_prefix=c.get("prefix") or "hyperpod-ns-",
-        )
-        if store.get_cluster(record.cluster_id) != record:
-            store.put_cluster(record)
-        records.append(record)
-    return records

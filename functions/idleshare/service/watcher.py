@@ -1,0 +1,371 @@
+"""The node watcher (issue 16): node changes that can move the pool become ``Node Changed`` events.
+
+One invocation per governed cluster per minute (``handlers/watcher.py``) calls :func:`watch_cluster`:
+
+1. **Claim** the cluster's watch (:meth:`WatchStore.claim_watch`): the lease number goes up, so the previous
+   invocation's next checkpoint is refused and it stops; what it last saved comes back — the
+   ``resourceVersion`` to resume from and every node's *view* there (:func:`node_view`).
+2. **Resume** a watch on nodes from that ``resourceVersion`` (bookmarks allowed), one request of at most
+   ``window_seconds`` at a time, until ``deadline``. Each ``ADDED`` / ``MODIFIED`` / ``DELETED`` event's view
+   is compared with the node's previous one (:func:`node_changes`): only a change of something that can
+   move the pool — the node added or deleted, ``deletionTimestamp`` set, the Ready condition's status,
+   ``spec.unschedulable``, the HyperPod health label, the NoSchedule / NoExecute taints,
+   ``status.allocatable``, the instance-type label — becomes an event. A kubelet's heartbeat (a status
+   update that changes none of these) produces nothing.
+3. **Publish** each change as ``Node Changed`` (detail: ``cluster``, ``node``, ``change`` — the most
+   significant one —, ``changes`` — all of them —, ``resourceVersion``) on idleshare's bus, by batched
+   PutEvents from a background thread, so a burst (an AZ's nodes going NotReady) costs one call per ten
+   events and a lone change goes out at once. The router coalesces the burst per cluster as for any event.
+4. **Checkpoint** after each watch request (and after a relist): wait until every event so far is on the bus,
+   then save the ``resourceVersion`` (and the node views, if some changed). Events first, checkpoint second:
+   an invocation that dies in between makes the next one publish those events again (duplicates are
+   harmless: events are triggers, the recompute is level-triggered); it never loses one.
+
+**Relist.** With nothing saved, or on ``410 Gone`` (the saved ``resourceVersion`` is older than the API
+server keeps), the nodes are listed and the watch starts afresh from the list's ``resourceVersion``; the
+listed views are compared with the saved ones, so a change made while no watch ran — or inside the expired
+window — is still published. The very first run has nothing to compare with and publishes nothing (the
+scheduled recompute reads the cluster as it is anyway).
+
+**Failures** (a watch request, a publish, a checkpoint) are counted in the report, the watch is resumed
+from the last checkpoint (so nothing is skipped), and the handler logs, counts and alarms on them; the
+5-minute scheduled recompute remains the safety net.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from idleshare import names
+from idleshare.adapters.errors import AdapterError, ConflictError, ResourceExpiredError
+from idleshare.adapters.ports import WatchBookmark
+from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL
+
+BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+PUT_EVENTS = "events:PutEvents"  # the operation a publish failure names
+DEFAULT_WINDOW_SECONDS = 15  # one watch request at most this long: a checkpoint at least this often
+
+# What changed, most significant first (``change`` in the event is the first that applies).
+ADDED = "Added"
+DELETED = "Deleted"
+DELETING = "Deleting"
+READY = "Ready"
+NOT_READY = "NotReady"
+READY_UNKNOWN = "ReadyUnknown"
+CORDONED = "Cordoned"
+UNCORDONED = "Uncordoned"
+HEALTH = "HealthLabel"
+TAINTS = "Taints"
+ALLOCATABLE = "Allocatable"
+INSTANCE_TYPE = "InstanceType"
+CHANGE_KINDS = (
+    ADDED,
+    DELETED,
+    DELETING,
+    READY,
+    NOT_READY,
+    READY_UNKNOWN,
+    CORDONED,
+    UNCORDONED,
+    HEALTH,
+    TAINTS,
+    ALLOCATABLE,
+    INSTANCE_TYPE,
+)
+
+# A node's view: [ready, unschedulable, deleting, health, taints, allocatable, instance type] (JSON-able,
+# compared as a whole first: equal views -> nothing to report).
+View = list[Any]
+_READY, _UNSCHEDULABLE, _DELETING, _HEALTH, _TAINTS, _ALLOCATABLE, _INSTANCE_TYPE = range(7)
+
+
+def node_view(node: Mapping[str, Any]) -> View:
+    """What of ``node`` can move the pool, and nothing else (heartbeat times, images, addresses, ...)."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    labels = meta.get("labels") or {}
+    ready = None
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            ready = condition.get("status")
+    taints = sorted(
+        [str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))]
+        for t in spec.get("taints") or ()
+        if isinstance(t, Mapping) and t.get("effect") in BLOCKING_EFFECTS
+    )
+    allocatable = status.get("allocatable") or {}
+    return [
+        ready,
+        bool(spec.get("unschedulable")),
+        bool(meta.get("deletionTimestamp")),
+        labels.get(HEALTH_LABEL),
+        taints,
+        {str(k): str(v) for k, v in sorted(allocatable.items())} if isinstance(allocatable, Mapping) else {},
+        labels.get(INSTANCE_TYPE_LABEL) or labels.get(BETA_INSTANCE_TYPE_LABEL),
+    ]
+
+
+def node_changes(before: View | None, after: View | None) -> list[str]:
+    """The :data:`CHANGE_KINDS` between two views of one node (None: the node does not exist), most
+    significant first; ``[]`` when nothing that can move the pool changed."""
+    if before is None and after is None:
+        return []
+    if before is None:
+        return [ADDED]
+    if after is None:
+        return [DELETED]
+    if before == after:
+        return []
+    out = []
+    if after[_DELETING] and not before[_DELETING]:
+        out.append(DELETING)
+    if after[_READY] != before[_READY]:
+        out.append({"True": READY, "False": NOT_READY}.get(str(after[_READY]), READY_UNKNOWN))
+    if after[_UNSCHEDULABLE] != before[_UNSCHEDULABLE]:
+        out.append(CORDONED if after[_UNSCHEDULABLE] else UNCORDONED)
+    for index, kind in ((_HEALTH, HEALTH), (_TAINTS, TAINTS), (_ALLOCATABLE, ALLOCATABLE)):
+        if after[index] != before[index]:
+            out.append(kind)
+    if after[_INSTANCE_TYPE] != before[_INSTANCE_TYPE]:
+        out.append(INSTANCE_TYPE)
+    return out
+
+
+def change_detail(cluster_id: str, node: str, changes: Sequence[str], resource_version: str) -> dict[str, Any]:
+    """The ``Node Changed`` detail (``idleshare.edge.events.NodeChangedDetail``: ``cluster``, ``node``,
+    ``change``; ``changes`` and ``resourceVersion`` ride along as extra members)."""
+    return {
+        "cluster": cluster_id,
+        "node": node,
+        "change": changes[0],
+        "changes": list(changes),
+        "resourceVersion": resource_version,
+    }
+
+
+# -- ports --------------------------------------------------------------------------------------------------
+
+
+class NodeWatchSource(Protocol):
+    """The cluster's nodes as :class:`idleshare.adapters.kube.LightkubeCluster` lists and watches them."""
+
+    def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]: ...
+
+    def watch_nodes(
+        self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True
+    ) -> Iterator[tuple[str, dict[str, Any]]]: ...
+
+
+class WatchStore(Protocol):
+    def claim_watch(self, cluster_id: str, owner: str) -> WatchBookmark: ...
+
+    def save_watch(
+        self, cluster_id: str, lease: int, resource_version: str, nodes: Mapping[str, Any] | None = None
+    ) -> None: ...
+
+
+class BatchPublisher(Protocol):
+    def publish_batch(self, events: Iterable[tuple[str, dict[str, Any]]]) -> int: ...
+
+
+# -- the run ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WatchReport:
+    """What one :func:`watch_cluster` did (the handler logs it and turns it into metrics)."""
+
+    cluster_id: str
+    lease: int = 0
+    resumed_from: str = ""
+    resource_version: str = ""
+    published: int = 0
+    changes: Counter[str] = field(default_factory=Counter)
+    ignored: int = 0  # watch events that changed nothing the pool depends on (heartbeats)
+    watch_requests: int = 0
+    bookmarks: int = 0
+    relists: int = 0
+    checkpoints: int = 0
+    put_events_calls: int = 0
+    failures: list[str] = field(default_factory=list)
+    superseded: bool = False  # a newer invocation took the watch over
+    watched_seconds: float = 0.0
+
+
+class _Batcher:
+    """Publishes queued events from a thread, up to ten per PutEvents call: a lone event goes at once, a
+    burst waits for the call in flight. :meth:`drain` waits until everything queued is on the bus and
+    re-raises what a call raised."""
+
+    def __init__(self, publisher: BatchPublisher, report: WatchReport, batch: int = 10) -> None:
+        self._publisher = publisher
+        self._report = report
+        self._batch = batch
+        self._queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="node-watch-publisher", daemon=True)
+        self._thread.start()
+
+    def put(self, detail: dict[str, Any]) -> None:
+        self._queue.put((names.DT_NODE_CHANGED, detail))
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                self._queue.task_done()
+                return
+            batch = [first]
+            while len(batch) < self._batch:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:  # close() while a batch was gathered: send it, then stop
+                    self._queue.task_done()
+                    self._queue.put(None)
+                    break
+                batch.append(more)
+            try:
+                if self._error is None:
+                    self._report.put_events_calls += self._publisher.publish_batch(batch)
+                    self._report.published += len(batch)
+            except BaseException as exc:  # kept for drain(): the run decides what a failure means
+                self._error = exc
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    def drain(self) -> None:
+        self._queue.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+
+def watch_cluster(
+    cluster_id: str,
+    kube: NodeWatchSource,
+    store: WatchStore,
+    publisher: BatchPublisher,
+    *,
+    deadline: float,
+    owner: str,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    window_seconds: int = DEFAULT_WINDOW_SECONDS,
+    on_change: Callable[[dict[str, Any]], None] | None = None,
+) -> WatchReport:
+    """Watch the cluster's nodes until ``deadline`` (on ``clock``), publishing what moved (module docstring).
+
+    ``owner``: who claims the watch (the Lambda request id). ``on_change``: called with each detail as it is
+    queued (tests, the local pipeline). Returns early when a newer invocation took the watch over."""
+    started = clock()
+    report = WatchReport(cluster_id)
+    bookmark = store.claim_watch(cluster_id, owner)
+    report.lease = bookmark.lease
+    report.resumed_from = bookmark.resource_version
+    saved_nodes: dict[str, View] | None = dict(bookmark.nodes) if bookmark.nodes is not None else None
+    saved_rv = bookmark.resource_version if saved_nodes is not None else ""
+    known: dict[str, View] = dict(saved_nodes or {})
+    rv = saved_rv
+    dirty = False
+    batcher = _Batcher(publisher, report)
+
+    def emit(name: str, changes: list[str], version: str) -> None:
+        detail = change_detail(cluster_id, name, changes, version)
+        report.changes.update(changes)
+        batcher.put(detail)
+        if on_change is not None:
+            on_change(detail)
+
+    def checkpoint() -> None:
+        nonlocal saved_nodes, saved_rv, dirty
+        batcher.drain()  # events first: a checkpoint never gets ahead of what is on the bus
+        store.save_watch(cluster_id, report.lease, rv, dict(known) if dirty else None)
+        report.checkpoints += 1
+        saved_rv = rv
+        if dirty:
+            saved_nodes, dirty = dict(known), False
+
+    def relist() -> None:
+        nonlocal known, rv, dirty
+        listed, version = kube.list_nodes_snapshot()
+        report.relists += 1
+        fresh = {str((n.get("metadata") or {}).get("name", "")): node_view(n) for n in listed}
+        if saved_nodes is not None:  # changes made while nobody watched (or in the expired window)
+            for name in sorted(set(known) | set(fresh)):
+                changes = node_changes(known.get(name), fresh.get(name))
+                if changes:
+                    emit(name, changes, version)
+        known, rv, dirty = fresh, version, True
+        checkpoint()
+
+    try:
+        while True:
+            remaining = deadline - clock()
+            if remaining < 1:
+                break
+            try:
+                if not rv:
+                    relist()
+                    continue
+                report.watch_requests += 1
+                for kind, node in kube.watch_nodes(rv, timeout_seconds=max(1, min(window_seconds, int(remaining)))):
+                    version = str((node.get("metadata") or {}).get("resourceVersion") or rv)
+                    if kind == "BOOKMARK":
+                        report.bookmarks += 1
+                        rv = version
+                        continue
+                    name = str((node.get("metadata") or {}).get("name", ""))
+                    after = None if kind == "DELETED" else node_view(node)
+                    changes = node_changes(known.get(name), after)
+                    if changes:
+                        emit(name, changes, version)
+                        if after is None:
+                            known.pop(name, None)
+                        else:
+                            known[name] = after
+                        dirty = True
+                    else:
+                        report.ignored += 1
+                    rv = version
+                checkpoint()
+            except ResourceExpiredError as exc:
+                report.failures.append(f"relist: {exc}")
+                batcher.drain()
+                rv = ""  # list again at once (the events seen so far are on the bus)
+            except ConflictError as exc:
+                if exc.operation != "save_watch":
+                    raise
+                report.superseded = True  # a newer invocation took the watch over: it resumes from our checkpoint
+                break
+            except AdapterError as exc:  # a watch request, a publish or a checkpoint failed
+                report.failures.append(str(exc))
+                lost = exc.operation == PUT_EVENTS
+                try:
+                    batcher.drain()
+                except AdapterError as again:
+                    report.failures.append(str(again))
+                    lost = True
+                if lost:  # events that may not be on the bus: replay from the checkpoint, which publishes them again
+                    known = dict(saved_nodes or {})
+                    rv, dirty = saved_rv, False
+                sleep(min(1.0, max(0.0, deadline - clock())))
+    finally:
+        batcher.close()
+        report.resource_version = rv
+        report.watched_seconds = max(0.0, clock() - started)
+    return report

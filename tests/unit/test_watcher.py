@@ -1,0 +1,267 @@
+"""The node watcher's rules (``idleshare.service.watcher``) with fakes: what is a change, what is a heartbeat,
+how a failure, a 410 or a takeover is handled; its store items and the batched publisher on moto."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from idleshare import names
+from idleshare.adapters.aws import EventBridgePublisher
+from idleshare.adapters.errors import ConflictError, ResourceExpiredError, RetryableError
+from idleshare.adapters.ports import WatchBookmark
+from idleshare.adapters.store import PK, SK, DynamoStore
+from idleshare.domain.model import HEALTH_LABEL
+from idleshare.service import watcher as w
+from tests.kube.fixtures import make_node
+from tests.kube.watcher_harness import aws_fixture, moto_table  # noqa: F401 - the ``aws`` fixture
+
+
+def _changed(node: dict[str, Any], edit: Any) -> list[str]:
+    after = copy.deepcopy(node)
+    edit(after)
+    return w.node_changes(w.node_view(node), w.node_view(after))
+
+
+def _ready(status: str) -> Any:
+    return lambda n: n["status"].update(conditions=[{"type": "Ready", "status": status}])
+
+
+CASES = [
+    ("cordon", lambda n: n["spec"].update(unschedulable=True), ["Cordoned"]),
+    ("not ready", _ready("False"), ["NotReady"]),
+    ("unknown", _ready("Unknown"), ["ReadyUnknown"]),
+    ("deleting", lambda n: n["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z"), ["Deleting"]),
+    ("health", lambda n: n["metadata"]["labels"].update({HEALTH_LABEL: "Unschedulable"}), ["HealthLabel"]),
+    ("taint", lambda n: n["spec"].update(taints=[{"key": "k", "effect": "NoExecute"}]), ["Taints"]),
+    ("allocatable", lambda n: n["status"]["allocatable"].update({"nvidia.com/mig-1g.10gb": "7"}), ["Allocatable"]),
+    ("itype", lambda n: n["metadata"]["labels"].update({"node.kubernetes.io/instance-type": "x"}), ["InstanceType"]),
+    (
+        "several",
+        lambda n: (_ready("False")(n), n["spec"].update(unschedulable=True)),
+        ["NotReady", "Cordoned"],
+    ),
+]
+NOT_CHANGES = [
+    ("heartbeat", lambda n: n["status"]["conditions"][0].update(lastHeartbeatTime="2026-01-01T00:00:09Z")),
+    ("soft taint", lambda n: n["spec"].update(taints=[{"key": "k", "effect": "PreferNoSchedule"}])),
+    ("other label", lambda n: n["metadata"]["labels"].update(team="a")),
+    ("capacity", lambda n: n["status"].update(capacity={"cpu": "1"})),
+    ("finalizer", lambda n: n["metadata"].update(finalizers=["x"])),
+]
+
+
+@pytest.mark.parametrize(("what", "edit", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_changes_that_can_move_the_pool(what: str, edit: Any, expected: list[str]) -> None:
+    assert _changed(make_node("a"), edit) == expected
+
+
+@pytest.mark.parametrize(("what", "edit"), NOT_CHANGES, ids=[c[0] for c in NOT_CHANGES])
+def test_changes_that_cannot(what: str, edit: Any) -> None:
+    assert _changed(make_node("a"), edit) == []
+
+
+def test_added_and_deleted() -> None:
+    view = w.node_view(make_node("a"))
+    assert w.node_changes(None, view) == ["Added"]
+    assert w.node_changes(view, None) == ["Deleted"]
+    assert w.node_changes(None, None) == []
+    assert json.loads(json.dumps(view)) == view  # views are stored as JSON
+
+
+# -- watch_cluster with fakes --------------------------------------------------------------------------------
+
+
+class FakeStore:
+    def __init__(self, bookmark: WatchBookmark | None = None) -> None:
+        self.lease = bookmark.lease if bookmark else 0
+        self.rv = bookmark.resource_version if bookmark else ""
+        self.nodes = bookmark.nodes if bookmark else None
+        self.saves: list[tuple[str, bool]] = []
+        self.taken_over = False
+
+    def claim_watch(self, cluster_id: str, owner: str) -> WatchBookmark:
+        self.lease += 1
+        return WatchBookmark(cluster_id, self.lease, self.rv, copy.deepcopy(self.nodes))
+
+    def save_watch(self, cluster_id: str, lease: int, resource_version: str, nodes: Any = None) -> None:
+        if self.taken_over or lease != self.lease:
+            raise ConflictError("taken over", operation="save_watch")
+        self.rv = resource_version
+        if nodes is not None:
+            self.nodes = copy.deepcopy(dict(nodes))
+        self.saves.append((resource_version, nodes is not None))
+
+
+class FakePublisher:
+    def __init__(self, fail: int = 0) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.fail = fail
+
+    def publish_batch(self, events: Any) -> int:
+        if self.fail:
+            self.fail -= 1
+            raise RetryableError("throttled", operation="events:PutEvents")
+        self.events.extend(d for _, d in events)
+        return 1
+
+
+class FakeKube:
+    """Scripted watch requests: each a list of (type, node) or an exception; a list returns ``nodes``."""
+
+    def __init__(self, nodes: list[dict[str, Any]], rv: str, script: list[Any]) -> None:
+        self.nodes, self.rv, self.script = nodes, rv, list(script)
+        self.watches: list[str] = []
+        self.lists = 0
+
+    def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+        self.lists += 1
+        return copy.deepcopy(self.nodes), self.rv
+
+    def watch_nodes(self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True) -> Iterator[Any]:
+        self.watches.append(resource_version)
+        step = self.script.pop(0) if self.script else []
+        if isinstance(step, Exception):
+            raise step
+        yield from step
+
+
+class Ticks:
+    """A clock that moves one second per reading: the run ends after ``n`` readings."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1
+        return self.now
+
+
+def _node(name: str, rv: str, **kw: Any) -> dict[str, Any]:
+    node = make_node(name, **kw)
+    node["metadata"]["resourceVersion"] = rv
+    return node
+
+
+def _run(kube: FakeKube, store: FakeStore, publisher: FakePublisher, readings: int = 8) -> w.WatchReport:
+    return w.watch_cluster(
+        "c1", kube, store, publisher, deadline=readings, owner="me", clock=Ticks(), sleep=lambda s: None
+    )
+
+
+def _saved(nodes: list[dict[str, Any]], rv: str) -> WatchBookmark:
+    return WatchBookmark("c1", 1, rv, {n["metadata"]["name"]: w.node_view(n) for n in nodes})
+
+
+def test_first_run_lists_and_publishes_nothing() -> None:
+    kube = FakeKube([make_node("a")], "10", [])
+    store, publisher = FakeStore(), FakePublisher()
+    _run(kube, store, publisher)
+    assert kube.lists == 1 and publisher.events == [] and store.saves[0] == ("10", True)
+    assert kube.watches and set(kube.watches) == {"10"}
+
+
+def test_resume_reports_changes_and_ignores_heartbeats() -> None:
+    a = make_node("a")
+    beat = _node("a", "11")
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:01Z"
+    script = [
+        [
+            ("MODIFIED", beat),
+            ("MODIFIED", _node("a", "12", unschedulable=True)),
+            ("BOOKMARK", {"metadata": {"resourceVersion": "15"}}),
+        ]
+    ]
+    kube = FakeKube([], "", script)
+    store, publisher = FakeStore(_saved([a], "10")), FakePublisher()
+    report = _run(kube, store, publisher)
+    assert kube.lists == 0 and kube.watches[0] == "10" and kube.watches[1] == "15"
+    assert [(e["node"], e["change"], e["resourceVersion"]) for e in publisher.events] == [("a", "Cordoned", "12")]
+    assert report.ignored == 1 and report.bookmarks == 1 and store.saves[0] == ("15", True)
+
+
+def test_a_410_relists_and_diffs_against_the_saved_views() -> None:
+    a, b = make_node("a"), make_node("b")
+    kube = FakeKube([make_node("a", ready=False), make_node("c")], "30", [ResourceExpiredError("gone")])
+    store, publisher = FakeStore(_saved([a, b], "10")), FakePublisher()
+    report = _run(kube, store, publisher)
+    assert report.relists == 1 and kube.lists == 1
+    assert sorted((e["node"], e["change"]) for e in publisher.events) == [
+        ("a", "NotReady"),
+        ("b", "Deleted"),
+        ("c", "Added"),
+    ]
+    assert store.rv == "30" and set(store.nodes or {}) == {"a", "c"}
+
+
+def test_a_failed_publish_replays_from_the_checkpoint() -> None:
+    a = make_node("a")
+    cordon = [("MODIFIED", _node("a", "12", unschedulable=True))]
+    kube = FakeKube([], "", [cordon, cordon])  # the replay from rv 10 sees the change again
+    store, publisher = FakeStore(_saved([a], "10")), FakePublisher(fail=1)
+    report = _run(kube, store, publisher, readings=10)
+    assert [e["change"] for e in publisher.events] == ["Cordoned"]
+    assert kube.watches[:2] == ["10", "10"] and report.failures and store.rv == "12"
+
+
+def test_a_watch_error_resumes_where_it_was() -> None:
+    a = make_node("a")
+    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))], RetryableError("reset")])
+    store, publisher = FakeStore(_saved([a], "10")), FakePublisher()
+    report = _run(kube, store, publisher)
+    assert kube.watches[:3] == ["10", "12", "12"] and report.failures == ["reset"]
+    assert [e["change"] for e in publisher.events] == ["Cordoned"]
+
+
+def test_taken_over_stops() -> None:
+    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12"))]])
+    store = FakeStore(_saved([make_node("a")], "10"))
+    store.taken_over = True
+    report = _run(kube, store, FakePublisher(), readings=100)
+    assert report.superseded and len(kube.watches) == 1
+
+
+# -- the store items and the batched publisher (moto) --------------------------------------------------------
+
+
+@pytest.fixture
+def store(aws: None) -> Iterator[DynamoStore]:
+    with moto_table() as s:
+        yield s
+
+
+def test_store_claim_save_and_takeover(store: DynamoStore) -> None:
+    first = store.claim_watch("c1", "inv-1")
+    assert (first.lease, first.resource_version, first.nodes) == (1, "", None)
+    views = {"a": w.node_view(make_node("a"))}
+    store.save_watch("c1", 1, "10", views)
+    store.save_watch("c1", 1, "11")
+    second = store.claim_watch("c1", "inv-2")
+    assert (second.lease, second.resource_version, second.nodes) == (2, "11", views)
+    with pytest.raises(ConflictError):
+        store.save_watch("c1", 1, "12")
+    with pytest.raises(ConflictError):
+        store.save_watch("c1", 1, "12", views)
+    item = store.table.get_item(Key={PK: "CLUSTER#c1", SK: "WATCH"})["Item"]
+    assert item["rv"] == "11" and item["watch_owner"] == "inv-2"
+
+
+def test_publish_batch_sends_ten_per_call_and_resends_failed_entries(aws: None) -> None:
+    calls: list[int] = []
+
+    class Client:
+        def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+            calls.append(len(Entries))
+            if len(calls) == 1:  # the first call: its last entry throttled
+                results = [{"EventId": "x"}] * (len(Entries) - 1) + [{"ErrorCode": "ThrottlingException"}]
+                return {"FailedEntryCount": 1, "Entries": results}
+            return {"FailedEntryCount": 0, "Entries": [{"EventId": "x"}] * len(Entries)}
+
+    publisher = EventBridgePublisher(Client(), "bus")
+    events = [(names.DT_NODE_CHANGED, {"cluster": "c1", "node": f"n{i}"}) for i in range(23)]
+    assert publisher.publish_batch(events) == 4
+    assert calls == [10, 1, 10, 3]
