@@ -255,6 +255,12 @@ class FaultProxy:
             self._requests.append(record)
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else None
+        if self._outage == "refuse" or self._server is None:  # a keep-alive connection from before the outage
+            record.status = None
+            with contextlib.suppress(OSError):
+                h.connection.shutdown(socket.SHUT_RDWR)
+            h.close_connection = True
+            return
         if self._outage == "503":
             record.status = 503
             self._answer(h, 503, status_body(503, message="the server is currently unable to handle the request"))
@@ -262,6 +268,9 @@ class FaultProxy:
         fault = self._fault_for(h.command, split.path)
         if fault is not None and fault.delay:
             time.sleep(fault.delay)
+            if self._server is None:  # stopped (or refusing) meanwhile: never forward into a later test
+                h.close_connection = True
+                return
         elif fault is not None:
             if fault.drop_connection:
                 record.status = None

@@ -461,6 +461,7 @@ class KubeStack:
                 "--allow-privileged=false",
                 "--endpoint-reconciler-type=none",  # the kubernetes Service cannot point at a loopback address
                 "--v=1",
+                *self._audit_flags(),
             ],
         )
 
@@ -469,6 +470,16 @@ class KubeStack:
             return status == 200
 
         self._wait(proc, "ready (/readyz)", ready, 120)
+
+    def _audit_flags(self) -> list[str]:
+        """``IDLESHARE_KUBE_AUDIT=1``: every request's metadata in ``logs/audit.log`` (for debugging a test)."""
+        if os.environ.get("IDLESHARE_KUBE_AUDIT") != "1":
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(
+            yaml.safe_dump({"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]})
+        )
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.workdir / 'logs' / 'audit.log'}"]
 
     def _install_crds(self) -> None:
         t0 = time.monotonic()
@@ -551,7 +562,7 @@ class KubeStack:
                 str(self.binaries.path("kueue")),
                 f"--config={config_path}",
                 "--feature-gates=VisibilityOnDemand=false",
-                "--zap-log-level=info",
+                f"--zap-log-level={os.environ.get('IDLESHARE_KUEUE_LOG_LEVEL', 'info')}",
             ],
             env={"KUBECONFIG": str(self.kubeconfig("admin"))},
         )

@@ -1,0 +1,253 @@
+"""Teams' work as Kueue sees it: submit ``Workload`` s to a team's LocalQueue, finish them, and read what the
+real Kueue decided — admitted (and how much the team borrows), pending with Kueue's own reason, preempted.
+
+A ``Workload`` here is what Kueue's job integrations create for a Job; submitting it directly keeps the
+tests about admission alone (no kubelet or scheduler runs: Kueue admits by quota). What a Job controller
+does when Kueue evicts its workload — stop the pods, then release the quota — is :func:`release_evicted`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from devkit.kube.client import KUEUE, Kube
+
+ADMITTED, PENDING, PREEMPTED, EVICTED, FINISHED = "Admitted", "Pending", "Preempted", "Evicted", "Finished"
+
+
+def namespace_of(team: str, prefix: str = "hyperpod-ns-") -> str:
+    return f"{prefix}{team}"
+
+
+def local_queue_of(team: str, prefix: str = "hyperpod-ns-") -> str:
+    return f"{prefix}{team}-localqueue"
+
+
+def cluster_queue_of(team: str, prefix: str = "hyperpod-ns-") -> str:
+    return f"{prefix}{team}-clusterqueue"
+
+
+def workload(
+    team: str,
+    name: str,
+    requests: Mapping[str, str | int],
+    *,
+    count: int = 1,
+    priority_class: str | None = None,
+    prefix: str = "hyperpod-ns-",
+) -> dict[str, Any]:
+    """A v1beta2 Workload of ``count`` pods each requesting ``requests`` (``{"nvidia.com/gpu": 8}``), queued
+    in the team's LocalQueue."""
+    spec: dict[str, Any] = {
+        "queueName": local_queue_of(team, prefix),
+        "podSets": [
+            {
+                "name": "main",
+                "count": count,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "train",
+                                "image": "public.ecr.aws/docker/library/busybox:stable",
+                                "resources": {"requests": {k: str(v) for k, v in requests.items()}},
+                            }
+                        ],
+                    }
+                },
+            }
+        ],
+    }
+    if priority_class:
+        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": priority_class}
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace_of(team, prefix), "labels": {"idleshare.io/team": team}},
+        "spec": spec,
+    }
+
+
+def submit(kube: Kube, wl: dict[str, Any]) -> dict[str, Any]:
+    return kube.create(wl)
+
+
+def conditions(wl: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (wl.get("status") or {}).get("conditions") or []}
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    team: str
+    name: str
+    state: str  # Admitted | Pending | Preempted | Evicted | Finished
+    message: str = ""
+    reason: str = ""
+    flavors: Mapping[str, str] = field(default_factory=dict)  # resource -> flavor it was admitted on
+
+
+def state_of(wl: Mapping[str, Any]) -> WorkloadState:
+    conds = conditions(wl)
+    meta = wl["metadata"]
+    team = (meta.get("labels") or {}).get("idleshare.io/team", meta.get("namespace", ""))
+
+    def is_true(kind: str) -> bool:
+        return conds.get(kind, {}).get("status") == "True"
+
+    flavors: dict[str, str] = {}
+    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        flavors.update(psa.get("flavors") or {})
+    if is_true("Finished"):
+        return WorkloadState(team, meta["name"], FINISHED, conds["Finished"].get("message", ""))
+    if is_true("Preempted"):
+        c = conds["Preempted"]
+        return WorkloadState(team, meta["name"], PREEMPTED, c.get("message", ""), c.get("reason", ""), flavors)
+    if is_true("Evicted"):
+        c = conds["Evicted"]
+        return WorkloadState(team, meta["name"], EVICTED, c.get("message", ""), c.get("reason", ""), flavors)
+    if is_true("QuotaReserved"):
+        return WorkloadState(team, meta["name"], ADMITTED, "", "", flavors)
+    c = conds.get("QuotaReserved", {})
+    return WorkloadState(team, meta["name"], PENDING, c.get("message", ""), c.get("reason", ""))
+
+
+def states(kube: Kube, namespace: str | None = None) -> dict[str, WorkloadState]:
+    """Every workload's state, by name."""
+    return {w["metadata"]["name"]: state_of(w) for w in kube.objects("Workload", namespace)}
+
+
+def wait_state(kube: Kube, wl: Mapping[str, Any], *wanted: str, timeout: float = 30.0) -> WorkloadState:
+    """Poll until the workload is in one of ``wanted`` states (and, for Pending, Kueue has said why)."""
+    meta = wl["metadata"]
+
+    def reached() -> WorkloadState | None:
+        current = kube.get("Workload", meta["name"], meta["namespace"])
+        if current is None:
+            return None
+        st = state_of(current)
+        if st.state in wanted and (st.state != PENDING or st.message):
+            return st
+        return None
+
+    try:
+        return kube.wait_for(reached, f"workload {meta['name']} {'/'.join(wanted)}", timeout=timeout)
+    except TimeoutError as exc:
+        current = kube.get("Workload", meta["name"], meta["namespace"])
+        seen = [
+            (c["type"], c["status"], c.get("reason")) for c in (current or {}).get("status", {}).get("conditions") or []
+        ]
+        raise TimeoutError(f"{exc}: it is {state_of(current) if current else 'gone'}; conditions {seen}") from None
+
+
+def wait_any(kube: Kube, wls: Iterable[Mapping[str, Any]], *wanted: str, timeout: float = 30.0) -> WorkloadState:
+    """The first of ``wls`` to reach one of ``wanted`` states."""
+    metas = [w["metadata"] for w in wls]
+
+    def reached() -> WorkloadState | None:
+        for meta in metas:
+            current = kube.get("Workload", meta["name"], meta["namespace"])
+            if current is not None and (st := state_of(current)).state in wanted:
+                return st
+        return None
+
+    return kube.wait_for(reached, f"one of {[m['name'] for m in metas]} {'/'.join(wanted)}", timeout=timeout)
+
+
+def settle(kube: Kube, names: Iterable[tuple[str, str]], *, quiet: float = 1.5, timeout: float = 30.0) -> None:
+    """Wait until Kueue has decided about every named workload ((namespace, name): admitted, or pending with a
+    reason) and nothing changed for ``quiet`` seconds."""
+    wanted = list(names)
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    stable_since = time.monotonic()
+    while time.monotonic() < deadline:
+        snapshot = []
+        for ns, name in wanted:
+            wl = kube.get("Workload", name, ns)
+            st = state_of(wl) if wl else None
+            snapshot.append((name, st.state if st else None, st.message if st else None))
+        decided = all(s is not None and (s != PENDING or m) for _, s, m in snapshot)
+        if snapshot != last:
+            last, stable_since = snapshot, time.monotonic()
+        elif decided and time.monotonic() - stable_since >= quiet:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"Kueue did not settle in {timeout:.0f} s: {last}")
+
+
+def finish(kube: Kube, wl: Mapping[str, Any], message: str = "the job completed") -> None:
+    """Mark a workload Finished, as its job's controller does when the job ends: Kueue releases its quota."""
+    meta = wl["metadata"]
+    kube.set_status(
+        "Workload",
+        meta["name"],
+        {
+            "conditions": [
+                *(
+                    (kube.get("Workload", meta["name"], meta["namespace"]) or {}).get("status", {}).get("conditions")
+                    or []
+                ),
+                {
+                    "type": "Finished",
+                    "status": "True",
+                    "reason": "Succeeded",
+                    "message": message,
+                    "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+            ]
+        },
+        meta["namespace"],
+    )
+
+
+def release_evicted(kube: Kube, wl: Mapping[str, Any]) -> None:
+    """What a Job controller does when Kueue evicts its workload: once the pods are gone, the quota reservation
+    is released (``QuotaReserved`` False, no ``admission``) and the workload queues again."""
+    meta = wl["metadata"]
+    current = kube.get("Workload", meta["name"], meta["namespace"]) or {}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conds = [
+        c
+        for c in (current.get("status") or {}).get("conditions") or []
+        if c["type"] not in ("QuotaReserved", "Admitted")
+    ]
+    conds += [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Pending",
+            "message": "evicted: the job stopped",
+            "lastTransitionTime": now,
+        },
+        {
+            "type": "Admitted",
+            "status": "False",
+            "reason": "NoReservation",
+            "message": "evicted",
+            "lastTransitionTime": now,
+        },
+    ]
+    kube.request(
+        "PATCH",
+        kube.path("Workload", meta["name"], meta["namespace"], "status"),
+        {"status": {"admission": None, "conditions": conds}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def cluster_queue_usage(kube: Kube, team: str, prefix: str = "hyperpod-ns-") -> dict[str, dict[str, dict[str, str]]]:
+    """``{flavor: {resource: {"total": q, "borrowed": q}}}`` from the team's ClusterQueue status (what Kueue
+    has reserved for admitted workloads, and how much of it is borrowed from the cohort)."""
+    cq = kube.get("ClusterQueue", cluster_queue_of(team, prefix)) or {}
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for fl in (cq.get("status") or {}).get("flavorsReservation") or []:
+        for res in fl.get("resources") or []:
+            out.setdefault(fl["name"], {})[res["name"]] = {
+                "total": str(res.get("total", "0")),
+                "borrowed": str(res.get("borrowed", "0")),
+            }
+    return out
