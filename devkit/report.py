@@ -102,12 +102,52 @@ def render_step(
         if issue.get("severity") == "error":
             lines.append(f"  ! {issue.get('code')}: {issue.get('message')}")
     lines += render_changes(report.kueue_changes, all_resources)
+    lines += render_workloads(report)
     if report.mismatches:
         lines.append(f"  ✗ {len(report.mismatches)} of {report.checked} expectations failed:")
         lines += [f"    - {m}" for m in report.mismatches]
     elif report.checked:
         lines.append(f"  ✓ {report.checked} expectations hold")
     return "\n".join(lines)
+
+
+def render_workloads(report: StepReport) -> list[str]:
+    """Per team, what the real Kueue did with its workloads: admitted (and what it borrows), pending with
+    Kueue's own reason, preempted."""
+    if not report.workloads:
+        return []
+    by_team: dict[str, list[dict[str, Any]]] = {}
+    for w in report.workloads:
+        by_team.setdefault(w["team"], []).append(w)
+    width = max(len(t) for t in by_team)
+    out = ["  workloads (what Kueue did)"]
+    for team in sorted(by_team):
+        ws = by_team[team]
+        parts = []
+        admitted = [w["name"] for w in ws if w["state"] == "Admitted"]
+        if admitted:
+            borrowed = [
+                f"{q} {short_resource(r)} on {_flavor_short(f)}"
+                for f, per in sorted(report.borrowed.get(team, {}).items())
+                for r, q in sorted(per.items())
+                if r not in ("cpu", "memory")
+            ]
+            parts.append(
+                f"{len(admitted)} admitted ({', '.join(admitted)})"
+                + (f", borrowing {', '.join(borrowed)}" if borrowed else "")
+            )
+        for state in ("Preempted", "Finished"):
+            names = [w["name"] for w in ws if w["state"] == state]
+            if names:
+                parts.append(f"{len(names)} {state.lower()} ({', '.join(names)})")
+        for w in ws:
+            if w["state"] == "Pending":
+                reason = w["message"].removeprefix("couldn't assign flavors to pod set main: ")
+                # flavors the pods' node selector rules out are not news: keep why the right one said no
+                reason = ", ".join(p for p in reason.split(", ") if "doesn't match node affinity" not in p)
+                parts.append(f"{w['name']} pending: {reason}")
+        out.append(f"    {team:<{width}}  " + "; ".join(parts))
+    return out
 
 
 def render_changes(changes: list[dict[str, Any]], all_resources: bool) -> list[str]:

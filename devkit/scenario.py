@@ -40,9 +40,12 @@ ACTIONS = (
     "node",
     "nodeHealth",
     "recalculate",
+    "submit",
+    "finish",
 )
 TEAM_FIELDS = ("nominal", "borrowingLimit", "lendingLimit", "bound")
-EXPECT_KEYS = ("unallocated", "cohort", "excludedNodes", "teams", "dropped", "changed", "routed")
+EXPECT_KEYS = ("unallocated", "cohort", "excludedNodes", "teams", "dropped", "changed", "routed", "workloads")
+WORKLOAD_STATES = ("Admitted", "Pending", "Preempted", "Finished")
 STEP_KEYS = ("title", "expect", *ACTIONS)
 TOP_KEYS = ("name", "description", "cluster", "nodes", "quotas", "schedulerConfig", "steps")
 
@@ -258,6 +261,13 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
                 "status": arg["status"],
                 "repairAction": str(arg.get("repairAction", "None")),
             }
+        elif kind == "submit":
+            arg = _parse_submit(arg, source, loc)
+        elif kind == "finish":
+            names = arg if isinstance(arg, list) else [arg]
+            if not names or not all(isinstance(n, str) and n for n in names):
+                raise InputError(source, [FieldError(loc, "must be a workload name or a list of them")])
+            arg = names
         expect = raw.get("expect") or {}
         _check_expect(expect, source, f"{where}.expect", refs)
         if "excludedNodes" in expect:
@@ -279,6 +289,46 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
         scheduler_config=sc_doc,
         steps=steps,
     )
+
+
+def _parse_submit(arg: Any, source: str, loc: str) -> list[dict[str, Any]]:
+    """``submit``: one workload or a list, each ``{team, name, requests: {gpu: 8, cpu: 4}, count: 1,
+    instanceType: ml.p5.48xlarge}`` (the node selector a job pins its instance type with; optional)."""
+    items = arg if isinstance(arg, list) else [arg]
+    out = []
+    for j, item in enumerate(items):
+        at = f"{loc}[{j}]" if isinstance(arg, list) else loc
+        if not isinstance(item, dict):
+            raise InputError(source, [FieldError(at, "must be {team, name, requests, count}")])
+        fields = ("team", "name", "requests", "count", "instanceType")
+        unknown = [k for k in item if k not in fields]
+        if unknown:
+            raise InputError(source, [FieldError(f"{at}.{unknown[0]}", f"unknown field ({', '.join(fields)})")])
+        if "instanceType" in item and (not isinstance(item["instanceType"], str) or not item["instanceType"]):
+            raise InputError(
+                source, [FieldError(f"{at}.instanceType", "must be an instance type, e.g. ml.p5.48xlarge")]
+            )
+        for key in ("team", "name"):
+            if not isinstance(item.get(key), str) or not item[key]:
+                raise InputError(source, [FieldError(f"{at}.{key}", "required: a non-empty string")])
+        requests = item.get("requests")
+        if not isinstance(requests, dict) or not requests:
+            raise InputError(source, [FieldError(f"{at}.requests", "required: resource -> quantity, e.g. {gpu: 8}")])
+        for r, v in requests.items():
+            _number(v, source, f"{at}.requests.{r}")
+        count = item.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise InputError(source, [FieldError(f"{at}.count", "must be a whole number of pods, at least 1")])
+        out.append(
+            {
+                "team": item["team"],
+                "name": item["name"],
+                "requests": {full_resource(str(r)): str(v) for r, v in requests.items()},
+                "count": count,
+                **({"instanceType": item["instanceType"]} if "instanceType" in item else {}),
+            }
+        )
+    return out
 
 
 class NodeRefs:
@@ -359,6 +409,12 @@ def _check_expect(expect: Any, source: str, loc: str, refs: NodeRefs) -> None:
                 raise InputError(
                     source, [FieldError(f"{loc}.excludedNodes", "must map node -> reason (every excluded node)")]
                 )
+        elif key == "workloads":
+            if not isinstance(value, dict) or any(v not in WORKLOAD_STATES for v in value.values()):
+                raise InputError(
+                    source,
+                    [FieldError(f"{loc}.workloads", f"must map workload -> one of {', '.join(WORKLOAD_STATES)}")],
+                )
         elif key in ("changed", "routed") and not isinstance(value, bool):
             raise InputError(source, [FieldError(f"{loc}.{key}", "must be true or false")])
 
@@ -403,6 +459,10 @@ class StepReport:
     failures: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     checked: int = 0
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+    """What Kueue decided, after the step: ``{team, name, state, message}`` for every submitted workload."""
+    borrowed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    """``{team: {flavor: {resource: quantity}}}`` borrowed from the cohort (the ClusterQueues' status)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -418,6 +478,8 @@ class StepReport:
             "pool": self.pool,
             "kueueChanges": self.kueue_changes,
             "failures": self.failures,
+            "workloads": self.workloads,
+            "borrowed": self.borrowed,
             "expectations": {"checked": self.checked, "mismatches": self.mismatches},
         }
 
@@ -462,6 +524,9 @@ class Runner:
         self.before = stack.kueue_objects()
         self.previous_generation = 0
         self.aliases = NodeRefs(scenario.nodes).aliases()
+        from devkit.kube.workloads import Workloads
+
+        self.workloads = Workloads(getattr(stack, "sim", None), source=scenario.source)
 
     def _node(self, name: str) -> str:
         return f"{self.aliases[name]} ({name})" if name in self.aliases else name
@@ -523,6 +588,12 @@ class Runner:
                 return what, [_event(c, "SageMaker HyperPod Cluster Node Health Event", detail, "aws.sagemaker")]
             if kind == "recalculate":
                 return "recalculate", [_event(c, "Recalculation Requested", {"cluster": cid, "reason": "scenario"})]
+            if kind == "submit":  # teams submit work to Kueue directly: no event reaches idleshare
+                self.workloads.submit(arg)
+                return "submit " + ", ".join(f"{w['name']} ({w['team']})" for w in arg), []
+            if kind == "finish":
+                self.workloads.finish(arg)
+                return "finish " + ", ".join(arg), []
         except AdapterError as exc:
             raise InputError(self.s.source, [FieldError(f"{step.where}.{kind}", str(exc))]) from None
         raise AssertionError(kind)
@@ -548,6 +619,7 @@ class Runner:
         after = stack.kueue_objects()
         report.kueue_changes = kueue_changes(self.before, after)
         self.before = after
+        report.workloads, report.borrowed = self.workloads.observe()
         report.mismatches, report.checked = check(step.expect, report, after, self.s)
         return report
 
@@ -557,10 +629,9 @@ def run(
     *,
     on_step: Callable[[StepReport], None] | None = None,
     stack: Embedded | None = None,
-    real: bool = False,
 ) -> list[StepReport]:
-    """Play every step; ``on_step`` sees each report as soon as it is ready. ``real``: on the real
-    kube-apiserver + Kueue (:mod:`devkit.kube.stack`) instead of the simulator."""
+    """Play every step on ``stack``, or on a new :class:`Embedded` (the real kube-apiserver + Kueue of
+    :mod:`devkit.kube.stack`); ``on_step`` sees each report as soon as it is ready."""
     reports: list[StepReport] = []
 
     def play(embedded: Embedded) -> None:
@@ -581,7 +652,7 @@ def run(
     if stack is not None:
         play(stack)
     else:
-        with Embedded(scenario.nodes, cluster=scenario.cluster, real=real) as embedded:
+        with Embedded(scenario.nodes, cluster=scenario.cluster) as embedded:
             play(embedded)
     return reports
 
@@ -695,6 +766,9 @@ def check(
         if not ok:
             bad.append(f"{what}: expected {want}, got {got if got is not None else '(none)'}")
 
+    states = {w["name"]: w["state"] for w in report.workloads}
+    for name, want in (expect.get("workloads") or {}).items():
+        compare(f"workload {name}", want, states.get(name), quantity=False)
     for flavor, per in (expect.get("unallocated") or {}).items():
         for r, want in per.items():
             got = (

@@ -36,11 +36,13 @@ def workload(
     requests: Mapping[str, str | int],
     *,
     count: int = 1,
+    instance_type: str | None = None,
     priority_class: str | None = None,
     prefix: str = "hyperpod-ns-",
 ) -> dict[str, Any]:
     """A v1beta2 Workload of ``count`` pods each requesting ``requests`` (``{"nvidia.com/gpu": 8}``), queued
-    in the team's LocalQueue."""
+    in the team's LocalQueue. ``instance_type``: the pods' node selector, as a job pins its instance type —
+    without one, Kueue gives the pods the first flavor in the ClusterQueue's order that has room."""
     spec: dict[str, Any] = {
         "queueName": local_queue_of(team, prefix),
         "podSets": [
@@ -49,6 +51,11 @@ def workload(
                 "count": count,
                 "template": {
                     "spec": {
+                        **(
+                            {"nodeSelector": {"node.kubernetes.io/instance-type": instance_type}}
+                            if instance_type
+                            else {}
+                        ),
                         "restartPolicy": "Never",
                         "containers": [
                             {
@@ -251,3 +258,80 @@ def cluster_queue_usage(kube: Kube, team: str, prefix: str = "hyperpod-ns-") -> 
                 "borrowed": str(res.get("borrowed", "0")),
             }
     return out
+
+
+class Workloads:
+    """The teams' work in a scenario (``submit`` / ``finish`` steps) on the real cluster.
+
+    After every step :meth:`observe` waits until Kueue has decided about each workload and plays the Job
+    controller's part for those Kueue evicted (the pods stop, the quota is released): a preempted workload
+    queues again, as a Job's does."""
+
+    def __init__(self, kube: Any, *, source: str = "scenario") -> None:
+        self.kube = kube if isinstance(kube, Kube) else None
+        self.source = source
+        self.submitted: dict[str, dict[str, Any]] = {}
+        self.preempted: set[str] = set()
+
+    def _require(self, what: str) -> Kube:
+        if self.kube is None:
+            raise RuntimeError(f"{self.source}: {what} needs the real Kueue (devkit.kube.stack)")
+        return self.kube
+
+    def submit(self, items: Iterable[Mapping[str, Any]]) -> None:
+        kube = self._require("submit")
+        for item in items:
+            body = workload(
+                item["team"],
+                item["name"],
+                item["requests"],
+                count=int(item.get("count", 1)),
+                instance_type=item.get("instanceType"),
+            )
+            kube.create(body)
+            self.submitted[item["name"]] = body
+
+    def finish(self, names: Iterable[str]) -> None:
+        kube = self._require("finish")
+        for name in names:
+            if name not in self.submitted:
+                raise RuntimeError(f"{self.source}: finish {name!r}: no workload of that name was submitted")
+            finish(kube, self.submitted[name])
+
+    def observe(self, timeout: float = 30.0) -> tuple[list[dict[str, Any]], dict[str, dict[str, dict[str, str]]]]:
+        """``([{team, name, state, message}], {team: {flavor: {resource: borrowed}}})`` once Kueue settled."""
+        if self.kube is None or not self.submitted:
+            return [], {}
+        kube = self.kube
+        keys = [(b["metadata"]["namespace"], n) for n, b in self.submitted.items()]
+        deadline = time.monotonic() + timeout
+        while True:
+            settle(kube, keys, quiet=1.0, timeout=max(1.0, deadline - time.monotonic()))
+            evicted = []
+            for name, body in self.submitted.items():
+                current = kube.get("Workload", name, body["metadata"]["namespace"]) or {}
+                conds = conditions(current)
+                if conds.get("Evicted", {}).get("status") == "True" and (current.get("status") or {}).get("admission"):
+                    evicted.append(body)
+                    self.preempted.add(name)
+            if not evicted or time.monotonic() > deadline:
+                break
+            for body in evicted:
+                release_evicted(kube, body)
+        out = []
+        teams = set()
+        for name, body in self.submitted.items():
+            current = kube.get("Workload", name, body["metadata"]["namespace"])
+            st = state_of(current) if current else WorkloadState("?", name, "Gone")
+            state = st.state
+            if name in self.preempted and state in (PENDING, EVICTED, PREEMPTED):
+                state = PREEMPTED  # preempted, queued again
+            teams.add(body["metadata"]["labels"]["idleshare.io/team"])
+            out.append({"team": st.team, "name": name, "state": state, "message": st.message})
+        borrowed: dict[str, dict[str, dict[str, str]]] = {}
+        for team in sorted(teams):
+            for flavor, per in cluster_queue_usage(kube, team).items():
+                for resource, usage in per.items():
+                    if usage["borrowed"] not in ("0", ""):
+                        borrowed.setdefault(team, {}).setdefault(flavor, {})[resource] = usage["borrowed"]
+        return out, borrowed
