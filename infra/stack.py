@@ -18,6 +18,9 @@ from infra.constructs.observability import Observability
 from infra.constructs.queue import RecomputeQueue
 from infra.constructs.registry import ClusterRegistry
 from infra.constructs.storage import Storage
+from infra.constructs.watcher import MEMORY as WATCHER_MEMORY
+from infra.constructs.watcher import TIMEOUT as WATCHER_TIMEOUT
+from infra.constructs.watcher import NodeWatcher
 
 RECOMPUTE_TIMEOUT = Duration.minutes(5)
 RECOMPUTE_MEMORY = 1024
@@ -104,6 +107,14 @@ class IdleshareStack(Stack):
         registrar = function(
             "Registrar", names.REGISTRAR_HANDLER, "idleshare: register the configured clusters (deploy time)"
         )
+        watcher = function(
+            "NodeWatcher",
+            names.WATCHER_HANDLER,
+            "idleshare: watch a cluster's nodes, publish Node Changed (one invocation per cluster per minute)",
+            timeout=WATCHER_TIMEOUT,
+            memory_size=WATCHER_MEMORY,
+            placement=network.placement if network is not None else None,
+        )
 
         events = Events(
             self,
@@ -112,7 +123,7 @@ class IdleshareStack(Stack):
             schedule_rate_minutes=config.schedule_rate_minutes,
             archive_retention_days=config.archive_retention_days,
         )
-        for fn in (router, recompute, api_handler, registrar):
+        for fn in (router, recompute, api_handler, registrar, watcher):
             if names.ENV_EVENT_BUS_NAME in names.FUNCTION_ENV[fn.handler]:
                 fn.function.add_environment(names.ENV_EVENT_BUS_NAME, events.bus.event_bus_name)
 
@@ -153,6 +164,20 @@ class IdleshareStack(Stack):
             dlq=queue.dlq,
             alarm_email=config.alarm_email,
         )
+
+        # The node watcher: a schedule per cluster, its grants, EKS access, alarm and dashboard widgets.
+        self.node_watcher = NodeWatcher(
+            self,
+            "NodeWatch",
+            function=watcher.function,
+            role=watcher.role,
+            clusters=config.clusters,
+            table_arn=table,
+            bus_arn=events.bus.event_bus_arn,
+            topic=observability.topic,
+            dashboard=observability.dashboard,
+        )
+        self.watcher = watcher
 
         self.storage, self.queue, self.network, self.events = storage, queue, network, events
         self.router, self.recompute, self.api_handler, self.api = router, recompute, api_handler, api

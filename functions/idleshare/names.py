@@ -43,6 +43,8 @@ RECOMPUTE_HANDLER = "idleshare.handlers.recompute.handler"
 API_HANDLER = "idleshare.api.app.handler"
 # The deploy-time custom resource that writes the CDK-configured clusters into the registry.
 REGISTRAR_HANDLER = "idleshare.handlers.registrar.handler"
+# The node watcher (issue 16): invoked every minute per governed cluster, input {"cluster": "<id>"}.
+WATCHER_HANDLER = "idleshare.handlers.watcher.handler"
 
 # Coalescing (trailing edge): the router's SQS deduplication id is cluster + a window of this many
 # seconds, and the recompute queue holds every message as long (its delivery delay), so a window's
@@ -70,11 +72,15 @@ FUNCTION_ENV: dict[str, tuple[str, ...]] = {
     ),
     API_HANDLER: (ENV_TABLE_NAME, ENV_EVENT_BUS_NAME),
     REGISTRAR_HANDLER: (ENV_TABLE_NAME, ENV_CLUSTERS),
+    WATCHER_HANDLER: (ENV_TABLE_NAME, ENV_EVENT_BUS_NAME, ENV_CLUSTERS),
 }
 
 # EKS access: the Kubernetes group the recompute role is mapped to (infra/k8s/rbac.yaml).
 K8S_GROUP = "idleshare-recompute"
 K8S_CLUSTER_ROLE = "idleshare-recompute"
+# The node watcher's own group and ClusterRole: list and watch nodes, nothing else (infra/k8s/rbac.yaml).
+K8S_WATCHER_GROUP = "idleshare-node-watcher"
+K8S_WATCHER_CLUSTER_ROLE = "idleshare-node-watcher"
 
 # Stack outputs (CfnOutput logical ids) read by the tests and the CLI.
 OUTPUT_EVENT_BUS_NAME = "EventBusName"
@@ -100,9 +106,22 @@ METRIC_BORROWABLE = "Borrowable"
 METRIC_SHORTFALL = "Shortfall"
 METRIC_EXCLUDED_NODES = "ExcludedNodes"
 METRIC_RECOMPUTE_DURATION = "RecomputeDuration"  # dimension: service
+# Objects whose fields another field manager owns, left to it (dimension: cluster); alarmed.
+METRIC_FOREIGN_FIELD_MANAGER = "ForeignFieldManagerConflicts"
 # A recompute that cannot succeed until someone changes its input (invalid stored policy, objects Kueue
 # refuses): recorded, not retried; alarmed (dimension: service).
 METRIC_PERMANENT_FAILURES = "RecomputesFailedPermanently"
+# The node watcher (dimension: cluster). Seconds its watch was held: the "watch not running" alarm fires when a
+# cluster's sum over WATCHER_ALARM_MINUTES falls below half that time (or nothing is reported at all).
+METRIC_NODE_WATCH_SECONDS = "NodeWatchSeconds"
+METRIC_NODE_WATCH_EVENTS = "NodeChangesPublished"  # Node Changed events put on the bus
+METRIC_NODE_WATCH_FAILURES = "NodeWatchFailures"  # failed watch requests, publishes, checkpoints
+METRIC_NODE_WATCH_RELISTS = "NodeWatchRelists"  # 410 Gone (or no bookmark): list again, watch afresh
+WATCHER_SCHEDULE_MINUTES = 1  # one invocation per cluster per minute; each holds the watch until its deadline
+WATCHER_TIMEOUT_SECONDS = 90  # the Lambda timeout: the watch is held until WATCHER_STOP_BEFORE_SECONDS before it
+WATCHER_STOP_BEFORE_SECONDS = 10  # left for the last publish and checkpoint
+WATCHER_MEMORY_MB = 256
+WATCHER_ALARM_MINUTES = 5
 
 # --- Added by the admin API (idleshare.api): routes the CLI and the README name, limits, receipts. ---
 API_OPENAPI_PATH = "/openapi.json"

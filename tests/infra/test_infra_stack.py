@@ -20,21 +20,21 @@ EXPECTED_COUNTS = {
     "AWS::ApiGateway::Stage": 1,
     "AWS::CloudWatch::Dashboard": 1,
     "AWS::DynamoDB::Table": 2,
-    "AWS::EKS::AccessEntry": 1,
+    "AWS::EKS::AccessEntry": 2,  # recompute + node watcher (tests/infra/test_infra_watcher.py)
     "AWS::Events::Archive": 1,
     "AWS::Events::EventBus": 1,
     "AWS::Events::Rule": 5,
-    "AWS::IAM::Policy": 7,
-    "AWS::IAM::Role": 8,
+    "AWS::IAM::Policy": 9,
+    "AWS::IAM::Role": 10,
     "AWS::Lambda::EventSourceMapping": 1,
-    "AWS::Lambda::Function": 4,
+    "AWS::Lambda::Function": 5,
     "AWS::Lambda::Permission": 7,
-    "AWS::Logs::LogGroup": 5,
+    "AWS::Logs::LogGroup": 6,
     "AWS::SNS::Topic": 1,
     "AWS::SNS::TopicPolicy": 1,
     "AWS::SQS::Queue": 2,
     "AWS::SQS::QueuePolicy": 2,
-    "AWS::Scheduler::Schedule": 1,
+    "AWS::Scheduler::Schedule": 2,  # safety net + one node watcher schedule per cluster
     "Custom::IdleshareClusterRegistry": 1,
 }
 
@@ -191,7 +191,13 @@ def test_every_function_is_python312_arm64_json_logs_traced(public) -> None:
 
 def test_handlers_are_the_shared_entry_points(public) -> None:
     handlers = {fn["Properties"]["Handler"] for fn in public.resources("AWS::Lambda::Function").values()}
-    assert handlers == {names.ROUTER_HANDLER, names.RECOMPUTE_HANDLER, names.API_HANDLER, names.REGISTRAR_HANDLER}
+    assert handlers == {
+        names.ROUTER_HANDLER,
+        names.RECOMPUTE_HANDLER,
+        names.API_HANDLER,
+        names.REGISTRAR_HANDLER,
+        names.WATCHER_HANDLER,
+    }
 
 
 def test_recompute_function_sizing_and_sqs_source(public) -> None:
@@ -447,7 +453,7 @@ def test_archive_records_every_trigger_on_idleshare_bus(public) -> None:
 
 
 def test_safety_net_schedule_invokes_router_with_fixed_input(public) -> None:
-    _, schedule = public.only("AWS::Scheduler::Schedule")
+    schedule = public.resources("AWS::Scheduler::Schedule")[_logical(public, "AWS::Scheduler::Schedule", "Events")]
     props = schedule["Properties"]
     router, _ = _function(public, names.ROUTER_HANDLER)
     assert props["ScheduleExpression"] == "rate(5 minutes)"
@@ -465,7 +471,7 @@ def test_safety_net_schedule_invokes_router_with_fixed_input(public) -> None:
 
 def test_schedule_rate_comes_from_config(synthesize, sample, tmp_path) -> None:
     one = synthesize(sample | {"schedule_rate_minutes": 1}, tmp=tmp_path)
-    _, schedule = one.only("AWS::Scheduler::Schedule")
+    schedule = one.resources("AWS::Scheduler::Schedule")[_logical(one, "AWS::Scheduler::Schedule", "Events")]
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
 
 
@@ -514,7 +520,7 @@ def test_api_stage_logs_traces_and_throttles(public) -> None:
 
 
 def test_access_entry_maps_recompute_role_to_the_rbac_group(public) -> None:
-    _, entry = public.only("AWS::EKS::AccessEntry")
+    entry = public.resources("AWS::EKS::AccessEntry")[_logical(public, "AWS::EKS::AccessEntry", "EksAccess")]
     assert entry["Properties"] == {
         "ClusterName": "ml-cluster-eks",
         "PrincipalArn": {"Fn::GetAtt": [_role_of(public, names.RECOMPUTE_HANDLER), "Arn"]},
@@ -533,7 +539,8 @@ def test_alarms_notify_the_topic(public) -> None:
         assert any(k.startswith(f"Observability{prefix}") for k in alarms), prefix
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [topic], name
-        assert alarm["TreatMissingData"] == "notBreaching"
+        # "watch not running": no report from the node watcher is the failure itself
+        assert alarm["TreatMissingData"] == ("breaching" if name.startswith("NodeWatch") else "notBreaching"), name
     dlq = next(a for k, a in alarms.items() if k.startswith("ObservabilityDlqDepthAlarm"))
     assert dlq["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert dlq["Dimensions"][0]["Value"] == {

@@ -1,0 +1,172 @@
+"""The node watcher (issue 16): its schedules, permissions, EKS access, alarm and dashboard widget.
+
+One EventBridge Scheduler schedule per governed cluster invokes the watcher Lambda every minute with
+``{"cluster": "<id>"}``; each invocation holds a watch on that cluster's nodes until shortly before its
+timeout and hands over to the next (``idleshare.service.watcher``). One schedule per cluster rather than
+one invocation for all: a cluster whose API server is slow or unreachable holds up no other cluster's
+watch, each cluster's watch has its own timeout, lease and alarm, and the cost is per cluster-minute either
+way for the one or two clusters a deployment usually governs.
+
+Least privilege: ``eks:DescribeCluster`` on the governed clusters; ``dynamodb:GetItem`` / ``UpdateItem``
+on the table only for the items whose partition key is one of the governed clusters' (``CLUSTER#<id>``:
+the ``WATCH`` and ``WATCH#NODES`` items); ``events:PutEvents`` on idleshare's bus. In Kubernetes the role is
+mapped to its own group, which ``infra/k8s/rbac.yaml`` lets list and watch nodes and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sns as sns
+
+from constructs import Construct
+from idleshare import names
+from infra.config import ClusterConfig
+from infra.constructs.eks_access import cluster_arn
+
+TIMEOUT = Duration.seconds(names.WATCHER_TIMEOUT_SECONDS)
+MEMORY = names.WATCHER_MEMORY_MB
+# DynamoDB actions: the claim and checkpoints are UpdateItem (both items in one transaction, which IAM
+# authorises item by item), the saved node views are read with GetItem.
+TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+ALARM_PERIOD = Duration.minutes(names.WATCHER_ALARM_MINUTES)
+# Seconds of watch expected per alarm period: ~60 per minute; below half of it the watch is not running.
+ALARM_THRESHOLD = names.WATCHER_ALARM_MINUTES * 60 / 2
+
+
+def schedule_input(cluster_id: str) -> str:
+    return json.dumps({"cluster": cluster_id}, separators=(",", ":"))
+
+
+class NodeWatcher(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        function: lambda_.IFunction,
+        role: iam.IRole,
+        clusters: list[ClusterConfig],
+        table_arn: str,
+        bus_arn: str,
+        topic: sns.ITopic,
+        dashboard: cw.Dashboard,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        ids = [c.id for c in clusters]
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["eks:DescribeCluster"],
+                resources=[cluster_arn(self, c.eks_cluster_name) for c in clusters],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(TABLE_ACTIONS),
+                resources=[table_arn],
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"CLUSTER#{i}" for i in ids]}},
+            )
+        )
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
+        self.access_entries = [
+            eks.CfnAccessEntry(
+                self,
+                f"AccessEntry-{cluster.id}",
+                cluster_name=cluster.eks_cluster_name,
+                principal_arn=role.role_arn,
+                type="STANDARD",
+                kubernetes_groups=[names.K8S_WATCHER_GROUP],
+            )
+            for cluster in clusters
+        ]
+
+        self.schedule_role = iam.Role(
+            self,
+            "ScheduleRole",
+            assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
+            description="EventBridge Scheduler: invoke the idleshare node watcher",
+        )
+        self.schedule_role.add_to_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn])
+        )
+        self.schedules = [
+            scheduler.CfnSchedule(
+                self,
+                f"Schedule-{cluster_id}",
+                description=f"idleshare node watcher for cluster {cluster_id}: one invocation a minute",
+                schedule_expression=f"rate({names.WATCHER_SCHEDULE_MINUTES} minute)",
+                flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+                state="ENABLED",
+                target=scheduler.CfnSchedule.TargetProperty(
+                    arn=function.function_arn,
+                    role_arn=self.schedule_role.role_arn,
+                    input=schedule_input(cluster_id),
+                    # the next minute's invocation resumes from the last checkpoint anyway
+                    retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                        maximum_retry_attempts=0, maximum_event_age_in_seconds=60
+                    ),
+                ),
+            )
+            for cluster_id in ids
+        ]
+
+        def metric(name: str, cluster_id: str, *, label: bool = True) -> cw.Metric:
+            return cw.Metric(
+                namespace=names.METRICS_NAMESPACE,
+                metric_name=name,
+                dimensions_map={names.METRIC_DIM_CLUSTER: cluster_id, "service": names.SERVICE},
+                period=ALARM_PERIOD,
+                statistic="Sum",
+                label=cluster_id if label else None,
+            )
+
+        action = cw_actions.SnsAction(topic)
+        self.not_running_alarms = []
+        for cluster_id in ids:
+            alarm = cw.Alarm(
+                self,
+                f"WatchNotRunning-{cluster_id}",
+                alarm_description=(
+                    f"Cluster {cluster_id}: the node watch is not running (less than half of the last "
+                    f"{names.WATCHER_ALARM_MINUTES} minutes watched): node changes reach idleshare only through "
+                    "the scheduled recompute. See the node watcher's logs (NodeWatchFailures)."
+                ),
+                metric=metric(names.METRIC_NODE_WATCH_SECONDS, cluster_id, label=False),
+                threshold=ALARM_THRESHOLD,
+                evaluation_periods=2,
+                datapoints_to_alarm=2,
+                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.BREACHING,
+            )
+            alarm.add_alarm_action(action)
+            self.not_running_alarms.append(alarm)
+
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Node watcher: seconds watched per cluster (5 min)",
+                left=[metric(names.METRIC_NODE_WATCH_SECONDS, i) for i in ids],
+                left_annotations=[cw.HorizontalAnnotation(value=ALARM_THRESHOLD, label="not running below")],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Node watcher: Node Changed published",
+                left=[metric(names.METRIC_NODE_WATCH_EVENTS, i) for i in ids],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Node watcher: failures and relists",
+                left=[metric(names.METRIC_NODE_WATCH_FAILURES, i) for i in ids],
+                right=[metric(names.METRIC_NODE_WATCH_RELISTS, i) for i in ids],
+                width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cw.AlarmStatusWidget(title="Node watcher alarms", alarms=self.not_running_alarms, width=24)
+        )

@@ -1,0 +1,75 @@
+"""The node watcher Lambda (``handlers/watcher.py``): its input, its report and its metrics."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from idleshare import names
+from idleshare.handlers import watcher as handler_module
+from idleshare.handlers import wiring
+from tests.kube.fixtures import make_node
+from tests.unit.test_watcher import FakeKube, FakePublisher, FakeStore, _node, _saved
+
+CLUSTERS = json.dumps([{"id": "c1", "eks_cluster_name": "eks-1"}])
+
+
+class Context(SimpleNamespace):
+    def get_remaining_time_in_millis(self) -> int:
+        return (names.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000  # two seconds of watching
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv(names.ENV_TABLE_NAME, "idleshare-test")
+    monkeypatch.setenv(names.ENV_CLUSTERS, CLUSTERS)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", names.SERVICE)
+    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))]])
+    store, publisher = FakeStore(_saved([make_node("a")], "10")), FakePublisher()
+    seen: list[str] = []
+
+    def kube_for(cluster: Any) -> FakeKube:
+        seen.append(cluster.eks_cluster_name)
+        return kube
+
+    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=kube_for))  # type: ignore[arg-type]
+    yield SimpleNamespace(kube=kube, store=store, publisher=publisher, seen=seen)
+    wiring.install(None)
+
+
+def test_watches_the_named_cluster_and_reports(installed: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    out = handler_module.handler(
+        {"cluster": "c1"},
+        Context(
+            aws_request_id="req-1",
+            function_name="w",
+            memory_limit_in_mb=256,
+            invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:w",
+        ),
+    )
+    assert installed.seen == ["eks-1"]
+    assert out["published"] == 1 and out["changes"] == {"Cordoned": 1} and out["failures"] == 0
+    assert [e["change"] for e in installed.publisher.events] == ["Cordoned"]
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    metrics = {m["Name"] for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+    assert {names.METRIC_NODE_WATCH_SECONDS, names.METRIC_NODE_WATCH_EVENTS} <= metrics
+    dims = {tuple(sorted(ds)) for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for ds in d["Dimensions"]}
+    assert dims == {(names.METRIC_DIM_CLUSTER, "service")}  # what the "watch not running" alarm reads
+
+
+@pytest.mark.parametrize("event", [{}, {"cluster": ""}, {"cluster": "unknown"}, "x"])
+def test_refuses_an_input_naming_no_governed_cluster(installed: Any, event: Any) -> None:
+    installed.store.get_cluster = lambda cluster_id: None
+    with pytest.raises(handler_module.WatcherInputError):
+        handler_module.handler(
+            event,
+            Context(
+                aws_request_id="req-1",
+                function_name="w",
+                memory_limit_in_mb=256,
+                invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:w",
+            ),
+        )
