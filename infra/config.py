@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -71,6 +71,9 @@ class ClusterConfig(_Strict):
     eks_cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
     hyperpod_cluster_arn: str | None = Field(default=None, pattern=HYPERPOD_CLUSTER_ARN)
     prefix: str | None = Field(default=None, pattern=PREFIX)
+    field_ownership: Literal["Respect", "Take"] = "Respect"
+    """Respect: fields of idleshare's Kueue objects that another field manager owns (HyperPod task governance,
+    GitOps) are left to it and reported; Take: idleshare's server-side apply forces ownership."""
     vpc: VpcConfig | None = None
 
 
@@ -115,7 +118,10 @@ class IdleshareConfig(_Strict):
     def clusters_env(self) -> str:
         """The governed clusters as the JSON the Lambdas read from names.ENV_CLUSTERS."""
         return json.dumps(
-            [c.model_dump(include={"id", "eks_cluster_name", "hyperpod_cluster_arn", "prefix"}) for c in self.clusters],
+            [
+                c.model_dump(include={"id", "eks_cluster_name", "hyperpod_cluster_arn", "prefix", "field_ownership"})
+                for c in self.clusters
+            ],
             separators=(",", ":"),
             sort_keys=True,
         )

@@ -122,7 +122,36 @@ class Observability(Construct):
             )
             for cluster_id in cluster_ids
         ]
-        for alarm in (self.dlq_alarm, self.errors_alarm, self.permanent_failures_alarm, *self.shortfall_alarms):
+        self.field_manager_alarms = [
+            cw.Alarm(
+                self,
+                f"ForeignFieldManagerAlarm-{cluster_id}",
+                alarm_description=(
+                    f"Cluster {cluster_id}: another field manager owns fields of idleshare's Kueue objects "
+                    "(HyperPod task governance or GitOps?); idleshare leaves them (apply status Conflict)"
+                ),
+                metric=cw.Metric(
+                    namespace=NS,
+                    metric_name=names.METRIC_FOREIGN_FIELD_MANAGER,
+                    # EMF from the recompute: the cluster, and Powertools' own service dimension
+                    dimensions_map={names.METRIC_DIM_CLUSTER: cluster_id, "service": names.SERVICE},
+                    period=PERIOD,
+                    statistic="Maximum",
+                ),
+                threshold=0,
+                evaluation_periods=1,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+            for cluster_id in cluster_ids
+        ]
+        for alarm in (
+            self.dlq_alarm,
+            self.errors_alarm,
+            self.permanent_failures_alarm,
+            *self.shortfall_alarms,
+            *self.field_manager_alarms,
+        ):
             alarm.add_alarm_action(action)
 
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
@@ -192,7 +221,13 @@ class Observability(Construct):
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(
                 title="Alarms",
-                alarms=[self.dlq_alarm, self.errors_alarm, self.permanent_failures_alarm, *self.shortfall_alarms],
+                alarms=[
+                    self.dlq_alarm,
+                    self.errors_alarm,
+                    self.permanent_failures_alarm,
+                    *self.shortfall_alarms,
+                    *self.field_manager_alarms,
+                ],
                 width=24,
             )
         )

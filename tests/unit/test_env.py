@@ -115,3 +115,15 @@ def test_the_routers_first_event_wiring_does_not_load_pydantic():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_clusters_field_ownership_is_read_and_checked():
+    import json
+
+    from idleshare.handlers.env import EnvError, parse_clusters
+
+    (take,) = parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Take"}]))
+    (default,) = parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1"}]))
+    assert (take.field_ownership, default.field_ownership) == ("Take", "Respect")
+    with pytest.raises(EnvError, match=r"\[0\]\.field_ownership: must be Respect or Take"):
+        parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Fight"}]))

@@ -44,7 +44,7 @@ class PoolRecord:
     digest: str  # hash of the desired state; equal digests -> nothing changed
     pool: dict[str, Any]  # idleshare.edge.present.result_json(result) without manifests
     computed_at: str
-    apply_status: str = "Pending"  # Pending | Applied | Failed
+    apply_status: str = "Pending"  # Pending | Applied | Failed | Conflict (objects left to another field manager)
     apply_message: str = ""
     read_failure: str = ""  # last failure to observe the cluster, "" when the last read worked
     extra: dict[str, Any] = field(default_factory=dict)

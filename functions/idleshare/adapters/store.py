@@ -97,7 +97,7 @@ TTL_ATTRIBUTE = "ttl"
 COMPRESS_ABOVE = 350_000  # bytes of pool JSON above which it is stored compressed
 MAX_STORED_POOL = 380_000  # bytes of the (possibly compressed) pool text one item may carry
 MAX_MESSAGE = 2_000  # apply / read-failure messages are cut to this many characters
-APPLY_STATUSES = ("Pending", "Applied", "Failed")
+APPLY_STATUSES = ("Pending", "Applied", "Failed", "Conflict")  # Conflict: objects left to another field manager
 ENCODING_JSON = "json"
 ENCODING_ZLIB = "zlib+base64"
 

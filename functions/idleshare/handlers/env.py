@@ -57,6 +57,14 @@ def _text(value: object, where: str, *, required: bool) -> str | None:
     return value
 
 
+def _ownership(value: object, where: str) -> str:
+    if value is None:
+        return "Respect"
+    if value not in ("Respect", "Take"):
+        raise EnvError(f"{where}: must be Respect or Take (got {value!r})")
+    return str(value)
+
+
 def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
     """``IDLESHARE_CLUSTERS``: the CDK config's clusters as JSON (``infra/config.py: clusters_env``)."""
     var = names.ENV_CLUSTERS
@@ -80,6 +88,7 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
                     item.get("hyperpod_cluster_arn"), f"{var}[{i}].hyperpod_cluster_arn", required=False
                 ),
                 namespace_prefix=_text(item.get("prefix"), f"{var}[{i}].prefix", required=False) or "hyperpod-ns-",
+                field_ownership=_ownership(item.get("field_ownership"), f"{var}[{i}].field_ownership"),
             )
         )
     ids = [c.cluster_id for c in out]

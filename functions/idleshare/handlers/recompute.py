@@ -175,6 +175,8 @@ def _emit(outcome: Any) -> None:
     metrics.add_metric(name=names.METRIC_RECOMPUTE_DURATION, unit=MetricUnit.Milliseconds, value=outcome.duration_ms)
     if result is None:
         return
+    if outcome.conflicts:
+        logger.warning("objects left to another field manager", extra={"conflicts": outcome.conflicts})
     from collections import Counter
 
     from aws_lambda_powertools.metrics import single_metric
@@ -201,3 +203,4 @@ def _emit(outcome: Any) -> None:
             gauge(names.METRIC_BORROWABLE, borrowable, flavor=flavor, resource=resource)
     for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
         gauge(names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
+    gauge(names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
