@@ -8,10 +8,12 @@
    and the Kubernetes simulator: time vs listing the nodes, requests made, no-op writes nothing;
 4. memory (``bench_memory.py``): peak memory of a 20k-node recompute vs a 512 MB Lambda;
 5. burst (``bench_burst.py``): 10,000 node events for one cluster and 100 for each of 20 others through
-   the router, the queue and the recompute handler: events per second, recomputes per event, exact end.
+   the router, the queue and the recompute handler: events per second, recomputes per event, exact end;
+6. watcher (``bench_watcher.py``): ``kubectl cordon`` to the new borrowingLimit on the real stack, through the
+   node watcher, router, queue (with its delivery delay) and recompute: median / p95 vs the coalescing window.
 
 One DynamoDB Local serves 2-5. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
-(NAME: engine, coldstart, recompute, memory, burst; ``--quick``: small sizes, for a smoke run).
+(NAME: engine, coldstart, recompute, memory, burst, watcher; ``--quick``: small sizes, for a smoke run).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench import bench_common as bc
 
-BENCHES = ("engine", "coldstart", "recompute", "memory", "burst")
+BENCHES = ("engine", "coldstart", "recompute", "memory", "burst", "watcher")
 
 
 def main(argv: list[str]) -> int:
@@ -62,6 +64,10 @@ def main(argv: list[str]) -> int:
             from tests.bench import bench_burst
 
             bench_burst.run(report, endpoint, scale=0.05 if quick else 1.0)
+    if "watcher" in only:
+        from tests.bench import bench_watcher
+
+        bench_watcher.run(report, quick=quick)
 
     print()
     print(f"idleshare benchmarks — {bc.machine()}; {time.perf_counter() - started:.0f} s")

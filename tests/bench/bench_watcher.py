@@ -1,0 +1,189 @@
+"""Node watcher latency (issue 16): from ``kubectl cordon`` / ``uncordon`` to the new ``borrowingLimit`` in the
+team's ClusterQueue, on the real stack (etcd + kube-apiserver + Kueue), through idleshare's real pieces:
+
+watcher (``service/watcher.py``, idleshare's RBAC user) -> ``Node Changed`` -> router handler (as the bus rule
+would invoke it) -> SQS FIFO (moto; delivered ``RECOMPUTE_COALESCE_SECONDS`` after it was sent, as the
+deployed queue's delivery delay does) -> recompute handler -> server-side apply -> the ClusterQueue.
+
+The coalescing window is the floor no change can beat (a change waits for its window to close, at most one
+window); target: median and p95 <= window + 5 s. Also reported: the watcher's cost per cluster per month at
+its memory size (one invocation a minute, each billed for about a minute).
+
+Usage: ``uv run python tests/bench/bench_watcher.py [--quick]`` (or ``bench_all.py --only watcher``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import statistics
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench import bench_common as bc
+
+CHANGES = 20
+CLUSTER = "local"
+TEAM_CQ = "hyperpod-ns-a-clusterqueue"
+TARGET_OVER_WINDOW = 5.0
+# Lambda arm64 price (us-east-1, first tier) per GB-second and per request; EventBridge Scheduler per invocation.
+GB_SECOND = 0.0000133334
+PER_REQUEST = 0.20 / 1_000_000
+PER_SCHEDULE = 1.00 / 1_000_000
+MINUTES_PER_MONTH = 30 * 24 * 60
+
+
+def monthly_cost(memory_mb: int, billed_seconds: float) -> float:
+    """Lambda (duration + requests) + Scheduler for one cluster, one invocation a minute, 30 days."""
+    invocations = MINUTES_PER_MONTH
+    return invocations * (billed_seconds * memory_mb / 1024 * GB_SECOND + PER_REQUEST + PER_SCHEDULE)
+
+
+def _borrowing(kube: Any) -> str:
+    cq = kube.get("ClusterQueue", TEAM_CQ)
+    if cq is None:
+        return ""
+    return json.dumps(
+        [r.get("borrowingLimit") for g in cq["spec"]["resourceGroups"] for f in g["flavors"] for r in f["resources"]]
+    )
+
+
+def _changed(kube: Any, before: str) -> bool:
+    return _borrowing(kube) != before
+
+
+def run(report: bc.Report, *, quick: bool = False) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from devkit.kube.client import Kube
+    from devkit.kube.stack import running
+    from idleshare import names
+    from idleshare.adapters.aws import SqsRecomputeQueue
+    from idleshare.adapters.ports import ClusterRecord
+    from idleshare.handlers import recompute, router, wiring
+    from tests.kube.watcher_harness import CollectingPublisher, WatcherThread, moto_table
+    from tests.unit.test_api import k8s_node, quota
+
+    changes = 4 if quick else CHANGES
+    window = names.RECOMPUTE_COALESCE_SECONDS
+    with running() as stack, mock_aws(), moto_table() as store:
+        admin = Kube.admin(stack)
+        admin.seed_nodes([k8s_node(f"p5-{i}") for i in range(4)])
+        store.put_cluster(ClusterRecord(CLUSTER, "local-eks"))
+        store.create_quota(CLUSTER, quota("a", gpus=8))
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(
+            QueueName=f"w-{uuid.uuid4().hex[:6]}.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"}
+        )["QueueUrl"]
+        kube = admin.idleshare_adapter(timeout=30)
+        deps = wiring.Dependencies(store=store, queue=SqsRecomputeQueue(sqs, url), kube_for=lambda _c: kube)
+        wiring.install(deps)
+        stop = threading.Event()
+        context = type(
+            "Ctx",
+            (),
+            {
+                "function_name": "bench",
+                "memory_limit_in_mb": 256,
+                "invoked_function_arn": "arn:aws:lambda:us-east-1:123456789012:function:bench",
+                "aws_request_id": "bench",
+            },
+        )()
+
+        def to_router(batch: list[tuple[str, dict[str, Any]]]) -> None:
+            for detail_type, detail in batch:  # the bus rule's target: one invocation per event
+                envelope = {
+                    "version": "0",
+                    "id": str(uuid.uuid4()),
+                    "source": names.EVENT_SOURCE,
+                    "detail-type": detail_type,
+                    "account": "123456789012",
+                    "time": "2026-01-01T00:00:00Z",
+                    "region": "us-east-1",
+                    "resources": [],
+                    "detail": detail,
+                }
+                router.handler(envelope, context)
+
+        def deliver() -> None:  # SQS with the deployed queue's delivery delay, then the recompute handler
+            while not stop.is_set():
+                got = sqs.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["SentTimestamp"], WaitTimeSeconds=0
+                )
+                for m in got.get("Messages", []):
+                    due = int(m["Attributes"]["SentTimestamp"]) / 1000 + window
+                    time.sleep(max(0.0, due - time.time()))
+                    record = {
+                        "messageId": m["MessageId"],
+                        "receiptHandle": m["ReceiptHandle"],
+                        "body": m["Body"],
+                        "attributes": {"MessageGroupId": CLUSTER},
+                        "messageAttributes": {},
+                        "md5OfBody": m["MD5OfBody"],
+                        "eventSource": "aws:sqs",
+                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
+                        "awsRegion": "us-east-1",
+                    }
+                    recompute.handler({"Records": [record]}, context)
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+                time.sleep(0.05)
+
+        # the first recompute (as the schedule would) so the team's ClusterQueue exists
+        router.handler({"source": "aws.scheduler", "detail-type": names.DT_SCHEDULED_RECOMPUTE, "detail": {}}, context)
+        delivery = threading.Thread(target=deliver, daemon=True)
+        delivery.start()
+        admin.wait_for(lambda: _borrowing(admin), "the team's ClusterQueue", timeout=60)
+        publisher = CollectingPublisher(forward=to_router)
+        watcher = WatcherThread(kube, store, publisher, cluster_id=CLUSTER, window_seconds=15).start()
+        watcher.wait_started()
+        latencies: list[float] = []
+        try:
+            for i in range(changes):
+                before = _borrowing(admin)
+                started = time.monotonic()
+                stack.kubectl("uncordon" if i % 2 else "cordon", "p5-3")
+                admin.wait_for(functools.partial(_changed, admin, before), "a new borrowingLimit", timeout=60)
+                latencies.append(time.monotonic() - started)
+                print(f"  change {i + 1}/{changes}: {latencies[-1]:.2f} s", flush=True)
+        finally:
+            watch_report = watcher.stop()
+            stop.set()
+            delivery.join(timeout=30)
+            wiring.install(None)
+            kube.close()
+            admin.close()
+
+    median = statistics.median(latencies)
+    p95 = sorted(latencies)[max(0, round(0.95 * len(latencies)) - 1)]
+    target = window + TARGET_OVER_WINDOW
+    billed = names.WATCHER_SCHEDULE_MINUTES * 60 + 5  # a minute of watch, plus the overlap until the handover
+    cost = monthly_cost(names.WATCHER_MEMORY_MB, billed)
+    report.add(
+        bc.Row("watcher", f"cordon -> borrowingLimit, median of {changes}", f"{median:.2f} s", f"window {window} s",
+               median / window, f"<= {target:.0f} s", median <= target),
+        bc.Row("watcher", f"cordon -> borrowingLimit, p95 of {changes}", f"{p95:.2f} s", f"window {window} s",
+               p95 / window, f"<= {target:.0f} s", p95 <= target),
+        bc.Row("watcher", f"Node Changed published for {changes} changes", str(watch_report.published),
+               "", None, f"== {changes}", watch_report.published == changes),
+        bc.Row("watcher", f"cost per cluster-month ({names.WATCHER_MEMORY_MB} MB arm64, {billed} s/min)",
+               f"${cost:.2f}"),
+    )  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    bc.use_bench_env()
+    report = bc.Report()
+    run(report, quick="--quick" in argv)
+    print(bc.table(report.rows))
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
