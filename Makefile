@@ -8,7 +8,7 @@ UV ?= uv
 RUN := $(UV) run --frozen
 PYTEST_WORKERS ?= 2
 
-.PHONY: help bootstrap sync npm demo plan test lint unit kube integration infra synth bench clean
+.PHONY: help bootstrap sync npm kube-stack demo plan test lint unit kube integration infra synth bench clean
 
 help:
 	@echo "make demo   - the main job, local, no AWS account"
@@ -22,11 +22,16 @@ bootstrap:
 sync: bootstrap
 	@$(UV) sync --frozen --quiet
 
+# The real Kubernetes + Kueue stack (etcd, kube-apiserver, kubectl, the Kueue manager) from the versions pinned
+# in devkit/kube/go.mod, built once into ~/.cache/idleshare/kube (about 10 min cold on 2 cores; then skipped).
+kube-stack:
+	@bash devkit/kube/build.sh >/dev/null
+
 npm:
 	@if [ -f package-lock.json ] && { [ ! -f node_modules/amplify-dynamodb-simulator/emulator/DynamoDBLocal.jar ] || [ ! -x node_modules/.bin/cdk ]; }; then npm ci --no-audit --no-fund --loglevel=error; fi
 
 # A day in the life of a HyperPod cluster through the real handlers on embedded services (no AWS account).
-demo: sync
+demo: sync kube-stack
 	$(RUN) python -m devkit.demo
 
 lint: sync
@@ -36,14 +41,18 @@ lint: sync
 	$(RUN) lint-imports
 
 unit: sync
-	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/bench
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/bench
 
-integration: sync npm
+# Everything that runs against the real kube-apiserver + Kueue (the adapter, Kueue admission end to end).
+kube: sync npm kube-stack
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/kube tests/e2e
+
+integration: sync npm kube-stack
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/integration
 
 # One pytest run for every suite (one closing line for CI to read).
-test: lint npm deploy-check
-	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/bench tests/integration tests/infra
+test: lint npm kube-stack deploy-check
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/e2e tests/bench tests/integration tests/infra
 
 # Rehearse `cdk deploy` (infra/deploy_check.py): synth as a new shell would run it, check what a first
 # deploy needs (access entry vs rbac.yaml, each function's variables, alarm actions), import every
@@ -57,7 +66,7 @@ infra: sync npm
 synth: sync npm
 	npx cdk synth --quiet
 
-bench: sync npm
+bench: sync npm kube-stack
 	$(RUN) python tests/bench/bench_all.py
 
 clean:
