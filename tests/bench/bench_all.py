@@ -10,10 +10,12 @@
 5. burst (``bench_burst.py``): 10,000 node events for one cluster and 100 for each of 20 others through
    the router, the queue and the recompute handler: events per second, recomputes per event, exact end;
 6. watcher (``bench_watcher.py``): ``kubectl cordon`` to the new borrowingLimit on the real stack, through the
-   node watcher, router, queue (with its delivery delay) and recompute: median / p95 vs the coalescing window.
+   node watcher, router, queue (with its delivery delay) and recompute: median / p95 vs the coalescing window;
+7. health (``bench_watcher.py --health``): a HyperPod node health event to the new borrowingLimit in the
+   ClusterQueue (router, queue, recompute, the real apiserver), median / p95 vs the window.
 
 One DynamoDB Local serves 2-5. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
-(NAME: engine, coldstart, recompute, memory, burst, watcher; ``--quick``: small sizes, for a smoke run).
+(NAME: engine, coldstart, recompute, memory, burst, watcher, health; ``--quick``: small sizes, for a smoke run).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench import bench_common as bc
 
-BENCHES = ("engine", "coldstart", "recompute", "memory", "burst", "watcher")
+BENCHES = ("engine", "coldstart", "recompute", "memory", "burst", "watcher", "health")
 
 
 def main(argv: list[str]) -> int:
@@ -68,6 +70,10 @@ def main(argv: list[str]) -> int:
         from tests.bench import bench_watcher
 
         bench_watcher.run(report, quick=quick)
+    if "health" in only:
+        from tests.bench import bench_watcher
+
+        bench_watcher.run(report, quick=quick, trigger="health")
 
     print()
     print(f"idleshare benchmarks — {bc.machine()}; {time.perf_counter() - started:.0f} s")

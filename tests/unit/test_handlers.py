@@ -322,3 +322,22 @@ def test_a_transient_failure_is_retried(cluster):
     finally:
         wiring.install(None)
     assert out == {"batchItemFailures": [{"itemIdentifier": "m0"}]}  # SQS delivers it again (DLQ after N)
+
+
+def test_objects_left_to_another_field_manager_are_counted_with_the_alarms_dimensions(monkeypatch, capsys):
+    import json as _json
+    from types import SimpleNamespace
+
+    from idleshare import names as _names
+    from idleshare.handlers import recompute as _recompute
+    from idleshare.service.recompute import Outcome
+
+    monkeypatch.delenv("POWERTOOLS_SERVICE_NAME", raising=False)
+    result = SimpleNamespace(flavors=[], resources=[], excluded_nodes={}, summary=lambda: "", teams={})
+    _recompute._emit(Outcome("c1", 3, True, result=result, conflicts=["ClusterQueue/a: .spec x owned by gitops"]))
+    emitted = [_json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    (foreign,) = [m for m in emitted if _names.METRIC_FOREIGN_FIELD_MANAGER in m]
+    assert foreign[_names.METRIC_FOREIGN_FIELD_MANAGER] == [1.0]
+    (dims,) = foreign["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    assert sorted(dims) == sorted([_names.METRIC_DIM_CLUSTER, "service"])
+    assert (foreign["cluster"], foreign["service"]) == ("c1", _names.SERVICE)

@@ -203,4 +203,12 @@ def _emit(outcome: Any) -> None:
             gauge(names.METRIC_BORROWABLE, borrowable, flavor=flavor, resource=resource)
     for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
         gauge(names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
-    gauge(names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
+    # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
+    with single_metric(
+        name=names.METRIC_FOREIGN_FIELD_MANAGER,
+        unit=MetricUnit.Count,
+        value=float(len(outcome.conflicts)),
+        namespace=names.METRICS_NAMESPACE,
+        default_dimensions={"service": names.SERVICE},
+    ) as m:
+        m.add_dimension(name=names.METRIC_DIM_CLUSTER, value=outcome.cluster_id)
