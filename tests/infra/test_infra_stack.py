@@ -565,6 +565,15 @@ def test_a_permanent_recompute_failure_is_alarmed(public) -> None:
     assert (permanent["Threshold"], permanent["EvaluationPeriods"], permanent["Statistic"]) == (1, 1, "Sum")
 
 
+def test_a_foreign_field_manager_is_alarmed_per_cluster(public) -> None:
+    alarms = {k: v["Properties"] for k, v in public.resources("AWS::CloudWatch::Alarm").items()}
+    (foreign,) = [a for k, a in alarms.items() if k.startswith("ObservabilityForeignFieldManagerAlarm")]
+    assert (foreign["Namespace"], foreign["MetricName"]) == ("idleshare", names.METRIC_FOREIGN_FIELD_MANAGER)
+    # the dimensions the recompute's EMF gauge carries (cluster + Powertools' service)
+    assert sorted(d["Name"] for d in foreign["Dimensions"]) == sorted([names.METRIC_DIM_CLUSTER, "service"])
+    assert (foreign["Threshold"], foreign["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+
+
 def test_alarm_topic_enforces_tls_and_has_no_subscription_without_email(public) -> None:
     public.template.resource_count_is("AWS::SNS::Subscription", 0)
     (policy,) = public.resources("AWS::SNS::TopicPolicy").values()
