@@ -1,8 +1,8 @@
 """Development kit: never deployed, never imported by the Lambda code.
 
-``devkit.kubesim`` — a loopback Kubernetes API server that validates Kueue objects like a real
-apiserver with the Kueue CRDs installed (used by the tests and by ``idleshare replay --local``);
-``devkit.embedded`` — the real handlers on in-process services (moto + the simulator);
+``devkit.kube`` — the real Kubernetes stack (etcd, kube-apiserver, kubectl and the Kueue manager built from
+pinned Go modules, started on 127.0.0.1), an admin client and a recording fault proxy in front of it;
+``devkit.embedded`` — the real handlers on in-process services (moto + that stack);
 ``devkit.scenario`` — replay scenarios with expectations; ``devkit.demo`` — ``make demo``.
-Needs the ``dev`` dependency group (moto, cel-python, pyyaml).
+Used by the tests and by ``idleshare replay --local``; needs the ``dev`` dependency group (moto, pyyaml).
 """

@@ -1,7 +1,8 @@
 """`make demo`: a day in the life of a HyperPod cluster, locally, no AWS account.
 
 Plays ``events/scenarios/day-in-the-life.yaml`` through idleshare's real router and recompute handlers
-on embedded services (moto in-process, the Kubernetes API simulator): after each step, the pool, each
+on embedded services (moto in-process, a real kube-apiserver + Kueue on 127.0.0.1, built from pinned
+modules on the first run): after each step, the pool, each
 team's borrow limits with the bound that set them, and the Kueue objects that changed.
 
 ``python -m devkit.demo [--all-resources] [--format json] [SCENARIO]``

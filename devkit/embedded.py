@@ -1,4 +1,4 @@
-"""Embedded services: idleshare's real router and recompute handlers on moto and the Kubernetes simulator.
+"""Embedded services: idleshare's real router and recompute handlers on moto and a real Kubernetes + Kueue.
 
 ``Embedded`` is a context manager standing in for a deployed stack, in-process and without an AWS
 account:
@@ -8,14 +8,16 @@ account:
 * SQS (moto): the recompute FIFO queue, through :class:`~idleshare.adapters.aws.SqsRecomputeQueue`;
 * EventBridge (moto): idleshare's bus, through :class:`~idleshare.adapters.aws.EventBridgePublisher`;
   what the recompute publishes is also kept in :attr:`Embedded.published`;
-* Kubernetes: :class:`~devkit.kubesim.simulator.KubeSimulator`, read and written by the real
-  :class:`~idleshare.adapters.kube.LightkubeCluster` adapter over loopback HTTP.
+* Kubernetes: etcd + kube-apiserver + the Kueue manager on 127.0.0.1 (:mod:`devkit.kube.stack`, built from
+  the pinned modules on first use), read and written by the real
+  :class:`~idleshare.adapters.kube.LightkubeCluster` adapter as idleshare's own RBAC user over TLS; the
+  node changes and the reads below go through the admin client :class:`devkit.kube.client.Kube`.
 
 The handlers are installed with :func:`idleshare.handlers.wiring.install` and driven as Lambda would:
 ``send(event)`` invokes the router; ``drain()`` delivers what the queue holds to the recompute handler
 (SQS event-source batches of up to 10) and deletes the records that succeeded.
 
-A node event also changes the simulated cluster the way the event says (:meth:`Embedded.apply_to_cluster`):
+A node event also changes the cluster the way the event says (:meth:`Embedded.apply_to_cluster`):
 
 * ``SageMaker HyperPod Cluster Node Health Event`` -> the node's ``sagemaker.amazonaws.com/node-health-status``
   label (and the health agent's NoSchedule taint), see :func:`health_label`;
@@ -31,15 +33,12 @@ import io
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from devkit.kube.client import Kube
-from devkit.kubesim.simulator import KubeSimulator
 from idleshare import names
 
 REGION = "us-east-1"
@@ -66,7 +65,7 @@ NODE_CHANGES: dict[str, str] = {
     "Deleting": "metadata.deletionTimestamp set",
     "delete": "the node is removed",
 }
-"""``Node Changed`` ``detail.change`` values the simulator acts on (case-insensitive; aliases below)."""
+"""``Node Changed`` ``detail.change`` values the embedded cluster acts on (case-insensitive; aliases below)."""
 
 _CHANGE_ALIASES = {
     "cordoned": "cordon",
@@ -121,53 +120,6 @@ def health_label(health_status: str, repair_action: str | None = None) -> str:
     return "Unschedulable"
 
 
-def crds_available() -> tuple[bool, str]:
-    """Whether the Kueue CRDs of ``$KUEUE_CRDS_DIR`` can be loaded (and the directory looked at)."""
-    from devkit.kubesim import crds
-
-    directory = crds.crds_dir()
-    try:
-        crds.load_crds(directory)
-    except (OSError, NotImplementedError, ValueError) as exc:
-        return False, f"{directory}: {exc}"
-    return True, str(directory)
-
-
-_PERMISSIVE_CRDS = (
-    ("ResourceFlavor", "resourceflavors", "Cluster"),
-    ("WorkloadPriorityClass", "workloadpriorityclasses", "Cluster"),
-    ("Cohort", "cohorts", "Cluster"),
-    ("ClusterQueue", "clusterqueues", "Cluster"),
-    ("LocalQueue", "localqueues", "Namespaced"),
-)
-
-
-def _write_permissive_crds(directory: Path) -> None:
-    """Kueue kinds with an open schema: the simulator serves them but validates nothing."""
-    import yaml
-
-    for kind, plural, scope in _PERMISSIVE_CRDS:
-        crd = {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.kueue.x-k8s.io"},
-            "spec": {
-                "group": "kueue.x-k8s.io",
-                "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
-                "scope": scope,
-                "versions": [
-                    {
-                        "name": "v1beta2",
-                        "served": True,
-                        "storage": True,
-                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-                    }
-                ],
-            },
-        }
-        (directory / f"kueue.x-k8s.io_{plural}.yaml").write_text(yaml.safe_dump(crd))
-
-
 @dataclass(frozen=True)
 class ClusterSpec:
     """The governed cluster the embedded stack knows (its registry entry)."""
@@ -203,20 +155,22 @@ class _CapturingPublisher:
 class Embedded:
     """idleshare's pipeline in-process. ``with Embedded(nodes) as stack: stack.send(event); stack.drain()``.
 
-    ``nodes``: a NodeList dict, a list of Node dicts, or a path to NodeList JSON/YAML. ``sim``: use an
-    already started simulator (tests) instead of starting one. ``aws``: False when the caller already
-    runs inside ``moto.mock_aws`` (tests). ``warn``: where the one-line notices go (CRDs missing).
+    ``nodes``: a NodeList dict, a list of Node dicts, or a path to NodeList JSON/YAML. ``sim``: the admin
+    client of an already started stack (tests) instead of starting one (then :attr:`shared_kube`, emptied
+    first, when set). ``aws``: False when the caller already runs inside ``moto.mock_aws`` (tests).
+    ``warn``: where the one-line notices go.
     """
 
-    crds_warned = False
+    shared_kube: Kube | None = None
+    """A running stack's admin client every Embedded without ``sim`` uses (emptied first) instead of
+    starting its own: the tests set it to their session's stack."""
 
     def __init__(
         self,
         nodes: Any = None,
         *,
         cluster: ClusterSpec | None = None,
-        sim: KubeSimulator | Kube | None = None,
-        real: bool = False,
+        sim: Kube | None = None,
         table: Any = None,
         aws: bool = True,
         warn: Callable[[str], None] | None = None,
@@ -224,12 +178,10 @@ class Embedded:
         self.cluster = cluster or ClusterSpec()
         self._nodes = nodes
         self._given_sim = sim
-        self._real = real
         self._given_table = table
         self._own_aws = aws
         self._warn = warn or (lambda msg: print(msg, file=sys.stderr))
         self._stack = contextlib.ExitStack()
-        self.validating = True
         self.published: list[dict[str, Any]] = []
         self.logs = io.StringIO()
         self.clock = [1_000_000.0]
@@ -261,7 +213,7 @@ class Embedded:
             from moto import mock_aws
 
             self._stack.enter_context(mock_aws())
-        self.sim = self._given_sim or (self._start_real() if self._real else self._start_sim())
+        self.sim = self._given_sim or self._start_kube()
         if self._nodes is not None:
             self.sim.seed_nodes(self._nodes)
 
@@ -291,10 +243,7 @@ class Embedded:
         events = boto3.client("events", region_name=REGION)
         with contextlib.suppress(events.exceptions.ResourceAlreadyExistsException):
             events.create_event_bus(Name=BUS_NAME)
-        if isinstance(self.sim, Kube):  # the real apiserver: idleshare as its own RBAC user, TLS verified
-            self.kube = self.sim.idleshare_adapter(timeout=60)
-        else:
-            self.kube = LightkubeCluster(self.sim.url, timeout=60)  # loopback; CRD validation can be slow under load
+        self.kube: LightkubeCluster = self.sim.idleshare_adapter(timeout=60)  # its own RBAC user, TLS verified
         self._stack.callback(self.kube.close)
         self.deps = wiring.Dependencies(
             store=self.store,
@@ -319,32 +268,18 @@ class Embedded:
         c = self.cluster
         self.store.put_cluster(ClusterRecord(c.cluster_id, c.eks_cluster_name, c.hyperpod_cluster_arn))
 
-    def _start_real(self) -> Kube:
-        """etcd + kube-apiserver + Kueue on 127.0.0.1 (built on first use: minutes, once per machine)."""
+    def _start_kube(self) -> Kube:
+        """etcd + kube-apiserver + Kueue on 127.0.0.1 (built on first use, with progress: minutes, once per
+        machine and pin), or :attr:`shared_kube` emptied."""
+        if Embedded.shared_kube is not None:
+            Embedded.shared_kube.reset()
+            return Embedded.shared_kube
         from devkit.kube.stack import running
 
         stack = self._stack.enter_context(running())
         client = Kube.admin(stack)
         self._stack.callback(client.close)
         return client
-
-    def _start_sim(self) -> KubeSimulator:
-        ok, where = crds_available()
-        directory: str | None = None
-        if not ok:
-            self.validating = False
-            if not Embedded.crds_warned:
-                self._warn(
-                    f"note: Kueue CRDs not found ({where}); the simulated cluster accepts Kueue objects without "
-                    "validating them (set KUEUE_CRDS_DIR to validate)"
-                )
-                Embedded.crds_warned = True
-            tmp = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="idleshare-crds-"))
-            _write_permissive_crds(Path(tmp))
-            directory = tmp
-        sim = KubeSimulator(crds_directory=directory).start()
-        self._stack.callback(sim.stop)
-        return sim
 
     def _idempotency_table(self) -> None:
         """The deployed recompute Lambda's idempotency table (Powertools' layout), so that a replayed
@@ -443,7 +378,7 @@ class Embedded:
         return ""
 
     def deliver(self, event: Mapping[str, Any]) -> Delivery:
-        """One trigger end to end: route it, change the simulated cluster as it says, recompute."""
+        """One trigger end to end: route it, change the cluster as it says, recompute."""
         out = self.route(event)
         result = Delivery(routed=list(out.get("enqueued", [])), dropped=out.get("dropped"))
         if self.cluster.cluster_id in result.routed:
@@ -451,7 +386,7 @@ class Embedded:
         result.recomputes, result.failures = self.drain()
         return result
 
-    # -- the simulated cluster follows node events ----------------------------------------------------------
+    # -- the cluster follows node events ----------------------------------------------------------
 
     def find_node(self, ref: str) -> dict[str, Any] | None:
         """A node by name, by instance id (HyperPod names nodes ``hyperpod-<instance id>``) or providerID."""
@@ -465,7 +400,8 @@ class Embedded:
         return None
 
     def apply_to_cluster(self, event: Mapping[str, Any]) -> str | None:
-        """Change the simulated cluster as a node event says; a one-line description, or None."""
+        """Change the cluster as a node event says (as the kubelet, HyperPod's health agent or an admin would);
+        a one-line description, or None."""
         detail_type = event.get("detail-type")
         detail = event.get("detail") or {}
         if detail_type == "SageMaker HyperPod Cluster Node Health Event":
@@ -490,14 +426,14 @@ class Embedded:
         return f"{node['metadata']['name']}: {HEALTH_LABEL}={value}"
 
     def change_node(self, ref: str, change: str) -> str:
-        """Apply one :data:`NODE_CHANGES` change to a node of the simulated cluster."""
+        """Apply one :data:`NODE_CHANGES` change to a node of the cluster."""
         kind = canonical_change(change)
         node = self.find_node(ref)
         if node is None:
             return f"no node {ref} in the cluster: nothing changed there"
         name = node["metadata"]["name"]
         if kind is None:
-            return f"{name}: change {change!r} is not simulated (one of {', '.join(NODE_CHANGES)}): nothing changed"
+            return f"{name}: change {change!r} is not one this cluster makes (one of {', '.join(NODE_CHANGES)}): nothing changed"
         spec = node.setdefault("spec", {})
         if kind == "delete":
             self.sim.delete_node(name)
@@ -522,11 +458,9 @@ class Embedded:
             _set_taints(node, taints)
         elif kind in ("Unhealthy", "Healthy"):
             return self._node_health(name, HEALTHY if kind == "Healthy" else "Unschedulable")
-        elif kind == "Deleting":
-            if isinstance(self.sim, Kube):  # a real server sets deletionTimestamp only on a delete
-                self.sim.mark_deleting(name)
-                return f"{name}: {NODE_CHANGES[kind]}"
-            node["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        elif kind == "Deleting":  # the server sets deletionTimestamp only on a delete (a finalizer holds it)
+            self.sim.mark_deleting(name)
+            return f"{name}: {NODE_CHANGES[kind]}"
         self.sim.set_node(node)
         return f"{name}: {NODE_CHANGES[kind]}"
 
@@ -542,6 +476,25 @@ class Embedded:
                     continue
                 out[(kind, meta.get("namespace", ""), meta["name"])] = obj
         return out
+
+
+@contextlib.contextmanager
+def one_stack() -> Iterator[Kube]:
+    """Every :class:`Embedded` inside shares one stack (started here unless :attr:`Embedded.shared_kube`
+    already is one): several scenarios in a row start the cluster once."""
+    if Embedded.shared_kube is not None:
+        yield Embedded.shared_kube
+        return
+    from devkit.kube.stack import running
+
+    with running() as stack:
+        client = Kube.admin(stack)
+        Embedded.shared_kube = client
+        try:
+            yield client
+        finally:
+            Embedded.shared_kube = None
+            client.close()
 
 
 def _set_taints(node: dict[str, Any], taints: list[dict[str, Any]]) -> None:

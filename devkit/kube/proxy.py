@@ -92,8 +92,11 @@ class Fault:
 class FaultProxy:
     """``FaultProxy(upstream, ca_file).start()``; ``.url`` is what clients use instead of the apiserver's."""
 
-    def __init__(self, upstream: str, ca_file: str | Path, *, port: int = 0) -> None:
+    def __init__(self, upstream: str, ca_file: str | Path, *, port: int = 0, default_token: str | None = None) -> None:
+        """``default_token``: the bearer token to forward requests that carry none with — kubectl (client-go)
+        never sends its token over plain HTTP, so a kubectl pointed at the proxy is otherwise anonymous."""
         parts = urlsplit(upstream)
+        self._default_token = default_token
         self._host, self._port_up = parts.hostname or "127.0.0.1", parts.port or 443
         self._ssl = ssl.create_default_context(cafile=str(ca_file))
         self._lock = threading.Lock()
@@ -300,6 +303,8 @@ class FaultProxy:
         upstream = http.client.HTTPSConnection(self._host, self._port_up, context=self._ssl, timeout=120)
         try:
             headers = {k: v for k, v in h.headers.items() if k.lower() not in _HOP_BY_HOP}
+            if self._default_token and not any(k.lower() == "authorization" for k in headers):
+                headers["Authorization"] = f"Bearer {self._default_token}"
             upstream.request(h.command, h.path, body=body, headers=headers)
             resp = upstream.getresponse()
             record.status = resp.status

@@ -3,7 +3,7 @@
 Given the synthesized template, moto with IAM enforcement (``set_initial_no_auth_action_count``), one
 assumed role per template role holding its statements (``least_privilege.py``: resources ``*``, transaction
 items checked per action), each function's environment exactly as the template sets it, and a Kubernetes
-API simulator; When the deploy-time registrar registers the clusters, the router takes its first event
+API server (the real kube-apiserver + Kueue); When the deploy-time registrar registers the clusters, the router takes its first event
 (a HyperPod node-health event) and every other inbound type and an unknown cluster, the admin API serves
 every route, the recompute Lambda is fed by its SQS event source (simulated poller) and reaches EKS
 (``eks:DescribeCluster`` + the STS-presigned token), and a recalculation runs once through the idempotency
@@ -148,14 +148,11 @@ def _resolve(stack: Any, services: dict[str, str]) -> dict[str, str]:
     }
 
 
-def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> DayOne:
+def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
     from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-    from devkit.embedded import _write_permissive_crds, crds_available
-    from devkit.kubesim.simulator import KubeSimulator
     from idleshare.adapters.eks_auth import EksConnector
     from idleshare.adapters.errors import RetryableError
-    from idleshare.adapters.kube import LightkubeCluster
     from idleshare.api import app as api
     from idleshare.handlers import observability, recompute, registrar, router, wiring
     from tests.unit.test_api import proxy_event
@@ -174,12 +171,7 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> DayOne:
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.setattr(recompute, "clock", lambda: 4e9)  # every coalescing window has closed
     monkeypatch.setattr(observability.logger.registered_handler, "stream", open("/dev/null", "w"))  # noqa: SIM115
-    crds = None
-    if not crds_available()[0]:
-        crds = tmp / "crds"
-        crds.mkdir()
-        _write_permissive_crds(crds)
-    sim = KubeSimulator(crds_directory=str(crds) if crds else None).start()
+    sim.reset()  # the real kube-apiserver + Kueue of the session (tests/realkube.py), emptied
     server = http.server.HTTPServer(("127.0.0.1", 0), _CloudFormation)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _CloudFormation.answers = []
@@ -307,7 +299,7 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> DayOne:
                         token = connector.token(cluster.eks_cluster_name)  # presigned locally with its credentials
                         out.tokens.append(token)
                         out.caller = boto3.client("sts").get_caller_identity()["Arn"]  # what EKS asks STS
-                        return LightkubeCluster(sim.url)
+                        return sim.idleshare_adapter()  # idleshare's RBAC user on the real apiserver
 
                     deps.kube_for = kube_for
                     enforced(lambda: poll_and_invoke(1 if outage else 20, phase))
@@ -335,17 +327,16 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> DayOne:
                 out.receipt = call("GET", f"/clusters/demo/recalculations/{request_id}")
                 call("DELETE", "/clusters/demo/scheduler-config")
                 call("DELETE", f"/clusters/demo/compute-quotas/{name}")
-            out.kueue = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in LightkubeCluster(sim.url).list_managed())
+            out.kueue = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in sim.idleshare_adapter().list_managed())
             return out
     finally:
         server.shutdown()
-        sim.stop()
 
 
 @pytest.fixture(scope="module")
-def day(tmp_path_factory: pytest.TempPathFactory) -> DayOne:
+def day(tmp_path_factory: pytest.TempPathFactory, kube_admin: Any) -> DayOne:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        return day_one(tmp_path_factory.mktemp("least-privilege"), monkeypatch)
+        return day_one(tmp_path_factory.mktemp("least-privilege"), monkeypatch, kube_admin)
 
 
 def test_the_registrar_registers_the_clusters_at_deploy_time(day: DayOne) -> None:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from devkit.kubesim.simulator import KubeSimulator
 from idleshare.adapters.kube import KINDS, diff
 from idleshare.adapters.store import DynamoStore
 from idleshare.cli.plan import plan
@@ -91,7 +90,7 @@ class GenerationLog:
         return generation
 
 
-def managed_objects(sim: KubeSimulator) -> list[dict[str, Any]]:
+def managed_objects(sim: Any) -> list[dict[str, Any]]:
     """What ``LightkubeCluster.list_managed`` sees: our label, the kinds idleshare writes."""
     return [
         {**obj, "kind": kind}
@@ -101,8 +100,23 @@ def managed_objects(sim: KubeSimulator) -> list[dict[str, Any]]:
     ]
 
 
-def fresh_plan(sim: KubeSimulator, store: DynamoStore, cluster_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``idleshare plan`` of the cluster's nodes (as the simulator holds them) and its stored quotas."""
+def managed_specs(sim: Any) -> list[tuple[str, str, str, Any, Any]]:
+    """The managed objects as idleshare wrote them: (kind, namespace, name, generation, spec). Kueue keeps
+    writing their status (so their resourceVersion moves); generation moves only when the spec does."""
+    return [
+        (
+            o["kind"],
+            o["metadata"].get("namespace", ""),
+            o["metadata"]["name"],
+            o["metadata"].get("generation"),
+            o.get("spec"),
+        )
+        for o in managed_objects(sim)
+    ]
+
+
+def fresh_plan(sim: Any, store: DynamoStore, cluster_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``idleshare plan`` of the cluster's nodes (as the apiserver holds them) and its stored quotas."""
     cluster = store.get_cluster(cluster_id)
     assert cluster is not None, cluster_id
     quotas = [q.body for q in store.list_quotas(cluster_id)]
@@ -118,7 +132,7 @@ def fresh_plan(sim: KubeSimulator, store: DynamoStore, cluster_id: str) -> tuple
     return pool, desired
 
 
-def assert_converged(sim: KubeSimulator, store: DynamoStore, cluster_id: str) -> dict[str, Any]:
+def assert_converged(sim: Any, store: DynamoStore, cluster_id: str) -> dict[str, Any]:
     """The stored pool is a fresh plan's and the cluster holds exactly its objects; returns the pool."""
     pool, desired = fresh_plan(sim, store, cluster_id)
     stored = store.get_pool(cluster_id)

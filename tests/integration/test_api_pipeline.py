@@ -1,4 +1,4 @@
-"""The admin API on the running system: DynamoDB Local, the Kubernetes API simulator, moto for SQS and
+"""The admin API on the running system: DynamoDB Local, the real kube-apiserver + Kueue, moto for SQS and
 EventBridge (a rule on idleshare's bus delivers to a capture queue, as the real rule delivers to the router).
 Given a governed cluster, When an operator creates a quota through the API, Then the event it emits reaches
 the router, the recompute writes the pool and the Kueue objects, and the API's read side shows the team."""
@@ -16,7 +16,7 @@ from moto import mock_aws
 from idleshare import names
 from idleshare.handlers import wiring
 from tests.integration.test_pipeline import GPU, Harness, quota
-from tests.kube.fixtures import kube_sim, make_node  # noqa: F401  (fixture)
+from tests.kube.fixtures import make_node
 from tests.unit.test_api import call
 
 pytestmark = pytest.mark.integration
@@ -50,16 +50,17 @@ class ApiHarness(Harness):
 
 
 @pytest.fixture
-def api(ddb_table: Any, kube_sim: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiHarness]:  # noqa: F811
+def api(ddb_table: Any, proxied_kube: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiHarness]:
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    kube_sim.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
+    proxied_kube.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
     with mock_aws():
-        h = ApiHarness(ddb_table, kube_sim)
+        h = ApiHarness(ddb_table, proxied_kube)
         try:
             yield h
         finally:
             wiring.install(None)
+            h.kube.close()
 
 
 def test_a_quota_created_through_the_api_reaches_the_cluster_and_the_read_side(api: ApiHarness) -> None:

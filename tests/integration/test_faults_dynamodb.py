@@ -19,12 +19,11 @@ from tests.integration.invariants import (
     GenerationLog,
     assert_converged,
     assert_pool_invariants,
-    managed_objects,
+    managed_specs,
     recovers,
     settle,
 )
 from tests.integration.test_pipeline import CONTEXT, EVENTS, harness, quota  # noqa: F401  (fixture)
-from tests.kube.fixtures import kube_sim  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -190,7 +189,7 @@ def test_dynamodb_local_restarted_mid_run_errors_cleanly_then_recovers(
 ):
     # Given a converged cluster
     settle(harness)
-    objects_before = managed_objects(harness.sim)
+    objects_before = managed_specs(harness.sim)
     harness.sim.clear_requests()
     event = json.loads((EVENTS / "idleshare-node-changed.json").read_text())
     try:
@@ -210,7 +209,7 @@ def test_dynamodb_local_restarted_mid_run_errors_cleanly_then_recovers(
         Recomputer(harness.store, harness.deps.kube_for, None).recompute("demo")
     writes = [r for r in harness.sim.requests if r.method in ("PATCH", "POST", "PUT", "DELETE")]
     assert writes == []
-    assert managed_objects(harness.sim) == objects_before
+    assert managed_specs(harness.sim) == objects_before
     # When the table is recreated and the configuration registered again (a cold start does it)
     create_table(ddb_resource, ddb_table.name)
     harness.store.put_cluster(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,7 +15,6 @@ from idleshare.adapters.kube import LightkubeCluster
 from idleshare.handlers import router
 from tests.integration.invariants import assert_converged, recovers, settle
 from tests.integration.test_pipeline import CONTEXT, EVENTS, harness  # noqa: F401  (fixture)
-from tests.kube.fixtures import kube_sim  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -171,7 +171,7 @@ def test_a_recompute_killed_between_persist_and_apply_is_converged_by_the_next(h
     # Given a converged cluster and a node gone
     baseline, log = settle(harness)
     harness.sim.delete_node("p5-3")
-    harness.kube = KilledAfterPersist(harness.sim.url, timeout=2, name="demo")
+    harness.kube = KilledAfterPersist(harness.sim.url, token=lambda: harness.sim.stack.idleshare_token, name="demo")
     harness.sim.clear_requests()
     # When the recompute dies after storing generation 2, before touching the cluster
     out = harness.recalc()
@@ -180,7 +180,7 @@ def test_a_recompute_killed_between_persist_and_apply_is_converged_by_the_next(h
     assert stored.generation == 2 and stored.apply_status == "Pending" and writes(harness) == []
     assert harness.cq_gpu("a") == "12"  # the cluster still holds generation 1
     # Then the redelivery re-applies although the digest did not change, and records the apply
-    harness.kube = LightkubeCluster(harness.sim.url, timeout=2, name="demo")
+    harness.kube = harness.sim.adapter()
     out = harness.drain()
     assert out["batchItemFailures"] == []
     assert log.observe() == 2 and harness.cq_gpu("a") == "8"
@@ -189,8 +189,11 @@ def test_a_recompute_killed_between_persist_and_apply_is_converged_by_the_next(h
 
 
 def test_drift_in_the_cluster_is_undone_by_the_next_recompute_without_a_new_generation(harness):  # noqa: F811
-    # Given a converged cluster (apply recorded as Applied) whose ClusterQueue someone edits by hand
+    # Given a converged cluster (apply recorded as Applied) whose ClusterQueue someone edits by hand. On the
+    # real server the hand edit (an update) takes the field (Kueue's CRD makes resourceGroups one atomic list)
+    # from idleshare, which leaves fields another manager owns alone unless told to take them: this cluster is.
     baseline, log = settle(harness)
+    harness.store.put_cluster(replace(harness.store.get_cluster("demo"), field_ownership="Take"))
     cq = harness.sim.get("ClusterQueue", "hyperpod-ns-a-clusterqueue")
     gpu = next(
         r

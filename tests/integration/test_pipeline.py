@@ -1,5 +1,5 @@
-"""The running system end to end: real handlers, DynamoDB Local, the Kubernetes API simulator, and moto
-for SQS / EventBridge. Given a governed cluster, When events arrive, Then the pool and the cluster follow."""
+"""The running system end to end: real handlers, DynamoDB Local, the real kube-apiserver + Kueue (idleshare
+as its RBAC user, through a recording fault proxy), and moto for SQS / EventBridge. Given a governed cluster, When events arrive, Then the pool and the cluster follow."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from moto import mock_aws
 
 from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
-from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import recompute, router, wiring
-from tests.kube.fixtures import kube_sim, make_node  # noqa: F401  (fixture)
+from tests.kube.fixtures import ProxiedKube, make_node
 
 pytestmark = pytest.mark.integration
 EVENTS = Path(__file__).parents[2] / "events" / "inbound"
@@ -44,7 +43,7 @@ def quota(team: str, gpus: int, strategy: str = "LendAndBorrow", borrow: int = 5
 class Harness:
     """Drives events through router -> SQS FIFO -> recompute, as Lambda would."""
 
-    def __init__(self, table, sim) -> None:
+    def __init__(self, table, sim: ProxiedKube) -> None:
         self.sim = sim
         self.store = DynamoStore(table)
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -54,7 +53,7 @@ class Harness:
         )["QueueUrl"]
         events = boto3.client("events", region_name="us-east-1")
         events.create_event_bus(Name="idleshare")
-        self.kube = LightkubeCluster(sim.url, timeout=3)
+        self.kube = sim.adapter(timeout=10)
         self.clock = [1_000_000.0]
         self.deps = wiring.Dependencies(
             store=self.store,
@@ -117,18 +116,19 @@ class Harness:
 
 
 @pytest.fixture
-def harness(ddb_table, kube_sim, monkeypatch):  # noqa: F811
+def harness(ddb_table, proxied_kube, monkeypatch):
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    kube_sim.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
+    proxied_kube.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
     with mock_aws():
-        h = Harness(ddb_table, kube_sim)
+        h = Harness(ddb_table, proxied_kube)
         h.store.create_quota("demo", quota("a", 8))
         h.store.create_quota("demo", quota("b", 8, "Lend"))
         try:
             yield h
         finally:
             wiring.install(None)
+            h.kube.close()
 
 
 def test_node_goes_not_ready_capacity_leaves_and_limits_shrink_in_the_cluster(harness):

@@ -1,5 +1,5 @@
-"""Every scenario of events/scenarios/ through the real handlers on embedded services (moto, the
-Kubernetes simulator). Given a scenario, When it is replayed, Then every expectation holds; and a
+"""Every scenario of events/scenarios/ through the real handlers on embedded services (moto, the real
+kube-apiserver + Kueue of the session, emptied before each test). Given a scenario, When it is replayed, Then every expectation holds; and a
 wrong expectation makes `idleshare replay` fail."""
 
 from __future__ import annotations
@@ -10,11 +10,19 @@ import pytest
 import yaml
 
 from devkit import scenario
+from devkit.embedded import Embedded
 from idleshare.cli.main import main
 
 pytestmark = pytest.mark.integration
 SCENARIOS = Path(__file__).parents[2] / "events" / "scenarios"
 FILES = sorted(p for p in SCENARIOS.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+
+
+@pytest.fixture(autouse=True)
+def session_stack(kube, monkeypatch):
+    """Every Embedded here (and `idleshare replay --local`) runs on the session's stack, not a new one."""
+    monkeypatch.setattr(Embedded, "shared_kube", kube)
+    return kube
 
 
 def test_there_are_scenarios_to_run():
@@ -73,21 +81,20 @@ def test_plain_event_files_replay_locally_and_json_output_lists_each_step(capsys
     assert out[1]["steps"][0]["generation"] == 1
 
 
-def test_a_cluster_that_cannot_be_read_is_reported_and_keeps_the_last_pool():
-    # Given the embedded stack with a first pool computed
+def test_a_cluster_that_cannot_be_read_is_reported_and_keeps_the_last_pool(proxied_kube):
+    # Given the embedded stack with a first pool computed, idleshare reaching it through the fault proxy
     import json
-
-    from devkit.embedded import Embedded
 
     event = json.loads(
         (Path(__file__).parents[2] / "events" / "inbound" / "idleshare-recalculation-requested.json").read_text()
     )
     with Embedded(Path(__file__).parents[2] / "events" / "examples" / "nodes.json") as stack:
+        stack.kube = proxied_kube.adapter(timeout=10)
         stack.tick()
         assert stack.deliver(event).routed == ["demo"]
         first = stack.store.get_pool("demo")
         # When the Kubernetes API refuses connections and a recompute is requested (a new request id)
-        stack.sim.outage("refuse")
+        proxied_kube.outage("refuse")
         stack.tick()
         delivery = stack.deliver(event | {"detail": event["detail"] | {"requestId": "console-2"}})
         # Then the failure is reported (after SQS-like redeliveries) and the last pool is kept
@@ -101,7 +108,6 @@ def test_the_same_request_sent_again_is_answered_from_its_idempotency_record():
     # Given the embedded stack (with the deployed stack's idempotency table) and a request that ran
     import json
 
-    from devkit.embedded import Embedded
     from devkit.scenario import NodeRefs
 
     event = json.loads(

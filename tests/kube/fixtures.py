@@ -1,21 +1,28 @@
-"""Pytest fixtures for the Kubernetes simulator.
+"""Test-side helpers for the real Kubernetes stack (the stack's own fixtures are in ``tests/realkube.py``).
 
-Use from a test module or conftest with ``from tests.kube.fixtures import kube_sim, kubeconfig``
-(or ``pytest_plugins = ["tests.kube.fixtures"]`` in a top-level conftest).
+- :func:`make_node`: a minimal but realistic core/v1 Node.
+- :class:`ProxiedKube` and the ``proxied_kube`` fixture: the real cluster as the pipeline tests see it —
+  the admin client's hooks (:class:`devkit.kube.client.Kube`: ``get``, ``objects``, ``set_node``,
+  ``delete_node``, ``seed_nodes``...) go straight to the apiserver; idleshare's own adapter (:meth:`adapter`,
+  its restricted RBAC user) goes through a :class:`devkit.kube.proxy.FaultProxy`, whose hooks (``inject``,
+  ``inject_timeout``, ``outage``, ``restore``, ``clear_faults``, ``requests``, ``clear_requests``) are here
+  too. So ``requests`` holds what idleshare sent, never the test's own reads and writes.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from devkit.kubesim.simulator import KubeSimulator
+from devkit.kube.client import Kube
+from devkit.kube.proxy import FaultProxy, RequestRecord
+from devkit.kube.stack import KubeStack
+from idleshare.adapters.kube import LightkubeCluster
 
-__all__ = ["kube_sim", "kube_sim_tls", "kubeconfig", "make_kubeconfig", "make_node"]
+__all__ = ["ProxiedKube", "make_node", "proxied_kube", "wait_serving"]
 
 
 def make_node(
@@ -52,38 +59,71 @@ def make_node(
     return node
 
 
-@pytest.fixture
-def kube_sim() -> Iterator[KubeSimulator]:
-    """A started plain-HTTP simulator, stopped after the test."""
-    sim = KubeSimulator().start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
+def wait_serving(admin: Kube, timeout: float = 60.0) -> None:
+    """Until a freshly started apiserver lists every Kueue kind: for a moment after it is ready it answers
+    429 "storage is (re)initializing" to custom-resource lists (its watch cache is filling)."""
+    from devkit.kube.client import KubeRequestError
+
+    def serving() -> bool:
+        try:
+            for kind in ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue"):
+                admin.objects(kind)
+        except KubeRequestError as exc:
+            if exc.status == 429:
+                return False
+            raise
+        return True
+
+    admin.wait_for(serving, "serving Kueue lists", timeout=timeout)
+
+
+class ProxiedKube:
+    """The real apiserver: the admin's hooks direct, idleshare's adapter through the fault proxy."""
+
+    def __init__(self, stack: KubeStack, admin: Kube, proxy: FaultProxy) -> None:
+        self.stack, self.admin, self.proxy = stack, admin, proxy
+
+    @property
+    def url(self) -> str:
+        """Where idleshare's adapter connects (the proxy)."""
+        return self.proxy.url
+
+    def adapter(self, *, timeout: float = 10.0, name: str = "demo") -> LightkubeCluster:
+        """idleshare's adapter as its own RBAC user, through the proxy."""
+        return LightkubeCluster(self.proxy.url, token=lambda: self.stack.idleshare_token, timeout=timeout, name=name)
+
+    # -- the proxy's hooks ---------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        return self.proxy.requests
+
+    def clear_requests(self) -> None:
+        self.proxy.clear_requests()
+
+    def inject(self, *args: Any, **kwargs: Any) -> Any:
+        return self.proxy.inject(*args, **kwargs)
+
+    def inject_timeout(self, *args: Any, **kwargs: Any) -> Any:
+        return self.proxy.inject_timeout(*args, **kwargs)
+
+    def clear_faults(self) -> None:
+        self.proxy.clear_faults()
+
+    def outage(self, mode: str = "refuse") -> None:
+        self.proxy.outage(mode)
+
+    def restore(self) -> None:
+        self.proxy.restore()
+
+    # -- the admin client's hooks (Kube) -------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.admin, name)
 
 
 @pytest.fixture
-def kube_sim_tls() -> Iterator[KubeSimulator]:
-    """A started HTTPS simulator (``.ca_pem`` / ``.ca_file`` verify it), stopped after the test."""
-    sim = KubeSimulator(tls=True).start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
-
-
-@pytest.fixture
-def make_kubeconfig(tmp_path: Path) -> Callable[..., Path]:
-    """``make_kubeconfig(sim, token=None, namespace=None) -> Path`` writing into the test's tmp dir."""
-    counter = iter(range(1_000_000))
-
-    def _make(sim: KubeSimulator, **kwargs: Any) -> Path:
-        return sim.write_kubeconfig(tmp_path / f"kubeconfig-{next(counter)}", **kwargs)
-
-    return _make
-
-
-@pytest.fixture
-def kubeconfig(kube_sim: KubeSimulator, tmp_path: Path) -> Path:
-    """A kubeconfig file pointing at ``kube_sim``."""
-    return kube_sim.write_kubeconfig(tmp_path / "kubeconfig")
+def proxied_kube(kube_stack: KubeStack, kube: Kube) -> Iterator[ProxiedKube]:
+    """An emptied real cluster with a fresh recording fault proxy in front of it."""
+    with FaultProxy(kube_stack.server, kube_stack.ca_file) as proxy:
+        yield ProxiedKube(kube_stack, kube, proxy)

@@ -2,8 +2,9 @@
 
 Given distinctive AWS credentials and an EKS bearer token, every log level at DEBUG (Powertools'
 logger and the root logger, as Lambda sets it when an operator turns the application log level to
-DEBUG), When the EKS auth path, the router and the recompute handler run against the Kubernetes
-simulator (TLS, token required) and moto, Then no captured log line holds the token, any part of
+DEBUG), When the EKS auth path, the router and the recompute handler run against a real kube-apiserver
+(TLS; its token file holds the presigned EKS tokens idleshare signs, in the group ``infra/k8s/rbac.yaml``
+grants; any other token is refused with a real 401) and moto, Then no captured log line holds the token, any part of
 the presigned URL inside it, an Authorization header, the secret key or the session token.
 """
 
@@ -13,6 +14,7 @@ import base64
 import io
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +27,8 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from devkit.kubesim.simulator import KubeSimulator
+from devkit.kube.client import Kube
+from devkit.kube.stack import IDLESHARE_GROUP, KubeStack, ensure_built
 from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.adapters.eks_auth import TOKEN_PREFIX, EksConnector
 from idleshare.adapters.kube import LightkubeCluster
@@ -33,7 +36,7 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.handlers import recompute, router, wiring
 from idleshare.handlers.observability import logger
-from tests.kube.fixtures import kube_sim_tls, make_node  # noqa: F401  (fixture)
+from tests.kube.fixtures import make_node, wait_serving
 
 REGION = "us-west-2"
 EKS_NAME = "demo-eks"
@@ -84,15 +87,18 @@ def everything_at_debug(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
         root.removeHandler(handler)
 
 
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+    "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    "AWS_SESSION_TOKEN": SESSION_TOKEN,
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+
+
 @pytest.fixture
 def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_SESSION_TOKEN": SESSION_TOKEN,
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-    }.items():
+    for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
@@ -126,20 +132,59 @@ def assert_nothing_leaked(text: str, secrets: dict[str, str]) -> None:
     assert leaked == {}
 
 
-def eks_connector() -> tuple[EksConnector, Stubber]:
-    eks = boto3.client("eks", region_name=REGION)
-    connector = EksConnector(eks, boto3.client("sts", region_name=REGION))
-    return connector, Stubber(eks)
+@dataclass
+class EksCluster:
+    """A real apiserver (no Kueue manager) whose token file holds the presigned tokens ``connector`` signed
+    for ``names`` (cached 14 minutes in the connector: every test gets the same one)."""
+
+    stack: KubeStack
+    admin: Kube
+    connector: EksConnector
+    eks: Any
+
+    def stub(self) -> Stubber:
+        return Stubber(self.eks)
+
+    def rotate(self, cluster_name: str) -> None:
+        """The token the connector holds is no longer the one the server knows: the connector signs anew
+        (a later signing time), which this server's token file does not list: a real 401."""
+        old = self.connector.token(cluster_name)
+        self.connector.invalidate(cluster_name)
+        while self.connector.token(cluster_name) == old:  # signed within the same second: sign again
+            time.sleep(0.2)
+            self.connector.invalidate(cluster_name)
 
 
-def describe_response(sim: KubeSimulator) -> dict[str, Any]:
-    assert sim.ca_pem
+CLUSTER_NAMES = (EKS_NAME, f"{EKS_NAME}-2")
+
+
+@pytest.fixture(scope="module")
+def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EksCluster]:
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in CREDENTIALS.items():
+            mp.setenv(name, value)
+        mp.delenv("AWS_PROFILE", raising=False)
+        eks = boto3.client("eks", region_name=REGION)
+        connector = EksConnector(eks, boto3.client("sts", region_name=REGION))
+        tokens = {connector.token(name): (f"eks-{name}", (IDLESHARE_GROUP,)) for name in CLUSTER_NAMES}
+    stack = KubeStack(tmp_path_factory.mktemp("eks-stack"), ensure_built(), kueue=False, extra_tokens=tokens)
+    stack.start()
+    admin = Kube.admin(stack)
+    wait_serving(admin)
+    try:
+        yield EksCluster(stack, admin, connector, eks)
+    finally:
+        admin.close()
+        stack.stop()
+
+
+def describe_response(cluster: EksCluster, name: str = EKS_NAME) -> dict[str, Any]:
     return {
         "cluster": {
-            "name": EKS_NAME,
+            "name": name,
             "status": "ACTIVE",
-            "endpoint": sim.url,
-            "certificateAuthority": {"data": base64.b64encode(sim.ca_pem.encode()).decode()},
+            "endpoint": cluster.stack.server,
+            "certificateAuthority": {"data": base64.b64encode(cluster.stack.ca_pem).decode()},
         }
     }
 
@@ -147,21 +192,20 @@ def describe_response(sim: KubeSimulator) -> dict[str, Any]:
 def test_the_eks_auth_path_logs_no_token_or_credential(
     credentials: None,
     everything_at_debug: Captured,
-    kube_sim_tls: KubeSimulator,  # noqa: F811
+    eks_cluster: EksCluster,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Given an EKS cluster (described via a stub) whose API requires the presigned-STS token
-    kube_sim_tls.seed_nodes([make_node("p5-0")])
-    connector, stub = eks_connector()
-    stub.add_response("describe_cluster", describe_response(kube_sim_tls), {"name": EKS_NAME})
+    eks_cluster.admin.seed_nodes([make_node("p5-0")])
+    connector, stub = eks_cluster.connector, eks_cluster.stub()
+    stub.add_response("describe_cluster", describe_response(eks_cluster), {"name": EKS_NAME})
     token = connector.token(EKS_NAME)
-    kube_sim_tls.require_token(token)
 
     # When the wiring's path runs: describe, sign, list nodes, then a rejected (expired) token
     with stub:
         kube = LightkubeCluster.from_eks(connector, EKS_NAME)
     assert [n["metadata"]["name"] for n in kube.list_nodes()] == ["p5-0"]
-    kube_sim_tls.require_token("rotated-elsewhere")
+    eks_cluster.rotate(EKS_NAME)
     with pytest.raises(Exception, match=r"401|nauthori"):
         list(kube.list_nodes())
     kube.close()
@@ -191,13 +235,14 @@ def aws(credentials: None) -> Iterator[SimpleNamespace]:
 def test_router_and_recompute_handlers_log_no_token_or_credential(
     aws: SimpleNamespace,
     everything_at_debug: Captured,
-    kube_sim_tls: KubeSimulator,  # noqa: F811
+    eks_cluster: EksCluster,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Given a governed cluster in DynamoDB (moto), its API behind an EKS token, a recompute queue
-    kube_sim_tls.seed_nodes([make_node(f"p5-{i}") for i in range(2)])
+    eks_name = CLUSTER_NAMES[1]
+    eks_cluster.admin.seed_nodes([make_node(f"p5-{i}") for i in range(2)])
     store = DynamoStore(aws.table)
-    store.put_cluster(ClusterRecord("demo", EKS_NAME, HYPERPOD_ARN))
+    store.put_cluster(ClusterRecord("demo", eks_name, HYPERPOD_ARN))
     store.create_quota(
         "demo",
         {
@@ -206,10 +251,9 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
             "ComputeQuotaTarget": {"TeamName": "a"},
         },
     )
-    connector, stub = eks_connector()
-    stub.add_response("describe_cluster", describe_response(kube_sim_tls), {"name": EKS_NAME})
-    token = connector.token(EKS_NAME)
-    kube_sim_tls.require_token(token)
+    connector, stub = eks_cluster.connector, eks_cluster.stub()
+    stub.add_response("describe_cluster", describe_response(eks_cluster, eks_name), {"name": eks_name})
+    token = connector.token(eks_name)
     clients: dict[str, LightkubeCluster] = {}
 
     def kube_for(cluster: ClusterRecord) -> LightkubeCluster:  # what wiring.kube_for does, EKS stubbed
@@ -248,7 +292,7 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
         assert recompute.handler({"Records": [record]}, CONTEXT)["batchItemFailures"] == []
         assert store.get_pool("demo") is not None
         # and once more with the token rejected (the failure path logs the error)
-        kube_sim_tls.require_token("rotated-elsewhere")
+        eks_cluster.rotate(eks_name)
         store.create_quota(
             "demo",
             {

@@ -1,7 +1,8 @@
 """`idleshare replay PATH… --local | --bus NAME`: scenarios and event files through the pipeline.
 
 ``--local`` runs them through the real router and recompute handlers on embedded services (the devkit:
-moto in-process and the Kubernetes simulator) — the devkit is imported lazily here, and only here.
+moto in-process and a real kube-apiserver + Kueue on 127.0.0.1, built from pinned modules on the first
+run, with progress) — the devkit is imported lazily here, and only here.
 ``--bus`` puts the event entries on a deployed EventBridge bus with PutEvents (batches of 10).
 """
 
@@ -54,10 +55,18 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 def _local(args: argparse.Namespace) -> int:
     from devkit import scenario as scenarios
+    from devkit.embedded import one_stack
+
+    loaded = [scenarios.load(p) for p in args.paths]  # every file checked before anything runs
+    with one_stack():  # one cluster for every file (built on first use, with progress)
+        return _play(loaded, args)
+
+
+def _play(loaded: list[Any], args: argparse.Namespace) -> int:
+    from devkit import scenario as scenarios
     from devkit.report import render_step, summary_line
     from idleshare.cli.main import CommandError
 
-    loaded = [scenarios.load(p) for p in args.paths]  # every file checked before anything runs
     as_json = args.format == "json"
     results: list[dict[str, Any]] = []
     failed: list[str] = []
