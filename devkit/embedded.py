@@ -138,6 +138,7 @@ class Delivery:
     cluster_change: str | None = None
     recomputes: int = 0
     failures: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)  # what the node watcher published (:meth:`Embedded.watch`)
 
 
 class _CapturingPublisher:
@@ -267,6 +268,11 @@ class Embedded:
             self._stack.callback(handler.setStream, old)
         c = self.cluster
         self.store.put_cluster(ClusterRecord(c.cluster_id, c.eks_cluster_name, c.hyperpod_cluster_arn))
+        # The node watcher, as deployed: its first pass lists the nodes and publishes nothing (a baseline)
+        from devkit.watch import LocalWatcher
+
+        self.watcher = LocalWatcher(c.cluster_id, self.kube, self.store, self.route)
+        self.watcher.pass_(seconds=1)
 
     def _start_kube(self) -> Kube:
         """etcd + kube-apiserver + Kueue on 127.0.0.1 (built on first use, with progress: minutes, once per
@@ -383,6 +389,18 @@ class Embedded:
         result = Delivery(routed=list(out.get("enqueued", [])), dropped=out.get("dropped"))
         if self.cluster.cluster_id in result.routed:
             result.cluster_change = self.apply_to_cluster(event)
+        result.recomputes, result.failures = self.drain()
+        return result
+
+    def watch(self) -> Delivery:
+        """A pass of the node watcher (what the deployed one does continuously): each change on the real
+        apiserver since its last pass that can move the pool becomes a ``Node Changed`` on the router; then the
+        queue is drained. Heartbeat-only node updates produce nothing."""
+        events = self.watcher.pass_()
+        result = Delivery(routed=[self.cluster.cluster_id] if events else [])
+        result.events = [
+            f"Node Changed {e['detail'].get('node')}: {', '.join(e['detail'].get('changes') or [])}" for e in events
+        ]
         result.recomputes, result.failures = self.drain()
         return result
 

@@ -46,6 +46,8 @@ ACTIONS = (
 TEAM_FIELDS = ("nominal", "borrowingLimit", "lendingLimit", "bound")
 EXPECT_KEYS = ("unallocated", "cohort", "excludedNodes", "teams", "dropped", "changed", "routed", "workloads")
 WORKLOAD_STATES = ("Admitted", "Pending", "Preempted", "Finished")
+WATCHED_KINDS = ("cordon", "uncordon", "node", "nodeHealth", "event", "events")
+"""Steps after which the node watcher takes a pass (the others change no node)."""
 STEP_KEYS = ("title", "expect", *ACTIONS)
 TOP_KEYS = ("name", "description", "cluster", "nodes", "quotas", "schedulerConfig", "steps")
 
@@ -527,6 +529,7 @@ class Runner:
         from devkit.kube.workloads import Workloads
 
         self.workloads = Workloads(getattr(stack, "sim", None), source=scenario.source)
+        self.cluster_changes: list[str] = []
 
     def _node(self, name: str) -> str:
         return f"{self.aliases[name]} ({name})" if name in self.aliases else name
@@ -570,8 +573,9 @@ class Runner:
                 what = "schedulerConfig " + ", ".join(f"{k}={v}" for k, v in sorted(arg.items()))
                 return what, [_event(c, "Scheduler Config Changed", {"cluster": cid})]
             if kind in ("cordon", "uncordon", "node"):
-                detail = {"cluster": cid, "node": arg["name"], "change": arg["change"]}
-                return f"{arg['change']} {self._node(arg['name'])}", [_event(c, "Node Changed", detail)]
+                # as an admin or a kubelet would: on the cluster only; the node watcher tells idleshare
+                self.cluster_changes.append(self.stack.change_node(arg["name"], arg["change"]))
+                return f"{arg['change']} {self._node(arg['name'])}", []
             if kind == "nodeHealth":
                 detail = {
                     "ClusterName": c.hyperpod_cluster_arn.rsplit("/", 1)[-1],
@@ -601,8 +605,10 @@ class Runner:
     def step(self, index: int, step: Step) -> StepReport:
         stack = self.stack
         stack.tick()
+        self.cluster_changes: list[str] = []
         what, events = self.operator_events(step)
         report = StepReport(index, step.title, what)
+        report.cluster_changes += self.cluster_changes
         for event in events:
             report.events.append(str(event.get("detail-type")))
             delivery = stack.deliver(event)
@@ -611,6 +617,11 @@ class Runner:
             if delivery.cluster_change:
                 report.cluster_changes.append(delivery.cluster_change)
             report.failures += delivery.failures
+        if step.kind in WATCHED_KINDS:  # the node watcher sees what changed on the cluster
+            watched = stack.watch()
+            report.events += watched.events
+            report.routed += [c for c in watched.routed if c not in report.routed]
+            report.failures += watched.failures
         record = stack.store.get_pool(self.s.cluster.cluster_id)
         report.generation = record.generation if record else 0
         report.changed = report.generation != self.previous_generation

@@ -211,3 +211,26 @@ def test_a_deleted_quota_removes_the_teams_queues_and_running_work_finishes(make
         lambda: cluster.kube.get("ClusterQueue", wl.cluster_queue_of("alpha")) is None, "alpha's ClusterQueue gone"
     )
     assert cluster.state("waiting").state == wl.PENDING
+
+
+def test_a_kubectl_cordon_reaches_idleshare_through_the_node_watcher_alone(make_cluster, kube_stack):
+    # Given the local pipeline with its node watcher, alpha borrowing from 2 idle p5 nodes
+    cluster = make_cluster(p5_nodes(4))
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
+    cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
+    assert cluster.limit("alpha", P5, GPU) == "24"  # 16 unallocated + 8 lent
+    # When an admin cordons a node with kubectl — no event is sent by anyone
+    cluster.pipeline.tick()
+    kube_stack.kubectl("cordon", "hyperpod-i-p50003")
+    delivery = cluster.pipeline.watch()
+    # Then the watcher published exactly one Node Changed for it, and the limit in the cluster shrank
+    assert delivery.events == ["Node Changed hyperpod-i-p50003: Cordoned"], delivery.events
+    assert delivery.recomputes == 1 and not delivery.failures
+    assert cluster.limit("alpha", P5, GPU) == "16"  # 8 unallocated + 8 lent
+    # And a heartbeat-like status update (a condition's timestamp) produces nothing
+    node = cluster.kube.get("Node", "hyperpod-i-p50002")
+    for c in node["status"]["conditions"]:
+        c["lastHeartbeatTime"] = "2026-12-03T10:00:00Z"
+    cluster.kube.set_status("Node", "hyperpod-i-p50002", {"conditions": node["status"]["conditions"]})
+    cluster.pipeline.tick()
+    assert cluster.pipeline.watch().events == []
