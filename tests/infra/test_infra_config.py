@@ -33,7 +33,13 @@ def test_defaults_for_a_minimal_config() -> None:
     assert config.recompute_reserved_concurrency == 5
     assert config.alarm_email is None
     assert json.loads(config.clusters_env()) == [
-        {"eks_cluster_name": "c1", "field_ownership": "Respect", "hyperpod_cluster_arn": None, "id": "c1", "prefix": None}
+        {
+            "eks_cluster_name": "c1",
+            "field_ownership": "Respect",
+            "hyperpod_cluster_arn": None,
+            "id": "c1",
+            "prefix": None,
+        }
     ]
 
 
