@@ -1,28 +1,31 @@
-"""Tests of the Kueue CRD validator (schema + CEL) and of the Kueue webhook rules."""
+"""Kueue v0.19.2's CRDs (schema + CEL) and webhooks, on the real kube-apiserver: what they accept, what they
+refuse and on which field — and ``webhook_violations`` (idleshare's pre-apply check of the webhook-only rules)
+proven rule by rule against the real Kueue webhook.
+
+Every check is a server-side apply by ``idleshare`` with ``dryRun=All`` and ``fieldValidation=Strict``, as
+admin (:mod:`tests.kube.dryrun`): the CRD's structural schema and CEL rules, Kueue's mutating and validating
+webhooks and server-side apply's typed merge all run; nothing is stored.
+"""
 
 from __future__ import annotations
 
 import copy
 import os
-from fractions import Fraction
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lightkube.utils.quantity import parse_quantity
 
-from devkit.kubesim import crds
-from devkit.kubesim.crds import (
-    CELRuleError,
-    apply_defaults,
-    evaluate_rule,
-    is_transition_rule,
-    iter_validation_rules,
-    load_crds,
-    parse_quantity,
-    validate,
-    validation_errors,
-    webhook_errors,
-)
+from devkit.kube.client import Kube
+from devkit.kube.stack import KubeStack
+from idleshare.domain.kueue import MAX_FLAVORS, MAX_PAIRS_PER_GROUP, MAX_RESOURCES, webhook_violations
+from tests.kube.dryrun import assert_refused, dry_run_apply, ensure_namespace, refusal
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED_CRDS = REPO_ROOT.parent / "shared" / "kueue" / "crds"
+NAMESPACE = "hyperpod-ns-team-a"
 
 V = "kueue.x-k8s.io/v1beta2"
 FLAVOR = "ml.p5.48xlarge"
@@ -137,38 +140,35 @@ VALID = {
 }
 
 
-# ---------------------------------------------------------------------------------------------- loading
+@pytest.fixture
+def server(kube_admin: Kube) -> Kube:
+    """The admin client, with the team namespace the LocalQueue lives in (dry runs store nothing else)."""
+    ensure_namespace(kube_admin, NAMESPACE)
+    return kube_admin
 
 
-def test_loads_the_five_kinds_with_scope_and_plurals() -> None:
-    c = load_crds()
-    assert c.kinds() == sorted(VALID)
-    assert c.versions() == ["v1beta1", "v1beta2"]
-    for kind in VALID:
-        cv = c.lookup(V, kind)
-        assert cv is not None and cv.served and cv.storage
-        assert c.resource("kueue.x-k8s.io", "v1beta2", cv.plural) is cv
-        assert cv.namespaced == (kind == "LocalQueue")
-        assert c.lookup("kueue.x-k8s.io/v1beta1", kind).deprecated  # type: ignore[union-attr]
-    assert c.resource("kueue.x-k8s.io", "v1beta2", "clusterqueues").short_names == ("cq",)  # type: ignore[union-attr]
+# ---------------------------------------------------------------------------------------------- the CRDs
 
 
-def test_crds_dir_comes_from_env_relative_to_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KUEUE_CRDS_DIR", raising=False)
-    default = crds.crds_dir()
-    assert (default / "kueue.x-k8s.io_clusterqueues.yaml").is_file()
-    assert default == (crds.REPO_ROOT / "../shared/kueue/crds").resolve()
-    # never inside the repository
-    assert crds.REPO_ROOT not in default.parents
-    monkeypatch.setenv("KUEUE_CRDS_DIR", "tests/kube")  # relative → against the repo root
-    assert crds.crds_dir() == crds.REPO_ROOT / "tests" / "kube"
-    with pytest.raises(FileNotFoundError):
-        load_crds(crds.crds_dir())
+def test_the_crds_the_stack_installs_are_byte_identical_to_shared_kueue_crds(kube_stack: KubeStack) -> None:
+    # The stack installs all 11 of Kueue's CRDs from the pinned module; ../shared/kueue/crds holds the 5
+    # idleshare writes (present in CI). Same bytes, so the pin and the shared reference cannot drift apart.
+    module = sorted(p.name for p in kube_stack.binaries.crds.glob("*.yaml"))
+    assert len(module) == 11 and "kueue.x-k8s.io_clusterqueues.yaml" in module
+    if not SHARED_CRDS.is_dir():
+        pytest.skip(f"{SHARED_CRDS} is not on this machine (it is in CI)")
+    shared = sorted(p.name for p in SHARED_CRDS.glob("*.yaml"))
+    assert shared == [f"kueue.x-k8s.io_{plural}.yaml" for plural in sorted(PLURALS_WRITTEN)]
+    for name in shared:
+        assert (SHARED_CRDS / name).read_bytes() == (kube_stack.binaries.crds / name).read_bytes(), name
+
+
+PLURALS_WRITTEN = ("clusterqueues", "cohorts", "localqueues", "resourceflavors", "workloadpriorityclasses")
 
 
 def test_no_crd_copied_into_the_repository() -> None:
     copies = []
-    for root, dirs, files in os.walk(crds.REPO_ROOT):
+    for root, dirs, files in os.walk(REPO_ROOT):
         dirs[:] = [d for d in dirs if d not in (".venv", ".git", "node_modules", "cdk.out") and not d.startswith(".")]
         for f in files:
             if f.endswith((".yaml", ".yml", ".json")):
@@ -182,20 +182,18 @@ def test_no_crd_copied_into_the_repository() -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(VALID))
-def test_valid_object_of_each_kind_passes(kind: str) -> None:
+def test_valid_object_of_each_kind_passes(server: Kube, kind: str) -> None:
     obj = VALID[kind]()
-    assert validate(obj) == []
-    assert webhook_errors(obj) == []
+    assert refusal(server, obj) == []
+    assert webhook_violations(obj, parse_quantity) == []
 
 
-def test_validation_applies_schema_defaults_first() -> None:
-    obj = cluster_queue(preemption={"borrowWithinCohort": {"policy": "LowerPriority"}})
+def test_the_server_defaults_before_it_validates(server: Kube) -> None:
     # reclaimWithinCohort defaults to Never, which the CEL rule forbids with borrowWithinCohort.policy != Never
-    errs = validate(obj)
-    assert errs == [
-        'spec.preemption: Invalid value: "object": reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never'
+    assert refusal(server, cluster_queue(preemption={"borrowWithinCohort": {"policy": "LowerPriority"}})) == [
+        "spec.preemption: Invalid value: reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never"
     ]
-    d = apply_defaults(cluster_queue(preemption={}))["spec"]
+    d = dry_run_apply(server, cluster_queue(preemption={}))["spec"]
     assert d["queueingStrategy"] == "BestEffortFIFO"
     assert d["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
     assert d["preemption"] == {
@@ -203,8 +201,28 @@ def test_validation_applies_schema_defaults_first() -> None:
         "reclaimWithinCohort": "Never",
         "withinClusterQueue": "Never",
     }
-    assert apply_defaults(local_queue())["spec"]["stopPolicy"] == "None"
-    assert "fairSharing" not in apply_defaults(local_queue())["spec"]  # no default for absent parent
+    lq = dry_run_apply(server, local_queue())["spec"]
+    assert lq["stopPolicy"] == "None"
+    assert "fairSharing" not in lq  # no default for an absent parent
+
+
+def test_kueues_mutating_webhook_round_trips_quantities(server: Kube) -> None:
+    # Kueue's mutating webhook decodes the object into its Go types and encodes it back, so quantities come
+    # back canonical, a JSON float is a quantity like any other, and a missing nominalQuota becomes "0"
+    # before the schema (which requires it) is checked.
+    o = cluster_queue(fairSharing={"weight": "1.5"})
+    cpu = _res(o, 0, 0)
+    cpu.update(nominalQuota=1.5)
+    del cpu["borrowingLimit"], cpu["lendingLimit"]
+    del _res(o, 1, 2)["nominalQuota"]
+    stored = dry_run_apply(server, o)["spec"]
+    assert stored["fairSharing"] == {"weight": "1500m"}
+    assert stored["resourceGroups"][0]["flavors"][0]["resources"][0] == {"name": "cpu", "nominalQuota": "1500m"}
+    assert stored["resourceGroups"][0]["flavors"][1]["resources"][2] == {
+        "name": "nvidia.com/gpu",
+        "nominalQuota": "0",
+        "borrowingLimit": "4",
+    }
 
 
 # ---------------------------------------------------------------------------------------------- invalid
@@ -226,14 +244,6 @@ def m_covered_mismatch(o: dict[str, Any]) -> None:
     _rg(o)["coveredResources"].append("vpc.amazonaws.com/efa")
 
 
-def m_bad_quantity(o: dict[str, Any]) -> None:
-    _res(o, 0, 1)["nominalQuota"] = "2TB"
-
-
-def m_float_quantity(o: dict[str, Any]) -> None:
-    _res(o, 0, 0)["nominalQuota"] = 1.5
-
-
 def m_unknown(o: dict[str, Any]) -> None:
     o["spec"]["cohort"] = "shared-pool"  # the v1beta1 name: unknown in v1beta2
 
@@ -247,10 +257,6 @@ def m_too_many_covered(o: dict[str, Any]) -> None:
     _rg(o)["coveredResources"] = names
     for f in _rg(o)["flavors"]:
         f["resources"] = [{"name": n, "nominalQuota": 1} for n in names]
-
-
-def m_missing_nominal(o: dict[str, Any]) -> None:
-    del _res(o, 1, 2)["nominalQuota"]
 
 
 def m_missing_flavors(o: dict[str, Any]) -> None:
@@ -287,6 +293,22 @@ def m_empty_covered(o: dict[str, Any]) -> None:
         f["resources"] = []
 
 
+def _groups(n_groups: int, n_res: int, n_flavors: int) -> list[dict[str, Any]]:
+    groups = []
+    for g in range(n_groups):
+        names = [f"example.com/g{g}r{i}" for i in range(n_res)]
+        groups.append(
+            {
+                "coveredResources": names,
+                "flavors": [
+                    {"name": f"g{g}f{j}", "resources": [{"name": n, "nominalQuota": 1} for n in names]}
+                    for j in range(n_flavors)
+                ],
+            }
+        )
+    return groups
+
+
 CQ_CASES = [
     ("cel-borrowing-no-cohort", m_no_cohort, "spec", "borrowingLimit must be nil when cohort is empty"),
     (
@@ -295,26 +317,13 @@ CQ_CASES = [
         "spec.resourceGroups[0]",
         "flavors must have the same number of resources as the coveredResources",
     ),
-    ("quantity-pattern", m_bad_quantity, "spec.resourceGroups[0].flavors[0].resources[1].nominalQuota", "should match"),
-    (
-        "quantity-float",
-        m_float_quantity,
-        "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
-        "must be of type integer,string",
-    ),
-    ("unknown-field", m_unknown, "spec.cohort", 'unknown field "spec.cohort"'),
+    ("unknown-field", m_unknown, "spec.cohort", "field not declared in schema"),
     ("too-many-groups", m_too_many_groups, "spec.resourceGroups", "Too many: 17: must have at most 16 items"),
     (
         "too-many-covered",
         m_too_many_covered,
         "spec.resourceGroups[0].coveredResources",
         "Too many: 65: must have at most 64 items",
-    ),
-    (
-        "required-nominal",
-        m_missing_nominal,
-        "spec.resourceGroups[0].flavors[1].resources[2].nominalQuota",
-        "Required value",
     ),
     ("required-flavors", m_missing_flavors, "spec.resourceGroups[0].flavors", "Required value"),
     ("enum", m_bad_enum, "spec.queueingStrategy", 'Unsupported value: "FIFO"'),
@@ -325,30 +334,18 @@ CQ_CASES = [
         "spec.flavorFungibility",
         "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
     ),
-    ("list-map-duplicate", m_duplicate_flavor, "spec.resourceGroups[0].flavors[1]", "Duplicate value"),
+    ("list-map-duplicate", m_duplicate_flavor, "spec.resourceGroups[0].flavors", "duplicate entries for key"),
     ("metadata-name", m_bad_name, "metadata.name", "RFC 1123 subdomain"),
     ("metadata-label", m_bad_label, "metadata.labels", "a valid label must be an empty string"),
     ("min-items", m_empty_covered, "spec.resourceGroups[0].coveredResources", "should have at least 1 items"),
 ]
 
 
-def _assert_rejected(obj: dict[str, Any], field: str, fragment: str) -> None:
-    errs = validate(obj)
-    matching = [e for e in errs if e.startswith(field + ": ") and fragment in e]
-    assert matching, f"expected an error on {field!r} containing {fragment!r}, got {errs}"
-
-
 @pytest.mark.parametrize(("mutate", "field", "fragment"), [c[1:] for c in CQ_CASES], ids=[c[0] for c in CQ_CASES])
-def test_invalid_cluster_queue_rejected(mutate: Any, field: str, fragment: str) -> None:
+def test_invalid_cluster_queue_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
     obj = cluster_queue()
     mutate(obj)
-    _assert_rejected(obj, field, fragment)
-
-
-def _cohort_case(mut: Any) -> dict[str, Any]:
-    o = cohort()
-    mut(o)
-    return o
+    assert_refused(server, obj, field, fragment)
 
 
 COHORT_CASES = [
@@ -358,7 +355,7 @@ COHORT_CASES = [
         "spec.resourceGroups[0]",
         "same number of resources",
     ),
-    ("unknown-field", lambda o: o["spec"].__setitem__("parent", "root"), "spec.parent", "unknown field"),
+    ("unknown-field", lambda o: o["spec"].__setitem__("parent", "root"), "spec.parent", "field not declared"),
     ("pattern", lambda o: o["spec"].__setitem__("parentName", "Root Cohort"), "spec.parentName", "should match"),
     (
         "weight-pattern",
@@ -396,8 +393,8 @@ COHORT_CASES = [
     (
         "resource-duplicate",
         lambda o: _res(o, 0, 1).__setitem__("name", "cpu"),
-        "spec.resourceGroups[0].flavors[0].resources[1]",
-        "Duplicate value",
+        'spec.resourceGroups[0].flavors[name="ml.p5.48xlarge"].resources',
+        'duplicate entries for key [name="cpu"]',
     ),
 ]
 
@@ -405,8 +402,15 @@ COHORT_CASES = [
 @pytest.mark.parametrize(
     ("mutate", "field", "fragment"), [c[1:] for c in COHORT_CASES], ids=[c[0] for c in COHORT_CASES]
 )
-def test_invalid_cohort_rejected(mutate: Any, field: str, fragment: str) -> None:
-    _assert_rejected(_cohort_case(mutate), field, fragment)
+def test_invalid_cohort_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
+    obj = cohort()
+    mutate(obj)
+    assert_refused(server, obj, field, fragment)
+
+
+def _drop_toleration_key(s: dict[str, Any]) -> None:
+    del s["tolerations"][0]["key"]
+    s["tolerations"][0]["operator"] = "Equal"
 
 
 RF_CASES = [
@@ -422,12 +426,7 @@ RF_CASES = [
         "spec.nodeTaints",
         "supported taint effect values",
     ),
-    (
-        "cel-toleration-no-key",
-        lambda s: s["tolerations"][0].update(key=None, operator="Equal"),
-        "spec.tolerations",
-        "operator must be Exists",
-    ),
+    ("cel-toleration-no-key", _drop_toleration_key, "spec.tolerations", "operator must be Exists"),
     (
         "cel-toleration-value",
         lambda s: s["tolerations"][0].update(value="x"),
@@ -446,387 +445,332 @@ RF_CASES = [
         "spec.nodeLabels",
         "Too many: 9: must have at most 8 items",
     ),
-    ("required-taint-key", lambda s: s["nodeTaints"][0].pop("key"), "spec.nodeTaints[0].key", "Required value"),
-    ("unknown-field", lambda s: s.update(nodeSelector={}), "spec.nodeSelector", "unknown field"),
-    ("type", lambda s: s.update(nodeLabels={"a": 1}), "spec.nodeLabels[a]", "must be of type string"),
-    (
-        "date-time",
-        lambda s: s["nodeTaints"][0].update(timeAdded="yesterday"),
-        "spec.nodeTaints[0].timeAdded",
-        "date-time",
-    ),
+    # the key is required by the schema, but Kueue's webhook sees the empty key first
+    ("taint-key", lambda s: s["nodeTaints"][0].pop("key"), "spec.nodeTaints[0].key", "name part must be non-empty"),
+    ("unknown-field", lambda s: s.update(nodeSelector={}), "spec.nodeSelector", "field not declared in schema"),
+    ("type", lambda s: s.update(nodeLabels={"a": 1}), "spec.nodeLabels.a", "expected string"),
+    ("label-key", lambda s: s.update(nodeLabels={"bad key": "v"}), "spec.nodeLabels", "name part must consist"),
 ]
 
 
 @pytest.mark.parametrize(("mutate", "field", "fragment"), [c[1:] for c in RF_CASES], ids=[c[0] for c in RF_CASES])
-def test_invalid_resource_flavor_rejected(mutate: Any, field: str, fragment: str) -> None:
+def test_invalid_resource_flavor_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
     o = resource_flavor()
     mutate(o["spec"])
-    _assert_rejected(o, field, fragment)
+    assert_refused(server, o, field, fragment)
 
 
 LQ_CASES = [
-    ("namespace-required", lambda o: o["metadata"].pop("namespace"), "metadata.namespace", "Required value"),
-    ("namespace-label", lambda o: o["metadata"].update(namespace="a.b"), "metadata.namespace", "RFC 1123 label"),
     ("pattern", lambda o: o["spec"].update(clusterQueue="CQ"), "spec.clusterQueue", "should match"),
     ("enum", lambda o: o["spec"].update(stopPolicy="Pause"), "spec.stopPolicy", "Unsupported value"),
-    ("unknown-field", lambda o: o["spec"].update(cohort="x"), "spec.cohort", "unknown field"),
-    ("unknown-metadata", lambda o: o["metadata"].update(owner="me"), "metadata.owner", "unknown field"),
+    ("unknown-field", lambda o: o["spec"].update(cohort="x"), "spec.cohort", "field not declared in schema"),
+    ("unknown-metadata", lambda o: o["metadata"].update(owner="me"), "metadata.owner", "field not declared"),
     ("max-length", lambda o: o["spec"].update(clusterQueue="a" * 254), "spec.clusterQueue", "Too long"),
+    ("status-type", lambda o: o.update(status={"pendingWorkloads": "many"}), "status.pendingWorkloads", "numeric"),
 ]
 
 
 @pytest.mark.parametrize(("mutate", "field", "fragment"), [c[1:] for c in LQ_CASES], ids=[c[0] for c in LQ_CASES])
-def test_invalid_local_queue_rejected(mutate: Any, field: str, fragment: str) -> None:
+def test_invalid_local_queue_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
     o = local_queue()
     mutate(o)
-    _assert_rejected(o, field, fragment)
+    assert_refused(server, o, field, fragment)
 
 
 WPC_CASES = [
     ("required-value", lambda o: o.pop("value"), "value", "Required value"),
-    ("type", lambda o: o.update(value="100"), "value", "must be of type integer"),
-    ("int32-range", lambda o: o.update(value=2**31), "value", "int32"),
-    ("unknown-field", lambda o: o.update(spec={"value": 1}), "spec", "unknown field"),
-    ("bad-kind-version", lambda o: o.update(apiVersion="kueue.x-k8s.io/v1"), "apiVersion", "no matches for kind"),
+    ("type", lambda o: o.update(value="100"), "value", "expected numeric"),
+    # the apiserver names no field for this one (``<nil>``), only the message does ("in value")
+    ("int32-range", lambda o: o.update(value=2**31), "<nil>", "format int32 in value"),
+    ("unknown-field", lambda o: o.update(spec={"value": 1}), "spec", "field not declared in schema"),
 ]
 
 
 @pytest.mark.parametrize(("mutate", "field", "fragment"), [c[1:] for c in WPC_CASES], ids=[c[0] for c in WPC_CASES])
-def test_invalid_priority_class_rejected(mutate: Any, field: str, fragment: str) -> None:
+def test_invalid_priority_class_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
     o = priority_class()
     mutate(o)
-    _assert_rejected(o, field, fragment)
+    assert_refused(server, o, field, fragment)
 
 
-def test_transition_rules_run_only_on_update() -> None:
-    old = local_queue()
-    new = local_queue()
-    new["spec"]["clusterQueue"] = "other-clusterqueue"
-    assert validate(new) == []  # create: no oldSelf
-    assert validate(new, old) == ['spec.clusterQueue: Invalid value: "string": field is immutable']
-    assert validate(old, old) == []
-    rf_old = resource_flavor()
-    rf_old["spec"]["topologyName"] = "default"
-    rf_new = copy.deepcopy(rf_old)
-    rf_new["spec"]["nodeLabels"]["extra"] = "1"
-    errs = validate(rf_new, rf_old)
-    assert errs == ['spec: Invalid value: "object": nodeLabels are immutable when topologyName is set']
+NO_FIELD_CASES = [
+    ("quantity-pattern", lambda: _with(cluster_queue(), lambda o: _res(o, 0, 1).update(nominalQuota="2TB"))),
+    ("quantity-bool", lambda: _with(cluster_queue(), lambda o: _res(o, 0, 0).update(nominalQuota=True))),
+    (
+        "date-time",
+        lambda: _with(resource_flavor(), lambda o: o["spec"]["nodeTaints"][0].update(timeAdded="yesterday")),
+    ),
+]
 
 
-def test_rule_that_cannot_evaluate_is_an_error_not_a_pass() -> None:
-    # topologyName set, nodeLabels absent: `self.nodeLabels.size()` has no such key → evaluation error
-    o = resource_flavor()
-    o["spec"] = {"topologyName": "default"}
-    errs = validate(o)
-    assert len(errs) == 1 and errs[0].startswith("spec: ") and "rule evaluation error" in errs[0]
-    with pytest.raises(CELRuleError):
-        evaluate_rule({"rule": "ip(self).family() == 4"}, "10.0.0.1", {"type": "string"})
-    with pytest.raises(CELRuleError):
-        evaluate_rule({"rule": "self.size()"}, "abc", {"type": "string"})  # not a bool
-    with pytest.raises(CELRuleError):
-        evaluate_rule({"rule": "self =="}, "abc", {"type": "string"})  # does not compile
+def _with(obj: dict[str, Any], mutate: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    mutate(obj)
+    return obj
 
 
-def test_unknown_fields_are_flagged_as_such() -> None:
-    o = cluster_queue()
-    o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["max"] = 1
-    errs = validation_errors(o)
-    assert [e.field for e in errs if e.unknown_field] == ["spec.resourceGroups[0].flavors[0].resources[0].max"]
+@pytest.mark.parametrize("make", [c[1] for c in NO_FIELD_CASES], ids=[c[0] for c in NO_FIELD_CASES])
+def test_a_value_kueue_cannot_decode_is_refused_by_its_mutating_webhook_without_a_field(
+    server: Kube, make: Callable[[], dict[str, Any]]
+) -> None:
+    # Kueue's mutating webhook runs before the schema and decodes the object into its Go types: a malformed
+    # quantity or timestamp fails there, and its message names no field. idleshare never sends one
+    # (quantities come from ``format_quantity``), and ``webhook_violations`` does not claim to catch it.
+    (err,) = refusal(server, make())
+    assert err.startswith(("quantities must match the regular expression", 'parsing time "yesterday"')), err
 
 
-def test_status_subresource_fields_are_schema_checked_too() -> None:
-    o = local_queue()
-    o["status"] = {"pendingWorkloads": "many"}
-    _assert_rejected(o, "status.pendingWorkloads", "must be of type integer")
+def test_a_kind_or_version_kueue_does_not_serve_is_not_found(server: Kube) -> None:
+    o = priority_class()
+    o["apiVersion"] = "kueue.x-k8s.io/v1"
+    assert refusal(server, o) == ["HTTP 404: 404 page not found"]
 
 
-def test_v1beta1_objects_use_the_v1beta1_schema() -> None:
+def test_transition_rules_run_only_on_update(server: Kube) -> None:
+    # Given a LocalQueue and a ResourceFlavor with a topology, stored for real
+    server.reset()
+    ensure_namespace(server, NAMESPACE)
+    server.apply(local_queue(), "idleshare")
+    rf = resource_flavor()
+    rf["spec"]["topologyName"] = "default"
+    server.apply(rf, "idleshare")
+    # Then changing what CEL's oldSelf rules freeze is refused, the unchanged object is not
+    moved = local_queue()
+    moved["spec"]["clusterQueue"] = "other-clusterqueue"
+    assert refusal(server, local_queue()) == []
+    assert refusal(server, moved) == ['spec.clusterQueue: Invalid value: "other-clusterqueue": field is immutable']
+    relabelled = copy.deepcopy(rf)
+    relabelled["spec"]["nodeLabels"]["extra"] = "1"
+    assert refusal(server, rf) == []
+    assert_refused(server, relabelled, "spec", "nodeLabels are immutable when topologyName is set")
+    server.reset()
+
+
+def test_v1beta1_objects_use_the_v1beta1_schema_and_kueue_sees_them_without_conversion(server: Kube) -> None:
     o = cluster_queue()
     o["apiVersion"] = "kueue.x-k8s.io/v1beta1"
-    _assert_rejected(o, "spec.cohortName", "unknown field")  # v1beta1 calls it `cohort`
+    assert_refused(server, o, "spec.cohortName", "field not declared in schema")  # v1beta1 calls it `cohort`
     o["spec"]["cohort"] = o["spec"].pop("cohortName")
-    assert validate(o) == []
-
-
-# ---------------------------------------------------------------------------------------------- CEL engine
-
-
-def sample(schema: dict[str, Any], full: bool) -> Any:
-    """A value of the schema's shape: every property (full) or only the required ones."""
-    if "enum" in schema:
-        return schema["enum"][-1 if full else 0]
-    if schema.get("x-kubernetes-int-or-string"):
-        return "1" if full else 1
-    t = schema.get("type")
-    if t == "string":
-        return "2024-01-01T00:00:00Z" if schema.get("format") == "date-time" else "a"
-    if t == "integer":
-        return 1
-    if t == "number":
-        return 1.5
-    if t == "boolean":
-        return full
-    if t == "array":
-        n = 2 if full else schema.get("minItems", 0)
-        return [sample(schema.get("items", {}), full) for _ in range(n)]
-    out: dict[str, Any] = {}
-    for name, sub in (schema.get("properties") or {}).items():
-        if full or name in schema.get("required", ()):
-            out[name] = sample(sub, full)
-    if full and isinstance(schema.get("additionalProperties"), dict):
-        out["k"] = sample(schema["additionalProperties"], full)
-    return out
-
-
-def _all_rules() -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
-    out = []
-    for (_, version, kind), cv in sorted(load_crds().by_gvk.items()):
-        for path, node, rule in iter_validation_rules(cv.schema):
-            out.append((f"{kind}/{version}:{path}", version, node, rule))
-    return out
-
-
-ALL_RULES = _all_rules()
-
-
-def _raw_rules(node: Any) -> list[str]:
-    """Every x-kubernetes-validations rule found anywhere in a raw document (schema-agnostic walk)."""
-    if isinstance(node, dict):
-        found = [r["rule"] for r in node.get("x-kubernetes-validations", [])]
-        return found + [x for k, v in node.items() if k != "x-kubernetes-validations" for x in _raw_rules(v)]
-    if isinstance(node, list):
-        return [x for v in node for x in _raw_rules(v)]
-    return []
-
-
-def test_rule_inventory_is_complete() -> None:
-    walked = sorted(r[3]["rule"] for r in ALL_RULES)
-    raw = sorted(rule for crd in load_crds().raw for rule in _raw_rules(crd))
-    assert walked == raw
-    v1beta2 = [r for r in ALL_RULES if r[1] == "v1beta2"]
-    assert len(v1beta2) == 16  # 4 ClusterQueue + 1 Cohort + 1 LocalQueue + 10 ResourceFlavor
-    assert sum(is_transition_rule(r[3]) for r in v1beta2) == 4
-
-
-@pytest.mark.parametrize(("where", "version", "node", "rule"), ALL_RULES, ids=[r[0] for r in ALL_RULES])
-def test_every_cel_rule_compiles_and_evaluates(
-    where: str, version: str, node: dict[str, Any], rule: dict[str, Any]
-) -> None:
-    results = set()
-    for full in (True, False):
-        value = sample(node, full)
-        ok, message = evaluate_rule(rule, value, node, value)  # oldSelf = self for transition rules
-        assert isinstance(ok, bool)
-        assert message == rule["message"]
-        results.add(ok)
-    # every rule holds for some value; the unchanged object satisfies every transition rule
-    assert True in results
-    if is_transition_rule(rule):
-        assert results == {True}
-
-
-# For every v1beta2 rule, keyed by (path, rule): a `self` (and `oldSelf`) that violates it.
-_TOL = "spec.tolerations"
-VIOLATIONS: dict[tuple[str, str], tuple[Any, Any]] = {
-    ("spec", "borrowingLimit must be nil when cohort is empty"): (
-        {"resourceGroups": [{"flavors": [{"resources": [{"name": "cpu", "nominalQuota": 1, "borrowingLimit": 1}]}]}]},
-        None,
-    ),
-    ("spec.flavorFungibility", "preference can only be set"): (
-        {"preference": "BorrowingOverPreemption", "whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
-        None,
-    ),
-    ("spec.preemption", "reclaimWithinCohort=Never"): (
-        {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}},
-        None,
-    ),
-    ("spec.resourceGroups[*]", "flavors must have the same number"): (
-        {"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": []}]},
-        None,
-    ),
-    ("spec.clusterQueue", "field is immutable"): ("cq-b", "cq-a"),
-    ("spec", "at least one nodeLabel"): ({"topologyName": "t", "nodeLabels": {}}, None),
-    ("spec", "nodeLabels are immutable"): ({"nodeLabels": {"a": "1"}}, {"topologyName": "t", "nodeLabels": {"a": "2"}}),
-    ("spec", "tolerations are immutable"): ({"tolerations": []}, {"topologyName": "t", "tolerations": [{"key": "k"}]}),
-    ("spec", "topologyName is immutable"): ({"topologyName": "u"}, {"topologyName": "t"}),
-    ("spec.nodeTaints", "supported taint effect"): ([{"key": "k", "effect": "Sometimes"}], None),
-    (_TOL, "operator must be Exists"): ([{"operator": "Equal"}], None),
-    (_TOL, "effect must be 'NoExecute'"): ([{"key": "k", "tolerationSeconds": 1, "effect": "NoSchedule"}], None),
-    (_TOL, "supported toleration values"): ([{"key": "k", "operator": "In"}], None),
-    (_TOL, "a value must be empty"): ([{"key": "k", "operator": "Exists", "value": "v"}], None),
-    (_TOL, "supported taint effect"): ([{"key": "k", "effect": "Sometimes"}], None),
-}
-
-
-def test_every_v1beta2_rule_can_reject() -> None:
-    used = set()
-    for where, version, node, rule in ALL_RULES:
-        if version != "v1beta2":
-            continue
-        path = where.split(":", 1)[1]
-        (key,) = [k for k in VIOLATIONS if k[0] == path and rule["message"].startswith(k[1])]
-        used.add(key)
-        value, old = VIOLATIONS[key]
-        args = (old,) if is_transition_rule(rule) else ()
-        assert evaluate_rule(rule, value, node, *args) == (False, rule["message"]), where
-        # and the same rule accepts the sample that conforms (oldSelf unchanged)
-        ok, _ = evaluate_rule(rule, sample(node, False), node, *((sample(node, False),) if args else ()))
-        assert ok is True, where
-    assert used == set(VIOLATIONS)
-
-
-def test_kubernetes_cel_extension_functions() -> None:
-    node = {"type": "object", "properties": {"q": {"x-kubernetes-int-or-string": True}, "s": {"type": "string"}}}
-    value = {"q": "1.5Gi", "s": "Hello,World"}
-    cases = {
-        "isQuantity(self.q) && !isQuantity('1.5x')": True,
-        "quantity(self.q).isGreaterThan(quantity('1Gi'))": True,
-        "quantity(self.q).isLessThan(quantity('1536Mi'))": False,
-        "quantity(self.q).compareTo(quantity('1536Mi')) == 0": True,
-        "quantity('500m').add(quantity('500m')).isInteger()": True,
-        "quantity('2k').sub(quantity('1')).asInteger() == 1999": True,
-        "quantity('-1').sign() == -1": True,
-        "self.s.lowerAscii() == 'hello,world' && self.s.upperAscii() == 'HELLO,WORLD'": True,
-        "self.s.split(',').size() == 2 && self.s.indexOf('W') == 6 && self.s.substring(0, 5) == 'Hello'": True,
-        "['b', 'a'].join('-') == 'b-a' && [1, 2, 3].sum() == 6 && [3, 1].min() == 1 && [1, 2].isSorted()": True,
-        "self.s.find('[A-Z][a-z]+') == 'Hello' && self.s.findAll('[A-Z]').size() == 2": True,
-        "self.s.replace('l', 'L', 1) == 'HeLlo,World' && '  x '.trim() == 'x' && self.s.charAt(1) == 'e'": True,
-        "has(self.q) && !has(self.missing) && self.s.matches('^H.*d$') && self.s.startsWith('He')": True,
-        "['a', 'b'].exists(x, x == 'b') && ['a'].all(x, x == 'a') && ['a', 'a'].exists_one(x, x == 'a')": False,
-    }
-    for rule, expected in cases.items():
-        ok, _ = evaluate_rule({"rule": rule, "message": "m"}, value, node)
-        assert ok is expected, rule
-
-
-def test_parse_quantity() -> None:
-    assert parse_quantity("1.5Gi") == Fraction(3 * 2**29)
-    assert parse_quantity("500m") == Fraction(1, 2)
-    assert parse_quantity("1e3") == 1000
-    assert parse_quantity("2k") == 2000
-    assert parse_quantity(".5") == Fraction(1, 2)
-    assert parse_quantity(8) == 8
-    for bad in ("1.5x", "Gi", "", "1 Gi", True):
-        with pytest.raises(ValueError):
-            parse_quantity(bad)
+    # The CRDs convert with strategy None, so Kueue's webhook reads the v1beta1 object as a v1beta2 one: a
+    # v1beta1 `cohort` is no cohortName to it. (idleshare writes v1beta2 only.)
+    assert_refused(server, o, "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit", "cohort is empty")
 
 
 # ---------------------------------------------------------------------------------------------- webhook
 
 
-def _webhook_has(obj: dict[str, Any], field: str, fragment: str) -> None:
-    errs = webhook_errors(obj)
-    assert any(e.startswith(field + ": ") and fragment in e for e in errs), errs
-
-
-def test_webhook_lending_limit_needs_cohort_but_bare_crd_accepts_it() -> None:
+def test_webhook_lending_limit_needs_cohort(server: Kube) -> None:
     o = cluster_queue()
     del o["spec"]["cohortName"]
     for f in _rg(o)["flavors"]:
         for r in f["resources"]:
             r.pop("borrowingLimit", None)
-    assert validate(o) == []  # the CRD only knows about borrowingLimit
-    _webhook_has(o, "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit", "must be nil when cohort is empty")
+    assert_refused(
+        server, o, "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit", "must be nil when cohort is empty"
+    )
 
 
-def test_webhook_lending_limit_at_most_nominal() -> None:
+def test_webhook_lending_limit_at_most_nominal(server: Kube) -> None:
     o = cluster_queue()
     _res(o, 0, 2)["lendingLimit"] = 9
-    assert validate(o) == []
-    _webhook_has(
-        o, "spec.resourceGroups[0].flavors[0].resources[2].lendingLimit", "less than or equal to the nominalQuota"
+    assert_refused(
+        server,
+        o,
+        "spec.resourceGroups[0].flavors[0].resources[2].lendingLimit",
+        "less than or equal to the nominalQuota",
     )
     _res(o, 0, 2)["lendingLimit"] = "8"
     _res(o, 0, 0)["lendingLimit"] = "192000m"
-    assert webhook_errors(o) == []
+    assert refusal(server, o) == []
 
 
-def _groups(n_groups: int, n_res: int, n_flavors: int) -> list[dict[str, Any]]:
-    groups = []
-    for g in range(n_groups):
-        names = [f"example.com/g{g}r{i}" for i in range(n_res)]
-        groups.append(
-            {
-                "coveredResources": names,
-                "flavors": [
-                    {"name": f"g{g}f{j}", "resources": [{"name": n, "nominalQuota": 1} for n in names]}
-                    for j in range(n_flavors)
-                ],
-            }
-        )
-    return groups
-
-
-def test_webhook_size_limits() -> None:
-    o = cluster_queue(resourceGroups=_groups(5, 1, 52))  # 260 flavors in total
-    assert validate(o) == []
-    _webhook_has(o, "spec.resourceGroups", "total number of flavors across all resourceGroups must be ≤ 256, got 260")
-    o = cluster_queue(resourceGroups=_groups(5, 52, 1))  # 260 covered resources
-    assert validate(o) == []
-    _webhook_has(
-        o, "spec.resourceGroups", "total number of covered resources across all resourceGroups must be ≤ 256, got 260"
+def test_webhook_size_limits(server: Kube) -> None:
+    assert_refused(
+        server,
+        cluster_queue(resourceGroups=_groups(5, 1, 52)),  # 260 flavors in total
+        "spec.resourceGroups",
+        "total number of flavors across all resourceGroups must be ≤ 256, got 260",
     )
-    o = cluster_queue(resourceGroups=_groups(1, 9, 64))  # 576 flavor-resource pairs in one group
-    assert validate(o) == []
-    _webhook_has(o, "spec.resourceGroups[0]", "must be ≤ 512, got 576")
-    assert webhook_errors(cluster_queue(resourceGroups=_groups(4, 8, 64))) == []  # 256 flavors, 512 pairs each
+    assert_refused(
+        server,
+        cluster_queue(resourceGroups=_groups(5, 52, 1)),  # 260 covered resources
+        "spec.resourceGroups",
+        "total number of covered resources across all resourceGroups must be ≤ 256, got 260",
+    )
+    assert_refused(
+        server,
+        cluster_queue(resourceGroups=_groups(1, 9, 64)),  # 576 flavor-resource pairs in one group
+        "spec.resourceGroups[0]",
+        "must be ≤ 512, got 576",
+    )
+    assert refusal(server, cluster_queue(resourceGroups=_groups(4, 8, 64))) == []  # 256 flavors, 512 pairs each
 
 
-def test_webhook_resource_names_and_duplicates() -> None:
+def test_webhook_resource_names_and_duplicates(server: Kube) -> None:
     o = cluster_queue()
     o["spec"]["resourceGroups"].append(copy.deepcopy(_rg(o)))
-    assert validate(o) == []  # duplicates across groups: webhook only
-    _webhook_has(o, "spec.resourceGroups[1].coveredResources[0]", 'Duplicate value: "cpu"')
-    _webhook_has(o, "spec.resourceGroups[1].flavors[0].name", f'Duplicate value: "{FLAVOR}"')
+    assert_refused(server, o, "spec.resourceGroups[1].coveredResources[0]", 'Duplicate value: "cpu"')
+    assert_refused(server, o, "spec.resourceGroups[1].flavors[0].name", f'Duplicate value: "{FLAVOR}"')
     o = cluster_queue()
     _rg(o)["coveredResources"][2] = "nvidia.com/gpu/x"
-    _webhook_has(o, "spec.resourceGroups[0].coveredResources[2]", "qualified name")
-    _webhook_has(o, "spec.resourceGroups[0].flavors[0].resources[2].name", "must match the name in coveredResources")
+    assert_refused(server, o, "spec.resourceGroups[0].coveredResources[2]", "a valid label key")
+    assert_refused(
+        server, o, "spec.resourceGroups[0].flavors[0].resources[2].name", "must match the name in coveredResources"
+    )
     o = cluster_queue()
     _res(o, 0, 1)["nominalQuota"] = "-1Gi"
-    assert validate(o) == []
-    _webhook_has(o, "spec.resourceGroups[0].flavors[0].resources[1].nominalQuota", "greater than or equal to 0")
+    assert_refused(
+        server, o, "spec.resourceGroups[0].flavors[0].resources[1].nominalQuota", "greater than or equal to 0"
+    )
 
 
 @pytest.mark.parametrize(
     ("weight", "ok"),
     [(0, True), ("0", True), ("1n", False), ("1e-10", False), ("2n", True), ("0.5", True), ("-1", False), (1, True)],
 )
-def test_webhook_fair_sharing_weight_floor(weight: Any, ok: bool) -> None:
-    for obj in (cluster_queue(fairSharing={"weight": weight}), cohort()):
+def test_webhook_fair_sharing_weight_floor(server: Kube, weight: Any, ok: bool) -> None:
+    for obj in (cluster_queue(), cohort()):
         obj["spec"]["fairSharing"] = {"weight": weight}
-        assert validate(obj) == []
-        errs = [e for e in webhook_errors(obj) if e.startswith("spec.fairSharing:")]
+        errs = refusal(server, obj)
         assert (errs == []) is ok, errs
+        assert all(e.startswith("spec.fairSharing: ") for e in errs), errs
+        assert (webhook_violations(obj, parse_quantity) == []) is ok
 
 
-def test_webhook_cohort_rules() -> None:
+def test_webhook_cohort_rules(server: Kube) -> None:
     o = cohort()
     _res(o, 0, 1)["lendingLimit"] = 10  # above nominal: allowed for a Cohort, but there is no parent
-    errs = webhook_errors(o)
-    assert errs == [
+    assert refusal(server, o) == [
         'spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: Invalid value: "10": must be nil when parent is empty'
     ]
     o["spec"]["parentName"] = "root"
-    assert webhook_errors(o) == []
+    assert refusal(server, o) == []
 
 
-def test_webhook_namespace_selector_and_flavor_labels() -> None:
+def test_webhook_namespace_selector(server: Kube) -> None:
     o = cluster_queue(namespaceSelector={"matchExpressions": [{"key": "team", "operator": "In", "values": []}]})
-    assert validate(o) == []
-    _webhook_has(o, "spec.namespaceSelector.matchExpressions[0].values", "must be specified")
-    rf = resource_flavor()
-    rf["spec"]["nodeLabels"] = {"bad key": "v"}
-    assert validate(rf) == []
-    _webhook_has(rf, "spec.nodeLabels", "name part must consist of alphanumeric characters")
+    assert_refused(server, o, "spec.namespaceSelector.matchExpressions[0].values", "must be specified")
 
 
-def test_crds_are_read_from_env_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # a CRD directory with only the LocalQueue CRD (symlinked, not copied): other kinds are unknown
-    (tmp_path / "lq.yaml").symlink_to(crds.crds_dir() / "kueue.x-k8s.io_localqueues.yaml")
-    monkeypatch.setenv("KUEUE_CRDS_DIR", str(tmp_path))
-    only = load_crds()
-    assert only.kinds() == ["LocalQueue"]
-    errs = validation_errors(resource_flavor(), crds=only)
-    assert [e.field for e in errs] == ["apiVersion"]
+# ------------------------------------------------------------------ webhook_violations against the real webhook
+
+
+def _lend_without_cohort(o: dict[str, Any]) -> None:
+    del o["spec"]["cohortName"]
+    for f in _rg(o)["flavors"]:
+        for r in f["resources"]:
+            r.pop("borrowingLimit", None)
+
+
+def _cohort(mutate: Callable[[dict[str, Any]], Any]) -> Callable[[], dict[str, Any]]:
+    return lambda: _with(cohort(), mutate)
+
+
+def _cq(mutate: Callable[[dict[str, Any]], Any]) -> Callable[[], dict[str, Any]]:
+    return lambda: _with(cluster_queue(), mutate)
+
+
+def _set(path: tuple[int, int, int], **values: Any) -> Callable[[dict[str, Any]], None]:
+    g, f, r = path
+    return lambda o: o["spec"]["resourceGroups"][g]["flavors"][f]["resources"][r].update(values)
+
+
+def _two_groups(o: dict[str, Any]) -> None:
+    o["spec"]["resourceGroups"].append(copy.deepcopy(_rg(o)))
+
+
+def _rename_covered(o: dict[str, Any]) -> None:
+    _rg(o)["coveredResources"][1] = "memory!"
+    for f in _rg(o)["flavors"]:
+        f["resources"][1]["name"] = "memory!"
+
+
+def _second_group_reuses_flavor(o: dict[str, Any]) -> None:
+    o["spec"]["resourceGroups"].append(
+        {"coveredResources": ["vpc.amazonaws.com/efa"], "flavors": [{"name": FLAVOR, "resources": [_efa()]}]}
+    )
+
+
+def _second_group_reuses_resource(o: dict[str, Any]) -> None:
+    o["spec"]["resourceGroups"].append(
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "ml.trn1.32xlarge", "resources": [{"name": "cpu", "nominalQuota": 1}]}],
+        }
+    )
+
+
+def _efa() -> dict[str, Any]:
+    return {"name": "vpc.amazonaws.com/efa", "nominalQuota": 1}
+
+
+def _groups_setter(n_groups: int, n_res: int, n_flavors: int) -> Callable[[dict[str, Any]], None]:
+    return lambda o: o["spec"].update(resourceGroups=_groups(n_groups, n_res, n_flavors))
+
+
+# (rule, object breaking it) — each refused by the real Kueue webhook and flagged by webhook_violations
+BROKEN: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+    (f"more than {MAX_RESOURCES} covered resources in all groups", _cq(_groups_setter(5, 52, 1))),
+    (f"more than {MAX_FLAVORS} flavors in all groups", _cq(_groups_setter(5, 1, 52))),
+    (f"more than {MAX_PAIRS_PER_GROUP} flavor-resource pairs in a group", _cq(_groups_setter(1, 9, 64))),
+    ("a resource name that is not a label key", _cq(_rename_covered)),
+    ("a resource in two groups", _cq(_second_group_reuses_resource)),
+    ("a flavor in two groups", _cq(_second_group_reuses_flavor)),
+    ("both at once (a group repeated)", _cq(_two_groups)),
+    ("a ClusterQueue lendingLimit without a cohort", _cq(_lend_without_cohort)),
+    ("a Cohort lendingLimit without a parent", _cohort(_set((0, 0, 1), lendingLimit=1))),
+    ("a ClusterQueue lendingLimit above nominalQuota", _cq(_set((0, 0, 2), lendingLimit="9"))),
+    ("a negative nominalQuota", _cq(_set((0, 0, 1), nominalQuota="-1Gi"))),
+    ("a negative borrowingLimit", _cq(_set((0, 0, 0), borrowingLimit="-1"))),
+    (
+        "a negative lendingLimit",
+        _cohort(lambda o: (o["spec"].update(parentName="root"), _set((0, 0, 1), lendingLimit="-1")(o))),
+    ),
+    ("a fair-sharing weight of 1e-9", _cq(lambda o: o["spec"].update(fairSharing={"weight": "1n"}))),
+    ("a negative fair-sharing weight", _cohort(lambda o: o["spec"].update(fairSharing={"weight": "-1"}))),
+]
+
+# objects at the edge of each rule, which both accept
+VALID_EDGES: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+    ("every kind as built", cluster_queue),
+    ("a Cohort", cohort),
+    (f"{MAX_FLAVORS} flavors, {MAX_PAIRS_PER_GROUP} pairs per group", _cq(_groups_setter(4, 8, 64))),
+    (
+        "a third resource group of its own",
+        _cq(
+            lambda o: o["spec"]["resourceGroups"].append(
+                {
+                    "coveredResources": ["vpc.amazonaws.com/efa"],
+                    "flavors": [{"name": "ml.trn1.32xlarge", "resources": [_efa()]}],
+                }
+            )
+        ),
+    ),
+    ("lendingLimit equal to nominalQuota (1000m == 1)", _cq(_set((0, 0, 2), nominalQuota="8", lendingLimit="8000m"))),
+    (
+        "a Cohort lendingLimit above its nominalQuota under a parent",
+        _cohort(lambda o: (o["spec"].update(parentName="root"), _set((0, 0, 1), lendingLimit=10)(o))),
+    ),
+    ("zero quota and limits", _cq(_set((0, 1, 2), nominalQuota=0, borrowingLimit=0))),
+    ("a fair-sharing weight of 0", _cq(lambda o: o["spec"].update(fairSharing={"weight": 0}))),
+    ("a fair-sharing weight of 2n", _cohort(lambda o: o["spec"].update(fairSharing={"weight": "2n"}))),
+]
+
+
+@pytest.mark.parametrize("make", [c[1] for c in BROKEN], ids=[c[0] for c in BROKEN])
+def test_webhook_violations_flags_what_the_real_kueue_webhook_refuses(
+    server: Kube, make: Callable[[], dict[str, Any]]
+) -> None:
+    obj = make()
+    errs = refusal(server, obj)
+    assert errs, "the real Kueue webhook accepted it"
+    assert all(e.startswith("spec.") for e in errs), errs  # Kueue's webhook, not the schema's typed merge
+    assert webhook_violations(obj, parse_quantity) != []
+
+
+@pytest.mark.parametrize("make", [c[1] for c in VALID_EDGES], ids=[c[0] for c in VALID_EDGES])
+def test_webhook_violations_passes_what_the_real_kueue_webhook_accepts(
+    server: Kube, make: Callable[[], dict[str, Any]]
+) -> None:
+    obj = make()
+    assert refusal(server, obj) == []
+    assert webhook_violations(obj, parse_quantity) == []

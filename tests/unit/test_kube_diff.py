@@ -7,10 +7,8 @@ from typing import Any
 
 import pytest
 
-from devkit.kubesim import crds
 from idleshare.adapters.kube import diff, first_difference
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
-from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 
 OURS = {MANAGED_BY_LABEL: "idleshare"}
 
@@ -222,18 +220,6 @@ def test_owned_map_list_entries_are_matched_by_key():
     assert first_difference(want, cur) is None
     gone = {"spec": {"items": [{"name": "y", "v": 1}]}}
     assert first_difference(gone, cur) is not None
-
-
-def test_the_domain_objects_are_in_sync_with_what_the_apiserver_stores_after_defaulting():
-    # Given every object idleshare builds, as the apiserver stores it (CRD defaults added)
-    _, desired = objects(CLUSTER, QUOTAS)
-    crd_set = crds.load_crds()
-    current = [crds.apply_defaults(copy.deepcopy(o), crd_set) if o["kind"] != "Namespace" else o for o in desired]
-    assert any(c != d for c, d in zip(current, desired, strict=True))  # defaulting did add something
-    # When diffing
-    to_apply, to_delete = diff(desired, current)
-    # Then nothing is sent
-    assert to_apply == [] and to_delete == []
 
 
 def test_apply_keeps_the_given_dependency_order():

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devkit.kubesim.crds import validate
-from idleshare.domain.kueue import desired_objects
-from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
+from idleshare.domain.model import Settings, Snapshot
 from idleshare.domain.naming import LABEL_VALUE_MAX, local_queue_name, max_team_name_length, team_name_problem
 from idleshare.domain.pool import compute
 from tests.builders import P5, entry, nodes, quota
@@ -33,19 +31,6 @@ def test_team_name_problem(team, prefix, ok):
     assert (problem is None) == ok
     if not ok:
         assert problem
-
-
-def test_the_longest_team_name_gets_objects_the_apiserver_accepts():
-    team = "a" + "b" * 38 + "c"
-    result = compute(Snapshot(nodes=tuple(nodes("p5", P5, 2)), quotas=(quota(team, entry(P5, accelerators=8)),)))
-    objects = desired_objects(result, SchedulerConfig(), Settings())
-    names = {
-        o["kind"]: o["metadata"]["name"] for o in objects if o["metadata"].get("labels", {}).get("idleshare.io/team")
-    }
-    assert names["LocalQueue"] == f"hyperpod-ns-{team}-localqueue" and len(names["LocalQueue"]) == 63
-    for o in objects:
-        if o["apiVersion"].startswith("kueue.x-k8s.io"):
-            assert validate(o) == [], o["metadata"]["name"]
 
 
 def test_a_team_whose_queues_cannot_be_named_is_left_out_and_reported_not_fatal():

@@ -152,6 +152,21 @@ MAX_RESOURCES = 256
 MAX_PAIRS_PER_GROUP = 512
 
 
+_EXACT = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)")
+_SUFFIX: dict[str, Fraction] = {
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
+    **{s: Fraction(10 ** (3 * i)) for i, s in enumerate("kMGTPE", 1)},
+    **{s + "i": Fraction(2 ** (10 * i)) for i, s in enumerate("KMGTPE", 1)},
+}  # fmt: skip
+
+
+def _exact_quantity(value: Any) -> Fraction | None:
+    """A quantity's exact value, below 1m too (a fair-sharing weight may be ``2n``); None if not one.
+    (lightkube's parser rounds up to 1m, which would hide Kueue's weight floor of 1e-9.)"""
+    match = _EXACT.fullmatch(str(value)) if value is not None and not isinstance(value, bool) else None
+    return Fraction(match[1]) * _SUFFIX[match[2]] if match else None
+
+
 def is_label_key(name: str) -> bool:
     prefix, _, key = name.rpartition("/")
     if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
@@ -162,26 +177,32 @@ def is_label_key(name: str) -> bool:
 def webhook_violations(obj: Manifest, parse: Any = None) -> list[str]:
     """Rules of Kueue's ClusterQueue / Cohort webhooks that the CRD schema does not carry.
 
-    ``parse`` turns a quantity string back into a number (the edge passes lightkube's parser) to
-    compare lendingLimit with nominalQuota; without it, that rule is skipped.
+    ``parse`` turns a quantity string back into a number (the edge passes lightkube's parser) for the
+    rules on values: no negative quota or limit, a ClusterQueue's lendingLimit at most its nominalQuota (a
+    Cohort's may exceed it); without it, those are skipped. A fair-sharing weight must be 0 or above 1e-9.
+    Each rule is proven against the real Kueue webhook in ``tests/kube/test_crds.py``.
     """
     kind = obj.get("kind")
     if kind not in ("ClusterQueue", "Cohort"):
         return []
     spec = obj.get("spec", {})
     name = obj.get("metadata", {}).get("name", "?")
+    parent = "cohort" if kind == "ClusterQueue" else "parent"
     has_parent = bool(spec.get("cohortName") if kind == "ClusterQueue" else spec.get("parentName"))
     errors: list[str] = []
+    groups = spec.get("resourceGroups", [])
+    n_flavors = sum(len(g.get("flavors", [])) for g in groups)
+    n_resources = sum(len(g.get("coveredResources", [])) for g in groups)
+    if n_resources > MAX_RESOURCES:
+        errors.append(f"{kind}/{name}: spec.resourceGroups: more than {MAX_RESOURCES} resources in all groups")
+    if n_flavors > MAX_FLAVORS:
+        errors.append(f"{kind}/{name}: spec.resourceGroups: more than {MAX_FLAVORS} flavors in all groups")
     seen_flavors: set[str] = set()
     seen_resources: set[str] = set()
-    for g, group in enumerate(spec.get("resourceGroups", [])):
+    for g, group in enumerate(groups):
         where = f"{kind}/{name}: spec.resourceGroups[{g}]"
         covered = group.get("coveredResources", [])
         flavors = group.get("flavors", [])
-        if len(covered) > MAX_RESOURCES:
-            errors.append(f"{where}.coveredResources: more than {MAX_RESOURCES} resources")
-        if len(flavors) > MAX_FLAVORS:
-            errors.append(f"{where}.flavors: more than {MAX_FLAVORS} flavors")
         if len(covered) * len(flavors) > MAX_PAIRS_PER_GROUP:
             errors.append(f"{where}: more than {MAX_PAIRS_PER_GROUP} flavor-resource pairs")
         for r in covered:
@@ -197,13 +218,17 @@ def webhook_violations(obj: Manifest, parse: Any = None) -> list[str]:
             for ri, res in enumerate(flavor.get("resources", [])):
                 at = f"{where}.flavors[{fi}].resources[{ri}]"
                 if "lendingLimit" in res and not has_parent:
-                    errors.append(f"{at}.lendingLimit: must be nil when {kind} has no cohort")
+                    errors.append(f"{at}.lendingLimit: must be nil when {kind} has no {parent}")
+                if parse is None:
+                    continue
+                for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    if res.get(field) is not None and parse(str(res[field])) < 0:
+                        errors.append(f"{at}.{field}: must be greater than or equal to 0")
                 lend, nominal = res.get("lendingLimit"), res.get("nominalQuota")
-                if parse is not None and lend is not None and nominal is not None and parse(lend) > parse(nominal):
+                capped = kind == "ClusterQueue" and lend is not None and nominal is not None
+                if capped and parse(str(lend)) > parse(str(nominal)):
                     errors.append(f"{at}.lendingLimit: must be less than or equal to the nominalQuota")
-    weight = spec.get("fairSharing", {}).get("weight")
-    if weight is not None and parse is not None:
-        value = parse(str(weight))
-        if value != 0 and value < Fraction(1, 10**9):
-            errors.append(f"{kind}/{name}: spec.fairSharing.weight: must be 0 or at least 1e-9")
+    weight = _exact_quantity(spec.get("fairSharing", {}).get("weight"))
+    if weight is not None and weight != 0 and weight <= Fraction(1, 10**9):
+        errors.append(f"{kind}/{name}: spec.fairSharing.weight: must be 0 or more than 1e-9")
     return errors
