@@ -2,7 +2,6 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.local/bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export KUEUE_CRDS_DIR ?= $(abspath ../shared/kueue/crds)
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 UV ?= uv
 RUN := $(UV) run --frozen

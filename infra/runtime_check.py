@@ -52,7 +52,7 @@ LAZY_MODULES = (
 )
 # Packages of the dev / infra dependency groups (and ours that are never deployed): none may be imported.
 DEV_ONLY = (
-    "devkit", "tests", "moto", "pytest", "_pytest", "xdist", "hypothesis", "jsonschema", "celpy",
+    "devkit", "tests", "moto", "pytest", "_pytest", "xdist", "hypothesis", "jsonschema",
     "mypy", "ruff", "importlinter", "aws_cdk", "constructs", "cdk_nag", "cfnlint", "jsii", "mypy_boto3_dynamodb",
 )  # fmt: skip
 ENV_PYTHON = "IDLESHARE_PYTHON312"
