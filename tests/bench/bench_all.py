@@ -4,9 +4,10 @@
    whole command on an empty cluster vs ``python -c pass`` and on 20k nodes vs ``json.load`` of the file;
 2. cold start (``bench_coldstart.py``): each handler module's import vs ``import boto3``, and the
    first invocation's extra cost;
-3. recompute (``bench_recompute.py``): the recompute handler end to end at 5k nodes on DynamoDB Local
-   and the Kubernetes simulator: time vs listing the nodes, requests made, no-op writes nothing;
-4. memory (``bench_memory.py``): peak memory of a 20k-node recompute vs a 512 MB Lambda;
+3. recompute (``bench_recompute.py``): the recompute handler end to end at 5k nodes, 200 teams, on DynamoDB
+   Local and the real kube-apiserver + Kueue: time and requests vs ``kubectl get nodes -o json`` on the same
+   server, no-op writes nothing;
+4. memory (``bench_memory.py``): peak memory of a 20k-node recompute (real apiserver) vs a 512 MB Lambda;
 5. burst (``bench_burst.py``): 10,000 node events for one cluster and 100 for each of 20 others through
    the router, the queue and the recompute handler: events per second, recomputes per event, exact end;
 6. watcher (``bench_watcher.py``): ``kubectl cordon`` to the new borrowingLimit on the real stack, through the
@@ -14,7 +15,7 @@
 7. health (``bench_watcher.py --health``): a HyperPod node health event to the new borrowingLimit in the
    ClusterQueue (router, queue, recompute, the real apiserver), median / p95 vs the window.
 
-One DynamoDB Local serves 2-5. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
+One DynamoDB Local serves 2-5; one real stack (``devkit.kube.stack``) serves 2-4, emptied before each. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
 (NAME: engine, coldstart, recompute, memory, burst, watcher, health; ``--quick``: small sizes, for a smoke run).
 """
 
@@ -49,19 +50,23 @@ def main(argv: list[str]) -> int:
 
         bench_plan.run(report, quick=quick)
     needs_ddb = only & {"coldstart", "recompute", "memory", "burst"}
-    with bc.dynamodb_local() if needs_ddb else contextlib.nullcontext("") as endpoint:
+    needs_kube = only & {"coldstart", "recompute", "memory"}
+    with (
+        bc.dynamodb_local() if needs_ddb else contextlib.nullcontext("") as endpoint,
+        bc.kube_stack() if needs_kube else contextlib.nullcontext(None) as stack,
+    ):
         if "coldstart" in only:
             from tests.bench import bench_coldstart
 
-            bench_coldstart.run(report, endpoint, quick=quick)
+            bench_coldstart.run(report, endpoint, quick=quick, stack=stack)
         if "recompute" in only:
             from tests.bench import bench_recompute
 
-            bench_recompute.run(report, endpoint, quick=quick)
+            bench_recompute.run(report, endpoint, quick=quick, stack=stack)
         if "memory" in only:
             from tests.bench import bench_memory
 
-            bench_memory.run(report, endpoint, quick=quick)
+            bench_memory.run(report, endpoint, quick=quick, stack=stack)
         if "burst" in only:
             from tests.bench import bench_burst
 

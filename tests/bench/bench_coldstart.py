@@ -19,7 +19,7 @@ First invocation: the lazy parts (the X-Ray SDK the Powertools Tracer loads, the
 resources, lightkube, the engine modules) are paid by the first call, so a child process also times
 two identical calls right after the import — router: a Recalculation Requested event against
 DynamoDB Local and a loopback SQS stand-in, with the adapters built from the environment as in
-Lambda; recompute: a no-op recompute of a small cluster (DynamoDB Local + the Kubernetes simulator)
+Lambda; recompute: a no-op recompute of a small cluster (DynamoDB Local + the real kube-apiserver)
 — and reports ``first - second`` (the cold-only cost) next to the import time. The tracer runs
 disabled (``POWERTOOLS_TRACE_DISABLED``): it still imports the X-Ray SDK; it does not patch botocore.
 
@@ -195,7 +195,8 @@ _kube = []
 def kube_for(cluster):  # in Lambda: EksConnector + LightkubeCluster.from_eks (lazy imports, first call)
     if not _kube:
         from idleshare.adapters.kube import LightkubeCluster
-        _kube.append(LightkubeCluster(os.environ["BENCH_KUBE"], timeout=60))
+        ca = open(os.environ["BENCH_CA"], "rb").read()
+        _kube.append(LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=60))
     return _kube[0]
 def first_time_setup():
     if wiring._installed is None:
@@ -224,20 +225,24 @@ def run_child(code: str, env: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-def measure_first_invocation(endpoint: str, rounds: int) -> dict[str, dict[str, float]]:
-    """handler label -> import, first call, warm call (ms; best of ``rounds`` children, pyc mode)."""
+def measure_first_invocation(endpoint: str, rounds: int, *, stack: Any = None) -> dict[str, dict[str, float]]:
+    """handler label -> import, first call, warm call (ms; best of ``rounds`` children, pyc mode), on ``stack``
+    (emptied first) or a real stack of its own."""
+    from devkit.kube.client import Kube
     from idleshare import names
 
-    sim = bc.start_simulator()
-    try:
+    with bc.kube_stack(stack) as ks:
+        admin = Kube.admin(ks)
+        admin.reset()
         table = bc.new_table(endpoint)
-        cluster = bc.seed_cluster(sim, table, 100, cluster_id="cold", n_teams=10)
+        cluster = bc.seed_cluster(admin, table, 100, cluster_id="cold", n_teams=10)
         # the initial recompute happens before: the children's calls are identical no-op recomputes
         with bc.quiet_handlers():
-            from idleshare.adapters.kube import LightkubeCluster
             from idleshare.service.recompute import Recomputer
 
-            Recomputer(cluster.store, lambda c: LightkubeCluster(sim.url), None).recompute("cold")
+            kube = bc.idleshare_kube(ks)
+            Recomputer(cluster.store, lambda c: kube, None).recompute("cold")
+            kube.close()
         clusters_cfg = json.dumps([{"id": "cold", "eks_cluster_name": "cold-eks", "prefix": "hyperpod-ns-"}])
         results: dict[str, dict[str, float]] = {}
         with sqs_stub() as sqs, tempfile.TemporaryDirectory(prefix="idleshare-pyc-") as cache:
@@ -248,7 +253,9 @@ def measure_first_invocation(endpoint: str, rounds: int) -> dict[str, dict[str, 
                 "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
                 "AWS_ENDPOINT_URL_SQS": sqs,
                 "BENCH_CLUSTER": "cold",
-                "BENCH_KUBE": sim.url,
+                "BENCH_KUBE": ks.server,
+                "BENCH_CA": str(ks.ca_file),
+                "BENCH_TOKEN": ks.idleshare_token,
             }
             env.pop(names.ENV_EVENT_BUS_NAME, None)
             for label, code in (("router", CHILD_ROUTER), ("recompute", CHILD_RECOMPUTE)):
@@ -259,9 +266,8 @@ def measure_first_invocation(endpoint: str, rounds: int) -> dict[str, dict[str, 
                     "first": min(r["calls"][0] for r in runs),
                     "warm": min(min(r["calls"][1:]) for r in runs),
                 }
+        admin.close()
         return results
-    finally:
-        sim.stop()
 
 
 # -- report --------------------------------------------------------------------------------------------
@@ -316,11 +322,11 @@ def rows(imports: dict[str, dict[str, tuple[float, float]]], first: dict[str, di
     return out
 
 
-def run(report: bc.Report, endpoint: str | None, *, quick: bool = False) -> None:
+def run(report: bc.Report, endpoint: str | None, *, quick: bool = False, stack: Any = None) -> None:
     modules = [m for m in MODULES if available(m)]
     rounds = QUICK_ROUNDS if quick else ROUNDS
     imports = measure_imports(modules, rounds)
-    first = measure_first_invocation(endpoint, QUICK_ROUNDS) if endpoint else None
+    first = measure_first_invocation(endpoint, QUICK_ROUNDS, stack=stack) if endpoint else None
     print(f"cold start (best of {rounds} fresh interpreters per module and mode):", flush=True)
     for mode, by_module in imports.items():
         print(f"  {mode:6} " + ", ".join(f"{m} {c:.0f} ms cpu / {w:.0f} wall" for m, (c, w) in by_module.items()))

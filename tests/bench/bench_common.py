@@ -1,5 +1,6 @@
 """What the benchmarks share: result rows and the summary table, the machine, best-of timing, and the
-backends of an end-to-end run (DynamoDB Local + the Kubernetes API simulator + a synthetic cluster).
+backends of an end-to-end run (DynamoDB Local + the real kube-apiserver + Kueue of ``devkit.kube.stack``
++ a synthetic cluster seeded into it).
 
 Every figure is a ratio to a floor measured in the same run on the same machine: absolute times on a
 shared 2-vCPU container move by ±50% between runs, ratios far less.
@@ -40,10 +41,9 @@ BENCH_ENV = {
 
 
 def use_bench_env() -> None:
-    """Fake AWS credentials, no account-based endpoints, the Kueue CRDs, a quiet tracer."""
+    """Fake AWS credentials, no account-based endpoints, a quiet tracer."""
     for key, value in BENCH_ENV.items():
         os.environ.setdefault(key, value)
-    os.environ.setdefault("KUEUE_CRDS_DIR", str((ROOT.parent / "shared" / "kueue" / "crds").resolve()))
     os.environ.pop("AWS_PROFILE", None)
 
 
@@ -157,10 +157,40 @@ class DynamoCounter:
         return sum(n for op, n in self.calls.items() if op in DDB_WRITES)
 
 
-def kube_counts(sim: Any) -> tuple[int, int, Counter[str]]:
-    """(requests, writes, by method) the simulator served since its last ``clear_requests``."""
-    by_method = Counter(r.method for r in sim.requests)
+def kube_counts(proxy: Any) -> tuple[int, int, Counter[str]]:
+    """(requests, writes, by method) the recording proxy (``devkit.kube.proxy.FaultProxy``) forwarded since
+    its last ``clear_requests``."""
+    by_method = Counter(r.method for r in proxy.requests)
     return sum(by_method.values()), sum(n for m, n in by_method.items() if m in KUBE_WRITES), by_method
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) each process has used so far (``/proc/<pid>/stat``), and this one's."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"idleshare": time.process_time()}
+    for name, pid in pids.items():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in after if k in before}
+
+
+def settle(pids: dict[str, int], *, busy: float = 0.15, interval: float = 0.5, timeout: float = 60.0) -> float:
+    """Wait until the stack's processes (``pids``) use less than ``busy`` of one CPU together over ``interval``
+    (Kueue reconciles every ClusterQueue after a change, for seconds): a measurement starts on an idle server.
+    Returns the seconds waited (``timeout`` at most)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        before = cpu_seconds(pids)
+        time.sleep(interval)
+        used = cpu_delta(before, cpu_seconds(pids))
+        if sum(v for k, v in used.items() if k != "idleshare") < busy * interval:
+            break
+    return time.monotonic() - started
 
 
 def fmt_calls(counter: Counter[str]) -> str:
@@ -198,21 +228,76 @@ def new_table(endpoint: str) -> Any:
     return create_table(ddb_resource(endpoint), f"idleshare-bench-{uuid.uuid4().hex[:8]}")
 
 
+@contextlib.contextmanager
+def kube_stack(stack: Any = None) -> Iterator[Any]:
+    """``stack`` if given (a benchmark run shares one), else a real stack of its own (etcd + kube-apiserver +
+    Kueue, ``devkit.kube.stack.running``), stopped afterwards."""
+    if stack is not None:
+        yield stack
+        return
+    from devkit.kube.stack import running
+
+    with running() as started:
+        yield started
+
+
+def idleshare_kube(stack: Any, server: str | None = None, *, timeout: float = 120) -> Any:
+    """idleshare's adapter as its own RBAC user: straight to the apiserver (TLS, the stack's CA), or to
+    ``server`` (the recording proxy's plain-HTTP URL, which forwards the same token)."""
+    from idleshare.adapters.kube import LightkubeCluster
+
+    if server is None:
+        return LightkubeCluster(
+            stack.server, stack.ca_pem, lambda: stack.idleshare_token, timeout=timeout, name="bench"
+        )
+    return LightkubeCluster(server, token=lambda: stack.idleshare_token, timeout=timeout, name="bench")
+
+
+def clear_kueue_objects(admin: Any) -> None:
+    """Every Kueue object and team namespace gone, the nodes kept (a second "first" recompute)."""
+    from devkit.kube.client import SYSTEM_NAMESPACES
+
+    for kind in ("Workload", "LocalQueue"):
+        admin.delete_all(kind)
+    for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass"):
+        admin.delete_all(kind)
+    teams = [n["metadata"]["name"] for n in admin.objects("Namespace")]
+    admin.map(admin.drop_namespace, [n for n in teams if n not in SYSTEM_NAMESPACES], workers=8)
+    admin.wait_for(
+        lambda: not admin.objects("ClusterQueue") and not admin.objects("Cohort"), "Kueue objects deleted", timeout=120
+    )
+
+
+def seed_nodes(admin: Any, items: list[dict[str, Any]], *, workers: int = 8) -> float:
+    """``items`` as the cluster's only nodes (``Kube.seed_nodes``; the apiserver drops a ``deletionTimestamp``
+    on create, so a node being deleted — it carries a finalizer — is deleted after, as a drain would); ms."""
+    started = time.perf_counter()
+    admin.seed_nodes(items, workers=workers)
+    deleting = [n["metadata"]["name"] for n in items if n["metadata"].get("deletionTimestamp")]
+    admin.map(lambda name: admin.delete("Node", name), deleting, workers=workers)
+    return (time.perf_counter() - started) * 1000
+
+
 @dataclass
 class Cluster:
-    """A governed cluster: a synthetic node set in a simulator, its quotas in a DynamoDB table."""
+    """A governed cluster: a synthetic node set in the real apiserver, its quotas in a DynamoDB table."""
 
-    sim: Any
+    admin: Any  # devkit.kube.client.Kube, as system:masters
     table: Any
     store: Any
     record: Any
     nodes_bytes: bytes
     n_nodes: int
-    n_quotas: int
+    quotas: list[dict[str, Any]]
+    seed_ms: float
+
+    @property
+    def n_quotas(self) -> int:
+        return len(self.quotas)
 
 
 def seed_cluster(
-    sim: Any,
+    admin: Any,
     table: Any,
     n_nodes: int,
     *,
@@ -221,29 +306,31 @@ def seed_cluster(
     n_teams: int = 200,
     seed: int = 0,
 ) -> Cluster:
-    """``n_nodes`` synthetic nodes into ``sim`` and ``n_teams`` teams' quotas into ``table`` for ``cluster_id``."""
+    """``n_nodes`` synthetic nodes into the apiserver ``admin`` talks to (replacing any) and ``n_teams``
+    teams' quotas into ``table`` for ``cluster_id``."""
 
-    from idleshare.adapters.ports import ClusterRecord
-    from idleshare.adapters.store import DynamoStore
     from tests.bench.synthetic import _node_list_bytes, make_nodes_list, make_quotas
 
     items, eligible = make_nodes_list(n_nodes, seed=seed)
     quotas = make_quotas(eligible, n_teams=n_teams, seed=seed)
     nodes_bytes = _node_list_bytes(items)
-    sim.seed_nodes(items)
+    seed_ms = seed_nodes(admin, items)
     del items
+    store, record = add_cluster(table, quotas, cluster_id=cluster_id, prefix=prefix)
+    return Cluster(admin, table, store, record, nodes_bytes, n_nodes, quotas, seed_ms)
+
+
+def add_cluster(table: Any, quotas: list[dict[str, Any]], *, cluster_id: str, prefix: str) -> tuple[Any, Any]:
+    """A cluster record and its quotas in ``table``: (store, record)."""
+    from idleshare.adapters.ports import ClusterRecord
+    from idleshare.adapters.store import DynamoStore
+
     store = DynamoStore(table)
     record = ClusterRecord(cluster_id, f"{cluster_id}-eks", namespace_prefix=prefix, cohort_name=f"{prefix}pool")
     store.put_cluster(record)
     for q in quotas:
         store.create_quota(cluster_id, q)
-    return Cluster(sim, table, store, record, nodes_bytes, n_nodes, len(quotas))
-
-
-def start_simulator() -> Any:
-    from devkit.kubesim.simulator import KubeSimulator
-
-    return KubeSimulator().start()
+    return store, record
 
 
 def sqs_event(cluster_id: str, n: int = 1) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Benchmark: peak memory of a 20k-node recompute (``make bench``): does it fit a 512 MB Lambda?
 
 The recompute runs in a child process, alone, the way Lambda runs it: the real recompute handler,
-the real ``DynamoStore`` on DynamoDB Local and the real ``LightkubeCluster`` on the Kubernetes API
-simulator (both served from the parent process, so their memory is not counted). Measured:
+the real ``DynamoStore`` on DynamoDB Local and the real ``LightkubeCluster`` on a real kube-apiserver
+(``devkit.kube.stack``, the synthetic nodes seeded into it; other processes, so their memory is not
+counted), as idleshare's RBAC user over TLS. Measured:
 
 - the child's peak resident set (``VmHWM``: ``ru_maxrss`` would carry the forking parent's over
   ``exec``) after the initial recompute (nothing stored yet, every Kueue object created): the
@@ -12,6 +13,8 @@ simulator (both served from the parent process, so their memory is not counted).
   recompute itself needed, on top of the imports;
 - the floor: the ``tracemalloc`` size of ``json.loads`` of the same NodeList in a third child — what
   merely holding the cluster's nodes as Python objects costs.
+
+Seeding 20k nodes into the apiserver (``Kube.seed_nodes``, 8 workers) is timed and printed.
 
 Usage: ``uv run python tests/bench/bench_memory.py [--quick]`` (``--quick``: 2k nodes).
 """
@@ -47,7 +50,8 @@ from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import wiring
 from tests.bench.bench_common import LambdaContext, ddb_resource, quiet_handlers, sqs_event
-kube = LightkubeCluster(os.environ["BENCH_KUBE"], timeout=120)
+ca = open(os.environ["BENCH_CA"], "rb").read()
+kube = LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=120)
 table = ddb_resource(os.environ["BENCH_DDB"]).Table(os.environ["BENCH_TABLE"])
 wiring.install(wiring.Dependencies(store=DynamoStore(table), kube_for=lambda c: kube))
 before = hwm()
@@ -90,30 +94,36 @@ def child(code: str, env: dict[str, str], *args: str) -> dict[str, Any]:
     return result
 
 
-def measure(n_nodes: int, endpoint: str, *, n_teams: int = 200) -> dict[str, Any]:
+def measure(n_nodes: int, endpoint: str, *, n_teams: int = 200, stack: Any = None) -> dict[str, Any]:
+    """One run at ``n_nodes`` on ``stack`` (emptied first) or a real stack of its own."""
+    from devkit.kube.client import Kube
     from tests.bench.bench_recompute import set_ready
 
-    sim = bc.start_simulator()
-    try:
-        table = bc.new_table(endpoint)
-        cluster = bc.seed_cluster(sim, table, n_nodes, cluster_id="mem", n_teams=n_teams)
-        env = dict(os.environ) | {
-            "PYTHONPATH": os.pathsep.join([str(bc.ROOT), os.environ.get("PYTHONPATH", "")]),
-            "BENCH_KUBE": sim.url,
-            "BENCH_DDB": endpoint,
-            "BENCH_TABLE": table.name,
-            "BENCH_CLUSTER": "mem",
-        }
-        initial = child(CHILD_RECOMPUTE, env)
-        set_ready(sim, json.loads(cluster.nodes_bytes)["items"][0]["metadata"]["name"], ready=False)
-        traced = child(CHILD_RECOMPUTE, env | {"BENCH_TRACE": "1"})
-        with tempfile.NamedTemporaryFile(suffix=".json") as f:
-            f.write(cluster.nodes_bytes)
-            f.flush()
-            floor = child(CHILD_JSON, env, f.name)
-        return {"n": n_nodes, "initial": initial, "traced": traced, "json": floor}
-    finally:
-        sim.stop()
+    with bc.kube_stack(stack) as ks:
+        admin = Kube.admin(ks)
+        try:
+            admin.reset()
+            table = bc.new_table(endpoint)
+            cluster = bc.seed_cluster(admin, table, n_nodes, cluster_id="mem", n_teams=n_teams)
+            env = dict(os.environ) | {
+                "PYTHONPATH": os.pathsep.join([str(bc.ROOT), os.environ.get("PYTHONPATH", "")]),
+                "BENCH_KUBE": ks.server,
+                "BENCH_CA": str(ks.ca_file),
+                "BENCH_TOKEN": ks.idleshare_token,
+                "BENCH_DDB": endpoint,
+                "BENCH_TABLE": table.name,
+                "BENCH_CLUSTER": "mem",
+            }
+            initial = child(CHILD_RECOMPUTE, env)
+            set_ready(admin, json.loads(cluster.nodes_bytes)["items"][0]["metadata"]["name"], ready=False)
+            traced = child(CHILD_RECOMPUTE, env | {"BENCH_TRACE": "1"})
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                f.write(cluster.nodes_bytes)
+                f.flush()
+                floor = child(CHILD_JSON, env, f.name)
+        finally:
+            admin.close()
+    return {"n": n_nodes, "seed_ms": cluster.seed_ms, "initial": initial, "traced": traced, "json": floor}
 
 
 def rows(m: dict[str, Any]) -> list[bc.Row]:
@@ -121,6 +131,7 @@ def rows(m: dict[str, Any]) -> list[bc.Row]:
     floor = m["json"]["size"]
     rss = m["initial"]["rss"]
     return [
+        bc.Row("memory", f"seed {n} nodes into the apiserver (8 workers)", f"{m['seed_ms'] / 1000:.1f} s"),
         bc.Row(
             "memory",
             f"floor: json.loads {n} NodeList",
@@ -145,11 +156,11 @@ def rows(m: dict[str, Any]) -> list[bc.Row]:
     ]
 
 
-def run(report: bc.Report, endpoint: str, *, quick: bool = False) -> dict[str, Any]:
-    m = measure(QUICK_SIZE if quick else SIZE, endpoint)
+def run(report: bc.Report, endpoint: str, *, quick: bool = False, stack: Any = None) -> dict[str, Any]:
+    m = measure(QUICK_SIZE if quick else SIZE, endpoint, stack=stack)
     i, t, j = m["initial"], m["traced"], m["json"]
     print(
-        f"memory of a {m['n']}-node recompute (child process): max RSS {i['rss'] / bc.MB:.0f} MB "
+        f"memory of a {m['n']}-node recompute (child process; nodes seeded in {m['seed_ms'] / 1000:.1f} s): max RSS {i['rss'] / bc.MB:.0f} MB "
         f"(after imports {i['rss_before'] / bc.MB:.0f} MB; recompute {i['ms']:.0f} ms), "
         f"tracemalloc peak {t['traced_peak'] / bc.MB:.0f} MB (1 node changed); json.loads of the NodeList "
         f"({j['bytes'] / bc.MB:.0f} MB): {j['size'] / bc.MB:.0f} MB held, RSS +{j['rss_delta'] / bc.MB:.0f} MB",

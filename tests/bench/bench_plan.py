@@ -182,9 +182,12 @@ def main(argv: list[str]) -> int:
     return 1 if failed else 0
 
 
-def run(report: Any, *, quick: bool = False, sizes: tuple[int, ...] | None = None) -> None:
+def run(
+    report: Any, *, quick: bool = False, sizes: tuple[int, ...] | None = None, process_nodes: int | None = None
+) -> None:
     """For ``bench_all``: the engine table, then one summary row per size (the target checked at
-    ``CHECKED_SIZE``) and the per-node growth from the smallest to the largest size."""
+    ``CHECKED_SIZE``), the whole command at ``process_nodes`` (default: ``PROCESS_NODES``, ``CHECKED_SIZE``
+    when ``quick``; 0: not run) and the per-node growth from the smallest to the largest size."""
     from tests.bench.bench_common import Row, size_label
 
     sizes = sizes or (SIZES[:2] if quick else SIZES)
@@ -204,7 +207,9 @@ def run(report: Any, *, quick: bool = False, sizes: tuple[int, ...] | None = Non
                 (measured / floor <= TARGET) if checked else None,
             )
         )
-    for what, ms, floor_name, floor_ms, ratio, target in measure_process(CHECKED_SIZE if quick else PROCESS_NODES):
+    if process_nodes is None:
+        process_nodes = CHECKED_SIZE if quick else PROCESS_NODES
+    for what, ms, floor_name, floor_ms, ratio, target in measure_process(process_nodes) if process_nodes else []:
         report.add(
             Row(
                 "engine",

@@ -1,31 +1,41 @@
-"""Benchmark: the recompute Lambda handler end to end at 5k nodes (``make bench``).
+"""Benchmark: the recompute Lambda handler end to end at 5k nodes on the real apiserver (``make bench``).
 
-The real ``idleshare.handlers.recompute.handler`` gets an SQS batch, reads the nodes from the
-Kubernetes API simulator (``devkit.kubesim``) through the real ``LightkubeCluster`` adapter, the
-quotas from DynamoDB Local through the real ``DynamoStore``, persists the pool and applies the
-Kueue objects. Measured, for three recomputes of one cluster:
+The real ``idleshare.handlers.recompute.handler`` gets an SQS batch, reads the nodes from a real
+kube-apiserver (``devkit.kube.stack``: etcd + kube-apiserver + the Kueue manager, 5,000 synthetic
+real-shaped nodes from ``synthetic.py`` seeded into it) through the real ``LightkubeCluster`` adapter as
+idleshare's own RBAC user, the quotas (200 teams) from DynamoDB Local through the real ``DynamoStore``,
+persists the pool and applies the Kueue objects by server-side apply. Measured, for three recomputes of
+one cluster:
 
-- initial: nothing stored, nothing applied (the most work: every object is created);
+- first run: nothing stored, nothing applied (the most work: every object and namespace is created);
 - one node changed: a node goes NotReady (the common event: a new generation, a few objects move);
 - no-op: nothing changed since (what the 5-minute safety net mostly does) — must make ZERO
   DynamoDB writes and ZERO Kubernetes writes; the run fails otherwise.
 
-Floors, measured in the same run on the same backends:
+Each sequence runs twice on the same nodes: once straight to the apiserver (TLS), which gives the times;
+then, with every Kueue object and team namespace deleted again and under a second cluster id, through the
+recording proxy (``devkit.kube.proxy.FaultProxy``, a Python HTTP server in this process whose own cost
+would be in the times), which counts the Kubernetes requests and writes. DynamoDB calls are counted by a
+botocore ``before-call`` hook on the table's client (API calls, not retries). Before each recompute and each
+floor the benchmark waits until the stack's processes are idle (after a change Kueue reconciles every
+ClusterQueue for seconds), and it records the CPU seconds idleshare, the apiserver, etcd and Kueue spent
+during each recompute: where the time goes.
 
-- ``list``: reading the nodes through the adapter (``LightkubeCluster.list_nodes``) — the least any
-  recompute must do: its pages come from the same simulator over the same loopback HTTP, so the
-  simulator's own serving cost (a Python HTTP server in this process) is in both and the ratio shows
-  what idleshare adds on top (quotas, engine, DynamoDB, apply);
-- ``json.loads``: decoding the same NodeList bytes in memory (the engine benchmark's floor), for scale.
+The floor, measured in the same run on the same server: ``kubectl get nodes -o json`` (the pinned kubectl,
+as admin, straight to the apiserver; best of 3; its requests counted through the proxy) — the least any
+recompute must do is list the nodes. Also printed, for scale: the adapter's own listing
+(``LightkubeCluster.list_nodes``) and ``json.loads`` of the same NodeList bytes in memory. Seeding the nodes
+(``Kube.seed_nodes``, 8 workers) is timed and reported, in no ratio.
 
-Requests are counted by the simulator's request log and a botocore ``before-call`` hook on the
-table's client (API calls, not retries). Usage: ``uv run python tests/bench/bench_recompute.py [--quick]``.
+Usage: ``uv run python tests/bench/bench_recompute.py [--quick]``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,17 +49,25 @@ QUICK_SIZE = 1_000
 LIST_RUNS = 3
 
 
-def run_recompute(cluster: bc.Cluster, kube: Any, counter: bc.DynamoCounter) -> dict[str, Any]:
-    """One handler invocation: its time, outcome and the requests it made."""
+def run_recompute(
+    cluster_id: str, counter: bc.DynamoCounter, proxy: Any = None, pids: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """One handler invocation: its time, outcome, the requests it made (Kubernetes: when through ``proxy``)
+    and the CPU seconds this process and the stack's (``pids``) spent meanwhile."""
     from idleshare.handlers import recompute
 
-    cluster.sim.clear_requests()
+    if proxy is not None:
+        proxy.clear_requests()
     counter.clear()
+    if pids:
+        bc.settle(pids)
+    cpu = bc.cpu_seconds(pids or {})
     with bc.quiet_handlers():
-        ms, out = bc.timed_ms(lambda: recompute.handler(bc.sqs_event(cluster.record.cluster_id), bc.LambdaContext()))
+        ms, out = bc.timed_ms(lambda: recompute.handler(bc.sqs_event(cluster_id), bc.LambdaContext()))
+    cpu = bc.cpu_delta(cpu, bc.cpu_seconds(pids or {}))
     if out.get("batchItemFailures"):
         raise RuntimeError(f"the recompute failed: {out}")
-    k_total, k_writes, k_methods = bc.kube_counts(cluster.sim)
+    k_total, k_writes, k_methods = bc.kube_counts(proxy) if proxy is not None else (0, 0, {})
     return {
         "ms": ms,
         "kube": k_total,
@@ -58,15 +76,61 @@ def run_recompute(cluster: bc.Cluster, kube: Any, counter: bc.DynamoCounter) -> 
         "ddb": counter.total,
         "ddb_writes": counter.writes,
         "ddb_by_op": dict(counter.calls),
+        "cpu": cpu,
     }
 
 
-def set_ready(sim: Any, name: str, ready: bool) -> None:
-    node = sim.get("Node", name)
-    for c in node["status"]["conditions"]:
+def set_ready(admin: Any, name: str, ready: bool) -> None:
+    """The node's Ready condition, as its kubelet would report it (the status subresource)."""
+    node = admin.get("Node", name)
+    conditions = node["status"]["conditions"]
+    for c in conditions:
         if c["type"] == "Ready":
             c["status"] = "True" if ready else "False"
-    sim.set_node(node)
+    admin.set_status("Node", name, {"conditions": conditions})
+
+
+def kubectl_floor(stack: Any, proxy: Any, runs: int) -> tuple[float, int]:
+    """(best ms of ``kubectl get nodes -o json`` straight to the apiserver, requests one such call makes —
+    counted through ``proxy`` with its discovery cache warm)."""
+    best = float("inf")
+    for _ in range(runs):
+        bc.settle(stack.pids())
+        started = time.perf_counter()
+        out = stack.kubectl("get", "nodes", "-o", "json")
+        best = min(best, time.perf_counter() - started)
+        del out
+    with tempfile.TemporaryDirectory(prefix="idleshare-kubectl-") as cache:
+        args = ("--server", proxy.url, f"--cache-dir={cache}", "get", "nodes", "-o", "json")
+        stack.kubectl(*args)  # fills the discovery cache
+        proxy.clear_requests()
+        stack.kubectl(*args)
+        requests = len(proxy.requests)
+    return best * 1000, requests
+
+
+def _sequence(
+    cluster_id: str,
+    counter: bc.DynamoCounter,
+    admin: Any,
+    victim: str,
+    changes: int,
+    repeats: int,
+    proxy: Any = None,
+    pids: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    initial = run_recompute(cluster_id, counter, proxy, pids)
+    changed = []
+    for i in range(changes):
+        set_ready(admin, victim, ready=bool(i % 2))
+        changed.append(run_recompute(cluster_id, counter, proxy, pids))
+    noops = [run_recompute(cluster_id, counter, proxy, pids) for _ in range(repeats)]
+    return {
+        "initial": initial,
+        "changed": min(changed, key=lambda r: r["ms"]),
+        "noop": min(noops, key=lambda r: r["ms"]),
+        "noop_writes": max(r["ddb_writes"] + r["kube_writes"] for r in noops),
+    }
 
 
 def measure(
@@ -74,78 +138,101 @@ def measure(
     endpoint: str | None = None,
     *,
     table: Any = None,
+    stack: Any = None,
     changes: int = 1,
     repeats: int = 2,
     n_teams: int = 200,
+    floor_runs: int = LIST_RUNS,
 ) -> dict[str, Any]:
-    """Everything of one run at ``n_nodes`` on DynamoDB Local at ``endpoint`` (a new table) or on ``table``."""
-    from idleshare.adapters.kube import LightkubeCluster
+    """Everything of one run at ``n_nodes`` on DynamoDB Local at ``endpoint`` (a new table) or on ``table``, on
+    ``stack`` (emptied first) or a real stack of its own."""
+    from devkit.kube.client import Kube
+    from devkit.kube.proxy import FaultProxy
     from idleshare.handlers import wiring
     from tests.fakes import FakePublisher
 
-    sim = bc.start_simulator()
-    try:
-        if table is None:
-            assert endpoint is not None, "an endpoint or a table"
-            table = bc.new_table(endpoint)
-        cluster = bc.seed_cluster(sim, table, n_nodes, n_teams=n_teams)
-        kube = LightkubeCluster(sim.url, timeout=60)
-        counter = bc.DynamoCounter(table.meta.client)
-        publisher = FakePublisher()
-        wiring.install(wiring.Dependencies(store=cluster.store, publisher=publisher, kube_for=lambda c: kube))
+    with bc.kube_stack(stack) as ks:
+        admin = Kube.admin(ks)
+        admin.reset()
+        direct = bc.idleshare_kube(ks)
         try:
-            floor_list = bc.best_ms(lambda: sum(1 for _ in kube.list_nodes()), LIST_RUNS)
-            floor_json = bc.best_ms(partial(json.loads, cluster.nodes_bytes), LIST_RUNS)
-            initial = run_recompute(cluster, kube, counter)
-            changed = []
+            if table is None:
+                assert endpoint is not None, "an endpoint or a table"
+                table = bc.new_table(endpoint)
+            cluster = bc.seed_cluster(admin, table, n_nodes, n_teams=n_teams)
             victim = json.loads(cluster.nodes_bytes)["items"][0]["metadata"]["name"]
-            for i in range(changes):
-                set_ready(sim, victim, ready=bool(i % 2))
-                changed.append(run_recompute(cluster, kube, counter))
-            noops = [run_recompute(cluster, kube, counter) for _ in range(repeats)]
+            counter = bc.DynamoCounter(table.meta.client)
+            publisher = FakePublisher()
+            kube: list[Any] = [direct]
+            wiring.install(wiring.Dependencies(store=cluster.store, publisher=publisher, kube_for=lambda c: kube[0]))
+            with FaultProxy(ks.server, ks.ca_file, default_token=ks.admin_token) as proxy:
+                try:
+                    floor_kubectl, kubectl_requests = kubectl_floor(ks, proxy, floor_runs)
+                    bc.settle(ks.pids())
+                    floor_list = bc.best_ms(lambda: sum(1 for _ in direct.list_nodes()), floor_runs)
+                    floor_json = bc.best_ms(partial(json.loads, cluster.nodes_bytes), floor_runs)
+                    # 1. the times: straight to the apiserver
+                    timed = _sequence(
+                        cluster.record.cluster_id, counter, admin, victim, changes, repeats, pids=ks.pids()
+                    )
+                    pool = cluster.store.get_pool(cluster.record.cluster_id)
+                    # 2. the requests: the same sequence from scratch, through the recording proxy
+                    set_ready(admin, victim, ready=True)
+                    bc.clear_kueue_objects(admin)
+                    counted_id = f"{cluster.record.cluster_id}-counted"
+                    bc.add_cluster(table, cluster.quotas, cluster_id=counted_id, prefix=cluster.record.namespace_prefix)
+                    kube[0] = bc.idleshare_kube(ks, proxy.url)
+                    counted = _sequence(counted_id, counter, admin, victim, changes, repeats, proxy, ks.pids())
+                finally:
+                    wiring.install(None)
+                    kube[0].close()
         finally:
-            wiring.install(None)
-        pool = cluster.store.get_pool(cluster.record.cluster_id)
-        return {
-            "n": n_nodes,
-            "quotas": cluster.n_quotas,
-            "floor_list": floor_list,
-            "floor_json": floor_json,
-            "initial": initial,
-            "changed": min(changed, key=lambda r: r["ms"]),
-            "noop": min(noops, key=lambda r: r["ms"]),
-            "noop_writes": max(r["ddb_writes"] + r["kube_writes"] for r in noops),
-            "generation": pool.generation if pool else 0,
-            "published": len(publisher.events),
-        }
-    finally:
-        sim.stop()
+            direct.close()
+            admin.close()
+    out: dict[str, Any] = {
+        "n": n_nodes,
+        "quotas": cluster.n_quotas,
+        "seed_ms": cluster.seed_ms,
+        "floor_kubectl": floor_kubectl,
+        "kubectl_requests": kubectl_requests,
+        "floor_list": floor_list,
+        "floor_json": floor_json,
+        "noop_writes": max(timed["noop_writes"], counted["noop_writes"]),
+        "generation": pool.generation if pool else 0,
+        "published": len(publisher.events),
+    }
+    for key in ("initial", "changed", "noop"):  # times from the direct pass, counts from the counted one
+        out[key] = counted[key] | {"ms": timed[key]["ms"], "ms_proxy": counted[key]["ms"], "cpu": timed[key]["cpu"]}
+    return out
 
 
 def rows(m: dict[str, Any]) -> list[bc.Row]:
     n = bc.size_label(m["n"])
+    kubectl_req = m["kubectl_requests"]
     out = [
-        bc.Row("recompute", f"floor: list {n} nodes via adapter", f"{m['floor_list']:.0f} ms"),
-        bc.Row("recompute", f"floor: json.loads {n} NodeList", f"{m['floor_json']:.0f} ms"),
-    ]
-    for key, label in (("initial", "initial"), ("changed", "1 node changed"), ("noop", "no-op")):
+        bc.Row("recompute", f"seed {n} nodes into the apiserver (8 workers)", f"{m['seed_ms'] / 1000:.1f} s"),
+        bc.Row(
+            "recompute",
+            f"floor: kubectl get nodes -o json, {n}",
+            f"{m['floor_kubectl']:.0f} ms, {kubectl_req} req",
+        ),
+        bc.Row("recompute", f"list {n} nodes via adapter", f"{m['floor_list']:.0f} ms", "kubectl",
+               m["floor_list"] / m["floor_kubectl"]),
+        bc.Row("recompute", f"json.loads {n} NodeList", f"{m['floor_json']:.0f} ms", "kubectl",
+               m["floor_json"] / m["floor_kubectl"]),
+    ]  # fmt: skip
+    for key, label in (("initial", "first run"), ("changed", "1 node changed"), ("noop", "no-op")):
         r = m[key]
         out.append(
-            bc.Row(
-                "recompute",
-                f"{label} {n}: time",
-                f"{r['ms']:.0f} ms",
-                "list",
-                r["ms"] / m["floor_list"],
-                "",
-                None,
-            )
+            bc.Row("recompute", f"{label} {n}: time", f"{r['ms']:.0f} ms", "kubectl", r["ms"] / m["floor_kubectl"])
         )
         out.append(
             bc.Row(
                 "recompute",
                 f"{label} {n}: k8s req / writes",
                 f"{r['kube']} / {r['kube_writes']}",
+                "kubectl req",
+                r["kube"] / kubectl_req if kubectl_req else None,
                 target="0 writes" if key == "noop" else "",
                 ok=(r["kube_writes"] == 0) if key == "noop" else None,
             )
@@ -163,20 +250,27 @@ def rows(m: dict[str, Any]) -> list[bc.Row]:
 
 
 def detail(m: dict[str, Any]) -> str:
-    lines = [f"recompute handler end to end, {m['n']} nodes, {m['quotas']} quotas (DynamoDB Local + kube simulator)"]
+    lines = [
+        f"recompute handler end to end, {m['n']} nodes, {m['quotas']} quotas (DynamoDB Local + the real "
+        f"kube-apiserver and Kueue); nodes seeded in {m['seed_ms'] / 1000:.1f} s"
+    ]
     for key in ("initial", "changed", "noop"):
         r = m[key]
         lines.append(
-            f"  {key:8} {r['ms']:8.0f} ms = {r['ms'] / m['floor_list']:5.2f}x list, "
-            f"{r['ms'] / m['floor_json']:5.1f}x json.loads | k8s {bc.fmt_calls(r['kube_by_method'])} | "
-            f"ddb {bc.fmt_calls(r['ddb_by_op'])}"
+            f"  {key:8} {r['ms']:8.0f} ms = {r['ms'] / m['floor_kubectl']:5.2f}x kubectl "
+            f"({r['ms_proxy']:.0f} ms through the proxy) | k8s {bc.fmt_calls(r['kube_by_method'])} | "
+            f"ddb {bc.fmt_calls(r['ddb_by_op'])} | CPU s "
+            + " ".join(f"{k} {v:.2f}" for k, v in r.get("cpu", {}).items())
         )
-    lines.append(f"  floors: list via adapter {m['floor_list']:.0f} ms, json.loads {m['floor_json']:.0f} ms")
+    lines.append(
+        f"  floors: kubectl get nodes -o json {m['floor_kubectl']:.0f} ms ({m['kubectl_requests']} requests), "
+        f"adapter list {m['floor_list']:.0f} ms, json.loads {m['floor_json']:.0f} ms"
+    )
     return "\n".join(lines)
 
 
-def run(report: bc.Report, endpoint: str, *, quick: bool = False) -> dict[str, Any]:
-    m = measure(QUICK_SIZE if quick else SIZE, endpoint)
+def run(report: bc.Report, endpoint: str, *, quick: bool = False, stack: Any = None) -> dict[str, Any]:
+    m = measure(QUICK_SIZE if quick else SIZE, endpoint, stack=stack)
     print(detail(m), flush=True)
     report.add(*rows(m))
     return m

@@ -61,7 +61,7 @@ def test_the_dynamodb_counter_counts_calls_and_writes(monkeypatch: pytest.Monkey
 
 def test_the_engine_benchmark_summarises_each_size_and_checks_the_target_size() -> None:
     report = bc.Report()
-    bench_plan.run(report, sizes=(100, 200))
+    bench_plan.run(report, sizes=(100, 200), process_nodes=0)  # the whole command: not here (fresh processes)
     whats = [r.what for r in report.rows]
     assert whats == ["plan 100 nodes, 200 teams", "plan 200 nodes, 200 teams", "per-node time 200 vs 100"]
     assert all(r.ratio and r.ratio > 0 for r in report.rows[:2])
