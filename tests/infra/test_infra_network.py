@@ -74,7 +74,8 @@ def test_nat_shape_creates_no_endpoints(private_nat) -> None:
 
 def test_every_cluster_gets_an_access_entry_and_describe_permission(private) -> None:
     entries = sorted(e["Properties"]["ClusterName"] for e in private.resources("AWS::EKS::AccessEntry").values())
-    assert entries == ["ml-cluster-eks", "research-eks"]
+    # one for the recompute role, one for the node watcher's, per cluster
+    assert entries == ["ml-cluster-eks", "ml-cluster-eks", "research-eks", "research-eks"]
     recompute = _functions(private)[names.RECOMPUTE_HANDLER]
     role = recompute["Role"]["Fn::GetAtt"][0]
     (policy,) = [

@@ -22,6 +22,7 @@ from idleshare.adapters.errors import (
     FieldOwnershipError,
     NotFoundError,
     PermanentError,
+    ResourceExpiredError,
     RetryableError,
 )
 from idleshare.adapters.kube import LightkubeCluster, diff
@@ -351,7 +352,7 @@ def test_kueue_cel_rules_surface_as_a_named_422(adapter):
         pytest.param(403, PermanentError, id="403 forbidden"),
         pytest.param(404, NotFoundError, id="404"),
         pytest.param(409, ConflictError, id="409"),
-        pytest.param(410, RetryableError, id="410 expired continue"),
+        pytest.param(410, ResourceExpiredError, id="410 expired continue"),
         pytest.param(429, RetryableError, id="429"),
         pytest.param(500, RetryableError, id="500"),
         pytest.param(503, RetryableError, id="503"),
