@@ -75,21 +75,30 @@ def _target(value: Any) -> str | None:
     return None
 
 
+KUBE_HANDLERS = (names.RECOMPUTE_HANDLER, names.WATCHER_HANDLER)
+"""The functions that talk to Kubernetes, each through an access entry of its own role."""
+
+
 def rbac_findings(template: dict[str, Any], manifest: str) -> list[str]:
-    docs = {d["kind"]: d for d in yaml.safe_load_all(manifest) if d}
-    role, binding = docs.get("ClusterRole"), docs.get("ClusterRoleBinding")
-    if role is None or binding is None:
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    if not roles or not bindings:
         return ["rbac.yaml: a ClusterRole and a ClusterRoleBinding are required"]
     findings = []
-    if binding["roleRef"].get("name") != role["metadata"]["name"]:
-        findings.append(f"rbac.yaml: the binding refers to {binding['roleRef'].get('name')!r}, not the ClusterRole")
-    groups = {s["name"] for s in binding.get("subjects", []) if s.get("kind") == "Group"}
-    recompute = {
+    for binding in bindings:
+        if binding["roleRef"].get("name") not in roles:
+            findings.append(
+                f"rbac.yaml: binding {binding['metadata']['name']!r} refers to {binding['roleRef'].get('name')!r}, "
+                "which is not a ClusterRole of the manifest"
+            )
+    groups = {s["name"] for b in bindings for s in b.get("subjects", []) if s.get("kind") == "Group"}
+    kube_functions = {
         k
         for k, f in _resources(template, "AWS::Lambda::Function").items()
-        if f["Properties"].get("Handler") == names.RECOMPUTE_HANDLER
+        if f["Properties"].get("Handler") in KUBE_HANDLERS
     }
-    recompute_roles = {_target(template["Resources"][k]["Properties"]["Role"]) for k in recompute}
+    kube_roles = {_target(template["Resources"][k]["Properties"]["Role"]) for k in kube_functions}
     entries = _resources(template, "AWS::EKS::AccessEntry")
     if not entries:
         findings.append("no EKS access entry: the recompute role could not reach any cluster")
@@ -100,8 +109,8 @@ def rbac_findings(template: dict[str, Any], manifest: str) -> list[str]:
                 findings.append(f"{logical_id}: group {group!r} is not bound by rbac.yaml (binds {sorted(groups)})")
         if not props.get("KubernetesGroups"):
             findings.append(f"{logical_id}: no Kubernetes group: rbac.yaml grants it nothing")
-        if _target(props.get("PrincipalArn")) not in recompute_roles:
-            findings.append(f"{logical_id}: the principal is not the recompute function's role")
+        if _target(props.get("PrincipalArn")) not in kube_roles:
+            findings.append(f"{logical_id}: the principal is not the role of a function that talks to Kubernetes")
         if props.get("Type", "STANDARD") != "STANDARD":
             findings.append(f"{logical_id}: type {props.get('Type')!r} (STANDARD maps groups)")
     return findings
