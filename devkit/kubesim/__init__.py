@@ -1,1 +1,0 @@
-"""A Kubernetes API simulator (loopback HTTP, the REST subset idleshare uses) and a Kueue CRD validator."""
