@@ -141,7 +141,7 @@ def test_msgspec_and_pydantic_accept_the_same_node_documents(document: Any) -> N
 def test_json_text_that_is_not_json_is_refused_with_a_message(literal: str) -> None:
     # Python's json module reads these; JSON does not have them, and neither does kubectl's output
     with pytest.raises(InputError) as info:
-        parse_nodes('{"kind": "List", "items": [{"metadata": {"name": "a"}, "x": ' + literal + '}]}')
+        parse_nodes('{"kind": "List", "items": [{"metadata": {"name": "a"}, "x": ' + literal + "}]}")
     assert info.value.errors and all(e.message for e in info.value.errors)
 
 
