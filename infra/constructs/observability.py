@@ -19,8 +19,10 @@ from idleshare import names
 
 PERIOD = Duration.minutes(5)
 NS = names.METRICS_NAMESPACE
-GAUGE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE)
-EXCLUDED_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_REASON)
+# Every gauge also carries Powertools' `service` dimension (handlers/recompute.py sets it): a SCHEMA() query
+# matches only metrics with exactly its dimensions.
+GAUGE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, "service")
+EXCLUDED_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_REASON, "service")
 
 
 def search(metric: str, dims: tuple[str, ...], label: str) -> cw.MathExpression:

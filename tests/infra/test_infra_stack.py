@@ -551,7 +551,7 @@ def test_alarms_notify_the_topic(public) -> None:
     shortfall = next(a for k, a in alarms.items() if k.startswith("ObservabilityShortfallAlarmmlcluster"))
     (query,) = shortfall["Metrics"]
     assert query["Expression"] == (
-        "SELECT MAX(Shortfall) FROM SCHEMA(\"idleshare\", cluster, flavor, resource) WHERE cluster = 'ml-cluster'"
+        "SELECT MAX(Shortfall) FROM SCHEMA(\"idleshare\", cluster, flavor, resource, service) WHERE cluster = 'ml-cluster'"
     )
     assert shortfall["ComparisonOperator"] == "GreaterThanThreshold"
     assert shortfall["Threshold"] == 0
@@ -594,7 +594,7 @@ def test_dashboard_shows_pool_nodes_recompute_and_dlq(public) -> None:
         "Errors and throttles",
         "DLQ depth",
         'MetricName=\\\\\\"Unallocated\\\\\\"',
-        "{idleshare,cluster,reason}",
+        "{idleshare,cluster,reason,service}",
     ):
         assert needle in body, needle
 

@@ -341,3 +341,34 @@ def test_objects_left_to_another_field_manager_are_counted_with_the_alarms_dimen
     (dims,) = foreign["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
     assert sorted(dims) == sorted([_names.METRIC_DIM_CLUSTER, "service"])
     assert (foreign["cluster"], foreign["service"]) == ("c1", _names.SERVICE)
+
+
+@pytest.mark.parametrize("service_env", [None, "idleshare"], ids=["no POWERTOOLS_SERVICE_NAME", "as deployed"])
+def test_every_gauge_carries_exactly_the_dimensions_the_dashboard_and_alarms_query(monkeypatch, capsys, service_env):
+    """The producer (EMF from the recompute) and the consumer (SCHEMA() in the CDK app) must agree, or the
+    shortfall alarm and the dashboard's searches never match a metric."""
+    import json as _json
+
+    from idleshare.domain.model import Snapshot
+    from idleshare.domain.pool import compute
+    from idleshare.handlers import recompute as _recompute
+    from idleshare.service.recompute import Outcome
+    from infra.constructs.observability import EXCLUDED_DIMS, GAUGE_DIMS
+    from tests.builders import node
+
+    if service_env is None:
+        monkeypatch.delenv("POWERTOOLS_SERVICE_NAME", raising=False)
+    else:  # infra/constructs/functions.py sets it on every function
+        monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", service_env)
+    result = compute(Snapshot(nodes=(node("n1"), node("n2", ready=False))))
+    _recompute._emit(Outcome("c1", 1, True, result=result))
+    emitted = [_json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    dims = {
+        m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(
+            m["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
+        )
+        for m in emitted
+    }
+    for name in ("Unallocated", "Shortfall", "Borrowable"):
+        assert dims[name] == sorted(GAUGE_DIMS), name
+    assert dims["ExcludedNodes"] == sorted(EXCLUDED_DIMS)

@@ -182,7 +182,15 @@ def _emit(outcome: Any) -> None:
     from aws_lambda_powertools.metrics import single_metric
 
     def gauge(name: str, value: float, **dims: str) -> None:
-        with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=names.METRICS_NAMESPACE) as m:
+        # exactly the dimensions the dashboard's and alarms' SCHEMA() name (infra/constructs/observability.py):
+        # Powertools adds `service` from POWERTOOLS_SERVICE_NAME when it is set, so it is always set here
+        with single_metric(
+            name=name,
+            unit=MetricUnit.Count,
+            value=value,
+            namespace=names.METRICS_NAMESPACE,
+            default_dimensions={"service": names.SERVICE},
+        ) as m:
             m.add_dimension(name=names.METRIC_DIM_CLUSTER, value=outcome.cluster_id)
             for k, v in dims.items():
                 m.add_dimension(name=k, value=v)
