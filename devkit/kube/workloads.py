@@ -211,6 +211,19 @@ def finish(kube: Kube, wl: Mapping[str, Any], message: str = "the job completed"
     )
 
 
+def wait_active(kube: Kube, team: str, prefix: str = "hyperpod-ns-", timeout: float = 30.0) -> None:
+    """Until Kueue marks the team's ClusterQueue Active (its flavors and cohort exist): before that it admits
+    nothing, and workloads queued meanwhile would all be decided at once, in an order Kueue picks."""
+
+    def active() -> bool:
+        cq = kube.get("ClusterQueue", cluster_queue_of(team, prefix)) or {}
+        return any(
+            c["type"] == "Active" and c["status"] == "True" for c in (cq.get("status") or {}).get("conditions") or []
+        )
+
+    kube.wait_for(active, f"ClusterQueue of {team} active", timeout=timeout)
+
+
 def release_evicted(kube: Kube, wl: Mapping[str, Any]) -> None:
     """What a Job controller does when Kueue evicts its workload: once the pods are gone, the quota reservation
     is released (``QuotaReserved`` False, no ``admission``) and the workload queues again."""
@@ -281,6 +294,7 @@ class Workloads:
     def submit(self, items: Iterable[Mapping[str, Any]]) -> None:
         kube = self._require("submit")
         for item in items:
+            wait_active(kube, item["team"])
             body = workload(
                 item["team"],
                 item["name"],
@@ -290,6 +304,8 @@ class Workloads:
             )
             kube.create(body)
             self.submitted[item["name"]] = body
+            # one after the other, as people submit: Kueue orders ties in creation time arbitrarily
+            settle(kube, [(body["metadata"]["namespace"], item["name"])], quiet=0.3)
 
     def finish(self, names: Iterable[str]) -> None:
         kube = self._require("finish")

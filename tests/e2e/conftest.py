@@ -154,6 +154,9 @@ class Cluster:
         body = wl.workload(team, name, requests, **kwargs)
         self.kube.create(body)
         self.submitted[name] = body
+        # Kueue decides before the next one is submitted (it orders workloads created within the same second
+        # arbitrarily, so "the third one waits" needs the first two decided first)
+        wl.settle(self.kube, [(body["metadata"]["namespace"], name)], quiet=0.3)
         return body
 
     def state(self, name: str) -> wl.WorkloadState:
