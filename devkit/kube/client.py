@@ -20,21 +20,20 @@ from typing import Any, TypeVar
 
 import yaml
 
+from idleshare.adapters.kube import KINDS
+from idleshare.domain.kueue import KUEUE_API
+
 T = TypeVar("T")
 
-KUEUE = "kueue.x-k8s.io/v1beta2"
-# kind -> (apiVersion, plural, namespaced)
+KUEUE = KUEUE_API
+# kind -> (apiVersion, plural, namespaced): the kinds idleshare writes (the adapter's own table), and what the
+# cluster's other actors touch
 RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Node": ("v1", "nodes", False),
-    "Namespace": ("v1", "namespaces", False),
     "Event": ("v1", "events", True),
     "Job": ("batch/v1", "jobs", True),
-    "ResourceFlavor": (KUEUE, "resourceflavors", False),
-    "WorkloadPriorityClass": (KUEUE, "workloadpriorityclasses", False),
-    "Cohort": (KUEUE, "cohorts", False),
-    "ClusterQueue": (KUEUE, "clusterqueues", False),
-    "LocalQueue": (KUEUE, "localqueues", True),
     "Workload": (KUEUE, "workloads", True),
+    **KINDS,
 }
 _PLURAL = {plural: kind for kind, (_, plural, _) in RESOURCES.items()}
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system"})

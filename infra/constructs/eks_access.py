@@ -25,20 +25,27 @@ def cluster_arn(scope: Construct, eks_cluster_name: str) -> str:
     return Stack.of(scope).format_arn(service="eks", resource="cluster", resource_name=eks_cluster_name)
 
 
+def access_entries(
+    scope: Construct, clusters: list[ClusterConfig], role: iam.IRole, group: str
+) -> list[eks.CfnAccessEntry]:
+    """One EKS access entry per cluster mapping ``role`` to the Kubernetes ``group`` (``infra/k8s/rbac.yaml``)."""
+    return [
+        eks.CfnAccessEntry(
+            scope,
+            f"AccessEntry-{cluster.id}",
+            cluster_name=cluster.eks_cluster_name,
+            principal_arn=role.role_arn,
+            type="STANDARD",
+            kubernetes_groups=[group],
+        )
+        for cluster in clusters
+    ]
+
+
 class EksAccess(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, clusters: list[ClusterConfig], role: iam.IRole) -> None:
         super().__init__(scope, construct_id)
-        self.access_entries = [
-            eks.CfnAccessEntry(
-                self,
-                f"AccessEntry-{cluster.id}",
-                cluster_name=cluster.eks_cluster_name,
-                principal_arn=role.role_arn,
-                type="STANDARD",
-                kubernetes_groups=[names.K8S_GROUP],
-            )
-            for cluster in clusters
-        ]
+        self.access_entries = access_entries(self, clusters, role, names.K8S_GROUP)
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["eks:DescribeCluster"],

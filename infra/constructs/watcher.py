@@ -20,7 +20,6 @@ import json
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
@@ -29,7 +28,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 from idleshare import names
 from infra.config import ClusterConfig
-from infra.constructs.eks_access import cluster_arn
+from infra.constructs.eks_access import access_entries, cluster_arn
 
 TIMEOUT = Duration.seconds(names.WATCHER_TIMEOUT_SECONDS)
 MEMORY = names.WATCHER_MEMORY_MB
@@ -75,17 +74,7 @@ class NodeWatcher(Construct):
             )
         )
         role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
-        self.access_entries = [
-            eks.CfnAccessEntry(
-                self,
-                f"AccessEntry-{cluster.id}",
-                cluster_name=cluster.eks_cluster_name,
-                principal_arn=role.role_arn,
-                type="STANDARD",
-                kubernetes_groups=[names.K8S_WATCHER_GROUP],
-            )
-            for cluster in clusters
-        ]
+        self.access_entries = access_entries(self, clusters, role, names.K8S_WATCHER_GROUP)
 
         self.schedule_role = iam.Role(
             self,

@@ -139,16 +139,8 @@ class Cluster:
 
     def wait_active(self, *teams: str) -> None:
         """Kueue marks a ClusterQueue Active once its flavors and cohort exist: only then does it admit."""
-
-        def active() -> bool:
-            for team in teams:
-                cq = self.kube.get("ClusterQueue", wl.cluster_queue_of(team)) or {}
-                conds = {c["type"]: c["status"] for c in (cq.get("status") or {}).get("conditions") or []}
-                if conds.get("Active") != "True":
-                    return False
-            return True
-
-        self.kube.wait_for(active, f"ClusterQueues of {teams} active")
+        for team in teams:
+            wl.wait_active(self.kube, team)
 
     def submit(self, team: str, name: str, requests: Mapping[str, str | int], **kwargs: Any) -> dict[str, Any]:
         body = wl.workload(team, name, requests, **kwargs)

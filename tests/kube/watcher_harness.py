@@ -22,15 +22,9 @@ from moto import mock_aws
 from idleshare import names
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.service.watcher import NodeWatchSource, WatchReport, watch_cluster
+from tests.unit.test_store import FAKE_ENV
 
 CLUSTER_ID = "local"
-FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "test",
-    "AWS_SECRET_ACCESS_KEY": "test",
-    "AWS_SESSION_TOKEN": "test",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-}
 
 
 @pytest.fixture(name="aws", scope="module")

@@ -8,6 +8,10 @@ from typing import Any, Protocol
 
 from idleshare import names
 
+RESPECT, TAKE = "Respect", "Take"
+FIELD_OWNERSHIP_MODES = (RESPECT, TAKE)
+"""``ClusterRecord.field_ownership``: leave fields another field manager owns, or take them (force)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterRecord:
@@ -18,7 +22,7 @@ class ClusterRecord:
     hyperpod_cluster_arn: str | None = None
     namespace_prefix: str = "hyperpod-ns-"
     cohort_name: str = "shared-pool"
-    field_ownership: str = "Respect"
+    field_ownership: str = RESPECT
     """``Respect``: a field of idleshare's objects that another field manager owns (HyperPod task governance,
     an admin's GitOps) is left to it and reported (issue ``ForeignFieldManager``); ``Take``: idleshare's
     server-side apply forces ownership of every field it writes."""

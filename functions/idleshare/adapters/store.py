@@ -77,7 +77,15 @@ from idleshare.adapters.errors import (
     RetryableError,
     StaleVersionError,
 )
-from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota, WatchBookmark
+from idleshare.adapters.ports import (
+    FIELD_OWNERSHIP_MODES,
+    RESPECT,
+    ClusterRecord,
+    PoolRecord,
+    RecalculationReceipt,
+    StoredQuota,
+    WatchBookmark,
+)
 
 __all__ = [
     "COMPRESS_ABOVE",
@@ -472,9 +480,11 @@ class DynamoStore:
             raise PermanentError(
                 f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400
             )
-        if cluster.field_ownership not in ("Respect", "Take"):
+        if cluster.field_ownership not in FIELD_OWNERSHIP_MODES:
             raise PermanentError(
-                f"field_ownership {cluster.field_ownership!r} must be one of Respect, Take", operation=op, status=400
+                f"field_ownership {cluster.field_ownership!r} must be one of {', '.join(FIELD_OWNERSHIP_MODES)}",
+                operation=op,
+                status=400,
             )
         old = self.get_cluster(cid)
         attrs: dict[str, Any] = {
@@ -546,7 +556,7 @@ class DynamoStore:
             hyperpod_cluster_arn=item.get_opt_str("hyperpod_cluster_arn"),
             namespace_prefix=item.get_str("namespace_prefix"),
             cohort_name=item.get_str("cohort_name"),
-            field_ownership=item.get_opt_str("field_ownership") or "Respect",
+            field_ownership=item.get_opt_str("field_ownership") or RESPECT,
         )
 
     # ---------------------------------------------------------------------------------- quotas

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from idleshare import names
-from idleshare.adapters.ports import ClusterRecord
+from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
 
 HANDLER_VARIABLE = "_HANDLER"  # set by the Lambda runtime: the function's handler string
 DEFAULT_HISTORY_TTL_DAYS = 30
@@ -59,8 +59,8 @@ def _text(value: object, where: str, *, required: bool) -> str | None:
 
 def _ownership(value: object, where: str) -> str:
     if value is None:
-        return "Respect"
-    if value not in ("Respect", "Take"):
+        return RESPECT
+    if value not in FIELD_OWNERSHIP_MODES:
         raise EnvError(f"{where}: must be Respect or Take (got {value!r})")
     return str(value)
 

@@ -24,6 +24,7 @@ from typing import Any
 from idleshare import names
 from idleshare.adapters.errors import AdapterError, FieldOwnershipError, PermanentError
 from idleshare.adapters.ports import (
+    TAKE,
     ClusterRecord,
     EventPublisher,
     KubeCluster,
@@ -39,7 +40,6 @@ from idleshare.edge.nodes import node_from_dict
 from idleshare.edge.present import result_json
 from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
 
-FIELD_OWNERSHIP_TAKE = "Take"
 FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 """The named issue of an object whose fields another field manager owns (apply status ``Conflict``)."""
 
@@ -210,7 +210,7 @@ class Recomputer:
         # 4. converge the cluster
         outcome = Outcome(cluster_id, generation, changed, result=result, changes=changes)
         try:
-            self._apply(kube, manifests, outcome, force=cluster.field_ownership == FIELD_OWNERSHIP_TAKE)
+            self._apply(kube, manifests, outcome, force=cluster.field_ownership == TAKE)
         except AdapterError as exc:
             self.store.record_apply(cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}")
             raise
