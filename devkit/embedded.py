@@ -13,7 +13,7 @@ account:
   :class:`~idleshare.adapters.kube.LightkubeCluster` adapter as idleshare's own RBAC user over TLS; the
   node changes and the reads below go through the admin client :class:`devkit.kube.client.Kube`.
 
-The handlers are installed with :func:`idleshare.handlers.wiring.install` and driven as Lambda would:
+The handlers are installed with :func:`idleshare.runtime.wiring.install` and driven as Lambda would:
 ``send(event)`` invokes the router; ``drain()`` delivers what the queue holds to the recompute handler
 (SQS event-source batches of up to 10) and deletes the records that succeeded.
 
@@ -207,7 +207,7 @@ class Embedded:
         from idleshare.adapters.kube import LightkubeCluster
         from idleshare.adapters.ports import ClusterRecord
         from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, DynamoStore
-        from idleshare.handlers import observability, wiring
+        from idleshare.runtime import observability, wiring
 
         self._stack.enter_context(_environment())
         if self._own_aws:

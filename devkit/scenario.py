@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
-from idleshare.edge.errors import FieldError, InputError
+from idleshare.parse.errors import FieldError, InputError
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_NODES = REPO / "events" / "examples" / "nodes.json"
@@ -152,9 +152,9 @@ def load(path: str | Path) -> Scenario:
 
 
 def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
-    from idleshare.edge.events import parse_event
-    from idleshare.edge.nodes import parse_nodes
-    from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+    from idleshare.parse.events import parse_event
+    from idleshare.parse.nodes import parse_nodes
+    from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
     errors: list[FieldError] = []
     for key in doc:
@@ -432,7 +432,7 @@ def _table(value: Any, source: str, loc: str, leaf: Callable[[Any, str], None]) 
 
 
 def _number(value: Any, source: str, loc: str) -> Any:
-    from idleshare.edge.nodes import parse_quantity_value
+    from idleshare.parse.nodes import parse_quantity_value
 
     try:
         return parse_quantity_value(
@@ -537,7 +537,7 @@ class Runner:
     def operator_events(self, step: Step) -> tuple[str, list[dict[str, Any]]]:
         """Do an operator action's store change; the events AWS / idleshare would emit for it."""
         from idleshare.adapters.errors import AdapterError
-        from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+        from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
         c, store, cid = self.s.cluster, self.stack.store, self.s.cluster.cluster_id
         kind, arg = step.kind, step.arg
@@ -725,7 +725,7 @@ def kueue_changes(
 
 
 def _q(value: Any) -> Any:
-    from idleshare.edge.nodes import parse_quantity_value
+    from idleshare.parse.nodes import parse_quantity_value
 
     if value is None:
         return 0

@@ -60,7 +60,7 @@ STACK_NAME = "idleshare"
 ENV_CLUSTERS = "IDLESHARE_CLUSTERS"  # JSON list of the governed clusters from the CDK config
 
 # Each function's own configuration: exactly these variables, every one required (the CDK app sets
-# them, handlers/env.py checks them at cold start; Lambda names the running handler in ``_HANDLER``).
+# them, runtime/env.py checks them at cold start; Lambda names the running handler in ``_HANDLER``).
 FUNCTION_ENV: dict[str, tuple[str, ...]] = {
     ROUTER_HANDLER: (ENV_TABLE_NAME, ENV_QUEUE_URL),
     RECOMPUTE_HANDLER: (

@@ -189,7 +189,7 @@ import json, os, sys, time
 t = time.perf_counter()
 import idleshare.handlers.recompute as h
 t_import = (time.perf_counter() - t) * 1000
-from idleshare.handlers import wiring
+from idleshare.runtime import wiring
 from tests.bench.bench_common import LambdaContext, quiet_handlers, sqs_event
 _kube = []
 def kube_for(cluster):  # in Lambda: EksConnector + LightkubeCluster.from_eks (lazy imports, first call)

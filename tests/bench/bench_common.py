@@ -367,7 +367,7 @@ def quiet_handlers() -> Iterator[None]:
     """The handlers' JSON logs and EMF metrics go to a sink, not the terminal (their cost is still paid)."""
     import io
 
-    from idleshare.handlers.observability import logger
+    from idleshare.runtime.observability import logger
 
     sink = io.StringIO()
     old = logger.registered_handler.setStream(sink)

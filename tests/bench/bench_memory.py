@@ -48,7 +48,7 @@ import boto3
 import idleshare.handlers.recompute as h
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.store import DynamoStore
-from idleshare.handlers import wiring
+from idleshare.runtime import wiring
 from tests.bench.bench_common import LambdaContext, ddb_resource, quiet_handlers, sqs_event
 ca = open(os.environ["BENCH_CA"], "rb").read()
 kube = LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=120)

@@ -4,7 +4,7 @@ For 1k, 5k and 20k synthetic nodes (``tests/bench/synthetic.py``: real-sized Nod
 teams' quotas) it measures, best of several runs each:
 
 - floor: ``json.loads(nodes_bytes)`` — the least any Python program must spend to look at the input;
-- parse: ``idleshare.edge.nodes.parse_nodes(nodes_bytes)``;
+- parse: ``idleshare.parse.nodes.parse_nodes(nodes_bytes)``;
 - plan: ``idleshare.cli.plan.plan_from_bytes(nodes_bytes, quotas_bytes, None)`` — parse nodes and
   quotas, compute the pool and grants, build the Kueue manifests and the JSON result.
 
@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
 
-from idleshare.edge.nodes import parse_nodes
+from idleshare.parse.nodes import parse_nodes
 from tests.bench.synthetic import make_cluster
 
 TARGET = 3.0

@@ -148,7 +148,7 @@ def measure(
     ``stack`` (emptied first) or a real stack of its own."""
     from devkit.kube.client import Kube
     from devkit.kube.proxy import FaultProxy
-    from idleshare.handlers import wiring
+    from idleshare.runtime import wiring
     from tests.fakes import FakePublisher
 
     with bc.kube_stack(stack) as ks:

@@ -73,7 +73,8 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     from idleshare import names
     from idleshare.adapters.aws import SqsRecomputeQueue
     from idleshare.adapters.ports import ClusterRecord
-    from idleshare.handlers import recompute, router, wiring
+    from idleshare.handlers import recompute, router
+    from idleshare.runtime import wiring
     from tests.kube.watcher_harness import CollectingPublisher, WatcherThread, moto_table
     from tests.unit.test_api import k8s_node, quota
 

@@ -14,8 +14,8 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel as PowertoolsEventBridgeModel
 from pydantic import ValidationError
 
-from idleshare.edge import events
-from idleshare.edge.errors import InputError
+from idleshare.parse import events
+from idleshare.parse.errors import InputError
 from tests.bench import bench_coldstart
 from tests.bench import bench_common as bc
 
@@ -44,7 +44,7 @@ def test_the_router_neither_imports_nor_parses_with_pydantic() -> None:
     code = (
         "import sys\n"
         "import idleshare.handlers.router\n"
-        "from idleshare.edge import events\n"
+        "from idleshare.parse import events\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
         "events.parse_event({'source': 'aws.scheduler', 'detail-type': 'Scheduled Recompute'})\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
@@ -55,7 +55,7 @@ def test_the_router_neither_imports_nor_parses_with_pydantic() -> None:
 
 
 def test_the_tracer_is_built_on_the_first_invocation(monkeypatch: pytest.MonkeyPatch) -> None:
-    from idleshare.handlers.observability import LazyTracer
+    from idleshare.runtime.observability import LazyTracer
 
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
     tracer = LazyTracer(service="test")

@@ -11,7 +11,7 @@ import pytest
 
 from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, ExclusionReason
-from idleshare.edge.nodes import parse_nodes
+from idleshare.parse.nodes import parse_nodes
 from tests.bench.botocore_shapes import violations
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "events" / "examples"

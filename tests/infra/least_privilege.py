@@ -195,7 +195,8 @@ class Roles:
 def running_as(roles: Roles, handler: str, resolve: dict[str, str]) -> Iterator[str]:
     """The process looks like the function's Lambda: its role's credentials, exactly its environment
     (no other idleshare variable), ``_HANDLER``, fresh boto3 clients and wiring (a cold start)."""
-    from idleshare.handlers import recompute, wiring
+    from idleshare.handlers import recompute
+    from idleshare.runtime import wiring
 
     role = roles.function_role(handler)
     env = {**roles.credentials[role], **roles.function_env(handler, resolve), "_HANDLER": handler}

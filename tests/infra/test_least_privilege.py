@@ -154,7 +154,8 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
     from idleshare.adapters.eks_auth import EksConnector
     from idleshare.adapters.errors import RetryableError
     from idleshare.api import app as api
-    from idleshare.handlers import observability, recompute, registrar, router, wiring
+    from idleshare.handlers import recompute, registrar, router
+    from idleshare.runtime import observability, wiring
     from tests.unit.test_api import proxy_event
 
     synthesized = synth(CONFIG, tmp=tmp / "cdk.out")

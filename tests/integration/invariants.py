@@ -23,7 +23,7 @@ from idleshare.adapters.store import DynamoStore
 from idleshare.cli.plan import plan
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
 from idleshare.domain.model import Settings
-from idleshare.edge.present import result_json
+from idleshare.parse.present import result_json
 
 LENDING = ("Lend", "LendAndBorrow")
 

@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from idleshare import names
-from idleshare.handlers import wiring
+from idleshare.runtime import wiring
 from tests.integration.test_pipeline import GPU, Harness, quota
 from tests.kube.fixtures import make_node
 from tests.unit.test_api import call

@@ -35,7 +35,8 @@ from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
-from idleshare.handlers import recompute, router, wiring
+from idleshare.handlers import recompute, router
+from idleshare.runtime import wiring
 from tests.integration.invariants import GenerationLog, assert_converged, assert_pool_invariants
 from tests.integration.test_pipeline import CONTEXT, quota
 from tests.kube.fixtures import make_node, wait_serving

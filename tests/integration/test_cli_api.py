@@ -20,8 +20,8 @@ from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.cli import remote
 from idleshare.cli.main import main
 from idleshare.cli.plan import plan
-from idleshare.edge.present import result_json
-from idleshare.handlers import wiring
+from idleshare.parse.present import result_json
+from idleshare.runtime import wiring
 from tests.apigw_local import ApiGatewayLocal, Principal, use_credentials
 from tests.fakes import FakePublisher, FakeQueue
 

@@ -17,7 +17,7 @@ from devkit.kube.proxy import FaultProxy
 from devkit.kube.stack import KubeStack
 from idleshare.adapters.eks_auth import ClusterEndpoint
 from idleshare.adapters.kube import LightkubeCluster
-from idleshare.handlers import wiring
+from idleshare.runtime import wiring
 from tests.integration.invariants import assert_converged, assert_pool_invariants, recovers, settle
 from tests.integration.test_pipeline import EVENTS, Harness, harness, quota  # noqa: F401  (fixture)
 from tests.kube.fixtures import ProxiedKube, make_node

@@ -15,7 +15,8 @@ from moto import mock_aws
 from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
-from idleshare.handlers import recompute, router, wiring
+from idleshare.handlers import recompute, router
+from idleshare.runtime import wiring
 from tests.kube.fixtures import ProxiedKube, make_node
 
 pytestmark = pytest.mark.integration

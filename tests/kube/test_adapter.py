@@ -26,7 +26,7 @@ from idleshare.adapters.errors import (
     RetryableError,
 )
 from idleshare.adapters.kube import LightkubeCluster, diff
-from idleshare.edge.nodes import node_from_dict
+from idleshare.parse.nodes import node_from_dict
 from tests.kube.fixtures import make_node
 from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 

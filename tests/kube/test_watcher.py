@@ -21,7 +21,7 @@ from idleshare.adapters.errors import ResourceExpiredError
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.store import DynamoStore
 from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL
-from idleshare.edge.events import NodeChangedEvent, parse_event
+from idleshare.parse.events import NodeChangedEvent, parse_event
 from tests.kube.fixtures import ProxiedKube, make_node
 from tests.kube.watcher_harness import (  # noqa: F401 - the ``aws`` fixture
     CollectingPublisher,

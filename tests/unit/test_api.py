@@ -19,7 +19,7 @@ from idleshare import names
 from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
-from idleshare.handlers import wiring
+from idleshare.runtime import wiring
 from idleshare.service.recompute import Recomputer
 from tests.fakes import FakeKube, FakePublisher
 
@@ -662,7 +662,7 @@ def logs() -> Iterator[Any]:
     """What the handlers' logger writes (JSON lines)."""
     import io
 
-    from idleshare.handlers.observability import logger
+    from idleshare.runtime.observability import logger
 
     stream = io.StringIO()
     old = logger.registered_handler.setStream(stream)

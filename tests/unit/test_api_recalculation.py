@@ -17,7 +17,8 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 
 from idleshare import names
 from idleshare.adapters.aws import SqsRecomputeQueue
-from idleshare.handlers import recompute, router, wiring
+from idleshare.handlers import recompute, router
+from idleshare.runtime import wiring
 from idleshare.service.admin import Admin
 from tests.unit.test_api import CONTEXT, World, aws, call, create_table, k8s_node, quota  # noqa: F401  (fixture)
 

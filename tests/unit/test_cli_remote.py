@@ -15,7 +15,7 @@ from idleshare import names
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError, main
 from idleshare.cli.plan import plan
-from idleshare.edge.present import result_json
+from idleshare.parse.present import result_json
 from tests.apigw_local import TEST_IDENTITY, ApiGatewayLocal, use_credentials
 
 EXAMPLES = Path(__file__).parents[2] / "events" / "examples"

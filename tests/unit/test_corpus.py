@@ -25,11 +25,12 @@ from idleshare.adapters.errors import AdapterError
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.cli.main import EXIT_INPUT, main
-from idleshare.edge.errors import InputError
-from idleshare.edge.events import parse_event
-from idleshare.edge.nodes import node_from_dict, parse_nodes
-from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
-from idleshare.handlers import router, wiring
+from idleshare.handlers import router
+from idleshare.parse.errors import InputError
+from idleshare.parse.events import parse_event
+from idleshare.parse.nodes import node_from_dict, parse_nodes
+from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.runtime import wiring
 from tests.corpus import make_corpus
 from tests.fakes import FakePublisher, FakeQueue, FakeStore
 
@@ -236,7 +237,7 @@ def router_deps(monkeypatch: pytest.MonkeyPatch) -> Iterator[wiring.Dependencies
 def router_logs() -> Iterator[Any]:
     import io
 
-    from idleshare.handlers.observability import logger
+    from idleshare.runtime.observability import logger
 
     stream = io.StringIO()
     old = logger.registered_handler.setStream(stream)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from idleshare import names
-from idleshare.handlers import env as env_module
+from idleshare.runtime import env as env_module
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = {
@@ -106,7 +106,8 @@ def test_the_routers_first_event_wiring_does_not_load_pydantic():
         "import os, sys\n"
         f"os.environ.update({own(names.ROUTER_HANDLER)!r})\n"
         f"os.environ.update({{'AWS_DEFAULT_REGION': 'us-east-1', '_HANDLER': {names.ROUTER_HANDLER!r}}})\n"
-        "from idleshare.handlers import router, wiring\n"
+        "from idleshare.handlers import router\n"
+        "from idleshare.runtime import wiring\n"
         "deps = wiring.dependencies()\n"
         "assert deps.queue is not None and deps.publisher is None\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
@@ -120,7 +121,7 @@ def test_the_routers_first_event_wiring_does_not_load_pydantic():
 def test_a_clusters_field_ownership_is_read_and_checked():
     import json
 
-    from idleshare.handlers.env import EnvError, parse_clusters
+    from idleshare.runtime.env import EnvError, parse_clusters
 
     (take,) = parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Take"}]))
     (default,) = parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1"}]))

@@ -22,11 +22,11 @@ from lightkube.utils.quantity import parse_quantity as lightkube_parse
 
 from idleshare.domain.model import CPU, MEMORY
 from idleshare.domain.quantity import QuantityError, format_quantity, parse_quantity
-from idleshare.edge import node_report, quota_shapes, quotas
-from idleshare.edge.errors import InputError
-from idleshare.edge.nodes import parse_nodes
-from tests.unit import test_edge_quotas as edge_quotas_tests
-from tests.unit.test_edge_nodes import documents
+from idleshare.parse import node_report, quota_shapes, quotas
+from idleshare.parse.errors import InputError
+from idleshare.parse.nodes import parse_nodes
+from tests.unit import test_parse_quotas as edge_quotas_tests
+from tests.unit.test_parse_nodes import documents
 
 
 def lightkube(text: str) -> Fraction | None:

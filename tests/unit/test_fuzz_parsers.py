@@ -5,7 +5,7 @@ events/inbound) with one member replaced by a random JSON value or removed, When
 the result is a valid domain object or an ``InputError`` naming where — never another exception.
 The quantity parser must also accept nothing Kubernetes would refuse.
 
-(test_edge_nodes.py and test_edge_quotas.py fuzz their parsers with synthetic documents; this
+(test_parse_nodes.py and test_parse_quotas.py fuzz their parsers with synthetic documents; this
 module mutates the checked-in real examples and covers the event parser and the router.)
 """
 
@@ -26,12 +26,13 @@ from hypothesis import strategies as st
 
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.domain.model import Node, Quota, SchedulerConfig
-from idleshare.edge.errors import InputError
-from idleshare.edge.events import ClusterRef, cluster_ref, parse_event
-from idleshare.edge.nodes import QUANTITY_MAX, node_from_dict, parse_nodes, parse_quantity_value
-from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
-from idleshare.handlers import router, wiring
-from idleshare.handlers.observability import logger
+from idleshare.handlers import router
+from idleshare.parse.errors import InputError
+from idleshare.parse.events import ClusterRef, cluster_ref, parse_event
+from idleshare.parse.nodes import QUANTITY_MAX, node_from_dict, parse_nodes, parse_quantity_value
+from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.runtime import wiring
+from idleshare.runtime.observability import logger
 from tests.fakes import FakePublisher, FakeQueue, FakeStore
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from idleshare.adapters.ports import ClusterRecord
-from idleshare.handlers import wiring
+from idleshare.runtime import wiring
 from idleshare.service.recompute import ClusterReadError, Recomputer
 from tests.fakes import FakeKube, FakePublisher, FakeQueue, FakeStore
 
@@ -32,7 +32,7 @@ def logs():
     """What the handlers' logger writes (JSON lines)."""
     import io
 
-    from idleshare.handlers.observability import logger
+    from idleshare.runtime.observability import logger
 
     stream = io.StringIO()
     old = logger.registered_handler.setStream(stream)
@@ -236,7 +236,7 @@ def test_recompute_handler_coalesces_a_burst_in_one_batch(cluster, monkeypatch):
 
 
 def test_clusters_from_the_cdk_config_are_registered_once():
-    from idleshare.handlers.env import parse_clusters
+    from idleshare.runtime.env import parse_clusters
     from idleshare.service.registry import register_clusters
 
     store = FakeStore()

@@ -34,8 +34,9 @@ from idleshare.adapters.eks_auth import TOKEN_PREFIX, EksConnector
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import PK, SK, DynamoStore
-from idleshare.handlers import recompute, router, wiring
-from idleshare.handlers.observability import logger
+from idleshare.handlers import recompute, router
+from idleshare.runtime import wiring
+from idleshare.runtime.observability import logger
 from tests.kube.fixtures import make_node, wait_serving
 
 REGION = "us-west-2"

@@ -42,7 +42,7 @@ from idleshare.adapters.store import (
     TransactionCancelledError,
     translate,
 )
-from idleshare.edge.errors import InputError
+from idleshare.parse.errors import InputError
 from idleshare.service.recompute import Recomputer
 from tests.corpus.make_corpus import MODEL, QUOTA_BASE, SCHEDULER_BASE
 from tests.fakes import FakeKube, FakePublisher

@@ -10,7 +10,7 @@ import pytest
 
 from idleshare import names
 from idleshare.handlers import watcher as handler_module
-from idleshare.handlers import wiring
+from idleshare.runtime import wiring
 from tests.kube.fixtures import make_node
 from tests.unit.test_watcher import FakeKube, FakePublisher, FakeStore, _node, _saved
 

@@ -297,7 +297,7 @@ def _resources() -> dict[str, Any]:
 
 
 def _node_projection(api_info: Any) -> Any:
-    """A Node resource class that decodes only the fields ``idleshare.edge.nodes`` reads.
+    """A Node resource class that decodes only the fields ``idleshare.parse.nodes`` reads.
 
     It is a ``msgspec.Struct`` (as lightkube's typed models are), so lightkube decodes each page
     straight into it and msgspec skips everything else (images, managedFields, nodeInfo,
@@ -419,7 +419,7 @@ class LightkubeCluster:
 
     def list_nodes(self, page_size: int = DEFAULT_PAGE_SIZE) -> Iterator[Obj]:
         """Every Node, read ``page_size`` at a time (``limit``/``continue``), as a dict holding
-        only what ``idleshare.edge.nodes.node_from_dict`` reads: ``metadata.name``, ``.labels``,
+        only what ``idleshare.parse.nodes.node_from_dict`` reads: ``metadata.name``, ``.labels``,
         ``.deletionTimestamp``, ``spec.unschedulable``, ``.taints``, ``status.allocatable``,
         ``.conditions`` (absent ones omitted). A caller needing more must widen the projection.
 

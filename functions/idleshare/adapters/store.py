@@ -31,9 +31,9 @@ Rules this adapter keeps:
 - A quota and its ``TEAM#`` guard are written in one transaction, so two quotas for one team are
   refused atomically; a team rename moves the guard in the same transaction as the update.
 - A quota or scheduler config body is checked against every botocore bound before anything is written, by
-  the edge parsers the admin API and the recompute use (:mod:`idleshare.edge.quotas`, imported lazily:
+  the edge parsers the admin API and the recompute use (:mod:`idleshare.parse.quotas`, imported lazily:
   the router Lambda imports this module and must not load pydantic): a body breaking one raises
-  :class:`~idleshare.edge.errors.InputError` naming each field (the API answers 422), so no writer that
+  :class:`~idleshare.parse.errors.InputError` naming each field (the API answers 422), so no writer that
   bypasses the API (CLI, a script, another Lambda) can store a quota the recompute would refuse.
 - Quotas and the scheduler config are versioned like SageMaker's ``TargetVersion``: version 1 on create,
   +1 per update, an update carrying another version raises :class:`StaleVersionError` with the current
@@ -266,15 +266,15 @@ def _to_json(value: Any, what: str) -> str:
 
 def _check_quota(text: str, name: object) -> None:
     """The quota as it will be stored (its JSON text) against every botocore bound: the admin API's and the
-    recompute's parser. Raises :class:`~idleshare.edge.errors.InputError` naming each field."""
-    from idleshare.edge.quotas import parse_quotas  # lazily: pydantic, and the router Lambda imports this module
+    recompute's parser. Raises :class:`~idleshare.parse.errors.InputError` naming each field."""
+    from idleshare.parse.quotas import parse_quotas  # lazily: pydantic, and the router Lambda imports this module
 
     parse_quotas(text, source=f"compute quota {name!r}" if isinstance(name, str) and name else "compute quota")
 
 
 def _check_scheduler_config(text: str, cluster_id: str) -> None:
     """The scheduler config as it will be stored against every botocore bound (InputError naming each field)."""
-    from idleshare.edge.quotas import parse_scheduler_config  # lazily, as above
+    from idleshare.parse.quotas import parse_scheduler_config  # lazily, as above
 
     parse_scheduler_config(text, source=f"scheduler config of cluster {cluster_id!r}")
 

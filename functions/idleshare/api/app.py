@@ -7,7 +7,7 @@ OpenAPI document. Each route is one call into :class:`idleshare.service.admin.Ad
 to statuses here, once (:mod:`idleshare.api.http` has the body shape), never a traceback to the caller.
 
 Imports stay light for the cold start: no lightkube, no Kubernetes adapter; the store and the bus
-client come from ``idleshare.handlers.wiring`` on the first request (tests ``install()`` their own).
+client come from ``idleshare.runtime.wiring`` on the first request (tests ``install()`` their own).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from idleshare.adapters.errors import (
 from idleshare.adapters.ports import AdminStore
 from idleshare.api.http import JSON, error_body, precheck, validation_errors
 from idleshare.api.schemas import CreateQuotaBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
-from idleshare.edge.errors import FieldError, InputError
-from idleshare.handlers.observability import logger, tracer
-from idleshare.handlers.wiring import dependencies
+from idleshare.parse.errors import FieldError, InputError
+from idleshare.runtime.observability import logger, tracer
+from idleshare.runtime.wiring import dependencies
 from idleshare.service.admin import MAX_INT32, Admin, BadRequestError
 
 if TYPE_CHECKING:

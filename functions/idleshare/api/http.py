@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from idleshare import names
-from idleshare.edge.errors import FieldError
+from idleshare.parse.errors import FieldError
 
 JSON = "application/json"
 

@@ -3,7 +3,7 @@
 Powertools validates only that a body is a JSON object (``dict``); the fields are validated by
 :mod:`idleshare.service.admin` with the edge parsers, so that every error names its field the same
 way everywhere (422). The schemas in the document are generated from those same parser models
-(``idleshare.edge.quotas.SHAPES``), built only when the document is (not at cold start).
+(``idleshare.parse.quotas.SHAPES``), built only when the document is (not at cold start).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _inline(schema: Any, defs: dict[str, Any]) -> Any:
 @cache
 def shape(name: str) -> dict[str, Any]:
     """botocore shape ``name`` as the edge parser validates it, self-contained."""
-    from idleshare.edge.quotas import SHAPES
+    from idleshare.parse.quotas import SHAPES
 
     raw = SHAPES[name].model_json_schema()
     inlined: dict[str, Any] = _inline(raw, raw.get("$defs", {}))

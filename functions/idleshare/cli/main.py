@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, Settings
-from idleshare.edge.errors import InputError
+from idleshare.parse.errors import InputError
 
 EXIT_INPUT = 2
 
@@ -27,7 +27,7 @@ def _read(path: str, flag: str) -> bytes:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from idleshare.cli.plan import plan
-    from idleshare.edge.present import result_json, result_tables
+    from idleshare.parse.present import result_json, result_tables
 
     settings = Settings(
         tolerated_taint_keys=frozenset(args.tolerate) if args.tolerate else DEFAULT_TOLERATED_TAINT_KEYS,

@@ -7,9 +7,9 @@ from typing import Any
 from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
-from idleshare.edge.nodes import parse_nodes
-from idleshare.edge.present import result_json
-from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.nodes import parse_nodes
+from idleshare.parse.present import result_json
+from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 
 def plan(

@@ -10,7 +10,7 @@ from typing import Any
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError
 from idleshare.domain.model import NEURON_DEVICE, NVIDIA_GPU
-from idleshare.edge.present import human_text, short_resource
+from idleshare.parse.present import human_text, short_resource
 
 HISTORY_PAGE_MAX = 100
 HISTORY_LIMIT_MAX = 1000

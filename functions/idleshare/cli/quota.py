@@ -15,8 +15,8 @@ from typing import Any
 
 from idleshare.cli import remote
 from idleshare.cli.main import UsageError
-from idleshare.edge.errors import FieldError, InputError
-from idleshare.edge.quotas import parse_quotas
+from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.quotas import parse_quotas
 
 CREATE_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Tags")
 UPDATE_FIELDS = ("TargetVersion", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Description")

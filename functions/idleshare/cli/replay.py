@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from idleshare.edge.errors import FieldError, InputError
+from idleshare.parse.errors import FieldError, InputError
 
 BATCH = 10
 
@@ -109,7 +109,7 @@ def _play(loaded: list[Any], args: argparse.Namespace) -> int:
 def event_entries(path: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The events a file stands for (a scenario's explicit event steps, or the file's events), checked,
     and the steps a bus cannot replay (operator actions change local state)."""
-    from idleshare.edge.events import parse_event
+    from idleshare.parse.events import parse_event
 
     try:
         text = Path(path).read_text()

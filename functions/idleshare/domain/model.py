@@ -1,7 +1,7 @@
 """Frozen inputs and outputs of the lendable-pool engine.
 
 Quantities are exact numbers: ``int`` or ``fractions.Fraction`` (never float). The edge
-(``idleshare.edge``) parses Kubernetes quantity strings and SageMaker floats into these.
+(``idleshare.parse``) parses Kubernetes quantity strings and SageMaker floats into these.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from idleshare import names
 from idleshare.adapters.errors import PermanentError
-from idleshare.handlers.env import read
-from idleshare.handlers.observability import logger, metrics, tracer
-from idleshare.handlers.wiring import dependencies
+from idleshare.runtime.env import read
+from idleshare.runtime.observability import logger, metrics, tracer
+from idleshare.runtime.wiring import dependencies
 
 processor = BatchProcessor(event_type=EventType.SQS)
 # The clock ``notBefore`` is compared with and how to wait (tests replace them).

@@ -15,8 +15,8 @@ import urllib.request
 from typing import Any
 
 from idleshare import names
-from idleshare.handlers.observability import logger
-from idleshare.handlers.wiring import dependencies
+from idleshare.runtime.observability import logger
+from idleshare.runtime.wiring import dependencies
 
 PHYSICAL_ID = "idleshare-cluster-registry"
 RESPONSE_TIMEOUT_SECONDS = 20
@@ -48,7 +48,7 @@ def send_response(event: dict[str, Any], status: str, reason: str = "", data: di
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from idleshare.handlers.env import settings
+    from idleshare.runtime.env import settings
     from idleshare.service.registry import register_clusters
 
     kind = event.get("RequestType") if isinstance(event, dict) else None

@@ -6,10 +6,10 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from idleshare.edge.errors import InputError
-from idleshare.edge.events import parse_event
-from idleshare.handlers.observability import logger, metrics, tracer
-from idleshare.handlers.wiring import dependencies
+from idleshare.parse.errors import InputError
+from idleshare.parse.events import parse_event
+from idleshare.runtime.observability import logger, metrics, tracer
+from idleshare.runtime.wiring import dependencies
 from idleshare.service.routing import route
 
 

@@ -15,9 +15,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from idleshare import names
 from idleshare.adapters.ports import ClusterRecord
-from idleshare.handlers.env import settings
-from idleshare.handlers.observability import logger
-from idleshare.handlers.wiring import dependencies
+from idleshare.runtime.env import settings
+from idleshare.runtime.observability import logger
+from idleshare.runtime.wiring import dependencies
 from idleshare.service.watcher import WatchReport, watch_cluster
 
 

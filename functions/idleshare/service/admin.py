@@ -5,7 +5,7 @@ recalculation requests with their receipts.
 Rules this module keeps:
 
 - A request body is validated completely before anything is written: every key it may not carry, every
-  botocore bound (through :mod:`idleshare.edge.quotas`, the same parsers the recompute uses), the
+  botocore bound (through :mod:`idleshare.parse.quotas`, the same parsers the recompute uses), the
   ``Description`` / ``Tags`` bounds. All problems are raised together as one :class:`InputError` naming
   each field (the API answers 422); a request wrong as a whole raises :class:`BadRequestError` (400).
   Nothing is stored and nothing is published when validation fails.
@@ -42,8 +42,8 @@ from idleshare.adapters.ports import (
 )
 from idleshare.domain.model import Settings
 from idleshare.domain.naming import team_name_problem
-from idleshare.edge.errors import FieldError, InputError
-from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 log = logging.getLogger(__name__)
 

@@ -35,10 +35,10 @@ from idleshare.adapters.ports import (
 from idleshare.domain.kueue import desired_objects, webhook_violations
 from idleshare.domain.model import Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
-from idleshare.edge.errors import InputError
-from idleshare.edge.nodes import node_from_dict
-from idleshare.edge.present import result_json
-from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.errors import InputError
+from idleshare.parse.nodes import node_from_dict
+from idleshare.parse.present import result_json
+from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 """The named issue of an object whose fields another field manager owns (apply status ``Conflict``)."""

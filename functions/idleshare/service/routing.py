@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from idleshare.adapters.ports import ClusterRecord, RecomputeQueue, Store
-from idleshare.edge.events import ClusterRef, RecalculationRequestedEvent, cluster_ref, hyperpod_arn_ok
+from idleshare.parse.events import ClusterRef, RecalculationRequestedEvent, cluster_ref, hyperpod_arn_ok
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,7 +140,7 @@ def node_changes(before: View | None, after: View | None) -> list[str]:
 
 
 def change_detail(cluster_id: str, node: str, changes: Sequence[str], resource_version: str) -> dict[str, Any]:
-    """The ``Node Changed`` detail (``idleshare.edge.events.NodeChangedDetail``: ``cluster``, ``node``,
+    """The ``Node Changed`` detail (``idleshare.parse.events.NodeChangedDetail``: ``cluster``, ``node``,
     ``change``; ``changes`` and ``resourceVersion`` ride along as extra members)."""
     return {
         "cluster": cluster_id,

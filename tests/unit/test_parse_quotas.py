@@ -1,4 +1,4 @@
-"""Compute quota and scheduler config parsing (idleshare.edge.quotas).
+"""Compute quota and scheduler config parsing (idleshare.parse.quotas).
 
 The first half is generated from botocore's SageMaker service model: every bound, enum, pattern,
 list length and required member of the shapes idleshare reads becomes test cases, so a botocore
@@ -30,9 +30,9 @@ from idleshare.domain.model import (
     SchedulerConfig,
     Strategy,
 )
-from idleshare.edge import quotas
-from idleshare.edge.errors import FieldError, InputError
-from idleshare.edge.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse import quotas
+from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 MODEL = botocore.session.get_session().get_service_model("sagemaker")
 ENUM = MODEL.shape_for("ClusterInstanceType").metadata["enum"]

@@ -1,6 +1,6 @@
-"""The full error report for a NodeList the fast decoder refused (``idleshare.edge.nodes``).
+"""The full error report for a NodeList the fast decoder refused (``idleshare.parse.nodes``).
 
-``idleshare.edge.nodes`` decodes with msgspec, which stops at the first problem. When it refuses a
+``idleshare.parse.nodes`` decodes with msgspec, which stops at the first problem. When it refuses a
 document, this module validates the same document with pydantic (strict TypedDicts declaring the
 fields idleshare reads) to name every bad field, node by index and name. Imported only then: pydantic
 costs the ``idleshare plan`` command and the recompute Lambda nothing on valid input.
@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal, Required
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
-from idleshare.edge.errors import FieldError
-from idleshare.edge.nodes import SHAPE_HINT, capped, first_char, json_type
+from idleshare.parse.errors import FieldError
+from idleshare.parse.nodes import SHAPE_HINT, capped, first_char, json_type
 
 # strict: a JSON number is not a name, "true" is not a bool. extra="ignore": skip everything else.
 # TypedDicts, not BaseModels: pydantic-core builds plain dicts for them, several times faster than

@@ -2,7 +2,7 @@
 
 Building them writes nothing: the governed clusters are registered at deploy time, by the registrar
 custom resource (``handlers/registrar.py``), so the router's role may only read the table. In a Lambda,
-importing this module checks the function's configuration (``handlers/env.py``): a missing variable is
+importing this module checks the function's configuration (``runtime/env.py``): a missing variable is
 an init error naming it, before any event is taken.
 
 ``boto3`` is imported here, at module level, on purpose: every invocation needs it, so a handler's
@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 
 from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, RecomputeQueue, Store
-from idleshare.handlers.env import check_at_cold_start, settings
+from idleshare.runtime.env import check_at_cold_start, settings
 
 check_at_cold_start()
 

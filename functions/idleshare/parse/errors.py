@@ -1,6 +1,6 @@
 """The one error the edge raises for input it cannot accept.
 
-Every parser in ``idleshare.edge`` (quotas, scheduler config, nodes) turns whatever went wrong —
+Every parser in ``idleshare.parse`` (quotas, scheduler config, nodes) turns whatever went wrong —
 JSON syntax, a missing field, a bound, a duplicate — into an :class:`InputError` that names the
 input (``source``) and the path of every offending field. Nothing else escapes a parser: no
 pydantic ``ValidationError``, no ``json.JSONDecodeError``, no traceback.

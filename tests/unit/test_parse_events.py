@@ -1,4 +1,4 @@
-"""The event parser (idleshare.edge.events): stdlib dataclasses and a hand-written validator.
+"""The event parser (idleshare.parse.events): stdlib dataclasses and a hand-written validator.
 
 Given each inbound detail-type in a real-shaped payload (events/inbound, AWS's own samples), When it
 is parsed, Then the typed model comes back; Given a payload broken in one field, Then ``InputError``
@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from idleshare.edge import events
-from idleshare.edge.errors import InputError
-from idleshare.edge.events import ClusterRef, cluster_ref, parse_event
+from idleshare.parse import events
+from idleshare.parse.errors import InputError
+from idleshare.parse.events import ClusterRef, cluster_ref, parse_event
 
 ROOT = Path(__file__).resolve().parents[2]
 INBOUND = {p.name: json.loads(p.read_text()) for p in sorted((ROOT / "events" / "inbound").glob("*.json"))}

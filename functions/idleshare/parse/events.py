@@ -10,7 +10,7 @@ lax-mode coercions (bytes to str, any sequence to a list, ISO 8601 strings and u
 ``datetime``), ``extra="allow"`` details whose unknown members stay readable as attributes (and in
 ``model_extra``), envelopes that ignore unknown members, error paths such as ``detail.ClusterArn``
 or ``detail.clusters.list[constrained-str].1``, and pydantic's messages.
-``tests/unit/test_edge_events.py`` and ``tests/bench/test_bench_coldstart.py`` hold it to Powertools'
+``tests/unit/test_parse_events.py`` and ``tests/bench/test_bench_coldstart.py`` hold it to Powertools'
 ``EventBridgeModel`` and to pydantic's ``datetime`` parsing.
 """
 
@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, ClassVar
 
 from idleshare import names
-from idleshare.edge.errors import FieldError, InputError
+from idleshare.parse.errors import FieldError, InputError
 
 _CLUSTER_ID = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 

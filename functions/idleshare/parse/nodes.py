@@ -19,7 +19,7 @@ Decisions:
 - the instance type is ``node.kubernetes.io/instance-type``, else ``beta.kubernetes.io/instance-type``;
 - two nodes with one name are an error.
 
-Every problem becomes an :class:`~idleshare.edge.errors.InputError` whose locations name the node by
+Every problem becomes an :class:`~idleshare.parse.errors.InputError` whose locations name the node by
 index and name, e.g. ``items[3] (ip-10-0-1-5).status.allocatable["memory"]: invalid quantity "1.2.3Gi"``.
 """
 
@@ -34,7 +34,7 @@ import msgspec
 
 from idleshare.domain.model import Amount, Node, Taint
 from idleshare.domain.quantity import QuantityError, parse_quantity
-from idleshare.edge.errors import FieldError, InputError
+from idleshare.parse.errors import FieldError, InputError
 
 BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"
 MAX_ERRORS = 50
@@ -45,7 +45,7 @@ SHAPE_HINT = "expected a List or NodeList (`kubectl get nodes -o json`) or a JSO
 # The fields idleshare reads, as msgspec Structs: msgspec decodes the JSON in C, skips everything
 # else (managedFields, images, annotations, ...: ~90% of a real node's bytes) without building Python
 # objects for it, and checks types strictly (a number is not a name, "true" is not a boolean). Any
-# refusal is reported by ``idleshare.edge.node_report`` (pydantic, every field named), loaded only then.
+# refusal is reported by ``idleshare.parse.node_report`` (pydantic, every field named), loaded only then.
 class _Labels(msgspec.Struct):
     # a label present is a string (null is refused, as pydantic's report does); UNSET: absent
     instance_type: str | msgspec.UnsetType = msgspec.field(
@@ -265,7 +265,7 @@ def node_from_dict(obj: dict[str, Any], source: str = "node") -> Node:
 
 def _report(raw: object, exc: Exception, *, single: bool = False) -> list[FieldError]:
     """Every bad field of a document msgspec refused (pydantic names them all; loaded only now)."""
-    from idleshare.edge import node_report
+    from idleshare.parse import node_report
 
     errors = node_report.field_errors(raw, single=single)
     return errors or [FieldError("", str(exc))]  # pydantic found nothing: msgspec's own message

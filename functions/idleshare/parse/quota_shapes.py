@@ -1,6 +1,6 @@
 """Compute quotas and the scheduler config validated with pydantic: every problem named.
 
-``idleshare.edge.quotas`` reads valid documents without pydantic (a stdlib check of the same bounds);
+``idleshare.parse.quotas`` reads valid documents without pydantic (a stdlib check of the same bounds);
 whatever it cannot vouch for comes here, which accepts exactly botocore's shapes and reports every
 offending field. ``SHAPES`` (botocore shape name -> model) also feeds the admin API's OpenAPI document.
 Loaded only when needed: pydantic costs `idleshare plan` and the Lambdas nothing on valid policies.
@@ -29,8 +29,8 @@ from idleshare.domain.model import (
     SchedulerConfig,
     Strategy,
 )
-from idleshare.edge.errors import FieldError, InputError
-from idleshare.edge.quotas import (
+from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.quotas import (
     _DNS_LABEL_LINEAR,
     ACTIVATION_STATES,
     AMOUNT_MAX,

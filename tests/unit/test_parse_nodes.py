@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL, Node, Taint
-from idleshare.edge import nodes as nodes_module
-from idleshare.edge.errors import InputError
-from idleshare.edge.nodes import BETA_INSTANCE_TYPE_LABEL, node_from_dict, parse_nodes
+from idleshare.parse import nodes as nodes_module
+from idleshare.parse.errors import InputError
+from idleshare.parse.nodes import BETA_INSTANCE_TYPE_LABEL, node_from_dict, parse_nodes
 
 # A HyperPod p5 node as `kubectl get node hyperpod-i-0a1b2c3d4e5f60718 -o json` prints it (trimmed
 # image list; everything else as a real node carries it).

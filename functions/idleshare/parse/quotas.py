@@ -45,12 +45,12 @@ is an enum error here. Matching a quota's ``ml.p5.48xlarge`` to nodes that carry
 ``p5.48xlarge`` (a plain EKS cluster) is the engine's business, not the parser's. The engine, not
 the parser, warns about a quota for a flavor the cluster does not have.
 
-Errors: one :class:`~idleshare.edge.errors.InputError` listing every problem with its field path
+Errors: one :class:`~idleshare.parse.errors.InputError` listing every problem with its field path
 (``[1].ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit: must be <= 10000 (got 20000)``).
 
 Two paths: a valid document is read here with the standard library (every check above, written out
 below); the first thing this reader cannot vouch for sends the document to
-:mod:`idleshare.edge.quota_shapes` (pydantic models of the same shapes), which names every problem.
+:mod:`idleshare.parse.quota_shapes` (pydantic models of the same shapes), which names every problem.
 pydantic is imported only then: `idleshare plan` and the Lambdas do not pay for it on valid policies.
 The tests check that the two paths accept the same documents and read them alike.
 """
@@ -74,7 +74,7 @@ from idleshare.domain.model import (
     SchedulerConfig,
     Strategy,
 )
-from idleshare.edge.errors import FieldError, InputError
+from idleshare.parse.errors import FieldError, InputError
 
 __all__ = ["InputError", "parse_quotas", "parse_scheduler_config"]  # and SHAPES, loaded lazily
 
@@ -115,7 +115,7 @@ def parse_quotas(raw: bytes | str | object, source: str = "quotas") -> tuple[Quo
     quotas = _read_quotas(document)
     if quotas is not None:
         return quotas
-    from idleshare.edge import quota_shapes
+    from idleshare.parse import quota_shapes
 
     return quota_shapes.parse_quotas(document, source, decoded=True)
 
@@ -131,7 +131,7 @@ def parse_scheduler_config(raw: bytes | str | object, source: str = "scheduler-c
     config = _read_scheduler(document)
     if config is not None:
         return config
-    from idleshare.edge import quota_shapes
+    from idleshare.parse import quota_shapes
 
     return quota_shapes.parse_scheduler_config(document, source, decoded=True)
 
@@ -139,7 +139,7 @@ def parse_scheduler_config(raw: bytes | str | object, source: str = "scheduler-c
 def __getattr__(name: str) -> Any:
     """``SHAPES`` and the key list of the pydantic models, loaded on first use."""
     if name in ("SHAPES", "_KNOWN_KEYS"):
-        from idleshare.edge import quota_shapes
+        from idleshare.parse import quota_shapes
 
         return getattr(quota_shapes, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""What every Lambda entry point and the admin API share at run time: settings, wiring, observability."""
