@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from idleshare.cli import plan
 from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, ExclusionReason
 from idleshare.parse.nodes import parse_nodes
@@ -90,7 +91,6 @@ def test_the_validator_catches_what_botocore_forbids() -> None:
 
 
 def test_plan_runs_on_the_example() -> None:
-    plan = pytest.importorskip("idleshare.cli.plan", reason="plan not written yet")
     result = plan.plan_from_bytes(
         (EXAMPLES / "nodes.json").read_bytes(),
         (EXAMPLES / "quotas.json").read_bytes(),

@@ -7,9 +7,11 @@ from collections import Counter
 
 import pytest
 
+from idleshare.cli import plan
 from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, ExclusionReason
 from idleshare.parse.nodes import parse_nodes
+from idleshare.parse.quotas import parse_quotas
 from tests.bench.botocore_shapes import violations
 from tests.bench.synthetic import FLAVORS, OVERSUBSCRIBED, make_cluster, make_nodes_list
 
@@ -70,9 +72,7 @@ def test_quotas_are_valid_per_botocore_and_cover_every_strategy(cluster: tuple[b
 
 
 def test_quotas_parse_and_oversubscribe_exactly_one_flavor(cluster: tuple[bytes, bytes]) -> None:
-    quotas = pytest.importorskip("idleshare.parse.quotas", reason="quota parser not written yet")
-    assert len(quotas.parse_quotas(cluster[1], "synthetic-quotas")) == 200
-    plan = pytest.importorskip("idleshare.cli.plan", reason="plan not written yet")
+    assert len(parse_quotas(cluster[1], "synthetic-quotas")) == 200
     result = plan.plan_from_bytes(cluster[0], cluster[1], None)
     short = {flavor for flavor, per in result["shortfall"].items() if per}
     assert short == {OVERSUBSCRIBED}
