@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
+from idleshare.domain.model import is_accelerator as is_accelerator  # devkit/report.py
 from idleshare.parse.errors import FieldError, InputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,10 +64,6 @@ def full_resource(name: str) -> str:
 def short_resource(name: str) -> str:
     rev = {"nvidia.com/gpu": "gpu", "aws.amazon.com/neurondevice": "neuron", "vpc.amazonaws.com/efa": "efa"}
     return rev.get(name, name.removeprefix("nvidia.com/"))
-
-
-def is_accelerator(resource: str) -> bool:
-    return resource in ("nvidia.com/gpu", "aws.amazon.com/neurondevice") or resource.startswith("nvidia.com/mig-")
 
 
 # -- the model ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError
-from idleshare.domain.model import NEURON_DEVICE, NVIDIA_GPU
+from idleshare.domain.model import is_accelerator
 from idleshare.parse.present import human_text, short_resource
 
 HISTORY_PAGE_MAX = 100
@@ -178,10 +178,6 @@ def _teams(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(team, dict):
         return {str(data.get("name") or team.get("team") or "-"): team}
     return {}
-
-
-def is_accelerator(resource: str) -> bool:
-    return resource in (NVIDIA_GPU, NEURON_DEVICE) or resource.startswith("nvidia.com/mig-")
 
 
 def explain_text(data: dict[str, Any], all_resources: bool = False) -> str:

@@ -26,6 +26,13 @@ NVIDIA_GPU = "nvidia.com/gpu"
 NEURON_DEVICE = "aws.amazon.com/neurondevice"
 EFA = "vpc.amazonaws.com/efa"
 MIG_PREFIX = "nvidia.com/mig-"
+
+
+def is_accelerator(resource: str) -> bool:
+    """A GPU, a MIG slice or a Neuron device: what the pool lends and the gauges and tables show."""
+    return resource in (NVIDIA_GPU, NEURON_DEVICE) or resource.startswith(MIG_PREFIX)
+
+
 GIB = 1024**3
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

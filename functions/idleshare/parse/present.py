@@ -8,7 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from idleshare.domain.kueue import Manifest
-from idleshare.domain.model import CPU, GIB, MEMORY, Amount
+from idleshare.domain.model import CPU, GIB, MEMORY, Amount, is_accelerator
 from idleshare.domain.pool import Derivation, PoolResult, TeamGrant
 from idleshare.domain.quantity import MI, QuantityError, format_quantity, parse_quantity
 
@@ -143,7 +143,7 @@ def result_tables(result: PoolResult) -> str:
         for f in result.flavors:
             for r in result.resources:
                 nominal, borrow = g.nominal[f][r], g.borrowing_limit[f][r]
-                if r not in ("nvidia.com/gpu", "aws.amazon.com/neurondevice") and not r.startswith("nvidia.com/mig-"):
+                if not is_accelerator(r):
                     continue
                 if not nominal and not borrow:
                     continue
