@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from idleshare.adapters.kube import KINDS, diff
+from idleshare.adapters.kube import KINDS
+from idleshare.domain.kueue_diff import diff
 from idleshare.adapters.store import DynamoStore
 from idleshare.cli.plan import plan
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL

@@ -25,7 +25,8 @@ from idleshare.adapters.errors import (
     ResourceExpiredError,
     RetryableError,
 )
-from idleshare.adapters.kube import LightkubeCluster, diff
+from idleshare.adapters.kube import LightkubeCluster
+from idleshare.domain.kueue_diff import diff
 from idleshare.parse.nodes import node_from_dict
 from tests.kube.fixtures import make_node
 from tests.unit.test_kueue import CLUSTER, QUOTAS, objects

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from devkit.kube.client import Kube
-from idleshare.adapters.kube import diff
+from idleshare.domain.kueue_diff import diff
 from tests.kube.dryrun import dry_run_apply, ensure_namespace
 from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from idleshare.adapters.kube import diff, first_difference
+from idleshare.domain.kueue_diff import diff, first_difference
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
 
 OURS = {MANAGED_BY_LABEL: "idleshare"}

@@ -125,7 +125,7 @@ def desired_objects(result: PoolResult, scheduler: SchedulerConfig, settings: Se
                 "spec": {"clusterQueue": cluster_queue_name(grant.team, settings)},
             }
         )
-    return sorted(objects, key=object_key)
+    return sorted(objects, key=apply_order)
 
 
 def _priority_class(pc: PriorityClass) -> Manifest:
@@ -138,7 +138,8 @@ def _priority_class(pc: PriorityClass) -> Manifest:
     }
 
 
-def object_key(obj: Manifest) -> tuple[int, str, str]:
+def apply_order(obj: Manifest) -> tuple[int, str, str]:
+    """Sort key of a manifest: its kind's place in :data:`KIND_ORDER`, then namespace and name."""
     meta = obj["metadata"]
     return (KIND_ORDER.index(obj["kind"]), meta.get("namespace", ""), meta["name"])
 

@@ -33,6 +33,7 @@ from idleshare.adapters.ports import (
     Store,
 )
 from idleshare.domain.kueue import desired_objects, webhook_violations
+from idleshare.domain.kueue_diff import diff
 from idleshare.domain.model import Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.errors import InputError
@@ -272,8 +273,6 @@ class Recomputer:
         """Apply what differs, delete what is ours and no longer wanted. An object whose fields another
         field manager owns is not fought over (unless ``force``): it is skipped and named in
         ``outcome.conflicts``; every other object is still applied."""
-        from idleshare.adapters.kube import diff
-
         current = kube.list_managed()
         to_apply, to_delete = diff(manifests, current)
         for obj in to_apply:

@@ -1,0 +1,204 @@
+"""Which Kueue objects to send so that a cluster holds the desired ones (SPEC §3): a pure function
+over manifests, beside the objects :mod:`idleshare.domain.kueue` builds.
+
+:func:`diff` decides which desired objects to apply and which managed objects to delete;
+:func:`first_difference` says where a stored object does not hold a desired one. Quantities compare
+as numbers with :func:`idleshare.domain.quantity.parse_quantity`, which reads what lightkube's parser
+reads, to the same value (checked in tests/unit/test_fast_parsers.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from idleshare.domain.kueue import KIND_ORDER, MANAGED_BY, MANAGED_BY_LABEL, Manifest
+from idleshare.domain.quantity import parse_quantity
+from idleshare.names import FIELD_MANAGER
+
+_NOT_COMPARED = frozenset({"apiVersion", "kind", "metadata", "status"})
+_COMPARED_METADATA = ("labels", "annotations")
+_QUANTITY_KEYS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit", "weight"})
+_MISSING = object()
+
+
+def object_identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``(kind, namespace, name)``: which object in the cluster a manifest is ("" for no namespace)."""
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
+
+
+def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list[Manifest], list[Manifest]]:
+    """``(to_apply, to_delete)``: what to send so that the cluster holds ``desired``.
+
+    *To apply*, in the given (dependency) order: each desired object the cluster does not hold in
+    that state. "Holds" means desired is a *semantic subset* of current: every label, annotation
+    and field idleshare sets (``spec``, WorkloadPriorityClass ``value``/``description``, ...) is
+    present and equal in current, where quantities (``nominalQuota``, ``borrowingLimit``,
+    ``lendingLimit``, ``fairSharing.weight``) compare as numbers ("1000" == "1k", "2048Mi" ==
+    "2Gi"), and anything else current carries (apiserver defaults such as ``queueingStrategy``,
+    ``flavorFungibility``, ``preemption.borrowWithinCohort``, fields of other managers, status)
+    is ignored. Lists compare element by element and must have the same length, so a flavor that
+    disappeared from the desired ClusterQueue is noticed. A field idleshare still owns in the
+    cluster (its ``managedFields`` Apply entry) that desired no longer sets, e.g. ``fairSharing``
+    after fair sharing was turned off, also makes the object differ: applying it removes that
+    field. A desired Namespace is listed only when no managed namespace of that name exists; the
+    caller ensures it (create if missing), never patches it.
+
+    *To delete*, in reverse dependency order (LocalQueue, ClusterQueue, Cohort,
+    WorkloadPriorityClass, ResourceFlavor): every object of ``current`` that carries
+    ``app.kubernetes.io/managed-by: idleshare`` and is not desired: the objects of a team that no
+    longer has a quota (by ``idleshare.io/team``), and shared cluster-scoped objects (the
+    ResourceFlavor of a flavor no longer present, a WorkloadPriorityClass no longer configured).
+    Never an object without that label, never a kind idleshare does not write, and **never a
+    Namespace**: deleting a namespace deletes every workload in it, and a team whose quota was
+    removed (or briefly missing) must not lose its jobs; namespaces are only ever created.
+
+    The caller must not pass an empty ``desired`` because it failed to read quotas: a failure to
+    observe is not an observation of "no teams" (SPEC §5).
+    """
+    by_key = {object_identity(obj): obj for obj in current}
+    to_apply: list[Manifest] = []
+    desired_keys = set()
+    for obj in desired:
+        key = object_identity(obj)
+        desired_keys.add(key)
+        have = by_key.get(key)
+        if obj.get("kind") == "Namespace":
+            if have is None:
+                to_apply.append(obj)
+        elif have is None or first_difference(obj, have) is not None:
+            to_apply.append(obj)
+    to_delete = [
+        obj
+        for key, obj in by_key.items()
+        if key not in desired_keys
+        and key[0] in KIND_ORDER
+        and key[0] != "Namespace"
+        and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+    ]
+    to_delete.sort(key=lambda o: (-KIND_ORDER.index(o["kind"]), *object_identity(o)[1:]))
+    return to_apply, to_delete
+
+
+def first_difference(desired: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+    """Where ``current`` does not hold ``desired`` (a path and both values), or None if it does."""
+    want_meta, have_meta = desired.get("metadata") or {}, current.get("metadata") or {}
+    for field in _COMPARED_METADATA:
+        where = _uncovered(want_meta.get(field, _MISSING), have_meta.get(field, _MISSING), f"metadata.{field}", "")
+        if where is not None:
+            return where
+    for field, want in desired.items():
+        if field not in _NOT_COMPARED:
+            where = _uncovered(want, current.get(field, _MISSING), field, field)
+            if where is not None:
+                return where
+    owned = _owned_fields(current)
+    if owned is not None:
+        stale = _owned_not_desired(owned, desired, "")
+        if stale is not None:
+            return f"{stale}: owned by {FIELD_MANAGER} but no longer desired"
+    return None
+
+
+def _is_empty(value: Any) -> bool:
+    return value is _MISSING or value is None or value == {} or value == []
+
+
+def _uncovered(want: Any, have: Any, path: str, key: str) -> str | None:
+    if _is_empty(want):
+        return None if _is_empty(have) else f"{path}: {_show(have)} is not desired"
+    if have is _MISSING:
+        return f"{path}: missing"
+    if isinstance(want, Mapping):
+        if not isinstance(have, Mapping):
+            return f"{path}: {_show(want)} != {_show(have)}"
+        for k, v in want.items():
+            where = _uncovered(v, have.get(k, _MISSING), f"{path}.{k}", k)
+            if where is not None:
+                return where
+        return None
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(want) != len(have):
+            return f"{path}: {_show(want)} != {_show(have)}"
+        for i, (w, h) in enumerate(zip(want, have, strict=True)):
+            where = _uncovered(w, h, f"{path}[{i}]", key)
+            if where is not None:
+                return where
+        return None
+    if key in _QUANTITY_KEYS and _same_quantity(want, have):
+        return None
+    if want == have and type(want) is type(have):
+        return None
+    return f"{path}: {_show(want)} != {_show(have)}"
+
+
+def _same_quantity(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, str | int) or not isinstance(b, str | int):
+        return False
+    try:
+        return bool(parse_quantity(str(a)) == parse_quantity(str(b)))
+    except (ValueError, ArithmeticError):
+        return False
+
+
+def _show(value: Any) -> str:
+    return "absent" if value is _MISSING else json.dumps(value, sort_keys=True, default=str)[:200]
+
+
+def _owned_fields(current: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The fieldsV1 set idleshare's server-side apply owns in ``current`` (None when unknown)."""
+    for entry in (current.get("metadata") or {}).get("managedFields") or ():
+        if (
+            isinstance(entry, Mapping)
+            and entry.get("manager") == FIELD_MANAGER
+            and entry.get("operation") == "Apply"
+            and isinstance(entry.get("fieldsV1"), Mapping)
+        ):
+            fields: Mapping[str, Any] = entry["fieldsV1"]
+            return fields
+    return None
+
+
+def _owned_not_desired(fields: Mapping[str, Any], want: Any, path: str) -> str | None:
+    """The first path in a fieldsV1 set (``f:`` field, ``k:`` map-list key, ``v:`` set value,
+    ``i:`` index) that ``want`` does not set: applying ``want`` would remove it."""
+    for key, sub in fields.items():
+        prefix, _, rest = key.partition(":")
+        child: Any
+        if prefix == "f":
+            where = f"{path}.{rest}" if path else rest
+            if not isinstance(want, Mapping) or want.get(rest) is None:
+                return where
+            child = want[rest]
+        elif prefix in ("k", "v"):
+            try:
+                ident = json.loads(rest)
+            except ValueError:
+                continue
+            where = f"{path}[{rest}]"
+            if not isinstance(want, list):
+                return where
+            if prefix == "v":
+                if ident not in want:
+                    return where
+                continue
+            child = next(
+                (e for e in want if isinstance(e, Mapping) and all(e.get(k) == v for k, v in ident.items())),
+                None,
+            )
+            if child is None:
+                return where
+        elif prefix == "i" and rest.isdigit():
+            where = f"{path}[{rest}]"
+            if not isinstance(want, list) or int(rest) >= len(want):
+                return where
+            child = want[int(rest)]
+        else:  # "." (the object itself) or an unknown prefix
+            continue
+        if isinstance(sub, Mapping) and sub:
+            deeper = _owned_not_desired(sub, child, where)
+            if deeper is not None:
+                return deeper
+    return None
