@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from idleshare.adapters.errors import AdapterError, NotFoundError, PermanentError, RetryableError
+from idleshare.adapters.errors import PermanentError, RetryableError, translate_aws
 
 if TYPE_CHECKING:  # pragma: no cover
     import boto3
@@ -28,21 +28,6 @@ CLUSTER_ID_HEADER = "x-k8s-aws-id"
 PRESIGN_EXPIRES_SECONDS = 60
 TOKEN_REFRESH_SECONDS = 14 * 60
 """EKS accepts a token for 15 minutes after it was signed; use it for 14, then sign a new one."""
-
-_RETRYABLE_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "Throttling",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "ServerException",
-        "ServiceUnavailableException",
-        "ServiceUnavailable",
-        "InternalFailure",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,27 +41,6 @@ class ClusterEndpoint:
     @property
     def ca_pem(self) -> str:
         return base64.b64decode(self.ca_data).decode("ascii")
-
-
-def translate_client_error(exc: Exception, operation: str, subject: str) -> AdapterError:
-    """A botocore ``ClientError`` / ``BotoCoreError`` -> one of idleshare's adapter errors."""
-    from botocore.exceptions import ClientError, NoCredentialsError
-
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        message = str(error.get("Message", "")) or str(exc)
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        text = f"{operation} {subject}: {code}: {message}"
-        if code == "ResourceNotFoundException":
-            return NotFoundError(text, operation=operation, status=status)
-        if code in _RETRYABLE_CODES or (isinstance(status, int) and (status == 429 or status >= 500)):
-            return RetryableError(text, operation=operation, status=status)
-        return PermanentError(text, operation=operation, status=status)
-    if isinstance(exc, NoCredentialsError):
-        return PermanentError(f"{operation} {subject}: no AWS credentials", operation=operation)
-    # EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, credential refresh failures, ...
-    return RetryableError(f"{operation} {subject}: {type(exc).__name__}: {exc}", operation=operation)
 
 
 class EksConnector:
@@ -136,7 +100,7 @@ class EksConnector:
         try:
             cluster = self._eks.describe_cluster(name=cluster_name)["cluster"]
         except (ClientError, BotoCoreError) as exc:
-            raise translate_client_error(exc, "eks:DescribeCluster", f"cluster {cluster_name!r}") from exc
+            raise translate_aws(exc, operation="eks:DescribeCluster", subject=f"cluster {cluster_name!r}") from exc
         endpoint = cluster.get("endpoint")
         ca_data = (cluster.get("certificateAuthority") or {}).get("data")
         if not endpoint or not ca_data:
@@ -176,7 +140,9 @@ class EksConnector:
                 HttpMethod="GET",
             )
         except (ClientError, BotoCoreError) as exc:
-            raise translate_client_error(exc, "sts:GetCallerIdentity (presign)", f"cluster {cluster_name!r}") from exc
+            raise translate_aws(
+                exc, operation="sts:GetCallerIdentity (presign)", subject=f"cluster {cluster_name!r}"
+            ) from exc
         encoded = base64.urlsafe_b64encode(url.encode("utf-8")).decode("ascii").rstrip("=")
         return TOKEN_PREFIX + encoded
 

@@ -76,6 +76,7 @@ from idleshare.adapters.errors import (
     PermanentError,
     RetryableError,
     StaleVersionError,
+    translate_aws,
 )
 from idleshare.adapters.ports import (
     FIELD_OWNERSHIP_MODES,
@@ -122,22 +123,6 @@ WATCH_NODES_SK = "WATCH#NODES"
 RECEIPT_STATUSES = ("Done", "Failed")
 RECEIPT_TTL_SECONDS = 24 * 3600  # idleshare.names.RECALC_RECEIPT_TTL_SECONDS
 
-_RETRYABLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "Throttling",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "TransactionConflict",
-        "TransactionConflictException",
-        "TransactionInProgressException",
-        "LimitExceededException",
-    }
-)
 _RETRYABLE_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 )
@@ -169,19 +154,11 @@ class TransactionCancelledError(ConflictError):
 
 
 def translate(exc: BaseException, *, operation: str, table: str) -> AdapterError:
-    """A botocore error -> the domain error (see the module docstring); other exceptions -> PermanentError."""
-    from botocore.exceptions import (
-        BotoCoreError,
-        ClientError,
-        ConnectionClosedError,
-        ConnectionError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        ReadTimeoutError,
-    )
+    """A botocore error -> the domain error (see the module docstring): DynamoDB's failed conditions,
+    cancelled transactions and a missing table here, everything else by
+    :func:`~idleshare.adapters.errors.translate_aws` (throttling, 5xx, connection errors, credentials)."""
+    from botocore.exceptions import ClientError
 
-    if isinstance(exc, AdapterError):
-        return exc
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
@@ -203,17 +180,7 @@ def translate(exc: BaseException, *, operation: str, table: str) -> AdapterError
                 operation=operation,
                 status=status,
             )
-        if code in _RETRYABLE_CODES or (isinstance(status, int) and status >= 500):
-            return RetryableError(message, operation=operation, status=status)
-        return PermanentError(message, operation=operation, status=status)
-    if isinstance(
-        exc,
-        EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError | ConnectionError,
-    ):
-        return RetryableError(f"{operation} on table {table!r}: {exc}", operation=operation)
-    if isinstance(exc, BotoCoreError):
-        return PermanentError(f"{operation} on table {table!r}: {exc}", operation=operation)
-    return PermanentError(f"{operation} on table {table!r}: {type(exc).__name__}: {exc}", operation=operation)
+    return translate_aws(exc, operation=operation, subject=f"on table {table!r}")
 
 
 def _cancellation_reasons(response: Mapping[str, Any], message: str) -> tuple[str, ...]:

@@ -1,0 +1,80 @@
+"""The one classification of AWS SDK errors (idleshare.adapters.errors.translate_aws), shared by the store,
+the EKS connector, the recompute queue and the event bus."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    CredentialRetrievalError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
+
+from idleshare.adapters import aws
+from idleshare.adapters.errors import (
+    RETRYABLE_CODES,
+    AdapterError,
+    NotFoundError,
+    PermanentError,
+    RetryableError,
+    translate_aws,
+)
+
+
+def client_error(code: str, status: int = 400) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op")
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (client_error("ThrottlingException"), RetryableError),
+        (client_error("TooManyRequestsException", 429), RetryableError),
+        (client_error("SomethingNew", 429), RetryableError),
+        (client_error("ProvisionedThroughputExceededException"), RetryableError),
+        (client_error("LimitExceededException"), RetryableError),
+        (client_error("InternalServerError", 500), RetryableError),
+        (client_error("ServiceUnavailable", 503), RetryableError),
+        (client_error("SomethingNew", 502), RetryableError),
+        (client_error("ExpiredTokenException"), RetryableError),
+        (client_error("TransactionConflictException"), RetryableError),
+        (client_error("AccessDeniedException", 403), PermanentError),
+        (client_error("AccessDenied", 503), PermanentError),
+        (client_error("ValidationException"), PermanentError),
+        (client_error("ResourceNotFoundException"), NotFoundError),
+        (EndpointConnectionError(endpoint_url="http://x"), RetryableError),
+        (ReadTimeoutError(endpoint_url="http://x"), RetryableError),
+        (ConnectionClosedError(endpoint_url="http://x"), RetryableError),
+        (CredentialRetrievalError(provider="container-role", error_msg="timeout"), RetryableError),
+        (NoCredentialsError(), PermanentError),
+        (ParamValidationError(report="bad"), PermanentError),
+        (ValueError("boom"), PermanentError),
+    ],
+)
+def test_translate_aws(exc: Exception, kind: type[AdapterError]) -> None:
+    out = translate_aws(exc, operation="sqs:SendMessage", subject="queue 'q'")
+    assert type(out) is kind
+    assert out.retryable is (kind is RetryableError)
+    assert str(out).startswith("sqs:SendMessage queue 'q': ")
+    assert out.operation == "sqs:SendMessage"
+
+
+def test_an_adapter_error_is_returned_as_it_is() -> None:
+    error = RetryableError("x")
+    assert translate_aws(error, operation="op") is error
+
+
+def test_the_status_is_kept() -> None:
+    assert translate_aws(client_error("ThrottlingException", 400), operation="op").status == 400
+
+
+def test_the_queue_and_bus_translate_with_the_same_classification() -> None:
+    for code in sorted(RETRYABLE_CODES):
+        assert isinstance(aws.translate(client_error(code), "events:PutEvents"), RetryableError), code
+    assert type(aws.translate(client_error("AccessDeniedException", 403), "events:PutEvents")) is PermanentError
+    bug = TypeError("not an SDK error")
+    assert aws.translate(bug, "events:PutEvents") is bug  # anything else unchanged
