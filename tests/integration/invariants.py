@@ -19,12 +19,12 @@ from decimal import Decimal
 from typing import Any
 
 from idleshare.adapters.kube import KINDS
-from idleshare.domain.kueue_diff import diff
 from idleshare.adapters.store import DynamoStore
 from idleshare.cli.plan import plan
+from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
+from idleshare.domain.kueue_diff import diff
 from idleshare.domain.model import Settings
-from idleshare.parse.present import result_json
 
 LENDING = ("Lend", "LendAndBorrow")
 
@@ -128,9 +128,7 @@ def fresh_plan(sim: Any, store: DynamoStore, cluster_id: str) -> tuple[dict[str,
         json.dumps(scheduler.body) if scheduler is not None else None,
         Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix),
     )
-    pool = result_json(result)
-    pool.pop("summary", None)
-    return pool, desired
+    return pool_document(result), desired
 
 
 def assert_converged(sim: Any, store: DynamoStore, cluster_id: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.cli import remote
 from idleshare.cli.main import main
 from idleshare.cli.plan import plan
-from idleshare.parse.present import result_json
+from idleshare.cli.present import result_json
 from idleshare.runtime import wiring
 from tests.apigw_local import ApiGatewayLocal, Principal, use_credentials
 from tests.fakes import FakePublisher, FakeQueue

@@ -175,8 +175,8 @@ def test_unknown_types_resolve_to_none() -> None:
         ("", None),
     ],
 )
-def test_accelerator_resource(name: str, resource: str | None) -> None:
-    assert catalog.accelerator_resource(name) == resource
+def test_instance_accelerator(name: str, resource: str | None) -> None:
+    assert catalog.instance_accelerator(name) == resource
 
 
 def test_canonical_name() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from idleshare.domain.kueue_diff import diff, first_difference
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
+from idleshare.domain.kueue_diff import diff, first_difference
 
 OURS = {MANAGED_BY_LABEL: "idleshare"}
 

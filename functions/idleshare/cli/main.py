@@ -27,7 +27,7 @@ def _read(path: str, flag: str) -> bytes:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from idleshare.cli.plan import plan
-    from idleshare.parse.present import result_json, result_tables
+    from idleshare.cli.present import result_json, result_tables
 
     settings = Settings(
         tolerated_taint_keys=frozenset(args.tolerate) if args.tolerate else DEFAULT_TOLERATED_TAINT_KEYS,

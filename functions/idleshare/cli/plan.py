@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from idleshare.cli.present import result_json
 from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.nodes import parse_nodes
-from idleshare.parse.present import result_json
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 

@@ -9,18 +9,19 @@ from typing import Any
 
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError
+from idleshare.cli.present import human_text, short_resource
 from idleshare.domain.model import is_accelerator
-from idleshare.parse.present import human_text, short_resource
+from idleshare.domain.pool import Bound
 
 HISTORY_PAGE_MAX = 100
 HISTORY_LIMIT_MAX = 1000
 SUMMARY_WIDTH = 100  # history table; --format json has the whole summary
-BOUND_MEANING = {
-    "percentage": "BorrowLimit % of the pool",
-    "absolute": "AbsoluteBorrowLimits cap",
-    "pool": "the whole pool (the % cap was larger)",
-    "strategy": "strategy does not borrow",
-    "disabled": "quota Disabled",
+BOUND_MEANING: dict[str, str] = {
+    Bound.PERCENTAGE: "BorrowLimit % of the pool",
+    Bound.ABSOLUTE: "AbsoluteBorrowLimits cap",
+    Bound.POOL: "the whole pool (the % cap was larger)",
+    Bound.STRATEGY: "strategy does not borrow",
+    Bound.DISABLED: "quota Disabled",
 }
 
 

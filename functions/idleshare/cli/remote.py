@@ -23,7 +23,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from idleshare import names
 from idleshare.cli.main import CommandError, UsageError
-from idleshare.parse.present import render_table
+from idleshare.cli.present import render_table
 
 ENV_API_URL = "IDLESHARE_API_URL"
 SERVICE = "execute-api"

@@ -38,8 +38,8 @@ __all__ = [
     "KNOWN_INSTANCE_TYPES",
     "MIG_PROFILES",
     "InstanceSpec",
-    "accelerator_resource",
     "canonical_name",
+    "instance_accelerator",
     "lookup",
 ]
 
@@ -538,7 +538,7 @@ def lookup(instance_type: str) -> InstanceSpec | None:
     return CATALOG.get(canonical_name(instance_type))
 
 
-def accelerator_resource(instance_type: str) -> str | None:
+def instance_accelerator(instance_type: str) -> str | None:
     """The accelerator resource of an instance type (``ml.`` or EC2 name): ``nvidia.com/gpu``,
     ``aws.amazon.com/neurondevice``, or None for a type without accelerators. Types the catalog
     lacks are judged by their family (``p5.4xlarge`` -> ``p5``) when the family is known."""

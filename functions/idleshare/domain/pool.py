@@ -6,6 +6,7 @@ Everything it returns is sorted, so equal inputs in any order give equal results
 
 from __future__ import annotations
 
+import enum
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ Table = dict[str, dict[str, Amount]]
 BASE_RESOURCES = frozenset({CPU, MEMORY, NVIDIA_GPU, NEURON_DEVICE, EFA})
 
 
-class Bound:
+class Bound(enum.StrEnum):
     """Which bound set a borrowing limit (the least wins)."""
 
     PERCENTAGE = "percentage"
@@ -58,7 +59,7 @@ class Derivation:
     percent_cap: Amount
     absolute_cap: Amount | None
     limit: Amount
-    bound: str
+    bound: Bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,7 @@ class TeamGrant:
             if chosen is None or chosen.pool == 0:
                 chosen = next((d for d in per_resource.values() if d.pool > 0), chosen)
             if chosen is not None:
-                out[flavor] = chosen.bound
+                out[flavor] = str(chosen.bound)
         return out
 
 
@@ -124,11 +125,6 @@ class PoolResult:
 
 def is_tracked(resource: str, settings: Settings) -> bool:
     return resource in BASE_RESOURCES or resource.startswith(MIG_PREFIX) or resource in settings.extra_resources
-
-
-def accelerator_resource(shape: Mapping[str, Amount]) -> str:
-    """The flavor's accelerator: Neuron devices on Neuron flavors, else NVIDIA GPUs."""
-    return NEURON_DEVICE if shape.get(NEURON_DEVICE, 0) > 0 else NVIDIA_GPU
 
 
 # -- capacity -----------------------------------------------------------------------------------

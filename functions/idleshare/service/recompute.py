@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -32,13 +30,13 @@ from idleshare.adapters.ports import (
     RecalculationReceipt,
     Store,
 )
+from idleshare.domain.document import digest, pool_document
 from idleshare.domain.kueue import desired_objects, webhook_violations
 from idleshare.domain.kueue_diff import diff
 from idleshare.domain.model import Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.errors import InputError
 from idleshare.parse.nodes import node_from_dict
-from idleshare.parse.present import result_json
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
@@ -67,11 +65,6 @@ class Outcome:
     dropped: str = ""  # why nothing was done ("UnknownCluster"): not an error, not retried
     conflicts: list[str] = field(default_factory=list)
     """``ForeignFieldManager`` issues: objects whose fields another field manager owns, left to it."""
-
-
-def digest(pool: dict[str, Any], manifests: list[dict[str, Any]]) -> str:
-    body = json.dumps({"pool": pool, "manifests": manifests}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(body.encode()).hexdigest()
 
 
 def _changes(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
@@ -184,8 +177,7 @@ class Recomputer:
             message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])
             self.store.record_read_failure(cluster_id, message)
             raise PermanentError(message, operation="validate desired objects")
-        pool = result_json(result)
-        pool.pop("summary", None)
+        pool = pool_document(result)  # stored, and digested with the manifests: a new generation iff either moved
         new_digest = digest(pool, manifests)
 
         # 3. persist if changed

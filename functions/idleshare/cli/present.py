@@ -1,4 +1,8 @@
-"""Pool results as JSON-ready dicts (CLI, API, events) and as readable tables."""
+"""How the CLI shows a pool result: `idleshare plan`'s JSON (the stored pool document with its summary
+and the manifests) and the tables an operator reads (also used by `idleshare pool` on the admin API's JSON).
+
+The document itself is :func:`idleshare.domain.document.pool_document`; nothing here is stored or digested.
+"""
 
 from __future__ import annotations
 
@@ -7,61 +11,16 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import Manifest
 from idleshare.domain.model import CPU, GIB, MEMORY, Amount, is_accelerator
-from idleshare.domain.pool import Derivation, PoolResult, TeamGrant
+from idleshare.domain.pool import Bound, PoolResult
 from idleshare.domain.quantity import MI, QuantityError, format_quantity, parse_quantity
 
 
-def quantities(table: Mapping[str, Mapping[str, Amount]], keep_zero: bool = False) -> dict[str, dict[str, str]]:
-    """``{flavor: {resource: "quantity"}}``; zeros omitted unless asked for."""
-    return {f: {r: format_quantity(q, r) for r, q in per.items() if keep_zero or q != 0} for f, per in table.items()}
-
-
-def derivation_json(resource: str, d: Derivation) -> dict[str, Any]:
-    return {
-        "pool": format_quantity(d.pool, resource),
-        "percent": d.percent,
-        "percentCap": format_quantity(d.percent_cap, resource),
-        "absoluteCap": None if d.absolute_cap is None else format_quantity(d.absolute_cap, resource),
-        "limit": format_quantity(d.limit, resource),
-        "bound": d.bound,
-    }
-
-
-def team_json(grant: TeamGrant) -> dict[str, Any]:
-    return {
-        "quota": grant.quota_name,
-        "strategy": str(grant.strategy),
-        "activationState": "Enabled" if grant.enabled else "Disabled",
-        "nominal": quantities(grant.nominal),
-        "borrowingLimit": quantities(grant.borrowing_limit),
-        "lendingLimit": quantities(grant.lending_limit),
-        "why": {
-            f: {r: derivation_json(r, d) for r, d in per.items() if d.pool != 0 or d.absolute_cap is not None}
-            for f, per in grant.why.items()
-        },
-        "bounds": grant.bounds(),
-    }
-
-
 def result_json(result: PoolResult, manifests: list[Manifest] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "summary": result.summary(),
-        "idleResourceSharing": "Enabled" if result.idle_resource_sharing else "Disabled",
-        "flavors": list(result.flavors),
-        "resources": list(result.resources),
-        "capacity": quantities(result.capacity),
-        "allocated": quantities(result.allocated),
-        "unallocated": quantities(result.unallocated),
-        "shortfall": quantities(result.shortfall),
-        "teams": {team: team_json(g) for team, g in result.teams.items()},
-        "excludedNodes": {name: str(reason) for name, reason in result.excluded_nodes.items()},
-        "nodeCounts": {f: {"eligible": ok, "total": total} for f, (ok, total) in result.node_counts.items()},
-        "issues": [
-            {"severity": i.severity, "code": i.code, "subject": i.subject, "message": i.message} for i in result.issues
-        ],
-    }
+    """`idleshare plan --format json`: the summary line, the pool document, and the manifests if given."""
+    out: dict[str, Any] = {"summary": result.summary(), **pool_document(result)}
     if manifests is not None:
         out["manifests"] = manifests
     return out
@@ -158,7 +117,7 @@ def result_tables(result: PoolResult) -> str:
                         _cell(g.borrowing_limit, f, r),
                         _cell(g.lending_limit, f, r),
                         human_quantity(d.pool, r),
-                        d.bound if d.pool or d.bound != "pool" else bounds.get(f, "-"),
+                        str(d.bound) if d.pool or d.bound != Bound.POOL else bounds.get(f, "-"),
                     ]
                 )
     sections += ["", "Team grants (accelerators; `idleshare plan --format json` has every resource)"]

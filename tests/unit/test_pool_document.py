@@ -1,0 +1,75 @@
+"""The stored pool document is derived from the domain result, not from a presenter (issue 15): deployed
+clusters hold documents of this shape, and the change digest is taken over it, so its shape and the
+digest's canonical form are pinned here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from idleshare.cli.plan import plan
+from idleshare.cli.present import result_json
+from idleshare.domain.document import digest, pool_document
+from idleshare.domain.pool import Bound, PoolResult
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "events" / "examples"
+
+
+def example() -> tuple[PoolResult, list[dict[str, Any]]]:
+    return plan(
+        (EXAMPLES / "nodes.json").read_bytes(),
+        (EXAMPLES / "quotas.json").read_bytes(),
+        (EXAMPLES / "scheduler-config.json").read_bytes(),
+    )
+
+
+def test_the_document_keeps_the_stored_shape() -> None:
+    result, _ = example()
+    doc = pool_document(result)
+    assert list(doc) == [
+        "idleResourceSharing",
+        "flavors",
+        "resources",
+        "capacity",
+        "allocated",
+        "unallocated",
+        "shortfall",
+        "teams",
+        "excludedNodes",
+        "nodeCounts",
+        "issues",
+    ]
+    team = next(iter(doc["teams"].values()))
+    assert list(team) == [
+        "quota",
+        "strategy",
+        "activationState",
+        "nominal",
+        "borrowingLimit",
+        "lendingLimit",
+        "why",
+        "bounds",
+    ]
+    why = next(d for per in team["why"].values() for d in per.values())
+    assert list(why) == ["pool", "percent", "percentCap", "absoluteCap", "limit", "bound"]
+    # plain JSON values: strings, not the domain's enums (a stored document reads back equal)
+    assert json.loads(json.dumps(doc)) == doc
+    assert type(why["bound"]) is str and why["bound"] in {str(b) for b in Bound}
+    assert all(type(b) is str for b in team["bounds"].values())
+
+
+def test_the_digest_is_over_the_document_and_the_manifests_in_canonical_json() -> None:
+    result, manifests = example()
+    doc = pool_document(result)
+    canonical = json.dumps({"pool": doc, "manifests": manifests}, sort_keys=True, separators=(",", ":"))
+    assert digest(doc, manifests) == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_plans_json_is_the_document_with_its_summary_and_manifests() -> None:
+    result, manifests = example()
+    shown = result_json(result, manifests)
+    assert shown.pop("summary") == result.summary()
+    assert shown.pop("manifests") == manifests
+    assert shown == pool_document(result)
