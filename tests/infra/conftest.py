@@ -1,7 +1,7 @@
 """Synthesis helpers for the infra suite: every test here is marked `infra`.
 
 Templates are synthesized with the stub Lambda asset (source only) to stay fast; the real local
-bundling is exercised by test_cdk_cli.py (`npx cdk synth`) and test_bundling.py.
+bundling is exercised by test_infra_cdk_cli.py (`npx cdk synth`).
 """
 
 from __future__ import annotations

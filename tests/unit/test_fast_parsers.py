@@ -2,7 +2,7 @@
 
 - ``domain.quantity.parse_quantity`` (stdlib) reads every quantity string as lightkube's
   ``parse_quantity`` does, to the same exact value; it refuses what lightkube refuses;
-- ``edge.nodes`` decodes with msgspec and asks pydantic (``edge.node_report``) only to report a refusal:
+- ``parse.nodes`` decodes with msgspec and asks pydantic (``parse.node_report``) only to report a refusal:
   the two must accept and refuse the same documents.
 """
 

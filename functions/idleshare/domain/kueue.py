@@ -178,7 +178,7 @@ def is_label_key(name: str) -> bool:
 def webhook_violations(obj: Manifest, parse: Any = None) -> list[str]:
     """Rules of Kueue's ClusterQueue / Cohort webhooks that the CRD schema does not carry.
 
-    ``parse`` turns a quantity string back into a number (the edge passes lightkube's parser) for the
+    ``parse`` turns a quantity string back into a number (the recompute is given lightkube's) for the
     rules on values: no negative quota or limit, a ClusterQueue's lendingLimit at most its nominalQuota (a
     Cohort's may exceed it); without it, those are skipped. A fair-sharing weight must be 0 or above 1e-9.
     Each rule is proven against the real Kueue webhook in ``tests/kube/test_crds.py``.

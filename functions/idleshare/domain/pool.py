@@ -503,7 +503,7 @@ def _borrow(quota: Quota, pool: Amount, percent: int, absolute: Amount | None, r
 
 
 def _unique_teams(quotas: Iterable[Quota], issues: list[Issue], settings: Settings) -> list[Quota]:
-    """One quota per team: the edge rejects duplicates; here the first by name wins, reported. A team
+    """One quota per team: the quota parser (``idleshare.parse.quotas``) rejects duplicates; here the first by name wins, reported. A team
     whose namespace or queues cannot be named in this cluster (the admin API refuses it; a quota stored
     otherwise can still have it) is left out, reported: it holds no quota it could never use."""
     chosen: dict[str, Quota] = {}

@@ -2,8 +2,8 @@
 the forms an operator reads.
 
 ``parse_quantity`` reads what lightkube's ``parse_quantity`` reads, to the same exact value (rounded
-up to 1m, as Kubernetes does), without lightkube's import of its HTTP stack: the edge calls it for
-every allocatable value. The printer and the parser are both checked against lightkube's parser in
+up to 1m, as Kubernetes does), without lightkube's import of its HTTP stack: ``idleshare.parse.nodes``
+calls it for every allocatable value. The printer and the parser are both checked against lightkube's parser in
 the tests (round trips and agreement on generated strings).
 """
 

@@ -1,4 +1,4 @@
-"""The one error the edge raises for input it cannot accept.
+"""The one error the parsers raise for input they cannot accept.
 
 Every parser in ``idleshare.parse`` (quotas, scheduler config, nodes) turns whatever went wrong —
 JSON syntax, a missing field, a bound, a duplicate — into an :class:`InputError` that names the
