@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from devkit.scenario import StepReport, bound_of, is_accelerator, short_resource
+from devkit.scenario import StepReport, bound_of, is_accelerator
+from idleshare.cli.present import short_resource
 
 BOUND_SHORT = {"percentage": "%", "absolute": "abs", "pool": "pool", "strategy": "-", "disabled": "off"}
 

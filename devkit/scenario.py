@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
+from idleshare.cli.present import short_resource
 from idleshare.domain.model import is_accelerator as is_accelerator  # devkit/report.py
 from idleshare.parse.errors import FieldError, InputError
 
@@ -59,11 +60,6 @@ def full_resource(name: str) -> str:
     if name.startswith("mig-"):
         return f"nvidia.com/{name}"
     return name
-
-
-def short_resource(name: str) -> str:
-    rev = {"nvidia.com/gpu": "gpu", "aws.amazon.com/neurondevice": "neuron", "vpc.amazonaws.com/efa": "efa"}
-    return rev.get(name, name.removeprefix("nvidia.com/"))
 
 
 # -- the model ---------------------------------------------------------------------------------------
