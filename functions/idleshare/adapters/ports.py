@@ -46,7 +46,7 @@ class PoolRecord:
     cluster_id: str
     generation: int
     digest: str  # hash of the desired state; equal digests -> nothing changed
-    pool: dict[str, Any]  # idleshare.parse.present.result_json(result) without manifests
+    pool: dict[str, Any]  # idleshare.domain.document.pool_document(result)
     computed_at: str
     apply_status: str = "Pending"  # Pending | Applied | Failed | Conflict (objects left to another field manager)
     apply_message: str = ""
