@@ -522,21 +522,17 @@ def test_an_invalid_scheduler_config_is_422_naming_each_field_and_nothing_change
 
 
 @pytest.mark.parametrize("write", ["create", "update", "scheduler-config"])
-def test_when_only_the_store_refuses_a_body_the_api_still_answers_422_naming_the_field(
-    world: World, monkeypatch: pytest.MonkeyPatch, write: str
+def test_a_body_breaking_a_botocore_bound_is_422_naming_the_field_from_the_one_request_model(
+    world: World, write: str
 ) -> None:
-    # Given the API's own bound checks are out of the way (a gap there must not become a 500 or a stored body)
-    from idleshare.service import admin
-
+    # Given the request models are the one gate of a write (the store stores what it is given)
     call("POST", "/clusters/demo/compute-quotas", quota("a"))
     call("PUT", "/clusters/demo/scheduler-config", {"SchedulerConfig": {"FairShare": "Enabled"}})
     world.publisher.events.clear()
-    monkeypatch.setattr(admin, "_quota_errors", lambda document: [])
-    monkeypatch.setattr(admin, "parse_scheduler_config", lambda *args, **kwargs: None)
     before = world.items()
     over = {"Strategy": "LendAndBorrow", "BorrowLimit": 10_001}  # botocore's BorrowLimit max is 10000
     config = {"ComputeQuotaResources": [{"InstanceType": P5, "Accelerators": 8}], "ResourceSharingConfig": over}
-    # When a body breaking a botocore bound reaches the store
+    # When a body breaking a botocore bound is sent
     if write == "create":
         reply = call("POST", "/clusters/demo/compute-quotas", quota("b") | {"ComputeQuotaConfig": config})
         field, bound = "ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit", "must be <= 10000"
@@ -548,7 +544,7 @@ def test_when_only_the_store_refuses_a_body_the_api_still_answers_422_naming_the
         sc = {"SchedulerConfig": {"PriorityClasses": [{"Name": "training", "Weight": 101}]}, "TargetVersion": 1}
         reply = call("PUT", "/clusters/demo/scheduler-config", sc)
         field, bound = "SchedulerConfig.PriorityClasses[0].Weight", "must be <= 100"
-    # Then the store's refusal is a 422 naming the field, nothing stored changed and nothing was published
+    # Then it is a 422 naming the field and the bound, nothing stored changed and nothing was published
     assert (reply.status, fields(reply)) == (422, [field])
     assert bound in reply.body["message"]
     assert world.items() == before and world.publisher.events == []

@@ -249,7 +249,7 @@ def test_quota_update_stale_then_current_version(api, fake, capsys, tmp_path):
         ({"Strategy": "Lend"}, ("--target-version", "1"), "Strategy: unknown field"),
         ({"Name": "other", "ActivationState": "Disabled"}, ("--target-version", "1"), "cannot be renamed"),
         ({}, ("--target-version", "1"), "nothing to change"),
-        ({"Description": None}, ("--target-version", "1"), "Description: null"),
+        ({"Description": None}, ("--target-version", "1"), "Description: must not be null"),
     ],
 )
 def test_a_bad_update_exits_2_and_sends_nothing(api, capsys, tmp_path, patch, extra, needle):

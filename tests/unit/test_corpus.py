@@ -1,7 +1,7 @@
 """The bad-input corpus (tests/corpus) through every real entry point.
 
 Given a corpus file and the field it breaks (tests/corpus/expected.json), When it reaches
-`idleshare plan`, an edge parser, the router handler or the store-side gate, Then it is refused with
+`idleshare plan`, an edge parser, the router handler or the admin API's request models, Then it is refused with
 one clear message naming the file and the field, no traceback, and nothing stored changes.
 """
 
@@ -26,10 +26,12 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.cli.main import EXIT_INPUT, main
 from idleshare.handlers import router
+from idleshare.parse import requests
 from idleshare.parse.errors import InputError
 from idleshare.parse.events import parse_event
 from idleshare.parse.nodes import node_from_dict, parse_nodes
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.requests import CreateQuota, SchedulerConfigRequest
 from idleshare.runtime import wiring
 from tests.corpus import make_corpus
 from tests.fakes import FakePublisher, FakeQueue, FakeStore
@@ -305,15 +307,26 @@ def scan(table: Any) -> list[dict[str, Any]]:
 
 
 def admit_quota(store: DynamoStore, cluster_id: str, raw: bytes, source: str) -> None:
-    """Validate, then store: the gate every writer of quotas (admin API, replay) must use."""
-    parse_quotas(raw, source=source)
+    """Validate with the admin API's request model, then store: the one gate of every quota write."""
     for body in json.loads(raw):
-        store.create_quota(cluster_id, body)
+        store.create_quota(cluster_id, _parse(CreateQuota, body, source).given())
 
 
 def admit_scheduler_config(store: DynamoStore, cluster_id: str, raw: bytes, source: str) -> None:
-    parse_scheduler_config(raw, source=source)
-    store.put_scheduler_config(cluster_id, json.loads(raw), target_version=1)
+    request = _parse(SchedulerConfigRequest, json.loads(raw), source)
+    store.put_scheduler_config(cluster_id, request.given("TargetVersion"), target_version=1)
+
+
+def _parse(model: Any, body: Any, source: str) -> Any:
+    try:
+        return requests.parse(model, body)
+    except InputError as exc:
+        raise InputError(source, exc.errors) from None
+
+
+def request_field(path: str) -> str:
+    """The expected field of a corpus file (a quota array, or one scheduler config) in a request body."""
+    return INDEX[path]["field"].removeprefix("[0].")
 
 
 @pytest.mark.parametrize("path", files("quotas") + files("scheduler"))
@@ -325,7 +338,7 @@ def test_validated_writes_refuse_each_file_and_change_nothing_stored(path: str, 
     with pytest.raises(InputError) as caught:
         admit(store, "demo", (REPO / path).read_bytes(), path)
 
-    assert names_field(caught.value, INDEX[path]["field"])
+    assert names_field(caught.value, request_field(path))
     assert scan(seeded) == before
 
 

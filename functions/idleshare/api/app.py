@@ -32,10 +32,12 @@ from idleshare.adapters.errors import (
 from idleshare.adapters.ports import AdminStore
 from idleshare.api.http import JSON, error_body, precheck, validation_errors
 from idleshare.api.schemas import CreateQuotaBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
+from idleshare.parse import requests
 from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.requests import MAX_INT32
 from idleshare.runtime.observability import logger, tracer
 from idleshare.runtime.wiring import dependencies
-from idleshare.service.admin import MAX_INT32, Admin, BadRequestError
+from idleshare.service.admin import Admin, BadRequestError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -127,7 +129,7 @@ def list_clusters() -> dict[str, Any]:
     responses=_responses(201, 400, 404, 409, 413, 422),
 )
 def create_quota(cluster: Cluster, body: Annotated[CreateQuotaBody, Body()]) -> Response[Any]:
-    return _json(201, _admin().create_quota(cluster, body))
+    return _json(201, _admin().create_quota(cluster, requests.parse(requests.CreateQuota, body)))
 
 
 @app.get(
@@ -169,7 +171,7 @@ def describe_quota(cluster: Cluster, name: QuotaName) -> dict[str, Any]:
     responses=WRITE,
 )
 def update_quota(cluster: Cluster, name: QuotaName, body: Annotated[UpdateQuotaBody, Body()]) -> dict[str, Any]:
-    return _admin().update_quota(cluster, name, body)
+    return _admin().update_quota(cluster, name, requests.parse(requests.UpdateQuota, body))
 
 
 @app.delete(
@@ -201,7 +203,7 @@ def get_scheduler_config(cluster: Cluster) -> dict[str, Any]:
     responses=WRITE,
 )
 def put_scheduler_config(cluster: Cluster, body: Annotated[SchedulerConfigBody, Body()]) -> dict[str, Any]:
-    return _admin().put_scheduler_config(cluster, body)
+    return _admin().put_scheduler_config(cluster, requests.parse(requests.SchedulerConfigRequest, body))
 
 
 @app.delete(
@@ -267,7 +269,8 @@ def recalculate(
     wait_seconds: Annotated[int, Query(alias="waitSeconds", ge=0, le=names.API_MAX_WAIT_SECONDS)] = 0,
     body: Annotated[RecalculateBody | None, Body()] = None,
 ) -> Response[Any]:
-    answer = _admin().recalculate(cluster, body, wait_seconds)
+    request = None if body is None else requests.parse(requests.Recalculate, body)
+    answer = _admin().recalculate(cluster, request, wait_seconds)
     return _json(200 if answer.done else 202, answer.body)
 
 

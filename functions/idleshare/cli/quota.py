@@ -1,8 +1,9 @@
 """`idleshare quota create|describe|list|update|delete`: compute quotas through the admin API.
 
 Files are SageMaker's shapes (``CreateComputeQuota`` for create; ``UpdateComputeQuota`` without
-``ComputeQuotaId`` for update) and are validated locally with the same parser the engine uses
-before anything is sent, so a bad file exits 2 naming the field and changes nothing.
+``ComputeQuotaId`` for update) and are validated locally with the admin API's own request models
+(:mod:`idleshare.parse.requests`, loaded only by these commands) before anything is sent, so a bad
+file exits 2 naming the field with the API's message and changes nothing.
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import argparse
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from idleshare.cli import remote
 from idleshare.cli.main import UsageError
 from idleshare.parse.errors import FieldError, InputError
-from idleshare.parse.quotas import parse_quotas
 
-CREATE_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Tags")
-UPDATE_FIELDS = ("TargetVersion", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Description")
+if TYPE_CHECKING:
+    from idleshare.parse.requests import Request
+
+R = TypeVar("R", bound="Request")
+
 # Read-only fields of the Describe shape: dropped so `quota describe --format json` output can be re-used.
 READ_ONLY_FIELDS = (
     "ClusterArn",
@@ -34,8 +37,6 @@ READ_ONLY_FIELDS = (
     "LastModifiedTime",
     "LastModifiedBy",
 )
-MAX_DESCRIPTION = 4096  # botocore EntityDescription
-_PLACEHOLDER_TEAM = {"TeamName": "placeholder"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -145,61 +146,52 @@ def _load(path: str, flag: str) -> object:
 
 
 def _check_name(name: str) -> None:
+    from idleshare.parse.requests import name_problem
+
+    problem = name_problem(name)
+    if problem:
+        raise UsageError(f"--name {name!r}: {problem}")
+
+
+def _parse(model: type[R], body: dict[str, Any], source: str) -> R:
+    """``body`` as the API will parse it: an InputError naming ``source`` (the file) and each field."""
+    from idleshare.parse.requests import parse
+
     try:
-        parse_quotas({"Name": name, "ComputeQuotaTarget": _PLACEHOLDER_TEAM}, "--name")
+        return parse(model, body)
     except InputError as exc:
-        raise UsageError(f"--name {name!r}: {exc.errors[0].message}") from None
-
-
-def _check_description(document: dict[str, Any], source: str) -> None:
-    description = document.get("Description")
-    if description is None:
-        return
-    if not isinstance(description, str):
-        raise InputError(source, [FieldError("Description", "must be a string")])
-    if len(description) > MAX_DESCRIPTION:
-        raise InputError(source, [FieldError("Description", f"must be at most {MAX_DESCRIPTION} characters")])
+        raise InputError(source, exc.errors) from None
 
 
 def _create_body(document: object, source: str) -> dict[str, Any]:
-    """The CreateComputeQuota request (minus ClusterArn) from a file, validated like the engine does."""
+    """The CreateComputeQuota request (minus ClusterArn) from a file, validated as the API does."""
+    from idleshare.parse.requests import CreateQuota
+
     if not isinstance(document, dict):
         raise InputError(source, [FieldError("", "expected one compute quota object (CreateComputeQuota shape)")])
-    parse_quotas(document, source)  # raises InputError naming each bad field
-    _check_description(document, source)
-    body: dict[str, Any] = _jsonable({k: document[k] for k in CREATE_FIELDS if k in document})
+    request = _parse(CreateQuota, {k: v for k, v in document.items() if k not in READ_ONLY_FIELDS}, source)
+    body: dict[str, Any] = _jsonable(request.given())
     return body
 
 
 def _update_body(document: object, source: str, name: str, target_version: int | None) -> dict[str, Any]:
     """The UpdateComputeQuota request (minus ComputeQuotaId): only the fields to change."""
+    from idleshare.parse.requests import UpdateQuota
+
     if not isinstance(document, dict):
         raise InputError(source, [FieldError("", "expected an object (UpdateComputeQuota shape)")])
-    allowed = set(UPDATE_FIELDS) | set(READ_ONLY_FIELDS) | {"Name"}
-    unknown = [FieldError(k, "unknown field in an update") for k in document if k not in allowed]
-    if unknown:
-        raise InputError(source, unknown)
-    if "Name" in document and document["Name"] != name:
-        raise InputError(source, [FieldError("Name", f"differs from --name {name!r} (a quota cannot be renamed)")])
-    file_version = document.get("TargetVersion")
-    if file_version is not None and (not isinstance(file_version, int) or isinstance(file_version, bool)):
-        raise InputError(source, [FieldError("TargetVersion", "must be an integer")])
-    version = target_version if target_version is not None else file_version
+    # `quota describe --format json` output can be re-used: its read-only fields and its own Name are dropped
+    patch = {k: v for k, v in document.items() if k not in READ_ONLY_FIELDS and (k, v) != ("Name", name)}
+    version = target_version if target_version is not None else patch.get("TargetVersion")
     if version is None:
         raise UsageError("--target-version: required (the version you read, see `idleshare quota describe`)")
-    if version < 1:
+    if isinstance(version, int) and not isinstance(version, bool) and version < 1:
         raise UsageError(f"--target-version: must be >= 1 (got {version})")
-    patch = {k: document[k] for k in UPDATE_FIELDS if k in document and k != "TargetVersion"}
-    nulls = [FieldError(k, "null: omit the field to keep its value") for k, v in patch.items() if v is None]
-    if nulls:
-        raise InputError(source, nulls)
-    if not patch:
-        raise InputError(source, [FieldError("", f"nothing to change: give one of {', '.join(UPDATE_FIELDS[1:])}")])
-    # Validate the given parts with the quota parser (a placeholder stands in for what is not changed).
-    candidate = {"Name": name, "ComputeQuotaTarget": _PLACEHOLDER_TEAM, **patch}
-    parse_quotas(candidate, source)
-    _check_description(patch, source)
-    body: dict[str, Any] = _jsonable({"TargetVersion": version, **patch})
+    patch["TargetVersion"] = version
+    if len(patch) == 1:
+        fields = ", ".join(k for k in UpdateQuota.model_fields if k != "TargetVersion")
+        raise InputError(source, [FieldError("", f"nothing to change: give one of {fields}")])
+    body: dict[str, Any] = _jsonable(_parse(UpdateQuota, patch, source).given())
     return body
 
 

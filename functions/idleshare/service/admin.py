@@ -4,11 +4,11 @@ recalculation requests with their receipts.
 
 Rules this module keeps:
 
-- A request body is validated completely before anything is written: every key it may not carry, every
-  botocore bound (through :mod:`idleshare.parse.quotas`, the same parsers the recompute uses), the
-  ``Description`` / ``Tags`` bounds. All problems are raised together as one :class:`InputError` naming
-  each field (the API answers 422); a request wrong as a whole raises :class:`BadRequestError` (400).
-  Nothing is stored and nothing is published when validation fails.
+- A write takes a typed request (:mod:`idleshare.parse.requests`: the API parsed the body with those
+  models, every key, bound and botocore shape checked there). What needs the cluster record is checked
+  here: the team's queue names under the cluster's namespace prefix (:class:`InputError` naming
+  ``ComputeQuotaTarget.TeamName``, the API answers 422); a request wrong as a whole (a bad paging token)
+  raises :class:`BadRequestError` (400). Nothing is stored and nothing is published when a check fails.
 - Every quota / scheduler config write publishes its event on idleshare's bus (``Compute Quota Changed`` /
   ``Scheduler Config Changed``), so a recompute follows. The write is the truth: if publishing fails after
   it, the failure is logged and the safety-net schedule recomputes the cluster within minutes.
@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import json
 import logging
 import time
-import unicodedata
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,32 +41,19 @@ from idleshare.adapters.ports import (
 from idleshare.domain.model import Settings
 from idleshare.domain.naming import team_name_problem
 from idleshare.parse.errors import FieldError, InputError
-from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.requests import SOURCE, CreateQuota, Recalculate, SchedulerConfigRequest, UpdateQuota
 
 log = logging.getLogger(__name__)
 
-SOURCE = "request body"
-MAX_INT32 = 2**31 - 1  # botocore's Integer (TargetVersion)
-DESCRIPTION_MAX = 1024  # EntityDescription
-TAGS_MAX = 50  # TagList
-TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
-REASON_MAX = 1024  # OwnDetail.reason on the bus
 DEFAULT_MAX_RESULTS = 100
 DEFAULT_HISTORY_LIMIT = 20
 
-# Keys of SageMaker's request shapes the API accepts (the cluster is in the path, ids are idleshare's).
-CREATE_QUOTA_KEYS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Tags")
-UPDATE_QUOTA_KEYS = ("TargetVersion", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState", "Description")
-SCHEDULER_KEYS = ("SchedulerConfig", "TargetVersion")
-RECALC_KEYS = ("reason",)
-_MANAGED = ("ComputeQuotaId", "ComputeQuotaArn", "ComputeQuotaVersion", "Status", "CreationTime", "LastModifiedTime")
 _BARE_SCHEDULER_KEYS = frozenset({"PriorityClasses", "FairShare", "IdleResourceSharing"})
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
     "PriorityClasses": [],
     "FairShare": "Enabled",
     "IdleResourceSharing": "Enabled",
 }
-_TAG_PUNCTUATION = frozenset("_.:/=+-@")
 
 
 class BadRequestError(InputError):
@@ -145,124 +130,14 @@ def receipt_json(receipt: RecalculationReceipt) -> dict[str, Any]:
     }
 
 
-# ----------------------------------------------------------------------------------- validation
-def _show(value: object) -> str:
-    text = json.dumps(value) if isinstance(value, str | bool | int | float) or value is None else type(value).__name__
-    text = {"dict": "an object", "list": "an array"}.get(text, text)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _unknown_keys(body: Mapping[str, Any], allowed: Iterable[str], *, update: bool = False) -> list[FieldError]:
-    allowed = tuple(allowed)
-    errors = []
-    for key in body:
-        if key in allowed:
-            continue
-        if key == "ClusterArn":
-            message = "not accepted here: the cluster is the one in the path"
-        elif key in _MANAGED or key in ("ComputeQuotaVersion", "ClusterSchedulerConfigId"):
-            message = "set by idleshare: not accepted in a request"
-        elif update and key == "Name":
-            message = "a compute quota cannot be renamed (its name is in the path)"
-        elif update and key == "Tags":
-            message = "tags are set when the quota is created (UpdateComputeQuota has no Tags)"
-        else:
-            hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75) if len(key) <= 100 else []
-            message = "unknown field" + (f"; did you mean {hint[0]}?" if hint else "")
-        errors.append(FieldError(key if len(key) <= 100 else key[:97] + "...", message))
-    return errors
-
-
-def _nulls(body: Mapping[str, Any], keys: Iterable[str]) -> list[FieldError]:
-    return [FieldError(k, "must not be null (omit the field instead)") for k in keys if k in body and body[k] is None]
-
-
-def target_version(value: object, field: str, errors: list[FieldError], *, required: bool) -> int | None:
-    """``TargetVersion``: a JSON integer within botocore's Integer."""
-    if value is None:
-        if required:
-            errors.append(FieldError(field, "required field is missing"))
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        errors.append(FieldError(field, f"must be an integer (got {_show(value)})"))
-        return None
-    if not 0 <= value <= MAX_INT32:
-        errors.append(FieldError(field, f"must be between 0 and {MAX_INT32} (got {_show(value)})"))
-        return None
-    return value
-
-
-def _text_problem(value: str, allowed: Callable[[str], bool]) -> str | None:
-    for index, char in enumerate(value):
-        if not allowed(char):
-            return f"character {index} ({char!r}) is not allowed"
-    return None
-
-
-def _description(body: Mapping[str, Any], errors: list[FieldError]) -> None:
-    """``EntityDescription``: at most 1024 characters of ``[\\p{L}\\p{M}\\p{Z}\\p{S}\\p{N}\\p{P}]*``
-    (every Unicode category but the C* ones: control, format, unassigned, private use, surrogates)."""
-    value = body.get("Description")
-    if value is None:
-        return
-    if not isinstance(value, str):
-        errors.append(FieldError("Description", f"must be a string (got {_show(value)})"))
-    elif len(value) > DESCRIPTION_MAX:
-        errors.append(FieldError("Description", f"must be at most {DESCRIPTION_MAX} characters (got {len(value)})"))
-    elif problem := _text_problem(value, lambda c: not unicodedata.category(c).startswith("C")):
-        errors.append(FieldError("Description", problem))
-
-
-def _tag_char(char: str) -> bool:
-    return unicodedata.category(char)[0] in "LZN" or char in _TAG_PUNCTUATION
-
-
-def _tags(body: Mapping[str, Any], errors: list[FieldError]) -> None:
-    """``TagList``: at most 50 ``{Key: 1..128, Value: 0..256}`` of ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*``."""
-    tags = body.get("Tags")
-    if tags is None:
-        return
-    if not isinstance(tags, list):
-        errors.append(FieldError("Tags", f"must be an array (got {_show(tags)})"))
-        return
-    if len(tags) > TAGS_MAX:
-        errors.append(FieldError("Tags", f"must have at most {TAGS_MAX} items (got {len(tags)})"))
-    for i, tag in enumerate(tags[: TAGS_MAX + 1]):
-        where = f"Tags[{i}]"
-        if not isinstance(tag, dict):
-            errors.append(FieldError(where, f"must be an object (got {_show(tag)})"))
-            continue
-        errors.extend(FieldError(f"{where}.{e.loc}", e.message) for e in _unknown_keys(tag, ("Key", "Value")))
-        for field, low, high in (("Key", 1, TAG_KEY_MAX), ("Value", 0, TAG_VALUE_MAX)):
-            value = tag.get(field)
-            if value is None:
-                errors.append(FieldError(f"{where}.{field}", "required field is missing"))
-            elif not isinstance(value, str):
-                errors.append(FieldError(f"{where}.{field}", f"must be a string (got {_show(value)})"))
-            elif not low <= len(value) <= high:
-                errors.append(FieldError(f"{where}.{field}", f"must be {low} to {high} characters (got {len(value)})"))
-            elif problem := _text_problem(value, _tag_char):
-                errors.append(FieldError(f"{where}.{field}", problem))
-
-
-def _quota_errors(document: dict[str, Any]) -> list[FieldError]:
-    """Every botocore bound of the quota (the edge parser: the same one the recompute uses)."""
-    try:
-        parse_quotas(document, source=SOURCE)
-    except InputError as exc:
-        return list(exc.errors)
-    return []
-
-
-def _team_name_errors(document: Mapping[str, Any], cluster: ClusterRecord, found: list[FieldError]) -> list[FieldError]:
-    """The team's namespace and queues must have valid names in this cluster (its namespace prefix); not
-    checked when the botocore check already refused the team name (one error per field)."""
-    if any(e.loc == "ComputeQuotaTarget.TeamName" for e in found):
-        return []
+# ----------------------------------------------------------------------------------- the team
+def _team_name_errors(document: Mapping[str, Any], cluster: ClusterRecord) -> list[FieldError]:
+    """The team's namespace and queues must have valid names in this cluster (its namespace prefix): the
+    one check of a quota write that needs the cluster record (the request models made every other)."""
     target = document.get("ComputeQuotaTarget")
     team = target.get("TeamName") if isinstance(target, Mapping) else None
     if not isinstance(team, str) or not team:
-        return []  # missing or mistyped: the botocore check names it
+        return []
     problem = team_name_problem(team, Settings(namespace_prefix=cluster.namespace_prefix))
     return [FieldError("ComputeQuotaTarget.TeamName", problem)] if problem else []
 
@@ -334,18 +209,11 @@ class Admin:
         return {"Clusters": [cluster_json(c) for c in self.store.list_clusters()]}
 
     # --------------------------------------------------------------------------------- quotas
-    def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def create_quota(self, cluster_id: str, request: CreateQuota) -> dict[str, Any]:
         """CreateComputeQuota minus ClusterArn: version 1, a fresh ComputeQuotaId, ``Compute Quota Changed``."""
         cluster = self.cluster(cluster_id)
-        errors = _unknown_keys(body, CREATE_QUOTA_KEYS) + _nulls(body, CREATE_QUOTA_KEYS)
-        document = {k: body[k] for k in CREATE_QUOTA_KEYS if body.get(k) is not None}
-        if "ComputeQuotaConfig" not in body:
-            errors.append(FieldError("ComputeQuotaConfig", "required field is missing"))
-        _description(document, errors)
-        _tags(document, errors)
-        errors += _quota_errors(document)
-        errors += _team_name_errors(document, cluster, errors)
-        _raise(errors)
+        document = request.given()
+        _raise(_team_name_errors(document, cluster))
         publisher = self._writable()
         stored = self.store.create_quota(cluster_id, document)
         self._publish(
@@ -394,21 +262,15 @@ class Admin:
             out["NextToken"] = _encode_token({"after": page[-1]["Name"]})
         return out
 
-    def update_quota(self, cluster_id: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def update_quota(self, cluster_id: str, name: str, request: UpdateQuota) -> dict[str, Any]:
         """UpdateComputeQuota: fields not given keep their value; a stale TargetVersion -> StaleVersionError."""
         cluster = self.cluster(cluster_id)
         current = self._quota(cluster_id, name)
-        errors = _unknown_keys(body, UPDATE_QUOTA_KEYS, update=True) + _nulls(body, UPDATE_QUOTA_KEYS)
-        version = target_version(body.get("TargetVersion"), "TargetVersion", errors, required=True)
-        document = {k: current.body[k] for k in CREATE_QUOTA_KEYS if current.body.get(k) is not None}
-        document.update({k: body[k] for k in UPDATE_QUOTA_KEYS[1:] if body.get(k) is not None})
-        _description(document, errors)
-        errors += _quota_errors(document)
-        errors += _team_name_errors(document, cluster, errors)
-        _raise(errors)
-        assert version is not None
+        document = {k: v for k, v in current.body.items() if k in CreateQuota.model_fields and v is not None}
+        document.update(request.given("TargetVersion"))
+        _raise(_team_name_errors(document, cluster))
         publisher = self._writable()
-        stored = self.store.update_quota(cluster_id, name, document, target_version=version)
+        stored = self.store.update_quota(cluster_id, name, document, target_version=request.TargetVersion)
         self._publish(
             publisher,
             names.DT_QUOTA_CHANGED,
@@ -431,22 +293,12 @@ class Admin:
         self.cluster(cluster_id)
         return scheduler_json(cluster_id, self.store.get_scheduler_config(cluster_id))
 
-    def put_scheduler_config(self, cluster_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def put_scheduler_config(self, cluster_id: str, request: SchedulerConfigRequest) -> dict[str, Any]:
         """No TargetVersion: create (one already there -> AlreadyExistsError); with it: update."""
         self.cluster(cluster_id)
-        errors = _unknown_keys(body, SCHEDULER_KEYS) + _nulls(body, SCHEDULER_KEYS)
-        version = target_version(body.get("TargetVersion"), "TargetVersion", errors, required=False)
-        config = body.get("SchedulerConfig")
-        if "SchedulerConfig" not in body:
-            errors.append(FieldError("SchedulerConfig", "required field is missing"))
-        elif config is not None:
-            try:
-                parse_scheduler_config({"SchedulerConfig": config}, source=SOURCE)
-            except InputError as exc:
-                errors += exc.errors
-        _raise(errors)
         publisher = self._writable()
-        stored = self.store.put_scheduler_config(cluster_id, {"SchedulerConfig": config}, target_version=version)
+        version = request.TargetVersion
+        stored = self.store.put_scheduler_config(cluster_id, request.given("TargetVersion"), target_version=version)
         operation = "CreateClusterSchedulerConfig" if version is None else "UpdateClusterSchedulerConfig"
         self._publish(
             publisher, names.DT_SCHEDULER_CHANGED, {"cluster": cluster_id, "reason": f"{operation} (admin API)"}
@@ -537,18 +389,11 @@ class Admin:
         return out
 
     # ---------------------------------------------------------------------------- recalculate
-    def recalculate(self, cluster_id: str, body: Mapping[str, Any] | None, wait_seconds: int = 0) -> RecalcAnswer:
+    def recalculate(self, cluster_id: str, request: Recalculate | None, wait_seconds: int = 0) -> RecalcAnswer:
         """Publish ``Recalculation Requested`` with a fresh requestId; with ``wait_seconds``, poll for its
         receipt (written by the recompute) until it arrives or the time is up."""
         self.cluster(cluster_id)
-        body = body or {}
-        errors = _unknown_keys(body, RECALC_KEYS)
-        reason = body.get("reason")
-        if reason is not None and not isinstance(reason, str):
-            errors.append(FieldError("reason", f"must be a string (got {_show(reason)})"))
-        elif reason is not None and len(reason) > REASON_MAX:
-            errors.append(FieldError("reason", f"must be at most {REASON_MAX} characters (got {len(reason)})"))
-        _raise(errors)
+        reason = request.reason if request is not None else None
         publisher = self._writable()
         request_id = self.new_request_id()
         publisher.publish(
