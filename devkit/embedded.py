@@ -251,16 +251,13 @@ class Embedded:
             queue=SqsRecomputeQueue(self.sqs, self.queue_url, clock=lambda: self.clock[0]),
             publisher=_CapturingPublisher(EventBridgePublisher(events, BUS_NAME), self.published),
             kube_for=lambda _cluster: self.kube,
+            # The recompute holds a message until its coalescing window closed (the deployed queue's delivery
+            # delay makes that wait zero); here it compares with this clock and waiting moves it on.
+            clock=lambda: self.clock[0],
+            sleep=self.tick,
         )
         wiring.install(self.deps)
         self._stack.callback(wiring.install, None)
-        # The recompute handler holds a message until its coalescing window closed (the deployed queue's
-        # delivery delay makes that wait zero); here it compares with this clock and waiting moves it on.
-        from idleshare.handlers import recompute
-
-        self._stack.callback(setattr, recompute, "sleep", recompute.sleep)
-        self._stack.callback(setattr, recompute, "clock", recompute.clock)
-        recompute.clock, recompute.sleep = (lambda: self.clock[0]), self.tick
         # Powertools logs go to a buffer (``self.logs``), not to the terminal.
         handler = observability.logger.registered_handler
         if hasattr(handler, "setStream"):
@@ -292,8 +289,6 @@ class Embedded:
         recalculation request is answered from its record here too."""
         import boto3
 
-        from idleshare.handlers import recompute
-
         ddb = boto3.client("dynamodb", region_name=REGION)
         ddb.create_table(
             TableName=IDEMPOTENCY_TABLE_NAME,
@@ -304,8 +299,7 @@ class Embedded:
         previous = os.environ.get(names.ENV_IDEMPOTENCY_TABLE_NAME)
         os.environ[names.ENV_IDEMPOTENCY_TABLE_NAME] = IDEMPOTENCY_TABLE_NAME
 
-        def restore() -> None:
-            recompute._persistence.clear()  # its clients belong to this run's embedded services
+        def restore() -> None:  # the persistence layer (its clients) went with this run's wiring.Dependencies
             if previous is None:
                 os.environ.pop(names.ENV_IDEMPOTENCY_TABLE_NAME, None)
             else:

@@ -195,7 +195,6 @@ class Roles:
 def running_as(roles: Roles, handler: str, resolve: dict[str, str]) -> Iterator[str]:
     """The process looks like the function's Lambda: its role's credentials, exactly its environment
     (no other idleshare variable), ``_HANDLER``, fresh boto3 clients and wiring (a cold start)."""
-    from idleshare.handlers import recompute
     from idleshare.runtime import wiring
 
     role = roles.function_role(handler)
@@ -206,13 +205,11 @@ def running_as(roles: Roles, handler: str, resolve: dict[str, str]) -> Iterator[
             del os.environ[var]
     os.environ.update(env)
     boto3.DEFAULT_SESSION = None
-    wiring.install(None)
-    recompute._persistence.clear()
+    wiring.install(None)  # the idempotency records' persistence layer (its clients) with the rest
     try:
         yield role
     finally:
         wiring.install(None)
-        recompute._persistence.clear()
         boto3.DEFAULT_SESSION = None
         os.environ.clear()
         os.environ.update(saved)

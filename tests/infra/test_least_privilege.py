@@ -170,7 +170,6 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
     }.items():
         monkeypatch.setenv(var, value)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.setattr(recompute, "clock", lambda: 4e9)  # every coalescing window has closed
     monkeypatch.setattr(observability.logger.registered_handler, "stream", open("/dev/null", "w"))  # noqa: SIM115
     sim.reset()  # the real kube-apiserver + Kueue of the session (tests/realkube.py), emptied
     server = http.server.HTTPServer(("127.0.0.1", 0), _CloudFormation)
@@ -303,6 +302,7 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
                         return sim.idleshare_adapter()  # idleshare's RBAC user on the real apiserver
 
                     deps.kube_for = kube_for
+                    deps.clock = lambda: 4e9  # every coalescing window has closed
                     enforced(lambda: poll_and_invoke(1 if outage else 20, phase))
 
             recompute_as_deployed("events")

@@ -137,11 +137,6 @@ class BurstRig:
         events.create_event_bus(Name="idleshare")
         clock = time.time if seconds_per_event is None else (lambda: self.now)
         self.queue = CountingQueue(sqs, self.queue_url, self, clock)
-        # The deployed queue delays every delivery by the coalescing window, so the recompute handler never
-        # has to hold a message; moto's queue delivers at once. The rig stands in for the delay: a hold is
-        # counted and, on the simulated clock, advances it (none of the burst's changes wait on it).
-        self._handler_clock = (recompute.clock, recompute.sleep)
-        recompute.clock, recompute.sleep = clock, self._held
         self.sims: dict[str, Kube] = {}
         self.kubes: dict[str, LightkubeCluster] = {}
         self._stacks: list[KubeStack] = []
@@ -164,6 +159,11 @@ class BurstRig:
                 queue=self.queue,
                 publisher=EventBridgePublisher(events, "idleshare"),
                 kube_for=self._kube_for,
+                # The deployed queue delays every delivery by the coalescing window, so the recompute never has
+                # to hold a message; moto's queue delivers at once. The rig stands in for the delay: a hold is
+                # counted and, on the simulated clock, advances it (none of the burst's changes wait on it).
+                clock=clock,
+                sleep=self._held,
             )
         )
 
@@ -196,7 +196,6 @@ class BurstRig:
             self.now += seconds
 
     def close(self) -> None:
-        recompute.clock, recompute.sleep = self._handler_clock
         wiring.install(None)
         for kube in self.kubes.values():
             kube.close()

@@ -277,8 +277,6 @@ def test_a_message_delivered_before_its_window_closed_waits_and_sees_what_change
     monkeypatch,
 ):
     # Given a queue without the delivery delay (misconfigured), on the test's clock
-    from idleshare.handlers import recompute
-
     _, log = settle(harness)
     sqs = documented_queue(harness, delay=0)
     harness.clock[0] = (harness.clock[0] // 10 + 6) * 10
@@ -291,8 +289,8 @@ def test_a_message_delivered_before_its_window_closed_waits_and_sees_what_change
         router.handler(health_event("Unhealthy"), CONTEXT)
         harness.clock[0] += seconds - 2
 
-    monkeypatch.setattr(recompute, "clock", lambda: harness.clock[0])
-    monkeypatch.setattr(recompute, "sleep", sleep)
+    monkeypatch.setattr(harness.deps, "clock", lambda: harness.clock[0])
+    monkeypatch.setattr(harness.deps, "sleep", sleep)
     # When p5-0 fails and its message is delivered at once
     set_health(harness, "p5-0", "Unhealthy")
     router.handler(health_event("Unhealthy"), CONTEXT)

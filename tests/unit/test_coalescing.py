@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from idleshare import names
 from idleshare.adapters.aws import SqsRecomputeQueue
-from idleshare.handlers import recompute
+from idleshare.adapters.ports import RecomputeMessage
+from idleshare.parse.errors import InputError
+from idleshare.service.batch import RecomputeBatch, latest_not_before
 
 WINDOW = names.RECOMPUTE_COALESCE_SECONDS
 
@@ -65,7 +67,7 @@ def test_the_latest_not_before_per_cluster_is_taken_and_unreadable_records_are_s
             record(5, {"notBefore": 40}),
         ]
     }
-    assert recompute.latest_not_before(event) == {"a": 30.0}
+    assert latest_not_before(r["body"] for r in event["Records"]) == {"a": 30.0}
 
 
 class Waits:
@@ -78,15 +80,15 @@ class Waits:
 
 
 @pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> Waits:
-    w = Waits(now=100.0)
-    monkeypatch.setattr(recompute, "clock", lambda: w.now)
-    monkeypatch.setattr(recompute, "sleep", w.sleep)
-    return w
+def waits() -> Waits:
+    return Waits(now=100.0)
 
 
-def context(remaining_ms: int = 300_000) -> Any:
-    return SimpleNamespace(get_remaining_time_in_millis=lambda: remaining_ms)
+def batch(waits: Waits, remaining_ms: int = 300_000) -> RecomputeBatch:
+    """A batch on the test's clock, in a function with ``remaining_ms`` left."""
+    return RecomputeBatch(
+        SimpleNamespace(), [], clock=lambda: waits.now, sleep=waits.sleep, remaining_seconds=lambda: remaining_ms / 1000
+    )
 
 
 @pytest.mark.parametrize(
@@ -104,6 +106,44 @@ def context(remaining_ms: int = 300_000) -> Any:
 def test_a_recompute_handed_a_message_early_waits_for_its_window_bounded(
     waits: Waits, not_before: float | None, remaining_ms: int, expected: list[float]
 ) -> None:
-    waited = recompute.hold_until_window_closed(not_before, context(remaining_ms))
+    waited = batch(waits, remaining_ms).hold(not_before)
     assert waits.slept == pytest.approx(expected)
     assert waited == pytest.approx(sum(expected))
+
+
+def test_the_queued_body_is_the_wire_format_the_recompute_reads_back() -> None:
+    windowed = enqueue_at(12.0)
+    explicit = enqueue_at(12.0, request_id="console-1")
+    request_id = windowed["body"]["requestId"]
+    assert windowed["MessageBody"] == (
+        f'{{"cluster": "demo", "reason": "Node Changed", "requestId": "{request_id}", "notBefore": {WINDOW * 2}}}'
+    )
+    assert explicit["MessageBody"] == (
+        '{"cluster": "demo", "reason": "Node Changed", "requestId": "console-1", "receipt": true}'
+    )
+    assert RecomputeMessage.from_body(windowed["MessageBody"]) == RecomputeMessage(
+        "demo", "Node Changed", request_id=request_id, not_before=WINDOW * 2
+    )
+    read = RecomputeMessage.from_body(explicit["MessageBody"])
+    assert (read.receipt_for, read.to_body()) == ("console-1", explicit["MessageBody"])
+    # a windowed message's requestId is only its own: no receipt is written for it
+    assert RecomputeMessage.from_body(windowed["MessageBody"]).receipt_for is None
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("not json", "not JSON"),
+        ("[1]", "expected a JSON object"),
+        ('{"reason": "x"}', "cluster"),
+        ('{"cluster": 3}', "cluster"),
+        ('{"cluster": "a", "requestId": 7}', "requestId"),
+        ('{"cluster": "a", "notBefore": "soon"}', "notBefore"),
+        ('{"cluster": "a", "notBefore": true}', "notBefore"),
+        ('{"cluster": "a", "receipt": "yes"}', "receipt"),
+    ],
+)
+def test_an_unreadable_body_is_an_input_error_naming_the_field(body: str, field: str) -> None:
+    with pytest.raises(InputError) as caught:
+        RecomputeMessage.from_body(body)
+    assert field in str(caught.value) and str(caught.value).startswith("recompute message: ")

@@ -329,12 +329,12 @@ def test_objects_left_to_another_field_manager_are_counted_with_the_alarms_dimen
     from types import SimpleNamespace
 
     from idleshare import names as _names
-    from idleshare.handlers import recompute as _recompute
+    from idleshare.runtime.metrics import emit_recompute
     from idleshare.service.recompute import Outcome
 
     monkeypatch.delenv("POWERTOOLS_SERVICE_NAME", raising=False)
     result = SimpleNamespace(flavors=[], resources=[], excluded_nodes={}, summary=lambda: "", teams={})
-    _recompute._emit(Outcome("c1", 3, True, result=result, conflicts=["ClusterQueue/a: .spec x owned by gitops"]))
+    emit_recompute(Outcome("c1", 3, True, result=result, conflicts=["ClusterQueue/a: .spec x owned by gitops"]))
     emitted = [_json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     (foreign,) = [m for m in emitted if _names.METRIC_FOREIGN_FIELD_MANAGER in m]
     assert foreign[_names.METRIC_FOREIGN_FIELD_MANAGER] == [1.0]
@@ -351,7 +351,7 @@ def test_every_gauge_carries_exactly_the_dimensions_the_dashboard_and_alarms_que
 
     from idleshare.domain.model import Snapshot
     from idleshare.domain.pool import compute
-    from idleshare.handlers import recompute as _recompute
+    from idleshare.runtime.metrics import emit_recompute
     from idleshare.service.recompute import Outcome
     from infra.constructs.observability import EXCLUDED_DIMS, GAUGE_DIMS
     from tests.builders import node
@@ -361,7 +361,7 @@ def test_every_gauge_carries_exactly_the_dimensions_the_dashboard_and_alarms_que
     else:  # infra/constructs/functions.py sets it on every function
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", service_env)
     result = compute(Snapshot(nodes=(node("n1"), node("n2", ready=False))))
-    _recompute._emit(Outcome("c1", 1, True, result=result))
+    emit_recompute(Outcome("c1", 1, True, result=result))
     emitted = [_json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     dims = {
         m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(

@@ -11,6 +11,7 @@ from typing import Any
 
 from idleshare import names
 from idleshare.adapters.errors import RetryableError, translate_aws
+from idleshare.adapters.ports import RecomputeMessage
 
 
 def translate(exc: Exception, operation: str) -> Exception:
@@ -49,21 +50,21 @@ class SqsRecomputeQueue:
         *,
         request_id: str | None = None,
     ) -> str:
-        body: dict[str, Any] = {"cluster": cluster_id, "reason": reason}
         if request_id:
-            body.update(requestId=request_id, receipt=True)
+            message = RecomputeMessage(cluster_id, reason, request_id=request_id, receipt=True)
             dedup_id = f"{cluster_id}-req-{hashlib.sha256(request_id.encode()).hexdigest()[:40]}"
         else:
             request_id = str(uuid.uuid4())
-            body["requestId"] = request_id
             window = int(self.clock() // dedup_window_seconds)
             dedup_id = f"{cluster_id}-{window}"
             # the window's end: its recompute must not read the cluster before (trailing edge, names.py)
-            body["notBefore"] = (window + 1) * dedup_window_seconds
+            message = RecomputeMessage(
+                cluster_id, reason, request_id=request_id, not_before=(window + 1) * dedup_window_seconds
+            )
         try:
             self.client.send_message(
                 QueueUrl=self.queue_url,
-                MessageBody=json.dumps(body),
+                MessageBody=message.to_body(),
                 MessageGroupId=cluster_id,
                 MessageDeduplicationId=dedup_id,
             )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from idleshare import names
+from idleshare.parse.errors import FieldError, InputError
 
 RESPECT, TAKE = "Respect", "Take"
 FIELD_OWNERSHIP_MODES = (RESPECT, TAKE)
@@ -168,4 +170,84 @@ class RecomputeQueue(Protocol):
     ) -> str:
         """Ask for one recompute of the cluster. ``request_id`` (an explicit recalculation request) makes
         the message carry it, never deduplicated with others, and the recompute writes a receipt for it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecomputeMessage:
+    """A recompute request on the queue: written by :class:`~idleshare.adapters.aws.SqsRecomputeQueue`,
+    read by the recompute (``service/batch.py``). The body is JSON: ``cluster``, ``reason``, ``requestId``,
+    then ``receipt: true`` for an explicit recalculation request (the recompute writes its receipt) or
+    ``notBefore`` (epoch seconds, the end of the message's coalescing window) for a windowed one."""
+
+    cluster: str
+    reason: str = ""
+    request_id: str = ""
+    not_before: float | None = None
+    receipt: bool = False
+
+    SOURCE = "recompute message"
+
+    @property
+    def receipt_for(self) -> str | None:
+        """The request id whose receipt the recompute writes (an explicit recalculation request), or None."""
+        return self.request_id if self.receipt and self.request_id else None
+
+    def to_body(self) -> str:
+        body: dict[str, Any] = {"cluster": self.cluster, "reason": self.reason}
+        if self.request_id:
+            body["requestId"] = self.request_id
+        if self.receipt:
+            body["receipt"] = True
+        if self.not_before is not None:
+            body["notBefore"] = self.not_before
+        return json.dumps(body)
+
+    @classmethod
+    def from_body(cls, text: object) -> RecomputeMessage:
+        """The message in an SQS body; :class:`InputError` naming the field when the body is not one."""
+        try:
+            body = json.loads(text) if isinstance(text, str | bytes) else None
+        except ValueError as exc:
+            raise InputError(cls.SOURCE, [FieldError("", f"not JSON: {exc}")]) from None
+        if not isinstance(body, dict):
+            raise InputError(cls.SOURCE, [FieldError("", "expected a JSON object")])
+        cluster = body.get("cluster")
+        if not isinstance(cluster, str) or not cluster:
+            raise InputError(cls.SOURCE, [FieldError("cluster", f"expected a cluster id, found {cluster!r}")])
+        errors = [
+            FieldError(key, f"expected a string, found {body[key]!r}")
+            for key in ("reason", "requestId")
+            if not isinstance(body.get(key, ""), str)
+        ]
+        not_before = body.get("notBefore")
+        if not_before is not None and (isinstance(not_before, bool) or not isinstance(not_before, int | float)):
+            errors.append(FieldError("notBefore", f"expected epoch seconds, found {not_before!r}"))
+        if not isinstance(body.get("receipt", False), bool):
+            errors.append(FieldError("receipt", f"expected true or false, found {body['receipt']!r}"))
+        if errors:
+            raise InputError(cls.SOURCE, errors)
+        return cls(
+            cluster=cluster,
+            reason=body.get("reason", ""),
+            request_id=body.get("requestId", ""),
+            not_before=not_before,
+            receipt=body.get("receipt", False),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestAnswer:
+    """What the recompute of an explicit recalculation request answered, as its ledger keeps it."""
+
+    request_id: str
+    generation: int
+    changed: bool
+
+
+class RequestLedger(Protocol):
+    def once(self, cluster_id: str, request_id: str, run: Callable[[], RequestAnswer]) -> RequestAnswer:
+        """Run ``run`` once per (cluster, request id) and return its answer; when the request already ran
+        (a redelivery), return that run's answer without running. A run that raised leaves no trace: the
+        next delivery runs again."""
         ...

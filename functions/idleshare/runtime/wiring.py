@@ -12,11 +12,14 @@ the clients themselves are built on the first invocation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
 
+from idleshare.adapters.idempotency import RequestLedgers
 from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, RecomputeQueue, Store
 from idleshare.runtime.env import check_at_cold_start, settings
 
@@ -29,6 +32,12 @@ class Dependencies:
     queue: RecomputeQueue | None = None
     publisher: EventPublisher | None = None
     kube_for: Any = None  # Callable[[ClusterRecord], KubeCluster]
+    clock: Callable[[], float] = time.time
+    """Epoch seconds: what a queued message's ``notBefore`` is compared with (the devkit's simulated clock)."""
+    sleep: Callable[[float], None] = time.sleep
+    """How the recompute waits for a coalescing window to close."""
+    ledgers: RequestLedgers = field(default_factory=RequestLedgers)
+    """The idempotency records of explicit recalculation requests (one persistence layer per table)."""
 
 
 _installed: Dependencies | None = None

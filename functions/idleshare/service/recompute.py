@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from idleshare import names
 from idleshare.adapters.errors import AdapterError, FieldOwnershipError, PermanentError
@@ -38,6 +38,8 @@ from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.errors import InputError
 from idleshare.parse.nodes import node_from_dict
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+
+R = TypeVar("R")
 
 FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 """The named issue of an object whose fields another field manager owns (apply status ``Conflict``)."""
@@ -122,6 +124,15 @@ class Recomputer:
         if request_id:
             self.acknowledge(request_id, outcome)
         return outcome
+
+    def run_batch(self, bodies: Sequence[object], deliver: Callable[[Callable[[object], None]], R], **options: Any) -> R:
+        """One batch of queued requests (``service/batch.py``: coalescing, the not-before hold, receipts,
+        explicit requests once): ``deliver`` hands each record's body to the function it is given and
+        reports a record whose handling raised as failed (the Powertools batch processor). ``options``:
+        :class:`~idleshare.service.batch.RecomputeBatch`'s (ledger, events, clock, sleep, remaining_seconds)."""
+        from idleshare.service.batch import RecomputeBatch
+
+        return deliver(RecomputeBatch(self, bodies, **options).handle)
 
     def acknowledge(self, request_id: str, outcome: Outcome) -> None:
         """The Done receipt of ``request_id``, answered by ``outcome`` (also when a burst coalesced it)."""

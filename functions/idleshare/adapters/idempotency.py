@@ -1,0 +1,78 @@
+"""Explicit recalculation requests run once: the :class:`~idleshare.adapters.ports.RequestLedger` on
+Powertools idempotency records in the idempotency table (SPEC §5).
+
+EventBridge delivers at least once and SQS forgets its deduplication after 5 minutes: a redelivery within
+the hour is answered with the first run's answer (``requestId``, ``generation``, ``changed``) instead of a
+new recompute. A run that raised leaves no record, so SQS's retry runs it again. Without the table (local
+runs) every delivery runs. Powertools' idempotency module is imported on the first request that needs it
+(the recompute's cold start does not pay for it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from idleshare import names
+from idleshare.adapters.ports import RequestAnswer, RequestLedger
+
+RECORD_KEY_PREFIX = "idleshare.handlers.recompute.once_per_request.<locals>.recalculate"
+"""The records' key prefix after the function's name (``<function>.<this>#<hash>``): the name Powertools
+gave them when they were first written (the decorated function's), kept so that records stay valid across
+a deploy whatever the code that writes them is called."""
+
+
+class PassThroughLedger:
+    """No idempotency table: every delivery runs."""
+
+    def once(self, cluster_id: str, request_id: str, run: Callable[[], RequestAnswer]) -> RequestAnswer:
+        return run()
+
+
+class PowertoolsLedger:
+    """One invocation's ledger: ``persistence`` is the table's layer (shared by the container's
+    invocations), ``context`` the Lambda context an in-progress record expires with."""
+
+    def __init__(self, persistence: Any, context: Any = None) -> None:
+        self.persistence = persistence
+        self.context = context
+
+    def once(self, cluster_id: str, request_id: str, run: Callable[[], RequestAnswer]) -> RequestAnswer:
+        from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+
+        config = IdempotencyConfig(
+            event_key_jmespath="[cluster, requestId]",
+            raise_on_no_idempotency_key=True,
+            expires_after_seconds=names.RECALC_IDEMPOTENCY_SECONDS,
+            use_local_cache=False,  # a warm container must not answer from memory what the table no longer holds
+        )
+        if callable(getattr(self.context, "get_remaining_time_in_millis", None)):
+            config.register_lambda_context(self.context)  # an in-progress record expires with this invocation
+        prefix = f"{os.getenv('AWS_LAMBDA_FUNCTION_NAME', 'test-func')}.{RECORD_KEY_PREFIX}"
+
+        @idempotent_function(  # type: ignore[untyped-decorator]
+            data_keyword_argument="request", config=config, persistence_store=self.persistence, key_prefix=prefix
+        )
+        def recalculate(request: dict[str, str]) -> dict[str, Any]:
+            answer = run()
+            return {"requestId": answer.request_id, "generation": answer.generation, "changed": answer.changed}
+
+        kept = recalculate(request={"cluster": cluster_id, "requestId": request_id})
+        return RequestAnswer(str(kept["requestId"]), int(kept["generation"]), bool(kept["changed"]))
+
+
+class RequestLedgers:
+    """The ledger of each invocation: one persistence layer per idempotency table, built on first use and
+    reused while the container is warm (its DynamoDB client with it); no table -> a pass-through."""
+
+    def __init__(self) -> None:
+        self._persistence: dict[str, Any] = {}
+
+    def ledger(self, table_name: str | None, context: Any = None) -> RequestLedger:
+        if not table_name:
+            return PassThroughLedger()
+        if table_name not in self._persistence:
+            from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+            self._persistence[table_name] = DynamoDBPersistenceLayer(table_name=table_name)
+        return PowertoolsLedger(self._persistence[table_name], context)

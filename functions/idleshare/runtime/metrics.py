@@ -1,0 +1,108 @@
+"""What the recompute reports, chosen in one place: its logs, counters and gauges.
+
+The gauges carry exactly the dimensions the dashboard's and the alarms' ``SCHEMA()`` name
+(``infra/constructs/observability.py``); ``tests/infra`` ties the two together.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from idleshare import names
+from idleshare.domain.model import is_accelerator
+from idleshare.runtime.observability import logger, metrics
+from idleshare.service.batch import BatchEvents
+
+if TYPE_CHECKING:
+    from idleshare.adapters.errors import PermanentError
+    from idleshare.adapters.ports import RequestAnswer
+    from idleshare.service.recompute import Outcome
+
+
+class RecomputeReport(BatchEvents):
+    """A batch's events as the recompute Lambda logs and counts them."""
+
+    def held(self, seconds: float) -> None:
+        logger.warning("message arrived before its window closed: waiting", extra={"seconds": round(seconds, 3)})
+        metrics.add_metric(name="RecomputesHeld", unit=MetricUnit.Count, value=1)
+
+    def coalesced(self, cluster_id: str) -> None:
+        metrics.add_metric(name="RecomputesCoalesced", unit=MetricUnit.Count, value=1)
+
+    def deduplicated(self, cluster_id: str, answer: RequestAnswer) -> None:
+        logger.info(
+            "recalculation request already answered",
+            extra={
+                "cluster": cluster_id,
+                "requestId": answer.request_id,
+                "generation": answer.generation,
+                "changed": answer.changed,
+            },
+        )
+        metrics.add_metric(name="RecalculationsDeduplicated", unit=MetricUnit.Count, value=1)
+
+    def failed_permanently(self, cluster_id: str, error: PermanentError) -> None:
+        logger.error("recompute failed permanently", extra={"cluster": cluster_id, "error": str(error)})
+        metrics.add_metric(name=names.METRIC_PERMANENT_FAILURES, unit=MetricUnit.Count, value=1)
+
+    def recomputed(self, outcome: Outcome) -> None:
+        emit_recompute(outcome)
+
+
+def emit_recompute(outcome: Outcome) -> None:
+    """A recompute's log line, counters and gauges (per flavor and accelerator, excluded nodes, objects
+    left to another field manager)."""
+    result = outcome.result
+    logger.info(
+        "recomputed",
+        extra={
+            "cluster": outcome.cluster_id,
+            "generation": outcome.generation,
+            "changed": outcome.changed,
+            "applied": outcome.applied,
+            "deleted": outcome.deleted,
+            "summary": result.summary() if result else "",
+        },
+    )
+    metrics.add_metric(name="ObjectsApplied", unit=MetricUnit.Count, value=outcome.applied)
+    metrics.add_metric(name=names.METRIC_RECOMPUTE_DURATION, unit=MetricUnit.Milliseconds, value=outcome.duration_ms)
+    if result is None:
+        return
+    if outcome.conflicts:
+        logger.warning("objects left to another field manager", extra={"conflicts": outcome.conflicts})
+    for flavor in result.flavors:
+        for resource in result.resources:
+            if not is_accelerator(resource):
+                continue
+            if not result.capacity[flavor][resource] and not result.shortfall[flavor][resource]:
+                continue
+            dims = {"flavor": flavor, "resource": resource}
+            gauge(outcome.cluster_id, names.METRIC_UNALLOCATED, float(result.unallocated[flavor][resource]), **dims)
+            gauge(outcome.cluster_id, names.METRIC_SHORTFALL, float(result.shortfall[flavor][resource]), **dims)
+            borrowable = sum(float(g.borrowing_limit[flavor][resource]) for g in result.teams.values())
+            gauge(outcome.cluster_id, names.METRIC_BORROWABLE, borrowable, **dims)
+    for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
+        gauge(outcome.cluster_id, names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
+    # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
+    gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
+
+
+def gauge(cluster_id: str, name: str, value: float, **dims: str) -> None:
+    """One metric of the cluster with exactly the dimensions the dashboard's and alarms' SCHEMA() name
+    (infra/constructs/observability.py): Powertools adds ``service`` from POWERTOOLS_SERVICE_NAME when it is
+    set, so it is always set here."""
+    from aws_lambda_powertools.metrics import single_metric
+
+    with single_metric(
+        name=name,
+        unit=MetricUnit.Count,
+        value=value,
+        namespace=names.METRICS_NAMESPACE,
+        default_dimensions={"service": names.SERVICE},
+    ) as m:
+        m.add_dimension(name=names.METRIC_DIM_CLUSTER, value=cluster_id)
+        for k, v in dims.items():
+            m.add_dimension(name=k, value=v)
