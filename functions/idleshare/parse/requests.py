@@ -161,7 +161,7 @@ def _present(value: object) -> object:
 
 _TargetVersion = Annotated[Annotated[int, Field(ge=0, le=MAX_INT32)] | None, BeforeValidator(_target_version), NotNull]
 """botocore's Integer: the version the write expects (a stale one is a 409); optional, never null."""
-_RequiredVersion = Annotated[int, BeforeValidator(lambda v: _target_version(_not_null(v))), Field(ge=0, le=MAX_INT32)]
+_RequiredVersion = Annotated[int, Field(ge=0, le=MAX_INT32), BeforeValidator(lambda v: _target_version(_not_null(v)))]
 """The same, required."""
 _Description = Annotated[
     Annotated[str, Field(max_length=DESCRIPTION_MAX), AfterValidator(_text(_description_char))] | None, NotNull

@@ -1,0 +1,177 @@
+"""The admin API's request models (idleshare.parse.requests): the one validation path of a write, used by
+the API, the CLI and the OpenAPI document. Every problem of a body is reported together, each naming its
+field with the message the API answers in its 422. Given / When / Then."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from idleshare.parse.errors import InputError
+from idleshare.parse.requests import (
+    MAX_INT32,
+    CreateQuota,
+    Recalculate,
+    SchedulerConfigRequest,
+    UpdateQuota,
+    name_problem,
+    parse,
+)
+
+P5 = "ml.p5.48xlarge"
+QUOTA: dict[str, Any] = {
+    "Name": "a-quota",
+    "ComputeQuotaConfig": {
+        "ComputeQuotaResources": [{"InstanceType": P5, "Accelerators": 8, "VCpu": Decimal("0.1")}],
+        "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
+    },
+    "ComputeQuotaTarget": {"TeamName": "a"},
+}
+
+
+def errors(model: Any, body: Any) -> dict[str, str]:
+    with pytest.raises(InputError) as caught:
+        parse(model, body)
+    assert caught.value.source == "request body"
+    return {e.loc: e.message for e in caught.value.errors}
+
+
+def test_a_valid_create_keeps_what_was_sent_exactly() -> None:
+    request = parse(CreateQuota, QUOTA | {"Description": "research", "Tags": [{"Key": "owner", "Value": ""}]})
+    assert request.ComputeQuotaTarget is not None and request.ComputeQuotaTarget.TeamName == "a"
+    given = request.given()
+    assert given["ComputeQuotaConfig"] is QUOTA["ComputeQuotaConfig"]  # stored as sent: 0.1 stays Decimal("0.1")
+    assert set(given) == {"Name", "ComputeQuotaConfig", "ComputeQuotaTarget", "Description", "Tags"}
+
+
+def test_every_problem_of_a_body_is_reported_together_naming_its_field() -> None:
+    body = QUOTA | {
+        "Name": "-bad-",
+        "ActivationState": None,
+        "ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456",
+        "ComputeQuotaId": "q-1",
+        "ComputeQuotaConfg": {},
+        "Description": "x" * 1025,
+        "Tags": [{"Key": "", "Value": "v"}, {"Key": "k"}, {"Key": "k", "Valeu": "v"}, "tag"],
+    }
+    assert errors(CreateQuota, body) == {
+        "Name": 'must be a valid EntityName, matching [a-zA-Z0-9](-*[a-zA-Z0-9]){0,62} (got "-bad-")',
+        "ActivationState": "must not be null (omit the field instead)",
+        "ClusterArn": "not accepted here: the cluster is the one in the path",
+        "ComputeQuotaId": "set by idleshare: not accepted in a request",
+        "ComputeQuotaConfg": "unknown field; did you mean ComputeQuotaConfig?",
+        "Description": "must be at most 1024 characters (got 1025)",
+        "Tags[0].Key": "must be 1 to 128 characters (got 0)",
+        "Tags[1].Value": "required field is missing",
+        "Tags[2].Value": "required field is missing",
+        "Tags[2].Valeu": "unknown field; did you mean Value?",
+        "Tags[3]": 'must be an object (got "tag")',
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("Description", "line\u0000", "character 4 ('\\x00') is not allowed"),
+        ("Description", 5, "must be a string (got 5)"),
+        ("Tags", [{"Key": "a*b", "Value": ""}], "character 1 ('*') is not allowed"),
+        ("Tags", [{"Key": "k", "Value": "v" * 257}], "must be 0 to 256 characters (got 257)"),
+        ("Tags", [{"Key": "k", "Value": "v"}] * 51, "must have at most 50 items (got 51)"),
+        ("Tags", {"Key": "k"}, "must be an array (got an object)"),
+    ],
+)
+def test_description_and_tags_follow_botocores_unicode_rules(field: str, value: Any, message: str) -> None:
+    assert message in errors(CreateQuota, QUOTA | {field: value}).values()
+
+
+def test_a_create_needs_name_config_and_target_and_checks_what_botocore_cannot_say() -> None:
+    assert errors(CreateQuota, {"Name": "x"}) == {
+        "ComputeQuotaConfig": "required field is missing",
+        "ComputeQuotaTarget": "required field is missing",
+    }
+    twice = {"ComputeQuotaResources": [{"InstanceType": P5, "Count": 1}, {"InstanceType": P5, "Count": 2}]}
+    assert errors(CreateQuota, QUOTA | {"ComputeQuotaConfig": twice, "Description": 5}) == {
+        "Description": "must be a string (got 5)",
+        "ComputeQuotaConfig.ComputeQuotaResources[1].InstanceType": f'instance type "{P5}" listed twice (also [0])',
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "required field is missing"),
+        ({"TargetVersion": None}, "must not be null (omit the field instead)"),
+        ({"TargetVersion": "1"}, 'must be an integer (got "1")'),
+        ({"TargetVersion": True}, "must be an integer (got true)"),
+        ({"TargetVersion": 1.0}, "must be an integer (got 1.0)"),
+        ({"TargetVersion": -1}, f"must be between 0 and {MAX_INT32} (got -1)"),
+        ({"TargetVersion": MAX_INT32 + 1}, f"must be between 0 and {MAX_INT32} (got {MAX_INT32 + 1})"),
+    ],
+)
+def test_target_version_is_botocores_integer(body: dict[str, Any], message: str) -> None:
+    assert errors(UpdateQuota, body) == {"TargetVersion": message}
+    if body:  # optional in a scheduler config, never null nor out of bounds
+        assert errors(SchedulerConfigRequest, {"SchedulerConfig": {}} | body) == {"TargetVersion": message}
+    assert parse(UpdateQuota, {"TargetVersion": MAX_INT32}).TargetVersion == MAX_INT32
+
+
+def test_an_update_neither_renames_nor_retags_and_keeps_only_what_it_carries() -> None:
+    assert errors(UpdateQuota, {"TargetVersion": 1, "Name": "b", "Tags": []}) == {
+        "Name": "a compute quota cannot be renamed (its name is in the path)",
+        "Tags": "tags are set when the quota is created (UpdateComputeQuota has no Tags)",
+    }
+    request = parse(UpdateQuota, {"TargetVersion": 3, "ActivationState": "Disabled"})
+    assert request.given("TargetVersion") == {"ActivationState": "Disabled"} and request.TargetVersion == 3
+
+
+def test_a_scheduler_config_names_each_field_and_duplicate_priority_classes() -> None:
+    classes = [{"Name": "training", "Weight": 10}, {"Name": "training", "Weight": 1}]
+    assert errors(SchedulerConfigRequest, {"SchedulerConfig": {"PriorityClasses": classes}, "Name": "x"}) == {
+        "Name": "unknown field",
+        "SchedulerConfig.PriorityClasses[1].Name": 'duplicate priority class "training" '
+        "(also SchedulerConfig.PriorityClasses[0])",
+    }
+    assert errors(SchedulerConfigRequest, {"SchedulerConfig": None}) == {
+        "SchedulerConfig": "must not be null (omit the field instead)"
+    }
+    assert errors(SchedulerConfigRequest, {"SchedulerConfig": {"FairShare": "On", "Bogus": 1}}) == {
+        "SchedulerConfig.FairShare": 'must be one of Enabled, Disabled (got "On")',
+        "SchedulerConfig.Bogus": "unknown field",
+    }
+
+
+def test_a_recalculation_reason_is_an_optional_bounded_string() -> None:
+    assert parse(Recalculate, {}).reason is None and parse(Recalculate, {"reason": None}).reason is None
+    assert errors(Recalculate, {"reason": 5, "why": "x"}) == {
+        "reason": "must be a string (got 5)",
+        "why": "unknown field",
+    }
+    assert errors(Recalculate, {"reason": "x" * 1025}) == {"reason": "must be at most 1024 characters (got 1025)"}
+
+
+def test_a_body_that_is_not_an_object_or_too_deep_is_one_error_for_the_whole() -> None:
+    assert errors(Recalculate, [1]) == {"": "expected a JSON object (got an array)"}
+    deep: Any = {}
+    for _ in range(10_000):
+        deep = {"ComputeQuotaConfig": deep}
+    assert list(errors(CreateQuota, QUOTA | {"ComputeQuotaConfig": deep})) != []
+
+
+def test_a_quota_name_alone_is_checked_as_botocores_entity_name() -> None:
+    assert name_problem("research") is None
+    assert name_problem("bad name!") == (
+        'must be a valid EntityName, matching [a-zA-Z0-9](-*[a-zA-Z0-9]){0,62} (got "bad name!")'
+    )
+
+
+def test_the_openapi_request_schemas_are_the_models_self_contained() -> None:
+    from idleshare.api.schemas import schema
+
+    create = schema(CreateQuota)
+    assert "$ref" not in json.dumps(create) and create["additionalProperties"] is False
+    assert set(create["required"]) == {"Name", "ComputeQuotaConfig", "ComputeQuotaTarget"}
+    assert schema(UpdateQuota)["properties"]["TargetVersion"]["maximum"] == MAX_INT32
+    assert '"maxItems": 50' in json.dumps(create["properties"]["Tags"])
