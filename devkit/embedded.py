@@ -3,8 +3,8 @@
 ``Embedded`` is a context manager standing in for a deployed stack, in-process and without an AWS
 account:
 
-* DynamoDB (moto): one table with the CDK app's key schema (``pk``/``sk`` strings, TTL ``ttl``; see
-  ``infra/constructs/storage.py``), used through :class:`~idleshare.adapters.store.DynamoStore`;
+* DynamoDB (moto): one table with the CDK app's key schema (``pk``/``sk`` strings, TTL ``ttl``: both built
+  from :mod:`idleshare.table`), used through :class:`~idleshare.adapters.store.DynamoStore`;
 * SQS (moto): the recompute FIFO queue, through :class:`~idleshare.adapters.aws.SqsRecomputeQueue`;
 * EventBridge (moto): idleshare's bus, through :class:`~idleshare.adapters.aws.EventBridgePublisher`;
   what the recompute publishes is also kept in :attr:`Embedded.published`;
@@ -40,6 +40,7 @@ from typing import Any
 
 from devkit.kube.client import Kube
 from idleshare import names
+from idleshare import table as schema
 
 REGION = "us-east-1"
 TABLE_NAME = "idleshare-local"
@@ -206,7 +207,7 @@ class Embedded:
         from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
         from idleshare.adapters.kube import LightkubeCluster
         from idleshare.adapters.ports import ClusterRecord
-        from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, DynamoStore
+        from idleshare.adapters.store import DynamoStore
         from idleshare.runtime import observability, wiring
 
         self._stack.enter_context(_environment())
@@ -222,18 +223,8 @@ class Embedded:
             table = self._given_table
         else:
             ddb = boto3.resource("dynamodb", region_name=REGION)
-            table = ddb.create_table(
-                TableName=TABLE_NAME,
-                KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
-                AttributeDefinitions=[
-                    {"AttributeName": PK, "AttributeType": "S"},
-                    {"AttributeName": SK, "AttributeType": "S"},
-                ],
-                BillingMode="PAY_PER_REQUEST",
-            )
-            ddb.meta.client.update_time_to_live(
-                TableName=TABLE_NAME, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
-            )
+            table = ddb.create_table(**schema.create_table_kwargs(TABLE_NAME))
+            ddb.meta.client.update_time_to_live(**schema.time_to_live_kwargs(TABLE_NAME))
         self.store = DynamoStore(table)
         if self._own_aws:
             self._idempotency_table()
@@ -290,12 +281,7 @@ class Embedded:
         import boto3
 
         ddb = boto3.client("dynamodb", region_name=REGION)
-        ddb.create_table(
-            TableName=IDEMPOTENCY_TABLE_NAME,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        ddb.create_table(**schema.idempotency_table_kwargs(IDEMPOTENCY_TABLE_NAME))
         previous = os.environ.get(names.ENV_IDEMPOTENCY_TABLE_NAME)
         os.environ[names.ENV_IDEMPOTENCY_TABLE_NAME] = IDEMPOTENCY_TABLE_NAME
 

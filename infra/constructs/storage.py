@@ -1,10 +1,9 @@
 """DynamoDB: the main single table and the Powertools idempotency table.
 
-Main table keys (`pk` / `sk`, both strings):
-  CLUSTER#<id>  QUOTA#<name> | SCHEDULER | POOL | HISTORY#<generation, zero-padded> | META
-  REGISTRY      EKS#<eks cluster name> | ARN#<hyperpod cluster arn>
-History items carry `ttl` (epoch seconds). The idempotency table is Powertools' layout:
-`id` partition key, TTL attribute `expiration`.
+Both are built from :mod:`idleshare.table`, the one definition of their keys, TTL attributes and billing
+(the store, the devkit and the tests create their tables from it too). Main table: `pk` / `sk` strings,
+TTL `ttl`, the item keys listed there. The idempotency table is Powertools' layout: `id` partition key,
+TTL attribute `expiration`.
 """
 
 from __future__ import annotations
@@ -13,19 +12,25 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 
 from constructs import Construct
+from idleshare import table as schema
 
-PK = "pk"
-SK = "sk"
-TTL_ATTRIBUTE = "ttl"
-IDEMPOTENCY_PK = "id"
-IDEMPOTENCY_TTL_ATTRIBUTE = "expiration"
+# idleshare.table's attribute types (boto3's letters) as CDK's
+ATTRIBUTE_TYPES = {
+    "S": dynamodb.AttributeType.STRING,
+    "N": dynamodb.AttributeType.NUMBER,
+    "B": dynamodb.AttributeType.BINARY,
+}
+
+
+def _key(name: str) -> dynamodb.Attribute:
+    return dynamodb.Attribute(name=name, type=ATTRIBUTE_TYPES[schema.KEY_ATTRIBUTE_TYPE])
 
 
 class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         common = {
-            "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
+            "billing_mode": dynamodb.BillingMode(schema.BILLING_MODE),
             "encryption": dynamodb.TableEncryption.AWS_MANAGED,
             "point_in_time_recovery_specification": dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
@@ -34,9 +39,9 @@ class Storage(Construct):
         self.table = dynamodb.Table(
             self,
             "Table",
-            partition_key=dynamodb.Attribute(name=PK, type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name=SK, type=dynamodb.AttributeType.STRING),
-            time_to_live_attribute=TTL_ATTRIBUTE,
+            partition_key=_key(schema.PK),
+            sort_key=_key(schema.SK),
+            time_to_live_attribute=schema.TTL_ATTRIBUTE,
             # The pool, quotas and history outlive a `cdk destroy`.
             removal_policy=RemovalPolicy.RETAIN,
             **common,
@@ -44,8 +49,8 @@ class Storage(Construct):
         self.idempotency_table = dynamodb.Table(
             self,
             "IdempotencyTable",
-            partition_key=dynamodb.Attribute(name=IDEMPOTENCY_PK, type=dynamodb.AttributeType.STRING),
-            time_to_live_attribute=IDEMPOTENCY_TTL_ATTRIBUTE,
+            partition_key=_key(schema.IDEMPOTENCY_PK),
+            time_to_live_attribute=schema.IDEMPOTENCY_TTL_ATTRIBUTE,
             # Short-lived records only: nothing to keep.
             removal_policy=RemovalPolicy.DESTROY,
             **common,

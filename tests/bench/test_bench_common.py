@@ -7,6 +7,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from tests.aws_env import create_table
 from tests.bench import bench_common as bc
 from tests.bench import bench_plan
 
@@ -36,22 +37,17 @@ def test_the_dynamodb_counter_counts_calls_and_writes(monkeypatch: pytest.Monkey
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with mock_aws():
         client = boto3.Session().client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName="t",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_table(client, "t")
         # Given a counter on the client, When it writes twice and reads once
         counter = bc.DynamoCounter(client)
-        client.put_item(TableName="t", Item={"pk": {"S": "a"}})
+        client.put_item(TableName="t", Item={"pk": {"S": "a"}, "sk": {"S": "b"}})
         client.update_item(
             TableName="t",
-            Key={"pk": {"S": "a"}},
+            Key={"pk": {"S": "a"}, "sk": {"S": "b"}},
             UpdateExpression="SET v = :v",
             ExpressionAttributeValues={":v": {"N": "1"}},
         )
-        client.get_item(TableName="t", Key={"pk": {"S": "a"}})
+        client.get_item(TableName="t", Key={"pk": {"S": "a"}, "sk": {"S": "b"}})
         # Then it saw three calls, two of them writes
         assert dict(counter.calls) == {"PutItem": 1, "UpdateItem": 1, "GetItem": 1}
         assert (counter.total, counter.writes) == (3, 2)

@@ -27,6 +27,7 @@ import pytest
 from moto import mock_aws
 
 from idleshare import names
+from tests.aws_env import create_idempotency_table, create_table
 from tests.infra.conftest import SAMPLE, synth
 from tests.infra.least_privilege import RUNTIME_ACTIONS, Recorder, Roles, enforced, running_as
 from tests.unit.test_handlers import EXPECTED_CLUSTERS
@@ -108,21 +109,8 @@ class DayOne:
 
 def _create_services() -> dict[str, str]:
     ddb = boto3.client("dynamodb", region_name="us-east-1")
-    ddb.create_table(
-        TableName="idleshare-state",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    ddb.create_table(
-        TableName="idleshare-idempotency",
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_table(ddb, "idleshare-state")
+    create_idempotency_table(ddb, "idleshare-idempotency")
     sqs = boto3.client("sqs", region_name="us-east-1")
     queue_url = sqs.create_queue(
         QueueName="recompute.fifo",

@@ -4,7 +4,7 @@
   a restart loses every table: ``-inMemory``).
 - ``dynamodb_local`` (session): its endpoint URL.
 - ``ddb_resource`` (session): a boto3 DynamoDB resource on it (dummy credentials, us-east-1).
-- ``ddb_table`` (function): a fresh table with the CDK app's key schema (``pk``/``sk`` strings, TTL ``ttl``).
+- ``ddb_table`` (function): a fresh table with the CDK app's key schema (:func:`tests.aws_env.create_table`).
 
 Java or the jar missing: the fixtures fail with the reason under CI (``CI=true``), skip with it locally.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE
+from tests.aws_env import create_table
 from tests.integration.dynamodb_local import DynamoDBLocal, Unavailable
 
 REGION = "us-east-1"
@@ -89,25 +88,6 @@ def ddb_resource(dynamodb_local: str) -> Any:
         aws_secret_access_key="test",
         config=CLIENT_CONFIG,
     )
-
-
-def create_table(resource: Any, name: str | None = None) -> Any:
-    """A table shaped like the CDK app's main table (infra/constructs/storage.py: same names, checked by
-    tests/unit/test_store.py without importing aws_cdk, which takes seconds)."""
-    table = resource.create_table(
-        TableName=name or f"idleshare-{uuid.uuid4().hex[:12]}",
-        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": PK, "AttributeType": "S"},
-            {"AttributeName": SK, "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    table.wait_until_exists(WaiterConfig={"Delay": 1, "MaxAttempts": 20})
-    resource.meta.client.update_time_to_live(
-        TableName=table.name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
-    )
-    return table
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ Given a governed cluster, When an operator drives it from the CLI, Then the API 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,14 @@ from moto import mock_aws
 
 from idleshare import names
 from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt
-from idleshare.adapters.store import PK, SK, DynamoStore
+from idleshare.adapters.store import DynamoStore
 from idleshare.cli import remote
 from idleshare.cli.main import main
 from idleshare.cli.plan import plan
 from idleshare.cli.present import result_json
 from idleshare.runtime import wiring
 from tests.apigw_local import ApiGatewayLocal, Principal, use_credentials
+from tests.aws_env import create_table
 from tests.fakes import FakePublisher, FakeQueue
 
 pytestmark = pytest.mark.integration
@@ -69,15 +69,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         # the credentials the CLI will sign with (moto substitutes its own): the gate accepts exactly those
         creds = boto3.Session().get_credentials().get_frozen_credentials()
         ddb = boto3.resource("dynamodb", region_name="us-east-1")
-        table = ddb.create_table(
-            TableName=f"idleshare-{uuid.uuid4().hex[:12]}",
-            KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": PK, "AttributeType": "S"},
-                {"AttributeName": SK, "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        table = create_table(ddb)
         store = DynamoStore(table)
         store.put_cluster(ClusterRecord(CLUSTER, "demo-eks"))
         publisher = FakePublisher()

@@ -22,6 +22,7 @@ from moto import mock_aws
 from idleshare import names
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.service.watcher import NodeWatchSource, WatchReport, watch_cluster
+from tests.aws_env import create_table
 from tests.unit.test_store import FAKE_ENV
 
 CLUSTER_ID = "local"
@@ -157,12 +158,7 @@ def run_once(
 def moto_table() -> Iterator[DynamoStore]:
     """A DynamoStore on a fresh moto table (the caller runs inside ``moto.mock_aws``)."""
     ddb = boto3.resource("dynamodb", region_name="us-east-1")
-    table = ddb.create_table(
-        TableName=f"idleshare-watch-{uuid.uuid4().hex[:8]}",
-        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": PK, "AttributeType": "S"}, {"AttributeName": SK, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    table = create_table(ddb, f"idleshare-watch-{uuid.uuid4().hex[:8]}")
     try:
         yield DynamoStore(table)
     finally:

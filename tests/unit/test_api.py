@@ -21,6 +21,7 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
 from idleshare.service.recompute import Recomputer
+from tests.aws_env import create_table
 from tests.fakes import FakeKube, FakePublisher
 
 FAKE_ENV = {
@@ -143,18 +144,6 @@ def k8s_node(name: str, gpus: int = 8, ready: str = "True") -> dict[str, Any]:
             "conditions": [{"type": "Ready", "status": ready}],
         },
     }
-
-
-def create_table(ddb: Any, name: str) -> Any:
-    return ddb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 @pytest.fixture(scope="module")

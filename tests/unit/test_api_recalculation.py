@@ -20,7 +20,8 @@ from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
 from idleshare.service.admin import Admin
-from tests.unit.test_api import CONTEXT, World, aws, call, create_table, k8s_node, quota  # noqa: F401  (fixture)
+from tests.aws_env import create_idempotency_table, create_table
+from tests.unit.test_api import CONTEXT, World, aws, call, k8s_node, quota  # noqa: F401  (fixture)
 
 INBOUND = Path(__file__).parents[2] / "events" / "inbound"
 
@@ -320,12 +321,7 @@ def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) ->
 def idempotent(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The deployed recompute Lambda's idempotency table (Powertools' layout: ``id``, TTL ``expiration``)."""
     name = f"idem-{uuid.uuid4().hex[:8]}"
-    table = boto3.resource("dynamodb", region_name="us-east-1").create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    table = create_idempotency_table(boto3.resource("dynamodb", region_name="us-east-1"), name)
     monkeypatch.setenv(names.ENV_IDEMPOTENCY_TABLE_NAME, name)
     try:
         yield table

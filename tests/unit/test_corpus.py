@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,6 +32,7 @@ from idleshare.parse.nodes import node_from_dict, parse_nodes
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.parse.requests import CreateQuota, SchedulerConfigRequest
 from idleshare.runtime import wiring
+from tests.aws_env import create_table
 from tests.corpus import make_corpus
 from tests.fakes import FakePublisher, FakeQueue, FakeStore
 
@@ -286,7 +286,7 @@ def ddb() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def seeded(ddb: Any) -> Any:
     """A table holding a cluster, a valid quota and a scheduler config (shared: tests never write)."""
-    table = make_table(ddb)
+    table = create_table(ddb)
     store = DynamoStore(table)
     store.put_cluster(ClusterRecord("demo", "demo-eks", HYPERPOD_ARN))
     for body in load("events/examples/quotas.json")[:1]:
@@ -342,15 +342,6 @@ def test_validated_writes_refuse_each_file_and_change_nothing_stored(path: str, 
     assert scan(seeded) == before
 
 
-def make_table(ddb: Any) -> Any:
-    return ddb.create_table(
-        TableName=f"idleshare-{uuid.uuid4().hex[:12]}",
-        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": PK, "AttributeType": "S"}, {"AttributeName": SK, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-
-
 def _store_accepts(store: DynamoStore, cluster_id: str, path: str) -> bool:
     doc = load(path)
     try:
@@ -364,7 +355,7 @@ def _store_accepts(store: DynamoStore, cluster_id: str, path: str) -> bool:
 
 
 def test_the_store_itself_refuses_bodies_that_break_botocore_bounds(ddb: Any) -> None:
-    store = DynamoStore(make_table(ddb))
+    store = DynamoStore(create_table(ddb))
     by_reason = {(INDEX[p]["kind"], Path(p).stem.split("--")[1]): p for p in files("quotas") + files("scheduler")}
     probes = sorted(by_reason.values())  # one file per kind of violation: moto transactions are slow
     accepted = [p for i, p in enumerate(probes) if _store_accepts(store, f"probe-{i}", p)]

@@ -15,7 +15,6 @@ import io
 import json
 import logging
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -33,10 +32,11 @@ from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.adapters.eks_auth import TOKEN_PREFIX, EksConnector
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.ports import ClusterRecord
-from idleshare.adapters.store import PK, SK, DynamoStore
+from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
 from idleshare.runtime.observability import logger
+from tests.aws_env import create_table
 from tests.kube.fixtures import make_node, wait_serving
 
 REGION = "us-west-2"
@@ -219,15 +219,7 @@ def test_the_eks_auth_path_logs_no_token_or_credential(
 def aws(credentials: None) -> Iterator[SimpleNamespace]:
     with mock_aws():
         ddb = boto3.resource("dynamodb", region_name=REGION)
-        table = ddb.create_table(
-            TableName=f"idleshare-{uuid.uuid4().hex[:12]}",
-            KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": PK, "AttributeType": "S"},
-                {"AttributeName": SK, "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        table = create_table(ddb)
         sqs = boto3.client("sqs", region_name=REGION)
         url = sqs.create_queue(QueueName="recompute.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
         yield SimpleNamespace(table=table, sqs=sqs, queue_url=url)

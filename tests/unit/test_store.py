@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import re
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from botocore.exceptions import (
 )
 from moto import mock_aws
 
+from idleshare import table as schema
 from idleshare.adapters.errors import (
     ConflictError,
     NotFoundError,
@@ -44,6 +44,7 @@ from idleshare.adapters.store import (
 )
 from idleshare.parse.errors import InputError
 from idleshare.service.recompute import Recomputer
+from tests.aws_env import create_table
 from tests.corpus.make_corpus import MODEL, QUOTA_BASE, SCHEDULER_BASE
 from tests.fakes import FakeKube, FakePublisher
 from tests.unit.test_api import k8s_node, quota
@@ -84,12 +85,7 @@ def ddb() -> Iterator[Any]:
 
 @pytest.fixture
 def table(ddb: Any) -> Iterator[Any]:
-    t = ddb.create_table(
-        TableName=f"idleshare-{uuid.uuid4().hex[:12]}",
-        KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": PK, "AttributeType": "S"}, {"AttributeName": SK, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    t = create_table(ddb)
     yield t
     t.delete()
 
@@ -140,10 +136,31 @@ def all_keys(table: Any) -> set[tuple[str, str]]:
 def test_table_names_match_the_cdk_app() -> None:
     # Given the CDK construct's source (importing aws_cdk takes seconds, so read it)
     source = (REPO / "infra" / "constructs" / "storage.py").read_text()
-    # Then the store writes the keys and TTL attribute the deployed table has
-    assert re.search(rf'^PK = "{PK}"$', source, re.M)
-    assert re.search(rf'^SK = "{SK}"$', source, re.M)
-    assert re.search(rf'^TTL_ATTRIBUTE = "{TTL_ATTRIBUTE}"$', source, re.M)
+    # Then it builds both tables from idleshare.table and names no key or TTL attribute of its own
+    assert "from idleshare import table as schema" in source
+    for name in ("PK", "SK", "TTL_ATTRIBUTE", "BILLING_MODE", "IDEMPOTENCY_PK", "IDEMPOTENCY_TTL_ATTRIBUTE"):
+        assert f"schema.{name}" in source, name
+    assert not re.search(r'"(pk|sk|ttl|id|expiration)"', source)
+    # And the store writes the keys and TTL attribute the deployed table has
+    assert (PK, SK, TTL_ATTRIBUTE) == (schema.PK, schema.SK, schema.TTL_ATTRIBUTE) == ("pk", "sk", "ttl")
+
+
+def test_the_tests_table_is_shaped_like_the_deployed_one(table: Any) -> None:
+    # Given the table every test module creates (tests/aws_env.py, from idleshare.table)
+    client = table.meta.client
+    described = client.describe_table(TableName=table.name)["Table"]
+    # Then it has the keys, billing and TTL that tests/infra asserts on the synthesized template
+    assert described["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert sorted(described["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ]
+    assert described["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    ttl = client.describe_time_to_live(TableName=table.name)["TimeToLiveDescription"]
+    assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "ttl")
 
 
 def test_dynamo_store_satisfies_the_store_protocol(store: DynamoStore) -> None:

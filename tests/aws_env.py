@@ -1,0 +1,36 @@
+"""The tests' DynamoDB tables, made exactly as the CDK app makes them (:mod:`idleshare.table`): moto, DynamoDB
+Local or any boto3 DynamoDB resource / client."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from idleshare import table as schema
+
+
+def _client(ddb: Any) -> Any:
+    """The low-level client of a boto3 DynamoDB resource, or the client itself."""
+    return ddb.meta.client if hasattr(ddb, "Table") else ddb
+
+
+def create_table(ddb: Any, name: str | None = None) -> Any:
+    """idleshare's main table (``pk`` / ``sk`` strings, TTL ``ttl``, on demand) named ``name`` (default: a fresh
+    ``idleshare-<12 hex>``), ACTIVE when returned. ``ddb``: a boto3 DynamoDB resource (returns the ``Table``)
+    or client (returns the table's name)."""
+    name = name or f"idleshare-{uuid.uuid4().hex[:12]}"
+    client = _client(ddb)
+    client.create_table(**schema.create_table_kwargs(name))
+    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 20})
+    client.update_time_to_live(**schema.time_to_live_kwargs(name))
+    return ddb.Table(name) if hasattr(ddb, "Table") else name
+
+
+def create_idempotency_table(ddb: Any, name: str) -> Any:
+    """The recompute Lambda's idempotency table (Powertools' layout: ``id``, TTL ``expiration``); returns the
+    ``Table`` for a resource, the name for a client."""
+    client = _client(ddb)
+    client.create_table(**schema.idempotency_table_kwargs(name))
+    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 20})
+    client.update_time_to_live(**schema.time_to_live_kwargs(name, schema.IDEMPOTENCY_TTL_ATTRIBUTE))
+    return ddb.Table(name) if hasattr(ddb, "Table") else name
