@@ -1,27 +1,20 @@
 """What keeps the handlers' cold start light, checked without timing anything: which modules an import
-loads, the lazily built tracer, the local EventBridge envelope (same as Powertools'), and the cold-start
-benchmark's own code at a tiny size."""
+loads (no pydantic in the router: its events are Powertools' EventBridgeEvent data class, not the parser
+models), the lazily built tracer, and the cold-start benchmark's own code at a tiny size."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel as PowertoolsEventBridgeModel
-from pydantic import ValidationError
 
-from idleshare.parse import events
-from idleshare.parse.errors import InputError
 from tests.bench import bench_coldstart
 from tests.bench import bench_common as bc
 
 ROOT = Path(__file__).resolve().parents[2]
-# every inbound event but the schedule's fixed input, which is not an EventBridge envelope
-INBOUND = sorted(p for p in (ROOT / "events" / "inbound").glob("*.json") if not p.name.startswith("schedule"))
 HEAVY = ("aws_xray_sdk", "aws_lambda_powertools.utilities.parser", "lightkube", "idleshare.service.recompute")
 
 
@@ -75,49 +68,6 @@ def test_the_tracer_is_built_on_the_first_invocation(monkeypatch: pytest.MonkeyP
     assert handler({"n": 2}, None) == {"ok": 2} and tracer.get() is built
     assert [c["n"] for c in calls] == [1, 2]
     assert tracer.service == "test"  # attributes are the real Tracer's
-
-
-def _ours(raw: dict) -> dict:
-    """Our envelope's values, keyed as Powertools' ``model_dump(by_alias=True)`` keys them."""
-    parsed = events.EventBridgeModel.parse(raw)
-    return {
-        f.metadata.get("alias", f.name): getattr(parsed, f.name)
-        for f in dataclasses.fields(parsed)
-        if f.name != "model_extra"
-    }
-
-
-def test_the_local_envelope_has_the_powertools_fields_aliases_and_types() -> None:
-    ours = {f.name: f for f in dataclasses.fields(events.EventBridgeModel) if f.name != "model_extra"}
-    theirs = PowertoolsEventBridgeModel.model_fields
-    assert list(ours) == list(theirs)
-    for name, field in theirs.items():
-        mine = ours[name]
-        required = mine.default is dataclasses.MISSING and mine.default_factory is dataclasses.MISSING
-        assert (mine.metadata.get("alias"), required) == (field.alias, field.is_required()), name
-
-
-@pytest.mark.parametrize("path", INBOUND, ids=[p.name for p in INBOUND])
-def test_the_local_envelope_validates_every_inbound_event_like_powertools(path: Path) -> None:
-    raw = json.loads(path.read_text())
-    # Given an inbound event, When both envelopes validate it (and a copy with a bad field)
-    theirs = PowertoolsEventBridgeModel.model_validate(raw).model_dump(by_alias=True)
-    # Then they agree on the value and on the errors
-    assert _ours(raw) == theirs
-    bad = raw | {"time": "not a time", "resources": "x"}
-    with pytest.raises(InputError) as mine:
-        events.EventBridgeModel.parse(bad)
-    with pytest.raises(ValidationError) as info:
-        PowertoolsEventBridgeModel.model_validate(bad)
-    expected = [(".".join(str(p) for p in e["loc"]), e["msg"].split(",")[0]) for e in info.value.errors()]
-    assert [(e.loc, e.message.split(",")[0]) for e in mine.value.errors] == expected
-
-
-def test_the_scheduler_string_detail_becomes_an_empty_object_in_both() -> None:
-    raw = json.loads((ROOT / "events" / "inbound" / "idleshare-recalculation-requested.json").read_text())
-    raw |= {"source": "aws.scheduler", "detail": "{}"}
-    assert events.EventBridgeModel.parse(raw).detail == {}
-    assert PowertoolsEventBridgeModel.model_validate(raw).detail == {}
 
 
 def test_the_import_timer_measures_a_module_and_the_floor_in_one_child() -> None:

@@ -1,299 +1,353 @@
-"""Every inbound event of SPEC §4 as a typed, frozen model (typed ``detail``).
+"""Every inbound event of SPEC §4, wrapped in Powertools' ``EventBridgeEvent`` data class.
 
-``parse_event(raw)`` returns one of the models below or raises ``InputError`` naming each bad field.
+``parse_event(raw)`` returns one of the event classes below — an ``EventBridgeEvent`` per detail-type,
+whose ``detail`` is a view of the detail object with its checked members as attributes — or raises
+``InputError`` naming each bad field (``detail.ClusterArn``, ``source``, ...).
 ``cluster_ref(event)`` says which cluster the event concerns, in the terms the event itself uses.
 
-The models are stdlib dataclasses checked by the small validator at the end of this module, not
-pydantic models: importing pydantic and building the models cost more than the router's whole
-cold-start budget (``make bench``). The validator keeps the semantics the pydantic models had —
-lax-mode coercions (bytes to str, any sequence to a list, ISO 8601 strings and unix timestamps to
-``datetime``), ``extra="allow"`` details whose unknown members stay readable as attributes (and in
-``model_extra``), envelopes that ignore unknown members, error paths such as ``detail.ClusterArn``
-or ``detail.clusters.list[constrained-str].1``, and pydantic's messages.
-``tests/unit/test_parse_events.py`` and ``tests/bench/test_bench_coldstart.py`` hold it to Powertools'
-``EventBridgeModel`` and to pydantic's ``datetime`` parsing.
+Checked is what idleshare reads, and nothing else:
+
+- ``detail-type`` (one of ``KNOWN_DETAIL_TYPES``; also accepted spelled ``detail_type``, and both
+  spellings must agree) and ``source`` (the one that sends that detail-type); ``detail`` is an object
+  (the schedule's may be absent, or the string ``'{}'`` EventBridge Scheduler sends for no payload);
+- the members the router reads to find the cluster (``cluster_ref``) and to pass a request on:
+  ``ClusterArn``, ``Orchestrator.Eks.ClusterArn``, ``EventDetails.ClusterArn``, CloudTrail's
+  ``requestParameters`` (and its ``eventSource`` and ``eventName``: which call it reports), the own
+  events' ``cluster``, ``eksClusterName`` and ``requestId``, the schedule's ``clusters``;
+- the members ``idleshare replay --local`` and the scenarios act on (``devkit/embedded.py``): a health
+  event's ``InstanceId`` and ``HealthSummary`` (``HealthStatus``, ``RepairAction``), a ``Node Changed``'s
+  ``node`` and ``change``, and a ``Compute Quota Changed``'s ``quotaName``.
+
+Not checked, because nothing reads them: the envelope's ``version``, ``id``, ``account``, ``time``,
+``region``, ``resources`` and ``replay-name`` (Powertools' properties return them as they came: ``time``
+is a string, and the schedule's input has none of them); detail members such as ``ClusterName``,
+``ClusterStatus``, ``errorCode`` or ``reason``; unknown members. A detail member is an attribute only if it
+is declared below (the rest stay in the mapping: ``event.detail["ClusterStatus"]``).
+
+Not Powertools' parser models (pydantic): warm, after Powertools and boto3, importing them took about
+215 ms, the data classes about 35 ms, of the router's cold start (``make bench``);
+tests/bench/test_bench_coldstart.py checks that the router never loads pydantic.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar, cast, overload
+
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
+from aws_lambda_powertools.utilities.data_classes.common import DictWrapper
 
 from idleshare import names
 from idleshare.parse.errors import FieldError, InputError
 
-_CLUSTER_ID = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+T = TypeVar("T")
+D = TypeVar("D", bound="Detail")
 
-Loc = tuple[str | int, ...]
-Errors = list[tuple[Loc, str]]
-Check = Any  # (value, loc, errors) -> value, or _BAD after appending to errors
-_BAD: Any = object()
-_REQUIRED: Any = object()
+# -- checks: (a present value, its path) -> what is wrong with it --------------------------------------
 
+Check = Callable[[Any, str], list[FieldError]]
 
-@dataclass(frozen=True, kw_only=True)
-class _Model:
-    """Base of every model: ``model_extra`` holds the unknown members of an ``extra="allow"`` model,
-    also readable as attributes (as pydantic's ``extra="allow"`` models do)."""
 
-    model_extra: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+def _kind(value: Any) -> str:
+    """``value``'s JSON type, for messages."""
+    kinds = (("null", type(None)), ("boolean", bool), ("number", int | float), ("string", str), ("array", list))
+    for kind, types_ in (*kinds, ("object", dict)):
+        if isinstance(value, types_):
+            return kind
+    return type(value).__name__
 
-    _EXTRA: ClassVar[str] = "ignore"
 
-    def __getattr__(self, name: str) -> Any:
-        extra = object.__getattribute__(self, "model_extra")
-        if extra is not None and name in extra:
-            return extra[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+def _shown(value: Any) -> str:
+    """``value`` as a message quotes it: short strings and scalars as written, anything else by its kind."""
+    if (isinstance(value, str) and len(value) <= 80) or value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    return f"a {_kind(value)}"
 
-    @classmethod
-    def parse(cls, raw: Any, source: str = "event") -> Any:
-        """An instance from a JSON-like ``raw``, or ``InputError`` naming each bad field."""
-        errors: Errors = []
-        value = _model(cls)(raw, (), errors)
-        if errors:
-            raise InputError(source, [FieldError(".".join(str(p) for p in loc), msg) for loc, msg in errors])
-        return value
 
+def text(*, min_length: int = 0, max_length: int | None = None, pattern: str = "", what: str = "") -> Check:
+    """A string of ``min_length`` to ``max_length`` characters, matching ``pattern`` (``what`` says in words)."""
+    regex = re.compile(pattern) if pattern else None
 
-class EventBridgeModel(_Model):
-    """The EventBridge envelope: the fields, aliases and validator of Powertools'
-    ``aws_lambda_powertools.utilities.parser.models.EventBridgeModel`` (unknown members ignored);
-    ``tests/bench/test_bench_coldstart.py`` keeps the two in step."""
+    def check(value: Any, loc: str) -> list[FieldError]:
+        if not isinstance(value, str):
+            problem = f"expected a string, got {_kind(value)}"
+        elif len(value) < min_length:
+            problem = "must not be empty"
+        elif max_length is not None and len(value) > max_length:
+            problem = f"at most {max_length} characters, got {len(value)}"
+        elif regex is not None and not regex.fullmatch(value):
+            problem = f"expected {what}, got {_shown(value)}"
+        else:
+            return []
+        return [FieldError(loc, problem)]
 
-    version: str
-    id: str
-    source: str
-    account: str
-    time: datetime
-    region: str
-    resources: list[str]
-    detail_type: str = field(metadata={"alias": "detail-type"})
-    detail: Any
-    replay_name: str | None = field(default=None, metadata={"alias": "replay-name"})
+    return check
 
 
-class _Detail(_Model):
-    _EXTRA = "allow"
+def one_of(*allowed: str) -> Check:
+    expected = repr(allowed[0]) if len(allowed) == 1 else f"one of {', '.join(map(repr, allowed))}"
 
+    def check(value: Any, loc: str) -> list[FieldError]:
+        if isinstance(value, str) and value in allowed:
+            return []
+        return [FieldError(loc, f"expected {expected}, got {_shown(value)}")]
 
-# -- HyperPod (aws.sagemaker) ------------------------------------------------------------------
+    return check
 
 
-class NodeHealthSummary(_Detail):
-    HealthStatus: str
-    HealthStatusReason: str | None = None
-    RepairAction: str | None = None
+def _object(value: Any, loc: str) -> list[FieldError]:
+    return [] if isinstance(value, dict) else [FieldError(loc, f"expected an object, got {_kind(value)}")]
 
 
-class NodeHealthDetail(_Detail):
-    ClusterArn: str = field(metadata={"min_length": 1})
-    ClusterName: str | None = None
-    InstanceId: str = field(metadata={"min_length": 1})
-    HealthSummary: NodeHealthSummary
-
-
-class EksRef(_Detail):
-    ClusterArn: str
-
-
-class HyperPodOrchestrator(_Detail):
-    Eks: EksRef | None = None
-
-
-class StateChangeDetail(_Detail):
-    ClusterArn: str = field(metadata={"min_length": 1})
-    ClusterName: str | None = None
-    ClusterStatus: str
-    Orchestrator: HyperPodOrchestrator | None = None
-
-
-class ClusterEventInner(_Detail):
-    ClusterArn: str = field(metadata={"min_length": 1})
-    ClusterName: str | None = None
-    InstanceId: str | None = None
-    ResourceType: str | None = None
-    Description: str | None = None
-
-
-class ClusterEventDetail(_Detail):
-    EventDetails: ClusterEventInner
-
-
-class NodeHealthEvent(EventBridgeModel):
-    source: str = field(metadata={"literal": ("aws.sagemaker",)})
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_HYPERPOD_NODE_HEALTH,)})
-    detail: NodeHealthDetail
-
-
-class StateChangeEvent(EventBridgeModel):
-    source: str = field(metadata={"literal": ("aws.sagemaker",)})
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_HYPERPOD_STATE_CHANGE,)})
-    detail: StateChangeDetail
-
-
-class ClusterEvent(EventBridgeModel):
-    source: str = field(metadata={"literal": ("aws.sagemaker",)})
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_HYPERPOD_EVENT,)})
-    detail: ClusterEventDetail
-
-
-# -- CloudTrail API calls ------------------------------------------------------------------------
-
-CLOUDTRAIL_EVENT_NAMES = names.CLOUDTRAIL_EVENT_NAMES  # the rule's filter and the parser's literal, one list
-
-
-class CloudTrailDetail(_Detail):
-    eventSource: str = field(metadata={"literal": ("sagemaker.amazonaws.com",)})
-    eventName: str = field(metadata={"literal": CLOUDTRAIL_EVENT_NAMES})
-    requestParameters: dict[str, Any] | None = None
-    responseElements: dict[str, Any] | None = None
-    errorCode: str | None = None
-
-
-class CloudTrailEvent(EventBridgeModel):
-    source: str = field(metadata={"literal": ("aws.sagemaker",)})
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_CLOUDTRAIL,)})
-    detail: CloudTrailDetail
-
-
-# -- idleshare's own -----------------------------------------------------------------------------
-
-
-class OwnDetail(_Detail):
-    """Names the cluster by idleshare id (``cluster``) or by EKS cluster name (``eksClusterName``)."""
-
-    cluster: str | None = field(default=None, metadata={"pattern": _CLUSTER_ID})
-    eksClusterName: str | None = field(default=None, metadata={"min_length": 1, "max_length": 100})
-    requestId: str | None = field(default=None, metadata={"max_length": 128})
-    reason: str | None = field(default=None, metadata={"max_length": 1024})
-
-
-class NodeChangedDetail(OwnDetail):
-    node: str | None = field(default=None, metadata={"max_length": 253})
-    change: str | None = field(default=None, metadata={"max_length": 64})
-
-
-class QuotaChangedDetail(OwnDetail):
-    quotaName: str | None = field(default=None, metadata={"max_length": 63})
-
-
-class OwnEvent(EventBridgeModel):
-    source: str = field(metadata={"literal": ("idleshare",)})
-
-
-class NodeChangedEvent(OwnEvent):
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_NODE_CHANGED,)})
-    detail: NodeChangedDetail
-
-
-class QuotaChangedEvent(OwnEvent):
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_QUOTA_CHANGED,)})
-    detail: QuotaChangedDetail
-
-
-class SchedulerChangedEvent(OwnEvent):
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_SCHEDULER_CHANGED,)})
-    detail: OwnDetail
-
-
-class RecalculationRequestedEvent(OwnEvent):
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_RECALC_REQUESTED,)})
-    detail: OwnDetail
-
-
-# -- the safety-net schedule -----------------------------------------------------------------------
-
-
-class ScheduledDetail(_Detail):
-    """``clusters``: ``"all"`` or a list of idleshare cluster ids."""
-
-    clusters: str | list[str] = field(default="all", metadata={"clusters": True})
-
-
-class ScheduledEvent(_Model):
-    """The fixed input EventBridge Scheduler sends (see infra): not a full EventBridge envelope."""
-
-    _EXTRA = "allow"
-    source: str = field(metadata={"literal": ("aws.scheduler",)})
-    detail_type: str = field(metadata={"alias": "detail-type", "literal": (names.DT_SCHEDULED_RECOMPUTE,)})
-    detail: ScheduledDetail = field(default_factory=lambda: ScheduledDetail())
-
-
-# Dataclasses are made here, not with a decorator on each class, so that every subclass is one too.
-for _cls in (
-    EventBridgeModel,
-    _Detail,
-    NodeHealthSummary,
-    NodeHealthDetail,
-    EksRef,
-    HyperPodOrchestrator,
-    StateChangeDetail,
-    ClusterEventInner,
-    ClusterEventDetail,
-    NodeHealthEvent,
-    StateChangeEvent,
-    ClusterEvent,
-    CloudTrailDetail,
-    CloudTrailEvent,
-    OwnDetail,
-    NodeChangedDetail,
-    QuotaChangedDetail,
-    OwnEvent,
-    NodeChangedEvent,
-    QuotaChangedEvent,
-    SchedulerChangedEvent,
-    RecalculationRequestedEvent,
-    ScheduledDetail,
-    ScheduledEvent,
-):
-    dataclass(frozen=True, kw_only=True)(_cls)
-del _cls
-
-# The model of each detail-type.
-_MODELS: dict[str, type[_Model]] = {
-    names.DT_HYPERPOD_NODE_HEALTH: NodeHealthEvent,
-    names.DT_HYPERPOD_STATE_CHANGE: StateChangeEvent,
-    names.DT_HYPERPOD_EVENT: ClusterEvent,
-    names.DT_CLOUDTRAIL: CloudTrailEvent,
-    names.DT_NODE_CHANGED: NodeChangedEvent,
-    names.DT_QUOTA_CHANGED: QuotaChangedEvent,
-    names.DT_SCHEDULER_CHANGED: SchedulerChangedEvent,
-    names.DT_RECALC_REQUESTED: RecalculationRequestedEvent,
-    names.DT_SCHEDULED_RECOMPUTE: ScheduledEvent,
-}
-
-KNOWN_DETAIL_TYPES = (
-    *names.HYPERPOD_DETAIL_TYPES,
-    names.DT_CLOUDTRAIL,
-    *names.OWN_INBOUND_DETAIL_TYPES,
-    names.DT_SCHEDULED_RECOMPUTE,
+_STRING = text()
+_NON_EMPTY = text(min_length=1)
+_CLUSTER_ID = text(
+    pattern=r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+    what="a cluster id (1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit)",
 )
 
 
-def parse_event(raw: Any, source: str = "event") -> Any:
-    """The typed event, or ``InputError`` naming each bad field."""
+def _cluster_ids(value: Any, loc: str) -> list[FieldError]:
+    """``"all"`` or a list of idleshare cluster ids."""
+    if value == "all":
+        return []
+    if not isinstance(value, list):
+        return [FieldError(loc, f"expected 'all' or a list of cluster ids, got {_shown(value)}")]
+    return [e for i, item in enumerate(value) for e in _CLUSTER_ID(item, f"{loc}[{i}]")]
+
+
+def _member_errors(
+    data: Mapping[str, Any], name: str, check: Check, loc: str, *, required: bool = True, default: Any = None
+) -> list[FieldError]:
+    """The errors of member ``name`` of ``data``: absent is refused if ``required``; null is accepted if
+    not required and the ``default`` is None."""
+    where = f"{loc}.{name}" if loc else name
+    if name not in data:
+        return [FieldError(where, "required field missing")] if required else []
+    if data[name] is None and not required and default is None:
+        return []
+    return check(data[name], where)
+
+
+# -- details: the checked members of a detail object, read as attributes -------------------------------
+
+
+class Member(Generic[T]):
+    """A member of a detail object: ``parse_event`` checks it, then it reads as the attribute of its name.
+    Optional unless ``required``: absent, it reads as ``default`` (and if that is None, null is accepted
+    too). ``view``: the class a nested object is read as."""
+
+    def __init__(
+        self, check: Check, *, required: bool = False, default: Any = None, view: type[Detail] | None = None
+    ) -> None:
+        self.check, self.required, self.default, self.view = check, required, default, view
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Member[T]: ...
+    @overload
+    def __get__(self, obj: Detail, owner: type) -> T: ...
+    def __get__(self, obj: Detail | None, owner: type) -> Any:
+        if obj is None:
+            return self
+        value = obj.get(self.name, self.default)
+        return self.view(value) if self.view is not None and value is not None else value
+
+    def errors(self, data: Mapping[str, Any], loc: str) -> list[FieldError]:
+        return _member_errors(data, self.name, self.check, loc, required=self.required, default=self.default)
+
+
+def required(check: Check) -> Member[Any]:
+    return Member(check, required=True)
+
+
+def nested(view: type[Detail], *, required: bool = False) -> Member[Any]:
+    """A member that is itself an object, read as ``view``."""
+    return Member(view.errors, required=required, view=view)
+
+
+class Detail(DictWrapper):
+    """A view of a detail object (Powertools' ``DictWrapper``): its ``Member``s as attributes."""
+
+    @classmethod
+    def errors(cls, value: Any, loc: str) -> list[FieldError]:
+        if not isinstance(value, dict):
+            return _object(value, loc)
+        members = [m for klass in reversed(cls.__mro__) for m in vars(klass).values() if isinstance(m, Member)]
+        return [e for m in members for e in m.errors(value, loc)]
+
+
+# HyperPod (aws.sagemaker)
+
+
+class NodeHealthSummary(Detail):
+    HealthStatus: Member[str] = required(_STRING)
+    RepairAction: Member[str | None] = Member(_STRING)
+
+
+class NodeHealthDetail(Detail):
+    ClusterArn: Member[str] = required(_NON_EMPTY)
+    InstanceId: Member[str] = required(_NON_EMPTY)
+    HealthSummary: Member[NodeHealthSummary] = nested(NodeHealthSummary, required=True)
+
+
+class EksRef(Detail):
+    ClusterArn: Member[str] = required(_STRING)
+
+
+class HyperPodOrchestrator(Detail):
+    Eks: Member[EksRef | None] = nested(EksRef)
+
+
+class StateChangeDetail(Detail):
+    ClusterArn: Member[str] = required(_NON_EMPTY)
+    Orchestrator: Member[HyperPodOrchestrator | None] = nested(HyperPodOrchestrator)
+
+
+class ClusterEventInner(Detail):
+    ClusterArn: Member[str] = required(_NON_EMPTY)
+
+
+class ClusterEventDetail(Detail):
+    EventDetails: Member[ClusterEventInner] = nested(ClusterEventInner, required=True)
+
+
+# CloudTrail API calls
+
+CLOUDTRAIL_EVENT_NAMES = names.CLOUDTRAIL_EVENT_NAMES  # the rule's filter and the parser's, one list
+
+
+class CloudTrailDetail(Detail):
+    eventSource: Member[str] = required(one_of("sagemaker.amazonaws.com"))
+    eventName: Member[str] = required(one_of(*CLOUDTRAIL_EVENT_NAMES))
+    requestParameters: Member[dict[str, Any] | None] = Member(_object)
+
+
+# idleshare's own
+
+
+class OwnDetail(Detail):
+    """Names the cluster by idleshare id (``cluster``) or by EKS cluster name (``eksClusterName``)."""
+
+    cluster: Member[str | None] = Member(_CLUSTER_ID)
+    eksClusterName: Member[str | None] = Member(text(min_length=1, max_length=100))
+    requestId: Member[str | None] = Member(text(max_length=128))
+
+
+class NodeChangedDetail(OwnDetail):
+    node: Member[str | None] = Member(text(max_length=253))
+    change: Member[str | None] = Member(text(max_length=64))
+
+
+class QuotaChangedDetail(OwnDetail):
+    quotaName: Member[str | None] = Member(text(max_length=63))
+
+
+# the safety-net schedule
+
+
+class ScheduledDetail(Detail):
+    clusters: Member[str | list[str]] = Member(_cluster_ids, default="all")
+
+
+# -- the events --------------------------------------------------------------------------------------
+
+
+class Event(EventBridgeEvent, Generic[D]):
+    """An inbound event: Powertools' EventBridge data class, for one detail-type sent by one ``SOURCE``;
+    ``detail`` is read as ``D``."""
+
+    SOURCE: ClassVar[str]
+    DETAIL_TYPE: ClassVar[str]
+    DETAIL: ClassVar[type[Detail]]  # D
+
+    @property
+    def detail(self) -> D:  # type: ignore[override]  # the typed view of the dict Powertools returns
+        return cast(D, self.DETAIL(self["detail"]))
+
+
+class NodeHealthEvent(Event[NodeHealthDetail]):
+    SOURCE, DETAIL_TYPE, DETAIL = "aws.sagemaker", names.DT_HYPERPOD_NODE_HEALTH, NodeHealthDetail
+
+
+class StateChangeEvent(Event[StateChangeDetail]):
+    SOURCE, DETAIL_TYPE, DETAIL = "aws.sagemaker", names.DT_HYPERPOD_STATE_CHANGE, StateChangeDetail
+
+
+class ClusterEvent(Event[ClusterEventDetail]):
+    SOURCE, DETAIL_TYPE, DETAIL = "aws.sagemaker", names.DT_HYPERPOD_EVENT, ClusterEventDetail
+
+
+class CloudTrailEvent(Event[CloudTrailDetail]):
+    SOURCE, DETAIL_TYPE, DETAIL = "aws.sagemaker", names.DT_CLOUDTRAIL, CloudTrailDetail
+
+
+class NodeChangedEvent(Event[NodeChangedDetail]):
+    SOURCE, DETAIL_TYPE, DETAIL = names.EVENT_SOURCE, names.DT_NODE_CHANGED, NodeChangedDetail
+
+
+class QuotaChangedEvent(Event[QuotaChangedDetail]):
+    SOURCE, DETAIL_TYPE, DETAIL = names.EVENT_SOURCE, names.DT_QUOTA_CHANGED, QuotaChangedDetail
+
+
+class SchedulerChangedEvent(Event[OwnDetail]):
+    SOURCE, DETAIL_TYPE, DETAIL = names.EVENT_SOURCE, names.DT_SCHEDULER_CHANGED, OwnDetail
+
+
+class RecalculationRequestedEvent(Event[OwnDetail]):
+    SOURCE, DETAIL_TYPE, DETAIL = names.EVENT_SOURCE, names.DT_RECALC_REQUESTED, OwnDetail
+
+
+class ScheduledEvent(Event[ScheduledDetail]):
+    """The fixed input EventBridge Scheduler sends (see infra): not a full EventBridge envelope."""
+
+    SOURCE, DETAIL_TYPE, DETAIL = "aws.scheduler", names.DT_SCHEDULED_RECOMPUTE, ScheduledDetail
+
+
+_EVENTS: dict[str, type[Event[Any]]] = {
+    cls.DETAIL_TYPE: cls
+    for cls in (
+        NodeHealthEvent,
+        StateChangeEvent,
+        ClusterEvent,
+        CloudTrailEvent,
+        NodeChangedEvent,
+        QuotaChangedEvent,
+        SchedulerChangedEvent,
+        RecalculationRequestedEvent,
+        ScheduledEvent,
+    )
+}
+
+KNOWN_DETAIL_TYPES = tuple(_EVENTS)
+
+
+def parse_event(raw: Any, source: str = "event") -> Event[Any]:
+    """The event as its class, or ``InputError`` naming each bad field (``source`` names the input)."""
     if not isinstance(raw, dict):
         raise InputError(source, [FieldError("", "an event must be a JSON object")])
     detail_type = raw.get("detail-type", raw.get("detail_type"))
-    if detail_type not in KNOWN_DETAIL_TYPES:
-        raise InputError(source, [FieldError("detail-type", f"unsupported detail-type {detail_type!r}")])
-    if "detail-type" in raw and "detail_type" in raw:
-        # As the discriminated union did: the model is picked by ``detail_type`` (then validated
-        # reading ``detail-type`` first, so the two must agree).
-        tag = raw["detail_type"]
-        if not (isinstance(tag, str) and tag in _MODELS):
-            expected = ", ".join(f"'{t}'" for t in _MODELS)
-            message = (
-                f"Input tag '{tag}' found using 'detail_type' | 'detail-type' does not match any of the "
-                f"expected tags: {expected}"
-            )
-            raise InputError(source, [FieldError("", message)])
-        detail_type = tag
-    return _MODELS[detail_type].parse(raw, source)
+    cls = _EVENTS.get(detail_type) if isinstance(detail_type, str) else None
+    if cls is None:
+        raise InputError(source, [FieldError("detail-type", f"unsupported detail-type {_shown(detail_type)}")])
+    errors: list[FieldError] = []
+    if raw.get("detail_type", detail_type) != detail_type:
+        errors.append(
+            FieldError("detail_type", f"{_shown(raw['detail_type'])} disagrees with detail-type {detail_type!r}")
+        )
+    data = {**raw, "detail-type": detail_type}
+    if cls is ScheduledEvent and data.get("detail", "{}") == "{}":
+        data["detail"] = {}  # EventBridge Scheduler's input: no detail, or the string '{}' for no payload
+    errors += _member_errors(data, "source", one_of(cls.SOURCE), "")
+    errors += _member_errors(data, "detail", cls.DETAIL.errors, "")
+    if errors:
+        raise InputError(source, errors)
+    return cls(data)
 
 
 # -- which cluster ---------------------------------------------------------------------------------
@@ -322,16 +376,19 @@ def hyperpod_arn_ok(arn: str) -> bool:
     return bool(m and m.group("service") == "sagemaker")
 
 
-def cluster_ref(event: Any) -> ClusterRef:
+def cluster_ref(event: Event[Any]) -> ClusterRef:
     """Which governed cluster(s) the event concerns. Unresolvable → an empty ref (dropped upstream)."""
     if isinstance(event, ScheduledEvent):
         clusters = event.detail.clusters
         return ClusterRef(everything=True) if clusters == "all" else ClusterRef(explicit_ids=tuple(clusters))
-    if isinstance(event, NodeHealthEvent | StateChangeEvent):
-        eks = None
-        if isinstance(event, StateChangeEvent) and event.detail.Orchestrator and event.detail.Orchestrator.Eks:
-            eks = eks_name_from_arn(event.detail.Orchestrator.Eks.ClusterArn)
-        return ClusterRef(hyperpod_arn=event.detail.ClusterArn, eks_cluster_name=eks)
+    if isinstance(event, NodeHealthEvent):
+        return ClusterRef(hyperpod_arn=event.detail.ClusterArn)
+    if isinstance(event, StateChangeEvent):
+        orchestrator = event.detail.Orchestrator
+        eks = orchestrator.Eks if orchestrator else None
+        return ClusterRef(
+            hyperpod_arn=event.detail.ClusterArn, eks_cluster_name=eks_name_from_arn(eks.ClusterArn) if eks else None
+        )
     if isinstance(event, ClusterEvent):
         return ClusterRef(hyperpod_arn=event.detail.EventDetails.ClusterArn)
     if isinstance(event, CloudTrailEvent):
@@ -341,391 +398,5 @@ def cluster_ref(event: Any) -> ClusterRef:
             return ClusterRef(hyperpod_arn=arn)
         # Update/Delete calls name only the quota / config id: every HyperPod-linked cluster is recomputed.
         return ClusterRef(everything=True)
-    detail = event.detail
+    detail: OwnDetail = event.detail
     return ClusterRef(cluster_id=detail.cluster, eks_cluster_name=detail.eksClusterName)
-
-
-# == the validator ==================================================================================
-# Each check takes (value, loc, errors) and returns the validated value, or appends (loc, message) to
-# errors and returns _BAD. Messages are pydantic's (lax mode, Python input), as the models had.
-
-
-def _str(value: Any, loc: Loc, errors: Errors) -> Any:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bytes | bytearray):
-        try:
-            return bytes(value).decode()
-        except UnicodeDecodeError:
-            errors.append((loc, "Input should be a valid string, unable to parse raw data as a unicode string"))
-            return _BAD
-    errors.append((loc, "Input should be a valid string"))
-    return _BAD
-
-
-def _constrained_str(min_length: int | None, max_length: int | None, pattern: str | None) -> Check:
-    regex = re.compile(pattern.removesuffix("$") + r"\Z") if pattern else None  # the Rust regex ``$``: the end
-
-    def check(value: Any, loc: Loc, errors: Errors) -> Any:
-        s = _str(value, loc, errors)
-        if s is _BAD:
-            return s
-        if min_length is not None and len(s) < min_length:
-            errors.append((loc, f"String should have at least {min_length} character{'s' * (min_length != 1)}"))
-        elif max_length is not None and len(s) > max_length:
-            errors.append((loc, f"String should have at most {max_length} character{'s' * (max_length != 1)}"))
-        elif regex is not None and not regex.match(s):
-            errors.append((loc, f"String should match pattern '{pattern}'"))
-        else:
-            return s
-        return _BAD
-
-    return check
-
-
-def _literal(expected: tuple[str, ...]) -> Check:
-    quoted = [f"'{e}'" for e in expected]
-    message = "Input should be " + (quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}")
-
-    def check(value: Any, loc: Loc, errors: Errors) -> Any:
-        if isinstance(value, str) and value in expected:
-            return value
-        errors.append((loc, message))
-        return _BAD
-
-    return check
-
-
-def _nullable(inner: Check) -> Check:
-    def check(value: Any, loc: Loc, errors: Errors) -> Any:
-        return None if value is None else inner(value, loc, errors)
-
-    return check
-
-
-_LIST_LIKE: tuple[type, ...] = (list, tuple, set, frozenset, type({}.keys()), type({}.values()))
-
-
-def _list_of(item: Check) -> Check:
-    def check(value: Any, loc: Loc, errors: Errors) -> Any:
-        if not isinstance(value, _LIST_LIKE):
-            errors.append((loc, "Input should be a valid list"))
-            return _BAD
-        start = len(errors)
-        items: Any = value
-        out = [item(v, (*loc, i), errors) for i, v in enumerate(items)]
-        return out if len(errors) == start else _BAD
-
-    return check
-
-
-def _dict_str_any(value: Any, loc: Loc, errors: Errors) -> Any:
-    if not isinstance(value, dict):
-        errors.append((loc, "Input should be a valid dictionary"))
-        return _BAD
-    start = len(errors)
-    out = {}
-    for k, v in value.items():
-        key = _str(k, (*loc, k, "[key]"), errors)
-        out[key] = v
-    return out if len(errors) == start else _BAD
-
-
-_CLUSTER_IDS = _list_of(_constrained_str(None, None, _CLUSTER_ID))
-_ALL = _literal(("all",))
-
-
-def _clusters(value: Any, loc: Loc, errors: Errors) -> Any:
-    """``Literal["all"] | list[constrained str]``: a smart union, reporting each member's errors."""
-    mine: Errors = []
-    if _ALL(value, (*loc, "literal['all']"), mine) is not _BAD:
-        return value
-    ids = _CLUSTER_IDS(value, (*loc, "list[constrained-str]"), mine)
-    if ids is not _BAD:
-        return ids
-    errors.extend(mine)
-    return _BAD
-
-
-def _model(cls: type[_Model]) -> Check:
-    check: Check | None = _MODEL_CHECKS.get(cls)
-    if check is None:
-        check = _MODEL_CHECKS[cls] = _make_model_check(cls)
-    return check
-
-
-_MODEL_CHECKS: dict[type, Check] = {}
-
-
-def _make_model_check(cls: type[_Model]) -> Check:
-    schema = _schema(cls)
-    allow = cls._EXTRA == "allow"
-    envelope = issubclass(cls, EventBridgeModel)
-
-    def check(value: Any, loc: Loc, errors: Errors) -> Any:
-        if isinstance(value, cls):
-            return value
-        if not isinstance(value, dict):
-            errors.append((loc, f"Input should be a valid dictionary or instance of {cls.__name__}"))
-            return _BAD
-        start = len(errors)
-        values: dict[str, Any] = {}
-        used = set()
-        for name, names_, field_check, default in schema:
-            for key in names_:
-                if key in value:
-                    used.add(key)
-                    v = value[key]
-                    if envelope and name == "detail" and values.get("source") == "aws.scheduler" and v == "{}":
-                        v = {}  # EventBridge Scheduler sends detail as the string '{}' when there is no payload
-                    values[name] = field_check(v, (*loc, key), errors)
-                    break
-            else:
-                if default is _REQUIRED:
-                    errors.append(((*loc, names_[0]), "Field required"))
-                else:
-                    values[name] = default()
-        extra: dict[str, Any] | None = None
-        if allow:
-            extra = {}
-            for key, v in value.items():
-                if key in used:
-                    continue
-                if isinstance(key, str):
-                    extra[key] = v
-                else:
-                    errors.append(((*loc, key), "Keys should be strings"))
-        if len(errors) != start:
-            return _BAD
-        return cls(**values, model_extra=extra)
-
-    return check
-
-
-def _schema(cls: type[_Model]) -> tuple[tuple[str, tuple[str, ...], Check, Any], ...]:
-    """(attribute, keys, check, default factory or _REQUIRED) of each field, from the dataclass fields
-    (their declared type and ``metadata``)."""
-    import dataclasses
-    import typing
-
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        if f.name == "model_extra":
-            continue
-        meta = f.metadata
-        keys = (meta["alias"], f.name) if "alias" in meta else (f.name,)
-        check = _check_for(hints[f.name], meta)
-        if f.default is not dataclasses.MISSING:
-            default: Any = (lambda d: lambda: d)(f.default)
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory
-        else:
-            default = _REQUIRED
-        out.append((f.name, keys, check, default))
-    return tuple(out)
-
-
-def _check_for(hint: Any, meta: Any) -> Check:
-    import types
-    import typing
-
-    if "literal" in meta:
-        return _literal(meta["literal"])
-    if meta.get("clusters"):
-        return _clusters
-    args = typing.get_args(hint)
-    if isinstance(hint, types.UnionType) and type(None) in args:
-        (inner,) = (a for a in args if a is not type(None))
-        return _nullable(_check_for(inner, meta))
-    if hint is str:
-        if any(k in meta for k in ("min_length", "max_length", "pattern")):
-            return _constrained_str(meta.get("min_length"), meta.get("max_length"), meta.get("pattern"))
-        return _str
-    if hint is datetime:
-        return _datetime
-    if typing.get_origin(hint) is list and args == (str,):
-        return _list_of(_str)
-    if typing.get_origin(hint) is dict:
-        return _dict_str_any
-    if hint is Any:  # the bare envelope's detail
-        return _dict_str_any
-    if isinstance(hint, type) and issubclass(hint, _Model):
-        return lambda value, loc, errors: _model(hint)(value, loc, errors)
-    raise TypeError(f"no check for {hint!r}")  # pragma: no cover - a model declared with an unsupported type
-
-
-# -- datetime, as pydantic parses it (speedate, lax mode, microseconds truncated) -------------------
-
-_UTC = UTC
-_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
-_MS_WATERSHED = 20_000_000_000
-_MAX_US = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=_UTC) - _EPOCH) // timedelta(microseconds=1)
-_MIN_US = (datetime(1, 1, 1, tzinfo=_UTC) - _EPOCH) // timedelta(microseconds=1)
-_I64 = 2**63
-_DIGITS = frozenset("0123456789")
-_INT = re.compile(r"[+-]?[0-9]+\Z")
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
-_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-
-
-class _DateError(ValueError):
-    pass
-
-
-def _datetime(value: Any, loc: Loc, errors: Errors) -> Any:
-    if isinstance(value, datetime):
-        return value
-    try:
-        if isinstance(value, str | bytes):
-            b = value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
-            return _datetime_from_text(b.decode("latin-1"))
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            errors.append((loc, "Input should be a valid datetime"))
-            return _BAD
-        return _from_timestamp(value)
-    except _DateError as exc:
-        errors.append((loc, f"Input should be a valid datetime or date, {exc}"))
-    except ValueError as exc:
-        errors.append((loc, f"Input should be a valid datetime, {exc}"))
-    return _BAD
-
-
-def _from_timestamp(timestamp: float) -> datetime:
-    """A unix timestamp: seconds, or milliseconds above 2e10 in absolute value; UTC."""
-    if timestamp != timestamp:
-        raise ValueError("NaN values not permitted")
-    if isinstance(timestamp, int) and abs(timestamp) >= _I64:
-        raise ValueError(
-            f"dates {'after 9999' if timestamp > 0 else 'before 0000'} are not supported as unix timestamps"
-        )
-    scale = 1000 if abs(timestamp) > _MS_WATERSHED else 1_000_000
-    if isinstance(timestamp, int):
-        us = timestamp * scale
-    elif timestamp in (float("inf"), float("-inf")):
-        us = _MAX_US + 1 if timestamp > 0 else _MIN_US - 1
-    else:  # whole seconds (or milliseconds), then the fraction, to the nearest microsecond
-        whole = math.floor(timestamp)
-        us = whole * scale + math.floor((timestamp - whole) * scale + 0.5)  # Rust rounds half up here
-    if us > _MAX_US:
-        raise ValueError("dates after 9999 are not supported as unix timestamps")
-    if us < _MIN_US:
-        raise ValueError("dates before 0000 are not supported as unix timestamps")
-    return _EPOCH + timedelta(microseconds=us)
-
-
-def _datetime_from_text(b: str) -> datetime:
-    """``b``: the input's bytes, one character each. RFC 3339 / ISO 8601 (``T``, ``t``, ``_`` or space
-    between date and time; seconds, fraction and offset optional), a date alone (midnight), or a unix
-    timestamp. The error is the one pydantic reports: the date parser's."""
-    try:
-        return _rfc3339(b)
-    except _DateError:
-        pass
-    number: int | float | None = None
-    if "." in b:
-        if _FLOAT.match(b):
-            number = float(b)
-    elif _INT.match(b) and abs(int(b)) < _I64:
-        number = int(b)
-    if number is not None:
-        try:
-            return _from_timestamp(number)
-        except ValueError as exc:
-            raise _DateError(str(exc)) from None
-    year, month, day = _date(b)
-    if len(b) > 10:
-        raise _DateError("unexpected extra characters at the end of the input")
-    return datetime(year, month, day)
-
-
-def _digits(b: str, start: int, n: int, what: str) -> int:
-    part = b[start : start + n]
-    if len(part) != n or not set(part) <= _DIGITS:
-        raise _DateError(f"invalid character in {what}")
-    return int(part)
-
-
-def _date(b: str) -> tuple[int, int, int]:
-    if len(b) < 10:
-        raise _DateError("input is too short")
-    year = _digits(b, 0, 4, "year")
-    if b[4] != "-":
-        raise _DateError("invalid date separator, expected `-`")
-    month = _digits(b, 5, 2, "month")
-    if b[7] != "-":
-        raise _DateError("invalid date separator, expected `-`")
-    day = _digits(b, 8, 2, "day")
-    if not 1 <= month <= 12:
-        raise _DateError("month value is outside expected range of 1-12")
-    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    if not 1 <= day <= _DAYS[month - 1] + (month == 2 and leap):
-        raise _DateError("day value is outside expected range")
-    return year, month, day
-
-
-def _rfc3339(b: str) -> datetime:
-    year, month, day = _date(b)
-    if len(b) < 11 or b[10] not in "Tt _":
-        raise _DateError("invalid datetime separator, expected `T`, `t`, `_` or space")
-    if len(b) - 11 < 5:
-        raise _DateError("input is too short")
-    hour = _digits(b, 11, 2, "hour")
-    if b[13] != ":":
-        raise _DateError("invalid time separator, expected `:`")
-    minute = _digits(b, 14, 2, "minute")
-    if hour > 23:
-        raise _DateError("hour value is outside expected range of 0-23")
-    if minute > 59:
-        raise _DateError("minute value is outside expected range of 0-59")
-    pos, second, microsecond = 16, 0, 0
-    if b[pos : pos + 1] == ":":
-        second = _digits(b, 17, 2, "second")
-        if second > 59:
-            raise _DateError("second value is outside expected range of 0-59")
-        pos = 19
-        if b[pos : pos + 1] in (".", ","):
-            pos += 1
-            end = pos
-            while end < len(b) and b[end] in _DIGITS:
-                end += 1
-            if end == pos:
-                raise _DateError("fractional seconds missing")
-            microsecond = int(b[pos : min(end, pos + 6)].ljust(6, "0"))
-            pos = end
-    tz: timezone | None = None
-    if pos < len(b):
-        c = b[pos]
-        pos += 1
-        if c in "Zz":
-            tz = _UTC
-        else:
-            if c == "+":
-                sign = 1
-            elif c == "-":
-                sign = -1
-            elif c == "\xe2" and b[pos : pos + 2] == "\x88\x92":  # U+2212 MINUS, as UTF-8
-                sign, pos = -1, pos + 2
-            else:
-                raise _DateError("invalid timezone sign")
-            hours = _digits(b, pos, 2, "timezone hour")
-            if b[pos + 2 : pos + 3] == ":":
-                pos += 3
-            elif pos + 2 < len(b) and b[pos + 2] in _DIGITS:
-                pos += 2
-            else:
-                raise _DateError("invalid character in timezone minute")
-            minutes = _digits(b, pos, 2, "timezone minute")
-            if minutes > 59:
-                raise _DateError("timezone minute value is outside expected range of 0-59")
-            offset = sign * (hours * 3600 + minutes * 60)
-            if abs(offset) >= 86_400:
-                raise _DateError("timezone offset must be less than 24 hours")
-            tz = _UTC if offset == 0 else timezone(timedelta(seconds=offset))
-            pos += 2
-    if len(b) > pos:
-        raise _DateError("unexpected extra characters at the end of the input")
-    try:
-        return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=tz)
-    except ValueError as exc:  # year 0
-        raise ValueError(str(exc)) from None
