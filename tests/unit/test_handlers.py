@@ -292,7 +292,7 @@ def test_a_permanent_failure_is_recorded_alarmed_and_not_retried(cluster, monkey
         quota = next(iter(store.quotas["demo"].values()))
         quota.body["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] = -1
     else:
-        monkeypatch.setattr("idleshare.service.recompute.webhook_violations", lambda m, p: ["spec.x: refused"])
+        monkeypatch.setattr("idleshare.service.recompute.webhook_violations", lambda m: ["spec.x: refused"])
     wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=lambda c: kube))
     try:
         out = handler_module.handler({"Records": [_sqs_record(i) for i in range(3)]}, CONTEXT)

@@ -121,7 +121,7 @@ def test_prefix_and_cohort_name_are_configurable():
 
 def test_engine_output_passes_the_webhook_only_rules():
     _, objs = objects(CLUSTER, QUOTAS)
-    assert [e for o in objs for e in webhook_violations(o, parse_quantity)] == []
+    assert [e for o in objs for e in webhook_violations(o)] == []
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_webhook_rules_catch_what_the_crd_does_not(mutate, message):
     _, objs = objects(CLUSTER, QUOTAS)
     cq = next(o for o in objs if o["kind"] == "ClusterQueue")
     mutate(cq["spec"])
-    assert any(message in e for e in webhook_violations(cq, parse_quantity))
+    assert any(message in e for e in webhook_violations(cq))
 
 
 @pytest.mark.parametrize(

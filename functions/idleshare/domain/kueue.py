@@ -15,7 +15,7 @@ from typing import Any
 from idleshare.domain.model import INSTANCE_TYPE_LABEL, PriorityClass, SchedulerConfig, Settings
 from idleshare.domain.naming import cluster_queue_name, local_queue_name, namespace_name
 from idleshare.domain.pool import PoolResult, TeamGrant
-from idleshare.domain.quantity import format_quantity
+from idleshare.domain.quantity import format_quantity, parse_quantity
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -175,12 +175,12 @@ def is_label_key(name: str) -> bool:
     return bool(_LABEL_NAME.match(key))
 
 
-def webhook_violations(obj: Manifest, parse: Any = None) -> list[str]:
+def webhook_violations(obj: Manifest) -> list[str]:
     """Rules of Kueue's ClusterQueue / Cohort webhooks that the CRD schema does not carry.
 
-    ``parse`` turns a quantity string back into a number (the recompute is given lightkube's) for the
-    rules on values: no negative quota or limit, a ClusterQueue's lendingLimit at most its nominalQuota (a
-    Cohort's may exceed it); without it, those are skipped. A fair-sharing weight must be 0 or above 1e-9.
+    The rules on values read quantities with the domain's parser (the one the node parser uses, proven
+    to read what lightkube's reads): no negative quota or limit, a ClusterQueue's lendingLimit at most its
+    nominalQuota (a Cohort's may exceed it). A fair-sharing weight must be 0 or above 1e-9.
     Each rule is proven against the real Kueue webhook in ``tests/kube/test_crds.py``.
     """
     kind = obj.get("kind")
@@ -220,14 +220,12 @@ def webhook_violations(obj: Manifest, parse: Any = None) -> list[str]:
                 at = f"{where}.flavors[{fi}].resources[{ri}]"
                 if "lendingLimit" in res and not has_parent:
                     errors.append(f"{at}.lendingLimit: must be nil when {kind} has no {parent}")
-                if parse is None:
-                    continue
                 for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
-                    if res.get(field) is not None and parse(str(res[field])) < 0:
+                    if res.get(field) is not None and parse_quantity(str(res[field])) < 0:
                         errors.append(f"{at}.{field}: must be greater than or equal to 0")
                 lend, nominal = res.get("lendingLimit"), res.get("nominalQuota")
                 capped = kind == "ClusterQueue" and lend is not None and nominal is not None
-                if capped and parse(str(lend)) > parse(str(nominal)):
+                if capped and parse_quantity(str(lend)) > parse_quantity(str(nominal)):
                     errors.append(f"{at}.lendingLimit: must be less than or equal to the nominalQuota")
     weight = _exact_quantity(spec.get("fairSharing", {}).get("weight"))
     if weight is not None and weight != 0 and weight <= Fraction(1, 10**9):

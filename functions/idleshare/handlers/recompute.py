@@ -19,8 +19,6 @@ processor = BatchProcessor(event_type=EventType.SQS)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
-    from lightkube.utils.quantity import parse_quantity
-
     from idleshare.service.recompute import Recomputer
 
     deps, settings = dependencies(), read()
@@ -29,7 +27,6 @@ def handler(event: dict[str, Any], context: Any) -> Any:
         deps.kube_for,
         deps.publisher,
         tolerated_taint_keys=settings.tolerated_taint_keys,
-        quantity_parser=parse_quantity,
     )
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     return recomputer.run_batch(

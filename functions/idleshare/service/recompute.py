@@ -98,14 +98,12 @@ class Recomputer:
         publisher: EventPublisher | None,
         *,
         tolerated_taint_keys: frozenset[str] | None = None,
-        quantity_parser: Callable[[str], Any] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.store = store
         self.kube_for = kube_for
         self.publisher = publisher
         self.tolerated = tolerated_taint_keys
-        self.parse_quantity = quantity_parser
         self.clock = clock
 
     def settings_for(self, cluster: ClusterRecord) -> Settings:
@@ -125,7 +123,9 @@ class Recomputer:
             self.acknowledge(request_id, outcome)
         return outcome
 
-    def run_batch(self, bodies: Sequence[object], deliver: Callable[[Callable[[object], None]], R], **options: Any) -> R:
+    def run_batch(
+        self, bodies: Sequence[object], deliver: Callable[[Callable[[object], None]], R], **options: Any
+    ) -> R:
         """One batch of queued requests (``service/batch.py``: coalescing, the not-before hold, receipts,
         explicit requests once): ``deliver`` hands each record's body to the function it is given and
         reports a record whose handling raised as failed (the Powertools batch processor). ``options``:
@@ -183,7 +183,7 @@ class Recomputer:
         # 2. compute
         result = compute(Snapshot(nodes=nodes, quotas=quotas, scheduler_config=scheduler, settings=settings))
         manifests = desired_objects(result, scheduler, settings)
-        refused = [e for m in manifests for e in webhook_violations(m, self.parse_quantity)]
+        refused = [e for m in manifests for e in webhook_violations(m)]
         if refused:  # recorded like an unreadable policy: the last pool and the cluster's objects stay
             message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])
             self.store.record_read_failure(cluster_id, message)
