@@ -1,0 +1,162 @@
+"""The cluster registry: META, its REGISTRY copy and the EKS# / ARN# lookups, written in one transaction."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from boto3.dynamodb.conditions import Key
+
+from idleshare.adapters.errors import PermanentError
+from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
+from idleshare.adapters.store.base import TableAccess
+from idleshare.adapters.store.errors import AlreadyExistsError, TransactionCancelledError
+from idleshare.adapters.store.items import StoredItem, attribute_values, require_name
+from idleshare.table import ARN_PREFIX, CLUSTER_PREFIX, EKS_PREFIX, META_SK, PK, REGISTRY_PK, SK, cluster_pk
+
+_HYPERPOD_ARN = re.compile(
+    r"^(?P<prefix>arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:\d{12}):cluster/(?P<segment>[A-Za-z0-9](?:-*[A-Za-z0-9]){0,62})$"
+)
+
+
+class ClusterRegistry(TableAccess):
+    """Register, find and list governed clusters (the :class:`~idleshare.adapters.ports.Store` port's cluster part)."""
+
+    def get_cluster(self, cluster_id: str) -> ClusterRecord | None:
+        item = self._get(cluster_pk(cluster_id), META_SK, "get_cluster")
+        return None if item is None else self._cluster(item)
+
+    def find_cluster(
+        self, *, eks_cluster_name: str | None = None, hyperpod_arn: str | None = None
+    ) -> ClusterRecord | None:
+        """By EKS cluster name, then by HyperPod cluster ARN. The ARN's last segment may be the 12-char
+        cluster id or the cluster name (``cluster/sample-cluster``): an exact registered ARN wins; else
+        the segment is tried as an idleshare cluster id, then as an EKS cluster name — accepted only if
+        that cluster has no registered ARN or one in the same partition, region and account."""
+        if eks_cluster_name:
+            found = self._by_lookup(f"{EKS_PREFIX}{eks_cluster_name}")
+            if found is not None:
+                return found
+        if not hyperpod_arn:
+            return None
+        found = self._by_lookup(f"{ARN_PREFIX}{hyperpod_arn}")
+        if found is not None:
+            return found
+        m = _HYPERPOD_ARN.match(hyperpod_arn)
+        if m is None:
+            return None
+        segment = m.group("segment")
+        for candidate in (self.get_cluster(segment), self._by_lookup(f"{EKS_PREFIX}{segment}")):
+            if candidate is None:
+                continue
+            registered = _HYPERPOD_ARN.match(candidate.hyperpod_cluster_arn or "")
+            if candidate.hyperpod_cluster_arn is None or (
+                registered is not None and registered.group("prefix") == m.group("prefix")
+            ):
+                return candidate
+        return None
+
+    def _by_lookup(self, sk: str) -> ClusterRecord | None:
+        item = self._get(REGISTRY_PK, sk, "find_cluster")
+        if item is None:
+            return None
+        return self.get_cluster(StoredItem(item).get_str("cluster_id"))
+
+    def list_clusters(self) -> list[ClusterRecord]:
+        items = self._query(
+            "list_clusters",
+            KeyConditionExpression=Key(PK).eq(REGISTRY_PK) & Key(SK).begins_with(CLUSTER_PREFIX),
+            ConsistentRead=True,
+        )
+        return [self._cluster(item) for item in items]
+
+    def put_cluster(self, cluster: ClusterRecord) -> None:
+        """Register or update a cluster: META, its REGISTRY copy and the EKS#/ARN# lookups in one
+        transaction. A name or ARN already registered to another cluster -> AlreadyExistsError."""
+        op = "put_cluster"
+        cid = require_name(cluster.cluster_id, "cluster_id", op)
+        eks = require_name(cluster.eks_cluster_name, "eks_cluster_name", op)
+        arn = cluster.hyperpod_cluster_arn
+        if arn is not None and not _HYPERPOD_ARN.match(arn):
+            raise PermanentError(
+                f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400
+            )
+        if cluster.field_ownership not in FIELD_OWNERSHIP_MODES:
+            raise PermanentError(
+                f"field_ownership {cluster.field_ownership!r} must be one of {', '.join(FIELD_OWNERSHIP_MODES)}",
+                operation=op,
+                status=400,
+            )
+        old = self.get_cluster(cid)
+        attrs: dict[str, Any] = {
+            "cluster_id": cid,
+            "eks_cluster_name": eks,
+            "namespace_prefix": cluster.namespace_prefix,
+            "cohort_name": cluster.cohort_name,
+            "field_ownership": cluster.field_ownership,
+            "updated_at": self._now(),
+        }
+        if arn is not None:
+            attrs["hyperpod_cluster_arn"] = arn
+        owned = f"attribute_not_exists({PK}) OR cluster_id = :id"
+        items: list[dict[str, Any]] = [
+            {"Put": {"Item": attribute_values({PK: cluster_pk(cid), SK: META_SK, **attrs})}},
+            {"Put": {"Item": attribute_values({PK: REGISTRY_PK, SK: cluster_pk(cid), **attrs})}},
+            {
+                "Put": {
+                    "Item": attribute_values({PK: REGISTRY_PK, SK: f"{EKS_PREFIX}{eks}", "cluster_id": cid}),
+                    "ConditionExpression": owned,
+                    "ExpressionAttributeValues": attribute_values({":id": cid}),
+                }
+            },
+        ]
+        fields = ["", "", "eks_cluster_name"]
+        if arn is not None:
+            items.append(
+                {
+                    "Put": {
+                        "Item": attribute_values({PK: REGISTRY_PK, SK: f"{ARN_PREFIX}{arn}", "cluster_id": cid}),
+                        "ConditionExpression": owned,
+                        "ExpressionAttributeValues": attribute_values({":id": cid}),
+                    }
+                }
+            )
+            fields.append("hyperpod_cluster_arn")
+        stale = []
+        if old is not None and old.eks_cluster_name != eks:
+            stale.append(f"{EKS_PREFIX}{old.eks_cluster_name}")
+        if old is not None and old.hyperpod_cluster_arn and old.hyperpod_cluster_arn != arn:
+            stale.append(f"{ARN_PREFIX}{old.hyperpod_cluster_arn}")
+        for sk in stale:
+            items.append(
+                {
+                    "Delete": {
+                        "Key": attribute_values({PK: REGISTRY_PK, SK: sk}),
+                        "ConditionExpression": f"attribute_not_exists({PK}) OR cluster_id = :id",
+                        "ExpressionAttributeValues": attribute_values({":id": cid}),
+                    }
+                }
+            )
+            fields.append("")
+        try:
+            self._transact(op, items)
+        except TransactionCancelledError as exc:
+            taken = [f for f, r in zip(fields, exc.reasons, strict=False) if r == "ConditionalCheckFailed" and f]
+            if taken:
+                value = eks if taken[0] == "eks_cluster_name" else arn
+                raise AlreadyExistsError(
+                    f"{taken[0]} {value!r} is already registered to another cluster", field=taken[0], operation=op
+                ) from exc
+            raise
+
+    def _cluster(self, raw: Mapping[str, Any]) -> ClusterRecord:
+        item = StoredItem(raw)
+        return ClusterRecord(
+            cluster_id=item.get_str("cluster_id"),
+            eks_cluster_name=item.get_str("eks_cluster_name"),
+            hyperpod_cluster_arn=item.get_opt_str("hyperpod_cluster_arn"),
+            namespace_prefix=item.get_str("namespace_prefix"),
+            cohort_name=item.get_str("cohort_name"),
+            field_ownership=item.get_opt_str("field_ownership") or RESPECT,
+        )
