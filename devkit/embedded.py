@@ -35,10 +35,11 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
+from devkit import sqs as event_source
 from devkit.kube.client import Kube
+from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare import table as schema
 
@@ -85,12 +86,7 @@ _CHANGE_ALIASES = {
     "uncordon": "uncordon",
 }
 
-CONTEXT = SimpleNamespace(
-    function_name="idleshare-local",
-    memory_limit_in_mb=512,
-    invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:idleshare-local",
-    aws_request_id="local",
-)
+CONTEXT = LambdaContext(function_name="idleshare-local", region=REGION, aws_request_id="local")
 
 
 def canonical_change(change: str | None) -> str | None:
@@ -312,47 +308,23 @@ class Embedded:
 
         A failed record is delivered again, as SQS would, up to ``max_receives`` times, then dropped (SQS
         would move it to the DLQ). Returns (records delivered, failure messages of the dropped ones)."""
-        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-
         from idleshare.handlers import recompute
 
-        delivered, failures = 0, []
-        receives: dict[str, int] = {}
-        for _ in range(10 * max_receives):
-            msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
-            if not msgs:
-                break
-            records = [
-                {
-                    "messageId": m["MessageId"],
-                    "receiptHandle": m["ReceiptHandle"],
-                    "body": m["Body"],
-                    "attributes": {"MessageGroupId": json.loads(m["Body"]).get("cluster", "")},
-                    "messageAttributes": {},
-                    "md5OfBody": m["MD5OfBody"],
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:{QUEUE_NAME}",
-                    "awsRegion": REGION,
-                }
-                for m in msgs
-            ]
-            delivered += len(records)
-            error = ""
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    out = recompute.handler({"Records": records}, CONTEXT)
-            except BatchProcessingError as exc:  # every record failed
-                out = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in msgs]}
-                error = _first_line(str(exc))
-            failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
-            for m in msgs:
-                receives[m["MessageId"]] = receives.get(m["MessageId"], 0) + 1
-                if m["MessageId"] not in failed:
-                    self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
-                elif receives[m["MessageId"]] >= max_receives:
-                    failures.append(self._last_error() or error or "the recompute failed")
-                    self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
-        return delivered, failures
+        def quietly(event: dict[str, Any], context: Any) -> Any:
+            with contextlib.redirect_stdout(io.StringIO()):  # EMF metrics
+                return recompute.handler(event, context)
+
+        failures: list[str] = []
+        drained = event_source.drain(
+            self.sqs,
+            self.queue_url,
+            quietly,
+            CONTEXT,
+            max_batches=10 * max_receives,
+            max_receives=max_receives,
+            on_drop=lambda _message, error: failures.append(self._last_error() or error or "the recompute failed"),
+        )
+        return drained.delivered, failures
 
     def _last_error(self) -> str:
         for line in reversed(self.logs.getvalue().splitlines()):
@@ -501,10 +473,6 @@ def _set_taints(node: dict[str, Any], taints: list[dict[str, Any]]) -> None:
         spec["taints"] = taints
     else:
         spec.pop("taints", None)
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
 
 
 @contextlib.contextmanager

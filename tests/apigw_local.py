@@ -24,13 +24,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from botocore.auth import SIGV4_TIMESTAMP, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+
+from devkit.lambda_context import LambdaContext
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -139,12 +140,7 @@ class ApiGatewayLocal:
             return
         with self._lock:
             self.requests.append(event)
-        context = SimpleNamespace(
-            function_name="idleshare-api",
-            memory_limit_in_mb=512,
-            invoked_function_arn=f"arn:aws:lambda:{self.region}:123456789012:function:idleshare-api",
-            aws_request_id=str(uuid.uuid4()),
-        )
+        context = LambdaContext(function_name="idleshare-api", region=self.region, aws_request_id=str(uuid.uuid4()))
         try:
             response = self.handler(event, context)
             status, headers, payload = _proxy_response(response)

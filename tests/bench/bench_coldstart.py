@@ -171,7 +171,8 @@ import json, os, sys, time
 t = time.perf_counter()
 import idleshare.handlers.router as h
 t_import = (time.perf_counter() - t) * 1000
-from tests.bench.bench_common import LambdaContext, quiet_handlers
+from devkit.lambda_context import LambdaContext
+from tests.bench.bench_common import quiet_handlers
 event = json.loads(open("events/inbound/idleshare-recalculation-requested.json").read())
 event["detail"] = {"cluster": os.environ["BENCH_CLUSTER"]}
 calls = []
@@ -190,7 +191,8 @@ t = time.perf_counter()
 import idleshare.handlers.recompute as h
 t_import = (time.perf_counter() - t) * 1000
 from idleshare.runtime import wiring
-from tests.bench.bench_common import LambdaContext, quiet_handlers, sqs_event
+from devkit.lambda_context import LambdaContext
+from tests.bench.bench_common import quiet_handlers, sqs_event
 _kube = []
 def kube_for(cluster):  # in Lambda: EksConnector + LightkubeCluster.from_eks (lazy imports, first call)
     if not _kube:

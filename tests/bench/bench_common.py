@@ -337,29 +337,18 @@ def sqs_event(cluster_id: str, n: int = 1) -> dict[str, Any]:
     """What the SQS event source hands the recompute Lambda: ``n`` requests for one cluster."""
     import json
 
-    return {
-        "Records": [
-            {
-                "messageId": f"m-{i}",
-                "receiptHandle": f"rh-{i}",
-                "body": json.dumps({"cluster": cluster_id, "reason": "bench", "requestId": f"bench-{i}"}),
-                "attributes": {"MessageGroupId": cluster_id},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:recompute.fifo",
-                "awsRegion": "us-east-1",
-            }
-            for i in range(n)
-        ]
-    }
+    from devkit import sqs
 
-
-class LambdaContext:
-    function_name = "bench"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
-    aws_request_id = "bench"
+    messages = [
+        {
+            "MessageId": f"m-{i}",
+            "ReceiptHandle": f"rh-{i}",
+            "Body": json.dumps({"cluster": cluster_id, "reason": "bench", "requestId": f"bench-{i}"}),
+            "Attributes": {"MessageGroupId": cluster_id},
+        }
+        for i in range(n)
+    ]
+    return sqs.sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:recompute.fifo")
 
 
 @contextlib.contextmanager

@@ -49,7 +49,8 @@ import idleshare.handlers.recompute as h
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
-from tests.bench.bench_common import LambdaContext, ddb_resource, quiet_handlers, sqs_event
+from devkit.lambda_context import LambdaContext
+from tests.bench.bench_common import ddb_resource, quiet_handlers, sqs_event
 ca = open(os.environ["BENCH_CA"], "rb").read()
 kube = LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=120)
 table = ddb_resource(os.environ["BENCH_DDB"]).Table(os.environ["BENCH_TABLE"])

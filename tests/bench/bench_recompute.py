@@ -54,6 +54,7 @@ def run_recompute(
 ) -> dict[str, Any]:
     """One handler invocation: its time, outcome, the requests it made (Kubernetes: when through ``proxy``)
     and the CPU seconds this process and the stack's (``pids``) spent meanwhile."""
+    from devkit.lambda_context import LambdaContext
     from idleshare.handlers import recompute
 
     if proxy is not None:
@@ -63,7 +64,7 @@ def run_recompute(
         bc.settle(pids)
     cpu = bc.cpu_seconds(pids or {})
     with bc.quiet_handlers():
-        ms, out = bc.timed_ms(lambda: recompute.handler(bc.sqs_event(cluster_id), bc.LambdaContext()))
+        ms, out = bc.timed_ms(lambda: recompute.handler(bc.sqs_event(cluster_id), LambdaContext()))
     cpu = bc.cpu_delta(cpu, bc.cpu_seconds(pids or {}))
     if out.get("batchItemFailures"):
         raise RuntimeError(f"the recompute failed: {out}")

@@ -70,6 +70,8 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
 
     from devkit.kube.client import Kube
     from devkit.kube.stack import running
+    from devkit.lambda_context import LambdaContext
+    from devkit.sqs import sqs_event
     from idleshare import names
     from idleshare.adapters.aws import SqsRecomputeQueue
     from idleshare.adapters.ports import ClusterRecord
@@ -93,16 +95,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
         deps = wiring.Dependencies(store=store, queue=SqsRecomputeQueue(sqs, url), kube_for=lambda _c: kube)
         wiring.install(deps)
         stop = threading.Event()
-        context = type(
-            "Ctx",
-            (),
-            {
-                "function_name": "bench",
-                "memory_limit_in_mb": 256,
-                "invoked_function_arn": "arn:aws:lambda:us-east-1:123456789012:function:bench",
-                "aws_request_id": "bench",
-            },
-        )()
+        context = LambdaContext(function_name="bench", memory_limit_in_mb=256, aws_request_id="bench")
 
         def to_router(batch: list[tuple[str, dict[str, Any]]]) -> None:
             for detail_type, detail in batch:  # the bus rule's target: one invocation per event
@@ -119,6 +112,8 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
                 }
                 router.handler(envelope, context)
 
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
         def deliver() -> None:  # SQS with the deployed queue's delivery delay, then the recompute handler
             while not stop.is_set():
                 got = sqs.receive_message(
@@ -127,18 +122,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
                 for m in got.get("Messages", []):
                     due = int(m["Attributes"]["SentTimestamp"]) / 1000 + window
                     time.sleep(max(0.0, due - time.time()))
-                    record = {
-                        "messageId": m["MessageId"],
-                        "receiptHandle": m["ReceiptHandle"],
-                        "body": m["Body"],
-                        "attributes": {"MessageGroupId": CLUSTER},
-                        "messageAttributes": {},
-                        "md5OfBody": m["MD5OfBody"],
-                        "eventSource": "aws:sqs",
-                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
-                        "awsRegion": "us-east-1",
-                    }
-                    recompute.handler({"Records": [record]}, context)
+                    recompute.handler(sqs_event([m], arn), context)
                     sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
                 time.sleep(0.05)
 

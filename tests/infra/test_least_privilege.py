@@ -19,13 +19,14 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from devkit import sqs as event_source
+from devkit.lambda_context import LambdaContext
 from idleshare import names
 from tests.aws_env import create_idempotency_table, create_table
 from tests.infra.conftest import SAMPLE, synth
@@ -47,14 +48,8 @@ EXPECTED_ROUTES = EXPECTED_CLUSTERS  # the same routing as with fakes, now under
 HANDLERS = (names.REGISTRAR_HANDLER, names.ROUTER_HANDLER, names.RECOMPUTE_HANDLER, names.API_HANDLER)
 
 
-def context(name: str) -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name=name,
-        memory_limit_in_mb=512,
-        invoked_function_arn=f"arn:aws:lambda:us-east-1:123456789012:function:{name}",
-        aws_request_id=f"{name}-1",
-        get_remaining_time_in_millis=lambda: 300_000,
-    )
+def context(name: str) -> LambdaContext:
+    return LambdaContext(function_name=name, aws_request_id=f"{name}-1")
 
 
 def inbound(name: str) -> dict[str, Any]:
@@ -137,8 +132,6 @@ def _resolve(stack: Any, services: dict[str, str]) -> dict[str, str]:
 
 
 def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
-    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-
     from idleshare.adapters.eks_auth import EksConnector
     from idleshare.adapters.errors import RetryableError
     from idleshare.api import app as api
@@ -241,39 +234,14 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
 
             def poll_and_invoke(rounds: int, phase: str) -> None:
                 """What the SQS event source mapping does with the function's role, then the function."""
-                sqs = boto3.client("sqs")
-                arn = sqs.get_queue_attributes(QueueUrl=services["queue"], AttributeNames=["QueueArn"])["Attributes"][
-                    "QueueArn"
-                ]
-                for _ in range(rounds):
-                    messages = sqs.receive_message(
-                        QueueUrl=services["queue"], MaxNumberOfMessages=10, AttributeNames=["All"]
-                    ).get("Messages", [])
-                    if not messages:
-                        return
-                    records = [
-                        {
-                            "messageId": m["MessageId"],
-                            "receiptHandle": m["ReceiptHandle"],
-                            "body": m["Body"],
-                            "attributes": m.get("Attributes", {}),
-                            "messageAttributes": {},
-                            "md5OfBody": m["MD5OfBody"],
-                            "eventSource": "aws:sqs",
-                            "eventSourceARN": arn,
-                            "awsRegion": "us-east-1",
-                        }
-                        for m in messages
-                    ]
-                    try:
-                        result = recompute.handler({"Records": records}, context("recompute"))
-                    except BatchProcessingError:  # every record failed: the invocation fails, all come again
-                        result = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in messages]}
-                    out.recompute.append({"phase": phase, **result})
-                    failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
-                    for m in messages:
-                        if m["MessageId"] not in failed:
-                            sqs.delete_message(QueueUrl=services["queue"], ReceiptHandle=m["ReceiptHandle"])
+                event_source.drain(
+                    boto3.client("sqs"),
+                    services["queue"],
+                    recompute.handler,
+                    context("recompute"),
+                    max_batches=rounds,
+                    on_answer=lambda answer: out.recompute.append({"phase": phase, **answer}),
+                )
 
             def recompute_as_deployed(phase: str, *, outage: bool = False) -> None:
                 with running_as(roles, names.RECOMPUTE_HANDLER, resolve):

@@ -26,9 +26,9 @@ from typing import Any
 
 import boto3
 import pytest
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from moto import mock_aws
 
+from devkit import sqs as event_source
 from devkit.kube.client import Kube
 from devkit.kube.stack import KubeStack, ensure_built
 from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
@@ -45,7 +45,6 @@ pytestmark = pytest.mark.integration
 
 HEALTH = "sagemaker.amazonaws.com/node-health-status"
 ACCOUNT = "111122223333"
-BATCH = 10  # the SQS event source's batch size (infra: RECOMPUTE_BATCH_SIZE)
 
 
 def arn(cluster_id: str) -> str:
@@ -228,43 +227,17 @@ class BurstRig:
         """Everything the queue holds, batch by batch, like the SQS event source; returns the records."""
         started = time.perf_counter()
         self.polls += 1
-        total = 0
-        while True:
-            msgs = self.sqs.receive_message(
-                QueueUrl=self.queue_url, MaxNumberOfMessages=BATCH, AttributeNames=["MessageGroupId"]
-            ).get("Messages", [])
-            if not msgs:
-                break
-            records = [
-                {
-                    "messageId": m["MessageId"],
-                    "receiptHandle": m["ReceiptHandle"],
-                    "body": m["Body"],
-                    "attributes": {"MessageGroupId": m.get("Attributes", {}).get("MessageGroupId", "")},
-                    "messageAttributes": {},
-                    "md5OfBody": m["MD5OfBody"],
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:burst.fifo",
-                    "awsRegion": "us-east-1",
-                }
-                for m in msgs
-            ]
-            try:
-                out = recompute.handler({"Records": records}, CONTEXT)
-            except BatchProcessingError:
-                out = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in msgs]}
-            failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+
+        def no_failures(answer: dict[str, Any]) -> None:
+            failed = answer["batchItemFailures"]
             self.stats.failures += len(failed)
             assert not failed, f"{len(failed)} recompute(s) failed in a burst"
-            self.sqs.delete_message_batch(
-                QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)],
-            )
-            self.stats.batches += 1
-            self.stats.records += len(records)
-            total += len(records)
+
+        drained = event_source.drain(self.sqs, self.queue_url, recompute.handler, CONTEXT, on_answer=no_failures)
+        self.stats.batches += len(drained.answers)
+        self.stats.records += drained.delivered
         self.stats.drain_seconds += time.perf_counter() - started
-        return total
+        return drained.delivered
 
     def burst(
         self,

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import boto3
 import pytest
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from moto import mock_aws
 
+from devkit import sqs as event_source
+from devkit.lambda_context import LambdaContext
 from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
@@ -21,12 +21,7 @@ from tests.kube.fixtures import ProxiedKube, make_node
 
 pytestmark = pytest.mark.integration
 EVENTS = Path(__file__).parents[2] / "events" / "inbound"
-CONTEXT = SimpleNamespace(
-    function_name="f",
-    memory_limit_in_mb=512,
-    invoked_function_arn="arn:aws:lambda:us-east-1:1:function:f",
-    aws_request_id="r",
-)
+CONTEXT = LambdaContext(function_name="f", aws_request_id="r")
 GPU = "nvidia.com/gpu"
 
 
@@ -72,33 +67,9 @@ class Harness:
         return router.handler(event, CONTEXT)
 
     def drain(self) -> dict:
-        """Deliver what the queue holds to the recompute handler, like the SQS event source."""
-        msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
-        records = [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {"MessageGroupId": "demo"},
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:recompute.fifo",
-                "awsRegion": "us-east-1",
-            }
-            for m in msgs
-        ]
-        if not records:
-            return {"batchItemFailures": [], "records": 0}
-        try:
-            out = recompute.handler({"Records": records}, CONTEXT)
-        except BatchProcessingError:  # every record failed: Lambda retries the whole batch
-            out = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in msgs]}
-        failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
-        for m in msgs:
-            if m["MessageId"] not in failed:
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
-        return out | {"records": len(records)}
+        """Deliver one batch of what the queue holds to the recompute handler, like the SQS event source;
+        its ``batchItemFailures`` and ``records``."""
+        return event_source.drain(self.sqs, self.queue_url, recompute.handler, CONTEXT, max_batches=1).response
 
     def recalc(self) -> dict:
         event = json.loads((EVENTS / "idleshare-recalculation-requested.json").read_text())

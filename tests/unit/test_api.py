@@ -8,13 +8,13 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord
@@ -33,12 +33,7 @@ FAKE_ENV = {
     "POWERTOOLS_TRACE_DISABLED": "1",
     "POWERTOOLS_METRICS_NAMESPACE": "idleshare",
 }
-CONTEXT = SimpleNamespace(
-    function_name="admin-api",
-    memory_limit_in_mb=512,
-    invoked_function_arn="arn:aws:lambda:us-east-1:111122223333:function:admin-api",
-    aws_request_id="lambda-req-1",
-)
+CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="lambda-req-1")
 P5 = "ml.p5.48xlarge"
 GPU = "nvidia.com/gpu"
 

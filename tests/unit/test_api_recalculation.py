@@ -13,8 +13,8 @@ from typing import Any
 
 import boto3
 import pytest
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
+from devkit import sqs as event_source
 from idleshare import names
 from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.handlers import recompute, router
@@ -81,33 +81,11 @@ class Pipeline(World):
         return self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
 
     def drain(self, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """The SQS event source: one batch to the recompute handler; successes are deleted."""
-        msgs = self.messages() if messages is None else messages
-        if not msgs:
-            return {"batchItemFailures": [], "records": 0}
-        records = [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {"MessageGroupId": "demo"},
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:recompute.fifo",
-                "awsRegion": "us-east-1",
-            }
-            for m in msgs
-        ]
-        try:
-            out = recompute.handler({"Records": records}, CONTEXT)
-        except BatchProcessingError:
-            out = {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in msgs]}
-        failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
-        for m in msgs:
-            if m["MessageId"] not in failed:
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
-        return out | {"records": len(records)}
+        """The SQS event source: one batch (``messages``, or what the queue holds) to the recompute handler;
+        successes are deleted. Its ``batchItemFailures`` and ``records``."""
+        return event_source.drain(
+            self.sqs, self.queue_url, recompute.handler, CONTEXT, messages=messages, max_batches=1
+        ).response
 
     def receipts(self) -> list[str]:
         return [i["sk"] for i in self.items() if i["sk"].startswith("RECALC#")]

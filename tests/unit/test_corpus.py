@@ -13,13 +13,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from devkit.lambda_context import LambdaContext
 from idleshare.adapters.errors import AdapterError
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import PK, SK, DynamoStore
@@ -40,12 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "events" / "examples"
 INDEX: dict[str, dict[str, str]] = json.loads((REPO / "tests" / "corpus" / "expected.json").read_text())
 HYPERPOD_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
-CONTEXT = SimpleNamespace(
-    function_name="router",
-    memory_limit_in_mb=256,
-    invoked_function_arn="arn:aws:lambda:us-west-2:1:function:r",
-    aws_request_id="r1",
-)
+CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, region="us-west-2", aws_request_id="r1")
 
 
 def files(kind: str) -> list[str]:

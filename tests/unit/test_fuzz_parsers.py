@@ -17,13 +17,13 @@ import re
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devkit.lambda_context import LambdaContext
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.domain.model import Node, Quota, SchedulerConfig
 from idleshare.handlers import router
@@ -146,12 +146,7 @@ def test_fuzz_parse_event_with_one_member_of_a_real_event_broken(raw: Any) -> No
     check_event(raw)
 
 
-CONTEXT = SimpleNamespace(
-    function_name="router",
-    memory_limit_in_mb=256,
-    invoked_function_arn="arn:aws:lambda:us-west-2:1:function:r",
-    aws_request_id="r1",
-)
+CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, region="us-west-2", aws_request_id="r1")
 
 
 @pytest.fixture(scope="module")

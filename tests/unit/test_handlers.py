@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from devkit.lambda_context import LambdaContext
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime import wiring
 from idleshare.service.recompute import ClusterReadError, Recomputer
@@ -15,12 +15,7 @@ from tests.fakes import FakeKube, FakePublisher, FakeQueue, FakeStore
 
 EVENTS = Path(__file__).parents[2] / "events"
 HYPERPOD_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
-CONTEXT = SimpleNamespace(
-    function_name="router",
-    memory_limit_in_mb=256,
-    invoked_function_arn="arn:aws:lambda:us-west-2:1:function:r",
-    aws_request_id="r1",
-)
+CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, region="us-west-2", aws_request_id="r1")
 
 
 def load_event(name: str) -> dict:

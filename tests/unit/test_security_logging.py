@@ -28,6 +28,7 @@ from moto import mock_aws
 
 from devkit.kube.client import Kube
 from devkit.kube.stack import IDLESHARE_GROUP, KubeStack, ensure_built
+from devkit.lambda_context import LambdaContext
 from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.adapters.eks_auth import TOKEN_PREFIX, EksConnector
 from idleshare.adapters.kube import LightkubeCluster
@@ -45,12 +46,7 @@ HYPERPOD_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
 ACCESS_KEY = "AKIAIDLESHARELOGTEST1"
 SECRET_KEY = "idleshareSECRETkeyMustNeverBeLogged0001"
 SESSION_TOKEN = "idleshareSESSIONtokenMustNeverBeLogged0001"
-CONTEXT = SimpleNamespace(
-    function_name="f",
-    memory_limit_in_mb=512,
-    invoked_function_arn="arn:aws:lambda:us-west-2:111122223333:function:f",
-    aws_request_id="r",
-)
+CONTEXT = LambdaContext(function_name="f", region="us-west-2", account="111122223333", aws_request_id="r")
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare.handlers import watcher as handler_module
 from idleshare.runtime import wiring
@@ -17,9 +18,12 @@ from tests.unit.test_watcher import FakeKube, FakePublisher, FakeStore, _node, _
 CLUSTERS = json.dumps([{"id": "c1", "eks_cluster_name": "eks-1"}])
 
 
-class Context(SimpleNamespace):
-    def get_remaining_time_in_millis(self) -> int:
-        return (names.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000  # two seconds of watching
+CONTEXT = LambdaContext(
+    function_name="w",
+    memory_limit_in_mb=256,
+    aws_request_id="req-1",
+    remaining_ms=(names.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000,  # two seconds of watching
+)
 
 
 @pytest.fixture
@@ -43,12 +47,7 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_watches_the_named_cluster_and_reports(installed: Any, capsys: pytest.CaptureFixture[str]) -> None:
     out = handler_module.handler(
         {"cluster": "c1"},
-        Context(
-            aws_request_id="req-1",
-            function_name="w",
-            memory_limit_in_mb=256,
-            invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:w",
-        ),
+        CONTEXT,
     )
     assert installed.seen == ["eks-1"]
     assert out["published"] == 1 and out["changes"] == {"Cordoned": 1} and out["failures"] == 0
@@ -66,10 +65,5 @@ def test_refuses_an_input_naming_no_governed_cluster(installed: Any, event: Any)
     with pytest.raises(handler_module.WatcherInputError):
         handler_module.handler(
             event,
-            Context(
-                aws_request_id="req-1",
-                function_name="w",
-                memory_limit_in_mb=256,
-                invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:w",
-            ),
+            CONTEXT,
         )
