@@ -43,6 +43,7 @@ from idleshare.adapters.store import (
     translate,
 )
 from idleshare.parse.errors import InputError
+from idleshare.parse.requests import CreateQuota, parse
 from idleshare.service.recompute import Recomputer
 from tests.aws_env import create_table
 from tests.corpus.make_corpus import MODEL, QUOTA_BASE, SCHEDULER_BASE
@@ -304,24 +305,28 @@ def test_same_name_in_another_cluster_is_fine(store: DynamoStore) -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "kind", "field"),
+    ("body", "field"),
     [
-        ({"ComputeQuotaTarget": {"TeamName": "t"}}, InputError, "Name"),
-        ({"Name": "x"}, InputError, "ComputeQuotaTarget"),
-        ({"Name": "", "ComputeQuotaTarget": {"TeamName": "t"}}, InputError, "Name"),
-        ({"Name": "x", "ComputeQuotaTarget": {"TeamName": "t"}, "Description": float("nan")}, PermanentError, ""),
-        ("not an object", PermanentError, ""),
+        ({"ComputeQuotaTarget": {"TeamName": "t"}}, "Name"),
+        ({"Name": "x"}, "ComputeQuotaTarget"),
+        ({"Name": "", "ComputeQuotaTarget": {"TeamName": "t"}}, "Name"),
+        ({"Name": "x", "ComputeQuotaTarget": {"TeamName": "t"}, "Description": float("nan")}, ""),
+        ("not an object", ""),
     ],
 )
 def test_bodies_without_name_or_team_or_not_json_are_refused(
-    store: DynamoStore, table: Any, body: Any, kind: type[Exception], field: str
+    store: DynamoStore, table: Any, body: Any, field: str
 ) -> None:
-    # a missing or empty Name / team is a field error (the API answers 422); a body that is not JSON is not
-    with pytest.raises(kind) as err:
+    # the store keys a quota by its Name and team: without them, or not JSON, nothing is written (400) ...
+    with pytest.raises(PermanentError) as err:
         store.create_quota(C, body)
-    if field:
-        assert isinstance(err.value, InputError) and field in [e.loc for e in err.value.errors]
     assert table.scan()["Items"] == []
+    if field:
+        # ... and the admin API's request model, the gate before the store, names the field (422)
+        assert field in str(err.value)
+        with pytest.raises(InputError) as refused:
+            parse(CreateQuota, body)
+        assert field in [e.loc for e in refused.value.errors]
 
 
 def test_list_quotas_reads_every_page(store: DynamoStore, table: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -471,14 +476,10 @@ def test_scheduler_config_lost_race_is_stale(store: DynamoStore, monkeypatch: py
 
 
 # --------------------------------------------------------------------- botocore bounds, at the store
-# The bad-input corpus (tests/corpus, derived from botocore's service model; see test_corpus.py): every
-# file breaking a numeric bound, a list length or a string length of the SageMaker shapes.
+# The store stores what it is given: the admin API's request models are the gate of a write, and refuse
+# every bound case of the bad-input corpus (tests/unit/test_requests.py). Here: bodies at the bounds
+# store, and a body breaking one that reaches the table anyway is refused by the recompute.
 CORPUS: dict[str, dict[str, str]] = json.loads((REPO / "tests" / "corpus" / "expected.json").read_text())
-BOUND_VIOLATIONS = ("above-max", "below-min", "too-many-items", "too-long", "too-short")
-
-
-def bound_cases(kind: str) -> list[str]:
-    return sorted(p for p, e in CORPUS.items() if e["kind"] == kind and Path(p).stem.split("--")[1] in BOUND_VIOLATIONS)
 
 
 def corpus_case(path: str) -> tuple[dict[str, Any], str]:
@@ -491,62 +492,6 @@ def corpus_case(path: str) -> tuple[dict[str, Any], str]:
 def scan(table: Any) -> list[dict[str, Any]]:
     """Every item, every attribute, in a stable order: "nothing stored changed" means this is equal."""
     return sorted(table.scan(ConsistentRead=True)["Items"], key=lambda i: (i[PK], i[SK]))
-
-
-def assert_names(error: InputError, field: str) -> None:
-    assert field in [e.loc for e in error.errors], error.errors
-    assert field in str(error)
-
-
-def test_the_corpus_has_bound_cases_for_every_write() -> None:
-    assert len(bound_cases("quotas")) >= 20 and len(bound_cases("scheduler")) >= 2
-
-
-@pytest.mark.parametrize("path", bound_cases("quotas"))
-def test_create_quota_refuses_a_body_breaking_a_botocore_bound(store: DynamoStore, table: Any, path: str) -> None:
-    # Given a table already holding a quota
-    store.create_quota(C, quota_body("other", "other"))
-    before = scan(table)
-    body, field = corpus_case(path)
-    # When a writer that bypasses the API (CLI, script, another Lambda) creates a quota breaking a bound
-    with pytest.raises(InputError) as err:
-        store.create_quota(C, body)
-    # Then the store refuses it naming the field, and nothing stored changed
-    assert_names(err.value, field)
-    assert scan(table) == before
-
-
-@pytest.mark.parametrize("path", [p for p in bound_cases("quotas") if not CORPUS[p]["field"].startswith("[0].Name")])
-def test_update_quota_refuses_a_body_breaking_a_botocore_bound(store: DynamoStore, table: Any, path: str) -> None:
-    body, field = corpus_case(path)
-    # Given the valid quota of the same name and team at version 1
-    store.create_quota(C, QUOTA_BASE)
-    before = scan(table)
-    # When it is updated with a body breaking a bound
-    with pytest.raises(InputError) as err:
-        store.update_quota(C, body["Name"], body, target_version=1)
-    # Then it is refused naming the field, and the quota stays as it was (version 1)
-    assert_names(err.value, field)
-    assert scan(table) == before
-    got = store.get_quota(C, body["Name"])
-    assert got is not None and got.version == 1
-
-
-@pytest.mark.parametrize("update", [False, True], ids=["create", "update"])
-@pytest.mark.parametrize("path", bound_cases("scheduler"))
-def test_put_scheduler_config_refuses_a_body_breaking_a_botocore_bound(
-    store: DynamoStore, table: Any, path: str, update: bool
-) -> None:
-    if update:
-        store.put_scheduler_config(C, SCHEDULER_BASE)
-    else:
-        store.create_quota(C, quota_body())
-    before = scan(table)
-    body, field = corpus_case(path)
-    with pytest.raises(InputError) as err:
-        store.put_scheduler_config(C, body, target_version=1 if update else None)
-    assert_names(err.value, field)
-    assert scan(table) == before
 
 
 def test_bodies_at_the_botocore_bounds_still_store(store: DynamoStore, table: Any) -> None:
@@ -959,8 +904,8 @@ def test_a_recompute_over_an_invalid_stored_body_keeps_the_pool_and_kueue_and_re
     assert recomputer.recompute(C).generation == 1
     pool, objects, writes = store.get_pool(C), dict(kube.objects), (kube.applies, kube.deletes)
     assert pool is not None and pool.apply_status == "Applied" and objects
-    # When a body breaking a botocore bound gets into the table anyway (written by hand, or before the
-    # store validated): the corpus file's body, as the item's JSON text
+    # When a body breaking a botocore bound gets into the table anyway (the store stores what it is given:
+    # written by hand, or by a writer that skipped the request models): the corpus file's body, as JSON text
     body, field = corpus_case(path)
     table.update_item(
         Key={PK: f"CLUSTER#{C}", SK: sk},

@@ -36,11 +36,10 @@ Rules this adapter keeps:
   renamed cluster are deleted in the same transaction.
 - A quota and its ``TEAM#`` guard are written in one transaction, so two quotas for one team are
   refused atomically; a team rename moves the guard in the same transaction as the update.
-- A quota or scheduler config body is checked against every botocore bound before anything is written, by
-  the edge parsers the admin API and the recompute use (:mod:`idleshare.parse.quotas`, imported lazily:
-  the router Lambda imports this module and must not load pydantic): a body breaking one raises
-  :class:`~idleshare.parse.errors.InputError` naming each field (the API answers 422), so no writer that
-  bypasses the API (CLI, a script, another Lambda) can store a quota the recompute would refuse.
+- A quota or scheduler config body is stored as given: its fields were validated before, by the admin
+  API's request models (:mod:`idleshare.parse.requests`, the one gate of a write; the CLI checks a file
+  with them too). A body that reaches the table some other way and breaks a botocore bound is refused
+  when the recompute parses it (a ``PermanentError`` naming the body and the field).
 - Quotas and the scheduler config are versioned like SageMaker's ``TargetVersion``: version 1 on create,
   +1 per update, an update carrying another version raises :class:`StaleVersionError` with the current
   one. The stored body is the client's body as JSON text (floats keep their exact text); the body read

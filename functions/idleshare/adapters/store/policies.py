@@ -15,14 +15,6 @@ from idleshare.adapters.store.items import ID_PATTERN, StoredItem, attribute_val
 from idleshare.table import PK, QUOTA_PREFIX, SCHEDULER_SK, SK, TEAM_PREFIX, cluster_pk
 
 
-def _check_quota(text: str, name: object) -> None:
-    """The quota as it will be stored (its JSON text) against every botocore bound: the admin API's and the
-    recompute's parser. Raises :class:`~idleshare.parse.errors.InputError` naming each field."""
-    from idleshare.parse.quotas import parse_quotas  # lazily: pydantic, and the router Lambda imports this module
-
-    parse_quotas(text, source=f"compute quota {name!r}" if isinstance(name, str) and name else "compute quota")
-
-
 def _team_taken(team: str, cluster_id: str, operation: str) -> AlreadyExistsError:
     return AlreadyExistsError(
         f"team {team!r} already has a compute quota in cluster {cluster_id!r}",
@@ -31,20 +23,12 @@ def _team_taken(team: str, cluster_id: str, operation: str) -> AlreadyExistsErro
     )
 
 
-def _check_scheduler_config(text: str, cluster_id: str) -> None:
-    """The scheduler config as it will be stored against every botocore bound (InputError naming each field)."""
-    from idleshare.parse.quotas import parse_scheduler_config  # lazily, as above
-
-    parse_scheduler_config(text, source=f"scheduler config of cluster {cluster_id!r}")
-
-
 class Policies(TableAccess):
     """Compute quotas and the scheduler config, versioned like SageMaker's ``TargetVersion``."""
 
     def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> StoredQuota:
-        """Store a new quota at version 1 with a fresh ``ComputeQuotaId``. A body breaking a botocore
-        bound -> InputError naming each field; its ``Name`` or its team already taken in this cluster
-        -> AlreadyExistsError naming the field (nothing written either way)."""
+        """Store a new quota at version 1 with a fresh ``ComputeQuotaId``. Its ``Name`` or its team already
+        taken in this cluster -> AlreadyExistsError naming the field (nothing written)."""
         op = "create_quota"
         name, team, text = self._quota_parts(body, op)
         now = self._now()
@@ -101,8 +85,7 @@ class Policies(TableAccess):
     def update_quota(self, cluster_id: str, name: str, body: Mapping[str, Any], target_version: int) -> StoredQuota:
         """Replace the quota's body if its version is still ``target_version`` (-> version + 1).
         The body's ``Name`` (when given) must be ``name``. Stale version -> StaleVersionError with the
-        current one; missing -> NotFoundError; new team already has a quota -> AlreadyExistsError; a body
-        breaking a botocore bound -> InputError naming each field (checked first: nothing written)."""
+        current one; missing -> NotFoundError; new team already has a quota -> AlreadyExistsError."""
         op = "update_quota"
         body = dict(body)
         body.setdefault("Name", name)
@@ -218,15 +201,14 @@ class Policies(TableAccess):
 
     @staticmethod
     def _quota_parts(body: Mapping[str, Any], op: str) -> tuple[str, str, str]:
-        """The quota's ``Name``, team and JSON text to store (the store-managed fields left out), once the
-        text passed every botocore bound: else InputError naming each field (not JSON: PermanentError)."""
+        """The quota's ``Name``, team and JSON text to store (the store-managed fields left out); without a
+        Name or a team, or not JSON: PermanentError."""
         if not isinstance(body, Mapping):
             raise PermanentError(
                 f"a compute quota must be an object (got {type(body).__name__})", operation=op, status=400
             )
         managed = {"ComputeQuotaId", "ComputeQuotaVersion", "CreationTime", "LastModifiedTime"}
         text = to_json({k: v for k, v in body.items() if k not in managed}, f"quota {body.get('Name')!r}")
-        _check_quota(text, body.get("Name"))
         name = require_name(body.get("Name"), "Name", op)
         target = body.get("ComputeQuotaTarget")
         team = require_name(
@@ -274,13 +256,11 @@ class Policies(TableAccess):
         """Create (``target_version=None``; one already there -> AlreadyExistsError) or replace the
         cluster's scheduler config if it is still at ``target_version`` (else StaleVersionError; none
         -> NotFoundError). The body is stored and returned as given (bare ``SchedulerConfig`` or the
-        Create/Describe shape); one breaking a botocore bound -> InputError naming each field, nothing
-        written."""
+        Create/Describe shape)."""
         op = "put_scheduler_config"
         if not isinstance(body, Mapping):
             raise PermanentError(f"a scheduler config must be an object (got {type(body).__name__})", operation=op)
         text = to_json(dict(body), f"scheduler config of {cluster_id}")
-        _check_scheduler_config(text, cluster_id)
         now = self._now()
         pk = cluster_pk(cluster_id)
         if target_version is None:
