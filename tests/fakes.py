@@ -1,17 +1,26 @@
-"""In-memory fakes of the ports (adapters/ports.py) for handler and service unit tests."""
+"""In-memory fakes of the ports (``adapters/ports.py``, and the watcher's in ``service/watcher.py``) for handler
+and service unit tests, one per adapter: :class:`FakeStore` (DynamoStore), :class:`FakeQueue`
+(SqsRecomputeQueue), :class:`FakePublisher` (EventBridgePublisher), :class:`FakeKube` (LightkubeCluster).
+Typed and checked by mypy against the ports they stand for (the assertions at the end), so a port that
+changes breaks its fake; each behaves as its adapter does where a test can tell."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from idleshare.adapters.errors import ConflictError, NotFoundError, RetryableError
-from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota
+from idleshare import names
+from idleshare.adapters.errors import ConflictError, RetryableError
+from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota, WatchBookmark
 
 
 class FakeStore:
-    def __init__(self, clusters: list[ClusterRecord] = ()) -> None:  # type: ignore[assignment]
+    """The store: clusters, quotas, pools with history, receipts, and the watch bookmark of one cluster
+    (``lease``, ``rv``, ``nodes``; ``taken_over``: another invocation claimed it, saves are refused)."""
+
+    def __init__(self, clusters: Iterable[ClusterRecord] = (), *, bookmark: WatchBookmark | None = None) -> None:
         self.clusters = {c.cluster_id: c for c in clusters}
         self.quotas: dict[str, dict[str, StoredQuota]] = {}
         self.scheduler: dict[str, StoredQuota] = {}
@@ -19,11 +28,20 @@ class FakeStore:
         self.history: dict[str, list[PoolRecord]] = {}
         self.receipts: dict[tuple[str, str], RecalculationReceipt] = {}
         self.writes = 0
+        self.lease = bookmark.lease if bookmark else 0
+        self.rv = bookmark.resource_version if bookmark else ""
+        self.nodes = bookmark.nodes if bookmark else None
+        self.saves: list[tuple[str, bool]] = []  # (resource version, with the nodes) of each save_watch
+        self.taken_over = False
 
-    def get_cluster(self, cluster_id):
+    # -- Store ----------------------------------------------------------------------------------------
+
+    def get_cluster(self, cluster_id: str) -> ClusterRecord | None:
         return self.clusters.get(cluster_id)
 
-    def find_cluster(self, *, eks_cluster_name=None, hyperpod_arn=None):
+    def find_cluster(
+        self, *, eks_cluster_name: str | None = None, hyperpod_arn: str | None = None
+    ) -> ClusterRecord | None:
         for c in self.clusters.values():
             if eks_cluster_name and c.eks_cluster_name == eks_cluster_name:
                 return c
@@ -31,28 +49,28 @@ class FakeStore:
                 return c
         return None
 
-    def list_clusters(self):
+    def list_clusters(self) -> list[ClusterRecord]:
         return sorted(self.clusters.values(), key=lambda c: c.cluster_id)
 
-    def put_cluster(self, cluster):
+    def put_cluster(self, cluster: ClusterRecord) -> None:
         self.clusters[cluster.cluster_id] = cluster
 
     def set_quotas(self, cluster_id: str, bodies: list[dict[str, Any]]) -> None:
         self.quotas[cluster_id] = {b["Name"]: StoredQuota(b["Name"], 1, b) for b in bodies}
 
-    def list_quotas(self, cluster_id):
+    def list_quotas(self, cluster_id: str) -> list[StoredQuota]:
         return list(self.quotas.get(cluster_id, {}).values())
 
-    def get_quota(self, cluster_id, name):
+    def get_quota(self, cluster_id: str, name: str) -> StoredQuota | None:
         return self.quotas.get(cluster_id, {}).get(name)
 
-    def get_scheduler_config(self, cluster_id):
+    def get_scheduler_config(self, cluster_id: str) -> StoredQuota | None:
         return self.scheduler.get(cluster_id)
 
-    def get_pool(self, cluster_id):
+    def get_pool(self, cluster_id: str) -> PoolRecord | None:
         return self.pools.get(cluster_id)
 
-    def put_pool(self, record, expected_generation):
+    def put_pool(self, record: PoolRecord, expected_generation: int) -> None:
         current = self.pools.get(record.cluster_id)
         if (current.generation if current else 0) != expected_generation:
             raise ConflictError("generation moved")
@@ -60,50 +78,104 @@ class FakeStore:
         self.history.setdefault(record.cluster_id, []).append(record)
         self.writes += 1
 
-    def record_apply(self, cluster_id, generation, status, message=""):
+    def record_apply(self, cluster_id: str, generation: int, status: str, message: str = "") -> None:
         current = self.pools.get(cluster_id)
         if current and current.generation == generation:
             self.pools[cluster_id] = replace(current, apply_status=status, apply_message=message)
             self.writes += 1
 
-    def record_read_failure(self, cluster_id, message):
+    def record_read_failure(self, cluster_id: str, message: str) -> None:
         current = self.pools.get(cluster_id)
         if current:
             self.pools[cluster_id] = replace(current, read_failure=message)
         self.writes += 1
 
-    def list_history(self, cluster_id, limit=20, newest_first=True, *, include_pool=True, before_generation=None):
+    def list_history(
+        self,
+        cluster_id: str,
+        limit: int = 20,
+        newest_first: bool = True,
+        *,
+        include_pool: bool = True,
+        before_generation: int | None = None,
+    ) -> list[PoolRecord]:
         entries = [
             h for h in self.history.get(cluster_id, []) if before_generation is None or h.generation < before_generation
         ]
         entries.sort(key=lambda h: h.generation, reverse=newest_first)
         return [h if include_pool else replace(h, pool={}) for h in entries[:limit]]
 
-    def put_receipt(self, receipt):
+    def put_receipt(self, receipt: RecalculationReceipt) -> None:
         self.receipts[(receipt.cluster_id, receipt.request_id)] = receipt
         self.writes += 1
 
-    def get_receipt(self, cluster_id, request_id):
+    def get_receipt(self, cluster_id: str, request_id: str) -> RecalculationReceipt | None:
         return self.receipts.get((cluster_id, request_id))
+
+    # -- WatchStore -----------------------------------------------------------------------------------
+
+    def claim_watch(self, cluster_id: str, owner: str) -> WatchBookmark:
+        self.lease += 1
+        return WatchBookmark(cluster_id, self.lease, self.rv, copy.deepcopy(self.nodes))
+
+    def save_watch(
+        self, cluster_id: str, lease: int, resource_version: str, nodes: Mapping[str, Any] | None = None
+    ) -> None:
+        if self.taken_over or lease != self.lease:
+            raise ConflictError("taken over", operation="save_watch")
+        self.rv = resource_version
+        if nodes is not None:
+            self.nodes = copy.deepcopy(dict(nodes))
+        self.saves.append((resource_version, nodes is not None))
 
 
 class FakeQueue:
+    """The recompute queue: what was sent, in order."""
+
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
         self.request_ids: list[str | None] = []  # the explicit request id of each message (None: none)
 
-    def enqueue(self, cluster_id, reason, dedup_window_seconds=10, *, request_id=None):
+    def enqueue(
+        self,
+        cluster_id: str,
+        reason: str,
+        dedup_window_seconds: int = names.RECOMPUTE_COALESCE_SECONDS,
+        *,
+        request_id: str | None = None,
+    ) -> str:
         self.sent.append((cluster_id, reason))
         self.request_ids.append(request_id)
         return request_id or f"req-{len(self.sent)}"
 
 
 class FakePublisher:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
+    """idleshare's bus: every event published, one by one or in batches, as (detail-type, detail).
+    ``fail``: that many publishes fail first (throttled, retryable)."""
 
-    def publish(self, detail_type, detail, resources=()):
+    def __init__(self, fail: int = 0) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.fail = fail
+
+    @property
+    def details(self) -> list[dict[str, Any]]:
+        """The published events' details, in order."""
+        return [detail for _, detail in self.events]
+
+    def _throttled(self) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise RetryableError("throttled", operation="events:PutEvents")
+
+    def publish(self, detail_type: str, detail: dict[str, Any], resources: Iterable[str] = ()) -> None:
+        self._throttled()
         self.events.append((detail_type, detail))
+
+    def publish_batch(self, events: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Every event in one PutEvents call (the fake's batches are unbounded); returns the calls made."""
+        self._throttled()
+        self.events.extend(events)
+        return 1
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -112,39 +184,79 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
 
 
 class FakeKube:
-    """A cluster: nodes as dicts and stored objects; counts writes; can be made unreachable."""
+    """A cluster: nodes as dicts and stored objects; counts writes; can be made unreachable (``down``).
+    Its node watch is scripted: each ``watch_nodes`` call takes the next step of ``script``, a list of
+    (type, node) events or an exception to raise; ``list_nodes_snapshot`` answers ``nodes`` at ``rv``."""
 
-    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+    def __init__(self, nodes: list[dict[str, Any]], rv: str = "", script: Iterable[Any] = ()) -> None:
         self.nodes = nodes
+        self.rv, self.script = rv, list(script)
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.applies = 0
         self.deletes = 0
         self.down = False
+        self.lists = 0  # list_nodes_snapshot calls
+        self.watches: list[str] = []  # the resource version each watch_nodes call started from
 
-    def list_nodes(self, page_size=500):
+    def _reachable(self, operation: str) -> None:
         if self.down:
-            raise RetryableError("connection refused", operation="list nodes")
+            raise RetryableError("connection refused", operation=operation)
+
+    # -- KubeCluster ----------------------------------------------------------------------------------
+
+    def list_nodes(self, page_size: int = 500) -> Iterator[dict[str, Any]]:
+        self._reachable("list nodes")
         yield from copy.deepcopy(self.nodes)
 
-    def list_managed(self):
-        if self.down:
-            raise RetryableError("connection refused", operation="list")
+    def list_managed(self) -> list[dict[str, Any]]:
+        self._reachable("list")
         return [copy.deepcopy(o) for o in self.objects.values()]
 
-    def apply(self, obj, *, force=False):
-        if self.down:
-            raise RetryableError("connection refused", operation="apply")
+    def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
+        self._reachable("apply")
         self.objects[_key(obj)] = copy.deepcopy(obj)
         self.applies += 1
 
-    def ensure_namespace(self, obj):
+    def ensure_namespace(self, obj: dict[str, Any]) -> bool:
+        self._reachable("create namespace")
         if _key(obj) in self.objects:
             return False
         self.objects[_key(obj)] = copy.deepcopy(obj)
         self.applies += 1
         return True
 
-    def delete(self, obj):
-        if self.objects.pop(_key(obj), None) is None:
-            raise NotFoundError("gone")
-        self.deletes += 1
+    def delete(self, obj: dict[str, Any]) -> None:
+        """As LightkubeCluster.delete: already gone is fine; never a Namespace."""
+        if obj.get("kind") == "Namespace":
+            raise ValueError("idleshare never deletes namespaces: it would delete the team's workloads")
+        self._reachable("delete")
+        if self.objects.pop(_key(obj), None) is not None:
+            self.deletes += 1
+
+    # -- NodeWatchSource ------------------------------------------------------------------------------
+
+    def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+        self.lists += 1
+        return copy.deepcopy(self.nodes), self.rv
+
+    def watch_nodes(
+        self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        self.watches.append(resource_version)
+        step = self.script.pop(0) if self.script else []
+        if isinstance(step, Exception):
+            raise step
+        yield from step
+
+
+if TYPE_CHECKING:  # each fake is what its ports say (mypy checks this module: pyproject's [tool.mypy])
+    from idleshare.adapters.ports import EventPublisher, KubeCluster, RecomputeQueue, Store
+    from idleshare.service.watcher import BatchPublisher, NodeWatchSource, WatchStore
+
+    _store: Store = FakeStore()
+    _watch_store: WatchStore = FakeStore()
+    _queue: RecomputeQueue = FakeQueue()
+    _publisher: EventPublisher = FakePublisher()
+    _batch_publisher: BatchPublisher = FakePublisher()
+    _kube: KubeCluster = FakeKube([])
+    _watch_source: NodeWatchSource = FakeKube([])

@@ -17,6 +17,7 @@ from idleshare.adapters.ports import WatchBookmark
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.domain.model import HEALTH_LABEL
 from idleshare.service import watcher as w
+from tests.fakes import FakeKube, FakePublisher, FakeStore
 from tests.kube.fixtures import make_node
 from tests.kube.watcher_harness import aws_fixture, moto_table  # noqa: F401 - the ``aws`` fixture
 
@@ -76,60 +77,6 @@ def test_added_and_deleted() -> None:
 # -- watch_cluster with fakes --------------------------------------------------------------------------------
 
 
-class FakeStore:
-    def __init__(self, bookmark: WatchBookmark | None = None) -> None:
-        self.lease = bookmark.lease if bookmark else 0
-        self.rv = bookmark.resource_version if bookmark else ""
-        self.nodes = bookmark.nodes if bookmark else None
-        self.saves: list[tuple[str, bool]] = []
-        self.taken_over = False
-
-    def claim_watch(self, cluster_id: str, owner: str) -> WatchBookmark:
-        self.lease += 1
-        return WatchBookmark(cluster_id, self.lease, self.rv, copy.deepcopy(self.nodes))
-
-    def save_watch(self, cluster_id: str, lease: int, resource_version: str, nodes: Any = None) -> None:
-        if self.taken_over or lease != self.lease:
-            raise ConflictError("taken over", operation="save_watch")
-        self.rv = resource_version
-        if nodes is not None:
-            self.nodes = copy.deepcopy(dict(nodes))
-        self.saves.append((resource_version, nodes is not None))
-
-
-class FakePublisher:
-    def __init__(self, fail: int = 0) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.fail = fail
-
-    def publish_batch(self, events: Any) -> int:
-        if self.fail:
-            self.fail -= 1
-            raise RetryableError("throttled", operation="events:PutEvents")
-        self.events.extend(d for _, d in events)
-        return 1
-
-
-class FakeKube:
-    """Scripted watch requests: each a list of (type, node) or an exception; a list returns ``nodes``."""
-
-    def __init__(self, nodes: list[dict[str, Any]], rv: str, script: list[Any]) -> None:
-        self.nodes, self.rv, self.script = nodes, rv, list(script)
-        self.watches: list[str] = []
-        self.lists = 0
-
-    def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
-        self.lists += 1
-        return copy.deepcopy(self.nodes), self.rv
-
-    def watch_nodes(self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True) -> Iterator[Any]:
-        self.watches.append(resource_version)
-        step = self.script.pop(0) if self.script else []
-        if isinstance(step, Exception):
-            raise step
-        yield from step
-
-
 class Ticks:
     """A clock that moves one second per reading: the run ends after ``n`` readings."""
 
@@ -177,20 +124,20 @@ def test_resume_reports_changes_and_ignores_heartbeats() -> None:
         ]
     ]
     kube = FakeKube([], "", script)
-    store, publisher = FakeStore(_saved([a], "10")), FakePublisher()
+    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher()
     report = _run(kube, store, publisher)
     assert kube.lists == 0 and kube.watches[0] == "10" and kube.watches[1] == "15"
-    assert [(e["node"], e["change"], e["resourceVersion"]) for e in publisher.events] == [("a", "Cordoned", "12")]
+    assert [(e["node"], e["change"], e["resourceVersion"]) for e in publisher.details] == [("a", "Cordoned", "12")]
     assert report.ignored == 1 and report.bookmarks == 1 and store.saves[0] == ("15", True)
 
 
 def test_a_410_relists_and_diffs_against_the_saved_views() -> None:
     a, b = make_node("a"), make_node("b")
     kube = FakeKube([make_node("a", ready=False), make_node("c")], "30", [ResourceExpiredError("gone")])
-    store, publisher = FakeStore(_saved([a, b], "10")), FakePublisher()
+    store, publisher = FakeStore(bookmark=_saved([a, b], "10")), FakePublisher()
     report = _run(kube, store, publisher)
     assert report.relists == 1 and kube.lists == 1
-    assert sorted((e["node"], e["change"]) for e in publisher.events) == [
+    assert sorted((e["node"], e["change"]) for e in publisher.details) == [
         ("a", "NotReady"),
         ("b", "Deleted"),
         ("c", "Added"),
@@ -202,24 +149,24 @@ def test_a_failed_publish_replays_from_the_checkpoint() -> None:
     a = make_node("a")
     cordon = [("MODIFIED", _node("a", "12", unschedulable=True))]
     kube = FakeKube([], "", [cordon, cordon])  # the replay from rv 10 sees the change again
-    store, publisher = FakeStore(_saved([a], "10")), FakePublisher(fail=1)
+    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher(fail=1)
     report = _run(kube, store, publisher, readings=10)
-    assert [e["change"] for e in publisher.events] == ["Cordoned"]
+    assert [e["change"] for e in publisher.details] == ["Cordoned"]
     assert kube.watches[:2] == ["10", "10"] and report.failures and store.rv == "12"
 
 
 def test_a_watch_error_resumes_where_it_was() -> None:
     a = make_node("a")
     kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))], RetryableError("reset")])
-    store, publisher = FakeStore(_saved([a], "10")), FakePublisher()
+    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher()
     report = _run(kube, store, publisher)
     assert kube.watches[:3] == ["10", "12", "12"] and report.failures == ["reset"]
-    assert [e["change"] for e in publisher.events] == ["Cordoned"]
+    assert [e["change"] for e in publisher.details] == ["Cordoned"]
 
 
 def test_taken_over_stops() -> None:
     kube = FakeKube([], "", [[("MODIFIED", _node("a", "12"))]])
-    store = FakeStore(_saved([make_node("a")], "10"))
+    store = FakeStore(bookmark=_saved([make_node("a")], "10"))
     store.taken_over = True
     report = _run(kube, store, FakePublisher(), readings=100)
     assert report.superseded and len(kube.watches) == 1

@@ -12,8 +12,9 @@ from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare.handlers import watcher as handler_module
 from idleshare.runtime import wiring
+from tests.fakes import FakeKube, FakePublisher, FakeStore
 from tests.kube.fixtures import make_node
-from tests.unit.test_watcher import FakeKube, FakePublisher, FakeStore, _node, _saved
+from tests.unit.test_watcher import _node, _saved
 
 CLUSTERS = json.dumps([{"id": "c1", "eks_cluster_name": "eks-1"}])
 
@@ -32,14 +33,14 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv(names.ENV_CLUSTERS, CLUSTERS)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", names.SERVICE)
     kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))]])
-    store, publisher = FakeStore(_saved([make_node("a")], "10")), FakePublisher()
+    store, publisher = FakeStore(bookmark=_saved([make_node("a")], "10")), FakePublisher()
     seen: list[str] = []
 
     def kube_for(cluster: Any) -> FakeKube:
         seen.append(cluster.eks_cluster_name)
         return kube
 
-    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=kube_for))  # type: ignore[arg-type]
+    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=kube_for))
     yield SimpleNamespace(kube=kube, store=store, publisher=publisher, seen=seen)
     wiring.install(None)
 
@@ -51,7 +52,7 @@ def test_watches_the_named_cluster_and_reports(installed: Any, capsys: pytest.Ca
     )
     assert installed.seen == ["eks-1"]
     assert out["published"] == 1 and out["changes"] == {"Cordoned": 1} and out["failures"] == 0
-    assert [e["change"] for e in installed.publisher.events] == ["Cordoned"]
+    assert [e["change"] for e in installed.publisher.details] == ["Cordoned"]
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
     metrics = {m["Name"] for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
     assert {names.METRIC_NODE_WATCH_SECONDS, names.METRIC_NODE_WATCH_EVENTS} <= metrics
