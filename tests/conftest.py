@@ -1,5 +1,12 @@
-"""Fixtures every suite may use: the real Kubernetes + Kueue stack (see ``tests/realkube.py``) and a fault proxy in front of it."""
+"""Fixtures every suite may use: the real Kubernetes + Kueue stack (see ``tests/realkube.py``), a fault proxy in
+front of it, and the router on fakes."""
 
+from collections.abc import Iterator
+
+import pytest
+
+from idleshare.runtime import wiring
+from tests.fakes import router_dependencies
 from tests.kube.fixtures import proxied_kube  # noqa: F401 - the real cluster behind a recording fault proxy
 from tests.realkube import (  # noqa: F401 - fixtures and the failure-log hook
     idleshare_cluster,
@@ -8,3 +15,10 @@ from tests.realkube import (  # noqa: F401 - fixtures and the failure-log hook
     kube_stack,
     pytest_runtest_makereport,
 )
+
+
+@pytest.fixture
+def router_deps() -> Iterator[wiring.Dependencies]:
+    """The router's fake dependencies, installed (:func:`tests.fakes.router_dependencies`)."""
+    with router_dependencies() as deps:
+        yield deps

@@ -6,14 +6,17 @@ changes breaks its fake; each behaves as its adapter does where a test can tell.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare.adapters.errors import ConflictError, RetryableError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota, WatchBookmark
+from idleshare.runtime import wiring
 
 
 class FakeStore:
@@ -247,6 +250,35 @@ class FakeKube:
         if isinstance(step, Exception):
             raise step
         yield from step
+
+
+# -- the router on fakes ------------------------------------------------------------------------------
+
+HYPERPOD_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+"""The HyperPod cluster the inbound events (events/inbound) name: governed as ``demo``."""
+ROUTER_CLUSTERS = (
+    ClusterRecord("demo", "my-hyperPod-eks-cluster", HYPERPOD_ARN),
+    ClusterRecord("other", "other-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcd1234efgh"),
+)
+ROUTER_CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, region="us-west-2", aws_request_id="r1")
+
+
+@contextlib.contextmanager
+def router_dependencies(clusters: Iterable[ClusterRecord] = ROUTER_CLUSTERS) -> Iterator[wiring.Dependencies]:
+    """The router's dependencies installed in wiring for the block: a FakeStore governing ``clusters``
+    (default: ``demo`` for the inbound events' cluster and ``other``), a FakeQueue and a FakePublisher;
+    metrics in the ``idleshare`` namespace, no X-Ray. The fixture ``router_deps`` (tests/conftest.py)."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
+        mp.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+        deps = wiring.Dependencies(store=FakeStore(clusters), queue=FakeQueue(), publisher=FakePublisher())
+        wiring.install(deps)
+        try:
+            yield deps
+        finally:
+            wiring.install(None)
 
 
 if TYPE_CHECKING:  # each fake is what its ports say (mypy checks this module: pyproject's [tool.mypy])

@@ -311,18 +311,10 @@ def idempotent(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]
 
 def redeliver(message: dict[str, Any]) -> dict[str, Any]:
     """The same SQS message once more (EventBridge's at-least-once delivery, an archive replay)."""
-    record = {
-        "messageId": f"again-{uuid.uuid4().hex[:8]}",
-        "receiptHandle": "again",
-        "body": message["Body"],
-        "attributes": {"MessageGroupId": "demo"},
-        "messageAttributes": {},
-        "md5OfBody": message["MD5OfBody"],
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:recompute.fifo",
-        "awsRegion": "us-east-1",
-    }
-    out: dict[str, Any] = recompute.handler({"Records": [record]}, CONTEXT)
+    again = message | {"MessageId": f"again-{uuid.uuid4().hex[:8]}", "ReceiptHandle": "again"}
+    out: dict[str, Any] = recompute.handler(
+        event_source.sqs_event([again], "arn:aws:sqs:us-east-1:111122223333:recompute.fifo"), CONTEXT
+    )
     return out
 
 

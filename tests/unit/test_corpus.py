@@ -19,7 +19,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from devkit.lambda_context import LambdaContext
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.cli.main import EXIT_INPUT, main
@@ -33,13 +32,12 @@ from idleshare.parse.requests import CreateQuota, SchedulerConfigRequest
 from idleshare.runtime import wiring
 from tests.aws_env import create_table
 from tests.corpus import make_corpus
-from tests.fakes import FakePublisher, FakeQueue, FakeStore
+from tests.fakes import HYPERPOD_ARN
+from tests.fakes import ROUTER_CONTEXT as CONTEXT
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "events" / "examples"
 INDEX: dict[str, dict[str, str]] = json.loads((REPO / "tests" / "corpus" / "expected.json").read_text())
-HYPERPOD_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
-CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, region="us-west-2", aws_request_id="r1")
 
 
 def files(kind: str) -> list[str]:
@@ -211,22 +209,6 @@ def test_parse_event_names_the_field(path: str) -> None:
 
 
 # -------------------------------------------------------------------------------------- router
-
-
-@pytest.fixture
-def router_deps(monkeypatch: pytest.MonkeyPatch) -> Iterator[wiring.Dependencies]:
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    store = FakeStore(
-        [
-            ClusterRecord("demo", "my-hyperPod-eks-cluster", HYPERPOD_ARN),
-            ClusterRecord("other", "other-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcd1234efgh"),
-        ]
-    )
-    deps = wiring.Dependencies(store=store, queue=FakeQueue(), publisher=FakePublisher())
-    wiring.install(deps)
-    yield deps
-    wiring.install(None)
 
 
 @pytest.fixture

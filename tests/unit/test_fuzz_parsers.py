@@ -23,8 +23,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devkit.lambda_context import LambdaContext
-from idleshare.adapters.ports import ClusterRecord
 from idleshare.domain.model import Node, Quota, SchedulerConfig
 from idleshare.handlers import router
 from idleshare.parse.errors import InputError
@@ -33,7 +31,8 @@ from idleshare.parse.nodes import QUANTITY_MAX, node_from_dict, parse_nodes, par
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.runtime import wiring
 from idleshare.runtime.observability import logger
-from tests.fakes import FakePublisher, FakeQueue, FakeStore
+from tests.fakes import ROUTER_CLUSTERS, router_dependencies
+from tests.fakes import ROUTER_CONTEXT as CONTEXT
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,30 +145,17 @@ def test_fuzz_parse_event_with_one_member_of_a_real_event_broken(raw: Any) -> No
     check_event(raw)
 
 
-CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, region="us-west-2", aws_request_id="r1")
-
-
 @pytest.fixture(scope="module")
 def router_deps() -> Iterator[wiring.Dependencies]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
-        mp.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-        store = FakeStore(
-            [
-                ClusterRecord(
-                    "demo", "my-hyperPod-eks-cluster", "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
-                )
-            ]
-        )
-        deps = wiring.Dependencies(store=store, queue=FakeQueue(), publisher=FakePublisher())
-        wiring.install(deps)
+    """The router on fakes, ``demo`` the only governed cluster, for the whole module (hypothesis runs the
+    test many times per fixture)."""
+    with router_dependencies(ROUTER_CLUSTERS[:1]) as deps:
         level = logger.log_level
         logger.setLevel("CRITICAL")  # hundreds of "dropped" warnings otherwise
         try:
             yield deps
         finally:
             logger.setLevel(level)
-            wiring.install(None)
 
 
 @FUZZ

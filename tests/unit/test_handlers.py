@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from devkit.lambda_context import LambdaContext
+from devkit.sqs import sqs_record
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime import wiring
 from idleshare.service.recompute import ClusterReadError, Recomputer
-from tests.fakes import FakeKube, FakePublisher, FakeQueue, FakeStore
+from tests.fakes import ROUTER_CONTEXT as CONTEXT
+from tests.fakes import FakeKube, FakePublisher, FakeStore
 
 EVENTS = Path(__file__).parents[2] / "events"
-HYPERPOD_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
-CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, region="us-west-2", aws_request_id="r1")
 
 
 def load_event(name: str) -> dict:
@@ -33,22 +32,6 @@ def logs():
     old = logger.registered_handler.setStream(stream)
     yield stream
     logger.registered_handler.setStream(old)
-
-
-@pytest.fixture
-def deps(monkeypatch):
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    store = FakeStore(
-        [
-            ClusterRecord("demo", "my-hyperPod-eks-cluster", HYPERPOD_ARN),
-            ClusterRecord("other", "other-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcd1234efgh"),
-        ]
-    )
-    d = wiring.Dependencies(store=store, queue=FakeQueue(), publisher=FakePublisher())
-    wiring.install(d)
-    yield d
-    wiring.install(None)
 
 
 INBOUND = sorted(p.name for p in (EVENTS / "inbound").glob("*.json"))
@@ -76,32 +59,32 @@ def test_every_inbound_event_file_has_an_expectation():
 
 
 @pytest.mark.parametrize("name", INBOUND)
-def test_router_enqueues_one_recompute_per_concerned_cluster(deps, name):
+def test_router_enqueues_one_recompute_per_concerned_cluster(router_deps, name):
     from idleshare.handlers.router import handler
 
     out = handler(load_event(f"inbound/{name}"), CONTEXT)
     assert out["enqueued"] == EXPECTED_CLUSTERS[name]
-    assert [c for c, _ in deps.queue.sent] == EXPECTED_CLUSTERS[name]
+    assert [c for c, _ in router_deps.queue.sent] == EXPECTED_CLUSTERS[name]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (EVENTS / "malformed").glob("*.json")))
-def test_malformed_events_are_dropped_without_retry_and_change_nothing(deps, name, logs):
+def test_malformed_events_are_dropped_without_retry_and_change_nothing(router_deps, name, logs):
     from idleshare.handlers.router import handler
 
     out = handler(load_event(f"malformed/{name}"), CONTEXT)
     assert out == {"enqueued": [], "dropped": "Malformed"}
-    assert deps.queue.sent == [] and deps.store.writes == 0
+    assert router_deps.queue.sent == [] and router_deps.store.writes == 0
     logged = [json.loads(line) for line in logs.getvalue().splitlines()]
     assert logged[-1]["message"] == "dropped malformed event" and logged[-1]["reason"]
 
 
-def test_event_for_an_unknown_cluster_is_dropped_with_its_reason(deps, logs):
+def test_event_for_an_unknown_cluster_is_dropped_with_its_reason(router_deps, logs):
     from idleshare.handlers.router import handler
 
     event = load_event("inbound/hyperpod-node-health-event.json")
     event["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzz9999zzzz"
     assert handler(event, CONTEXT) == {"enqueued": [], "dropped": "UnknownCluster"}
-    assert deps.queue.sent == []
+    assert router_deps.queue.sent == []
     assert json.loads(logs.getvalue().splitlines()[-1])["reason"] == "UnknownCluster"
 
 
@@ -209,21 +192,7 @@ def test_recompute_handler_coalesces_a_burst_in_one_batch(cluster, monkeypatch):
     store, kube, publisher, _ = cluster
     wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=lambda c: kube))
     try:
-        records = [
-            {
-                "messageId": f"m{i}",
-                "receiptHandle": "h",
-                "body": json.dumps({"cluster": "demo", "reason": "Node Changed"}),
-                "attributes": {"MessageGroupId": "demo"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-west-2:1:q.fifo",
-                "awsRegion": "us-west-2",
-            }
-            for i in range(5)
-        ]
-        out = handler_module.handler({"Records": records}, CONTEXT)
+        out = handler_module.handler({"Records": [_sqs_record(i) for i in range(5)]}, CONTEXT)
     finally:
         wiring.install(None)
     assert out == {"batchItemFailures": []}
@@ -262,17 +231,10 @@ def test_building_the_dependencies_writes_nothing(monkeypatch):
 
 
 def _sqs_record(i: int, cluster: str = "demo", **extra) -> dict:
-    return {
-        "messageId": f"m{i}",
-        "receiptHandle": "h",
-        "body": json.dumps({"cluster": cluster, "reason": "Node Changed", **extra}),
-        "attributes": {"MessageGroupId": cluster},
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-west-2:1:q.fifo",
-        "awsRegion": "us-west-2",
-    }
+    """The record of a windowed recompute request for ``cluster`` (``extra``: more body members)."""
+    body = json.dumps({"cluster": cluster, "reason": "Node Changed", **extra})
+    message = {"MessageId": f"m{i}", "ReceiptHandle": "h", "Body": body, "Attributes": {"MessageGroupId": cluster}}
+    return sqs_record(message, "arn:aws:sqs:us-west-2:1:q.fifo")
 
 
 @pytest.mark.parametrize("why", ["invalid stored policy", "objects Kueue refuses"])

@@ -29,6 +29,7 @@ from moto import mock_aws
 from devkit.kube.client import Kube
 from devkit.kube.stack import IDLESHARE_GROUP, KubeStack, ensure_built
 from devkit.lambda_context import LambdaContext
+from devkit.sqs import sqs_event
 from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.adapters.eks_auth import TOKEN_PREFIX, EksConnector
 from idleshare.adapters.kube import LightkubeCluster
@@ -267,18 +268,8 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
         }
         assert router.handler(event, CONTEXT) == {"enqueued": ["demo"]}
         (message,) = aws.sqs.receive_message(QueueUrl=aws.queue_url)["Messages"]
-        record = {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": {"MessageGroupId": "demo"},
-            "messageAttributes": {},
-            "md5OfBody": message["MD5OfBody"],
-            "eventSource": "aws:sqs",
-            "eventSourceARN": f"arn:aws:sqs:{REGION}:111122223333:recompute.fifo",
-            "awsRegion": REGION,
-        }
-        assert recompute.handler({"Records": [record]}, CONTEXT)["batchItemFailures"] == []
+        batch = sqs_event([message], f"arn:aws:sqs:{REGION}:111122223333:recompute.fifo")
+        assert recompute.handler(batch, CONTEXT)["batchItemFailures"] == []
         assert store.get_pool("demo") is not None
         # and once more with the token rejected (the failure path logs the error)
         eks_cluster.rotate(eks_name)
@@ -293,7 +284,7 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
             },
         )
         try:
-            recompute.handler({"Records": [record]}, CONTEXT)
+            recompute.handler(batch, CONTEXT)
         except Exception as error:  # every record failed: the batch processor raises
             logging.getLogger("test").exception("the handler raised: %s", error)
     finally:
