@@ -36,6 +36,23 @@ def search(metric: str, dims: tuple[str, ...], label: str) -> cw.MathExpression:
     )
 
 
+def search_graph(title: str, metric: str, dims: tuple[str, ...], label: str) -> cw.GraphWidget:
+    """A half-width graph of every time series of `metric` (see `search`)."""
+    return cw.GraphWidget(title=title, left=[search(metric, dims, label)], width=12)
+
+
+def emf_metric(metric: str, statistic: str, dims: dict[str, str] | None = None, label: str | None = None) -> cw.Metric:
+    """A metric the recompute emits as EMF: `dims` and Powertools' own `service` dimension."""
+    return cw.Metric(
+        namespace=NS,
+        metric_name=metric,
+        dimensions_map={**(dims or {}), "service": names.SERVICE},
+        period=PERIOD,
+        statistic=statistic,
+        label=label,
+    )
+
+
 def shortfall_query(cluster_id: str) -> str:
     """Metrics Insights: the largest shortfall of any flavor/resource of one cluster (alarmable)."""
     schema = ", ".join(('"' + NS + '"', *GAUGE_DIMS))
@@ -66,120 +83,99 @@ class Observability(Construct):
             self.topic.add_subscription(subs.EmailSubscription(alarm_email))
         action = cw_actions.SnsAction(self.topic)
 
-        self.dlq_alarm = cw.Alarm(
-            self,
+        def alarm(
+            alarm_id: str,
+            description: str,
+            metric: cw.IMetric,
+            *,
+            above: int,
+            periods: int,
+            datapoints: int | None = None,
+        ) -> cw.Alarm:
+            """Alarm when `metric` passes `above` (1: reaches 1; 0: above 0) in `datapoints` of `periods` periods
+            (all of them by default), missing data not breaching; notify the topic."""
+            created = cw.Alarm(
+                self,
+                alarm_id,
+                alarm_description=description,
+                metric=metric,
+                threshold=above,
+                evaluation_periods=periods,
+                comparison_operator=(
+                    cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+                    if above
+                    else cw.ComparisonOperator.GREATER_THAN_THRESHOLD
+                ),
+                datapoints_to_alarm=datapoints,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+            created.add_alarm_action(action)
+            return created
+
+        self.dlq_alarm = alarm(
             "DlqDepthAlarm",
-            alarm_description="Recompute messages are failing repeatedly and landing in the DLQ",
-            metric=dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            "Recompute messages are failing repeatedly and landing in the DLQ",
+            dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+            above=1,
+            periods=1,
         )
-        self.errors_alarm = cw.Alarm(
-            self,
+        self.errors_alarm = alarm(
             "RecomputeErrorsAlarm",
-            alarm_description="The recompute Lambda is failing",
-            metric=recompute.metric_errors(period=PERIOD, statistic="Sum"),
-            threshold=1,
-            evaluation_periods=3,
-            datapoints_to_alarm=2,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            "The recompute Lambda is failing",
+            recompute.metric_errors(period=PERIOD, statistic="Sum"),
+            above=1,
+            periods=3,
+            datapoints=2,
         )
-        self.permanent_failures_alarm = cw.Alarm(
-            self,
+        self.permanent_failures_alarm = alarm(
             "PermanentFailuresAlarm",
-            alarm_description=(
-                "A recompute cannot succeed until its input changes (invalid stored policy, objects Kueue refuses):"
-                " see the pool's last failure (GET /clusters/{c}/pool); not retried"
-            ),
-            metric=cw.Metric(
-                namespace=NS,
-                metric_name=names.METRIC_PERMANENT_FAILURES,
-                dimensions_map={"service": names.SERVICE},
-                period=PERIOD,
-                statistic="Sum",
-            ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            "A recompute cannot succeed until its input changes (invalid stored policy, objects Kueue refuses):"
+            " see the pool's last failure (GET /clusters/{c}/pool); not retried",
+            emf_metric(names.METRIC_PERMANENT_FAILURES, "Sum"),
+            above=1,
+            periods=1,
         )
         self.shortfall_alarms = [
-            cw.Alarm(
-                self,
+            alarm(
                 f"ShortfallAlarm-{cluster_id}",
-                alarm_description=f"Cluster {cluster_id}: quotas allocate more than the eligible nodes provide",
-                metric=cw.MathExpression(
+                f"Cluster {cluster_id}: quotas allocate more than the eligible nodes provide",
+                cw.MathExpression(
                     expression=shortfall_query(cluster_id),
                     label=f"max shortfall {cluster_id}",
                     period=PERIOD,
                     using_metrics={},
                 ),
-                threshold=0,
-                evaluation_periods=3,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                above=0,
+                periods=3,
             )
             for cluster_id in cluster_ids
         ]
         self.field_manager_alarms = [
-            cw.Alarm(
-                self,
+            alarm(
                 f"ForeignFieldManagerAlarm-{cluster_id}",
-                alarm_description=(
-                    f"Cluster {cluster_id}: another field manager owns fields of idleshare's Kueue objects "
-                    "(HyperPod task governance or GitOps?); idleshare leaves them (apply status Conflict)"
-                ),
-                metric=cw.Metric(
-                    namespace=NS,
-                    metric_name=names.METRIC_FOREIGN_FIELD_MANAGER,
-                    # EMF from the recompute: the cluster, and Powertools' own service dimension
-                    dimensions_map={names.METRIC_DIM_CLUSTER: cluster_id, "service": names.SERVICE},
-                    period=PERIOD,
-                    statistic="Maximum",
-                ),
-                threshold=0,
-                evaluation_periods=1,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                f"Cluster {cluster_id}: another field manager owns fields of idleshare's Kueue objects "
+                "(HyperPod task governance or GitOps?); idleshare leaves them (apply status Conflict)",
+                # EMF from the recompute: the cluster, and Powertools' own service dimension
+                emf_metric(names.METRIC_FOREIGN_FIELD_MANAGER, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
+                above=0,
+                periods=1,
             )
             for cluster_id in cluster_ids
         ]
-        for alarm in (
-            self.dlq_alarm,
-            self.errors_alarm,
-            self.permanent_failures_alarm,
-            *self.shortfall_alarms,
-            *self.field_manager_alarms,
-        ):
-            alarm.add_alarm_action(action)
 
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
         self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Unallocated capacity per flavor",
-                left=[search(names.METRIC_UNALLOCATED, GAUGE_DIMS, "unallocated")],
-                width=12,
-            ),
-            cw.GraphWidget(
-                title="Borrowable capacity per flavor (sum of borrow limits)",
-                left=[search(names.METRIC_BORROWABLE, GAUGE_DIMS, "borrowable")],
-                width=12,
+            search_graph("Unallocated capacity per flavor", names.METRIC_UNALLOCATED, GAUGE_DIMS, "unallocated"),
+            search_graph(
+                "Borrowable capacity per flavor (sum of borrow limits)",
+                names.METRIC_BORROWABLE,
+                GAUGE_DIMS,
+                "borrowable",
             ),
         )
         self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Shortfall per flavor",
-                left=[search(names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall")],
-                width=12,
-            ),
-            cw.GraphWidget(
-                title="Excluded nodes by reason",
-                left=[search(names.METRIC_EXCLUDED_NODES, EXCLUDED_DIMS, "excluded")],
-                width=12,
-            ),
+            search_graph("Shortfall per flavor", names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall"),
+            search_graph("Excluded nodes by reason", names.METRIC_EXCLUDED_NODES, EXCLUDED_DIMS, "excluded"),
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(
@@ -188,16 +184,7 @@ class Observability(Construct):
                     recompute.metric_duration(period=PERIOD, statistic=stat, label=stat)
                     for stat in ("p50", "p99", "Maximum")
                 ],
-                right=[
-                    cw.Metric(
-                        namespace=NS,
-                        metric_name=names.METRIC_RECOMPUTE_DURATION,
-                        dimensions_map={"service": names.SERVICE},
-                        period=PERIOD,
-                        statistic="p99",
-                        label="recompute p99 (ms, in-handler)",
-                    )
-                ],
+                right=[emf_metric(names.METRIC_RECOMPUTE_DURATION, "p99", label="recompute p99 (ms, in-handler)")],
                 width=8,
             ),
             cw.GraphWidget(
