@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+MAX_ERRORS = 50
+"""Errors reported per input (nodes, quotas, requests): a file where every node is broken should not print
+20,000 lines."""
+
 
 @dataclass(frozen=True, slots=True)
 class FieldError:
@@ -39,3 +43,10 @@ class InputError(ValueError):
 
     def __reduce__(self) -> tuple[type[InputError], tuple[str, list[FieldError]]]:
         return (type(self), (self.source, self.errors))
+
+
+def capped(errors: list[FieldError]) -> list[FieldError]:
+    """The first MAX_ERRORS errors, and one saying how many more there were."""
+    if len(errors) <= MAX_ERRORS:
+        return errors
+    return [*errors[:MAX_ERRORS], FieldError("", f"... and {len(errors) - MAX_ERRORS} more errors")]

@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal, Required
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
-from idleshare.parse.errors import FieldError
-from idleshare.parse.nodes import SHAPE_HINT, capped, first_char, json_type
+from idleshare.parse.errors import FieldError, capped
+from idleshare.parse.nodes import SHAPE_HINT, first_char, json_type
 
 # strict: a JSON number is not a name, "true" is not a bool. extra="ignore": skip everything else.
 # TypedDicts, not BaseModels: pydantic-core builds plain dicts for them, several times faster than
@@ -180,6 +180,17 @@ def _field_errors(exc: ValidationError, raw: object, *, top_is_array: bool, sing
     return capped(errors)
 
 
+# pydantic's error type -> what the field should have been
+_EXPECTED = {
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "list_type": "an array",
+    "string_type": "a string",
+    "bool_type": "true or false",
+}
+
+
 def _message(error: Any) -> str:
     kind, loc = error["type"], error["loc"]
     if not loc or loc == ("kind",):
@@ -191,14 +202,8 @@ def _message(error: Any) -> str:
         return f"expected {error['ctx']['expected']}, got {json.dumps(error['input'])}"
     if kind == "missing":
         return "required field missing"
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return f"expected an object, got {json_type(error['input'])}"
-    if kind == "list_type":
-        return f"expected an array, got {json_type(error['input'])}"
-    if kind == "string_type":
-        return f"expected a string, got {json_type(error['input'])}"
-    if kind == "bool_type":
-        return f"expected true or false, got {json_type(error['input'])}"
+    if kind in _EXPECTED:
+        return f"expected {_EXPECTED[kind]}, got {json_type(error['input'])}"
     if kind == "string_too_short":
         return "must not be empty"
     return str(error["msg"])

@@ -34,11 +34,10 @@ import msgspec
 
 from idleshare.domain.model import Amount, Node, Taint
 from idleshare.domain.quantity import QuantityError, parse_quantity
-from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.errors import MAX_ERRORS as MAX_ERRORS  # the cap of every parser's error list
+from idleshare.parse.errors import FieldError, InputError, capped
 
 BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"
-MAX_ERRORS = 50
-"""Errors reported per input; a file where every node is broken should not print 20,000 lines."""
 SHAPE_HINT = "expected a List or NodeList (`kubectl get nodes -o json`) or a JSON array of Node objects"
 
 
@@ -214,12 +213,6 @@ def _convert(items: Sequence[_Node], prefix: str, source: str) -> tuple[Node, ..
     if errors:
         raise InputError(source, capped(errors))
     return tuple(nodes)
-
-
-def capped(errors: list[FieldError]) -> list[FieldError]:
-    if len(errors) <= MAX_ERRORS:
-        return errors
-    return [*errors[:MAX_ERRORS], FieldError("", f"... and {len(errors) - MAX_ERRORS} more errors")]
 
 
 def parse_nodes(raw: bytes | str | list[Any] | dict[str, Any], source: str = "nodes") -> tuple[Node, ...]:

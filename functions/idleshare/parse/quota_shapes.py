@@ -29,7 +29,7 @@ from idleshare.domain.model import (
     SchedulerConfig,
     Strategy,
 )
-from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.quotas import (
     _DNS_LABEL_LINEAR,
     ACTIVATION_STATES,
@@ -42,7 +42,6 @@ from idleshare.parse.quotas import (
     FAIR_SHARE_WEIGHT_MAX,
     IDLE_RESOURCE_SHARING,
     INSTANCE_COUNT_MAX,
-    MAX_ERRORS,
     PREEMPT_TEAM_TASKS,
     PRIORITY_CLASS_LIST_MAX,
     PRIORITY_CLASS_NAME_PATTERN,
@@ -370,7 +369,7 @@ def _validate_list(document: list[object], source: str) -> list[_Quota]:
         except InputError as exc:
             errors.extend(exc.errors)
     if errors:
-        raise InputError(source, _capped(errors))
+        raise InputError(source, capped(errors))
     return items
 
 
@@ -383,7 +382,7 @@ def _field_errors(exc: ValidationError, prefix: tuple[int | str, ...]) -> list[F
         else:
             message = _message(error["type"], error.get("ctx") or {}, error.get("input"), error["msg"])
         errors.append(FieldError(loc, message))
-    return _capped(errors)
+    return capped(errors)
 
 
 def _unknown_field(key: str, top_level: bool) -> str:
@@ -402,6 +401,16 @@ def _loc(parts: Iterable[int | str]) -> str:
     return text
 
 
+# pydantic's error type -> what the value must be
+_MUST_BE = {
+    **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), "an integer"),
+    **dict.fromkeys(("string_type", "string_sub_type"), "a string"),
+    **dict.fromkeys(("list_type", "tuple_type"), "an array"),
+    **dict.fromkeys(("model_type", "model_attributes_type", "dict_type"), "an object"),
+    **dict.fromkeys(("decimal_max_digits", "decimal_max_places", "finite_number"), "a finite number"),
+}
+
+
 def _message(kind: str, ctx: dict[str, Any], value: object, fallback: str) -> str:
     got = f" (got {_show(value)})"
     if kind in ("enum", "pattern", "number"):
@@ -416,29 +425,13 @@ def _message(kind: str, ctx: dict[str, Any], value: object, fallback: str) -> st
         if isinstance(value, str):
             return f"must be at most {ctx['max_length']} characters (got {len(value)})"
         return f"must have at most {ctx['max_length']} items (got {ctx.get('actual_length', '?')})"
-    if kind == "too_short":
-        return f"must be at least {ctx['min_length']} characters{got}"
-    if kind == "string_too_short":
+    if kind in ("too_short", "string_too_short"):
         return f"must be at least {ctx['min_length']} characters{got}"
     if kind == "string_too_long":
         return f"must be at most {ctx['max_length']} characters (got {len(str(value))})"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be an integer{got}"
-    if kind in ("string_type", "string_sub_type"):
-        return f"must be a string{got}"
-    if kind in ("list_type", "tuple_type"):
-        return f"must be an array{got}"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"must be an object{got}"
-    if kind in ("decimal_max_digits", "decimal_max_places", "finite_number"):
-        return f"must be a finite number{got}"
+    if kind in _MUST_BE:
+        return f"must be {_MUST_BE[kind]}{got}"
     return f"{fallback}{got}"
-
-
-def _capped(errors: list[FieldError]) -> list[FieldError]:
-    if len(errors) <= MAX_ERRORS:
-        return errors
-    return [*errors[:MAX_ERRORS], FieldError("", f"... and {len(errors) - MAX_ERRORS} more errors")]
 
 
 def _duplicates(items: Sequence[_T], key: Callable[[_T], object]) -> list[tuple[int, int, _T]]:
@@ -493,7 +486,7 @@ def _check_quotas(items: Sequence[_Quota], prefix: str | None, source: str) -> N
                     )
                 )
     if errors:
-        raise InputError(source, _capped(errors))
+        raise InputError(source, capped(errors))
 
 
 def _amount(value: Decimal | None) -> Amount | None:

@@ -74,11 +74,10 @@ from idleshare.domain.model import (
     SchedulerConfig,
     Strategy,
 )
+from idleshare.parse.errors import MAX_ERRORS as MAX_ERRORS  # the cap of every parser's error list
 from idleshare.parse.errors import FieldError, InputError
 
 __all__ = ["InputError", "parse_quotas", "parse_scheduler_config"]  # and SHAPES, loaded lazily
-
-MAX_ERRORS = 50
 
 # ------------------------------------------------------------------------------------ botocore
 # Bounds of botocore's SageMaker service model, written out (see the module docstring).

@@ -37,10 +37,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.quota_shapes import (
     _Activation,
-    _capped,
     _check_quotas,
     _EntityName,
     _loc,
@@ -313,7 +312,7 @@ def parse(model: type[_M], body: object) -> _M:
     valid = {k: v for k, v in body.items() if k in model.model_fields and not _under(k, errors)}
     errors += model.checks(valid)
     if errors or request is None:
-        raise InputError(SOURCE, _capped(errors))
+        raise InputError(SOURCE, capped(errors))
     return request
 
 
