@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import jsii
@@ -108,18 +109,28 @@ def build_dependencies(platform: str = PYTHON_PLATFORM) -> Path:
     """Install the locked runtime dependencies for the Lambda's Python on ``platform`` (the Lambda's
     arm64 by default) into the cache (once per lock)."""
     suffix = "" if platform == PYTHON_PLATFORM else f"-{platform}"
-    target = BUILD_DIR / f"lambda-deps-{deps_hash(platform)}{suffix}"
+
+    def install(uv: str, tmp: Path, staging: Path) -> None:
+        requirements = tmp / "requirements.txt"
+        _run([uv, *_EXPORT, "--output-file", str(requirements)])
+        _run([uv, *install_args(platform), "--target", str(staging), "-r", str(requirements)])
+        for cache in staging.rglob("__pycache__"):
+            shutil.rmtree(cache, ignore_errors=True)
+
+    return cached_build(f"lambda-deps-{deps_hash(platform)}{suffix}", install)
+
+
+def cached_build(name: str, install: Callable[[str, Path, Path], None]) -> Path:
+    """``.build/<name>``, built once: ``install(uv, tmp, staging)`` fills ``staging`` (``tmp`` holds its
+    scratch files), which is then published as the cached directory."""
+    target = BUILD_DIR / name
     if target.is_dir():
         return target
     uv = uv_binary()
     BUILD_DIR.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=BUILD_DIR, prefix="tmp-deps-") as tmp:
-        requirements = Path(tmp) / "requirements.txt"
-        _run([uv, *_EXPORT, "--output-file", str(requirements)])
+    with tempfile.TemporaryDirectory(dir=BUILD_DIR, prefix="tmp-build-") as tmp:
         staging = Path(tmp) / "site"
-        _run([uv, *install_args(platform), "--target", str(staging), "-r", str(requirements)])
-        for cache in staging.rglob("__pycache__"):
-            shutil.rmtree(cache, ignore_errors=True)
+        install(uv, Path(tmp), staging)
         publish(staging, target)
     return target
 

@@ -23,14 +23,13 @@ from pathlib import Path
 from idleshare import names
 from infra.bundling import (
     _EXPORT,
-    BUILD_DIR,
     PYTHON_VERSION,
     RUNTIME_PROVIDED,
     BundlingError,
     _run,
     bundle_into,
+    cached_build,
     deps_hash,
-    publish,
     uv_binary,
 )
 
@@ -128,22 +127,17 @@ def find_python312() -> str:
 
 def build_boto3(platform_tag: str) -> Path:
     """boto3 and its dependencies at the locked versions, for Python 3.12 on ``platform_tag`` (cached)."""
-    target = BUILD_DIR / f"lambda-boto3-{deps_hash(platform_tag)}-{platform_tag}"
-    if target.is_dir():
-        return target
-    uv = uv_binary()
-    BUILD_DIR.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=BUILD_DIR, prefix="tmp-boto3-") as tmp:
-        constraints = Path(tmp) / "constraints.txt"
+
+    def install(uv: str, tmp: Path, staging: Path) -> None:
+        constraints = tmp / "constraints.txt"
         export = [a for a in _EXPORT if a not in RUNTIME_PROVIDED and a != "--no-emit-package"]
         _run([uv, *export, "--output-file", str(constraints)])
-        staging = Path(tmp) / "site"
         _run(
             [uv, "pip", "install", "--only-binary=:all:", "--python-platform", platform_tag, "--python-version",
              PYTHON_VERSION, "--target", str(staging), "-c", str(constraints), *RUNTIME_PROVIDED]
         )  # fmt: skip
-        publish(staging, target)
-    return target
+
+    return cached_build(f"lambda-boto3-{deps_hash(platform_tag)}-{platform_tag}", install)
 
 
 @dataclass

@@ -58,24 +58,18 @@ class InstanceSpec:
         return self.memory_capacity_ki - reserved_mi * 1024
 
     def capacity(self, mig: dict[str, int] | None = None) -> dict[str, str]:
-        out = {
-            "cpu": str(self.vcpu),
-            "ephemeral-storage": f"{self.ephemeral_storage_capacity_ki}Ki",
-            "hugepages-1Gi": "0",
-            "hugepages-2Mi": f"{self.hugepages_2mi}Mi" if self.hugepages_2mi else "0",
-            "memory": f"{self.memory_capacity_ki}Ki",
-            "pods": str(self.max_pods),
-        }
-        out.update(_devices(self, mig))
-        return dict(sorted(out.items()))
+        return self._resources(str(self.vcpu), f"{self.ephemeral_storage_capacity_ki}Ki", self.memory_capacity_ki, mig)
 
     def allocatable(self, mig: dict[str, int] | None = None) -> dict[str, str]:
         # ephemeral-storage: 10% reserved for eviction, printed in bytes as the kubelet does
         storage = self.ephemeral_storage_capacity_ki * 1024 * 9 // 10
         memory_ki = self.memory_allocatable_ki - self.hugepages_2mi * 1024
+        return self._resources(self.cpu_allocatable, str(storage), memory_ki, mig)
+
+    def _resources(self, cpu: str, storage: str, memory_ki: int, mig: dict[str, int] | None) -> dict[str, str]:
         out = {
-            "cpu": self.cpu_allocatable,
-            "ephemeral-storage": str(storage),
+            "cpu": cpu,
+            "ephemeral-storage": storage,
             "hugepages-1Gi": "0",
             "hugepages-2Mi": f"{self.hugepages_2mi}Mi" if self.hugepages_2mi else "0",
             "memory": f"{memory_ki}Ki",

@@ -26,24 +26,17 @@ BOUND_MEANING: dict[str, str] = {
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parent = remote.remote_parent()
     pool = sub.add_parser("pool", help="the lendable pool of a governed cluster (admin API)")
     verbs = pool.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    p = verbs.add_parser("show", parents=[parent], help="capacity, allocation, shortfall, apply status")
-    p.add_argument("--cluster", required=True)
-    p.set_defaults(func=show)
+    remote.cluster_command(verbs, "show", "capacity, allocation, shortfall, apply status", show)
 
-    p = verbs.add_parser("explain", parents=[parent], help="each team's borrow limits and which bound set them")
-    p.add_argument("--cluster", required=True)
+    p = remote.cluster_command(verbs, "explain", "each team's borrow limits and which bound set them", explain)
     p.add_argument("--team", help="one team only")
     p.add_argument("--all-resources", action="store_true", help="cpu, memory, efa too (default: accelerators)")
-    p.set_defaults(func=explain)
 
-    p = verbs.add_parser("history", parents=[parent], help="past generations, newest first")
-    p.add_argument("--cluster", required=True)
+    p = remote.cluster_command(verbs, "history", "past generations, newest first", history)
     p.add_argument("--limit", type=int, default=20, metavar="N", help=f"at most N (1..{HISTORY_LIMIT_MAX}, default 20)")
-    p.set_defaults(func=history)
 
 
 def _cluster(cluster: str) -> list[str]:

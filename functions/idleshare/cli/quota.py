@@ -40,39 +40,28 @@ READ_ONLY_FIELDS = (
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parent = remote.remote_parent()
     quota = sub.add_parser("quota", help="compute quotas of a governed cluster (admin API)")
     verbs = quota.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    p = verbs.add_parser("create", parents=[parent], help="create a quota from a CreateComputeQuota JSON file")
-    p.add_argument("--cluster", required=True)
+    p = remote.cluster_command(verbs, "create", "create a quota from a CreateComputeQuota JSON file", create)
     p.add_argument("--file", required=True, metavar="Q.json")
-    p.set_defaults(func=create)
 
-    p = verbs.add_parser("describe", parents=[parent], help="one quota")
-    p.add_argument("--cluster", required=True)
+    p = remote.cluster_command(verbs, "describe", "one quota", describe)
     p.add_argument("--name", required=True)
-    p.set_defaults(func=describe)
 
-    p = verbs.add_parser("list", parents=[parent], help="every quota of a cluster")
-    p.add_argument("--cluster", required=True)
+    p = remote.cluster_command(verbs, "list", "every quota of a cluster", list_quotas)
     p.add_argument("--name-contains", metavar="TEXT")
     p.add_argument("--activation-state", choices=["Enabled", "Disabled"])
     p.add_argument("--page-size", type=int, default=100, metavar="N", help="MaxResults per request (1..100)")
-    p.set_defaults(func=list_quotas)
 
-    p = verbs.add_parser("update", parents=[parent], help="change a quota (UpdateComputeQuota JSON file)")
-    p.add_argument("--cluster", required=True)
+    p = remote.cluster_command(verbs, "update", "change a quota (UpdateComputeQuota JSON file)", update)
     p.add_argument("--name", required=True)
     p.add_argument("--target-version", type=int, metavar="V", help="the version you read (default: the file's)")
     p.add_argument("--file", required=True, metavar="PATCH.json")
-    p.set_defaults(func=update)
 
-    p = verbs.add_parser("delete", parents=[parent], help="delete a quota")
-    p.add_argument("--cluster", required=True)
+    p = remote.cluster_command(verbs, "delete", "delete a quota", delete)
     p.add_argument("--name", required=True)
     p.add_argument("--target-version", type=int, metavar="V", help="refuse if the quota has changed since")
-    p.set_defaults(func=delete)
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -250,9 +239,13 @@ def describe_text(quota: dict[str, Any]) -> str:
         ["LastModified", quota.get("LastModifiedTime")],
     ]
     out = [remote.table(rows, ["FIELD", "VALUE"])]
+    entries = (
+        ("quota", config.get("ComputeQuotaResources")),
+        ("absolute borrow cap", sharing.get("AbsoluteBorrowLimits")),
+    )
     resource_rows = [
         [
-            "quota",
+            kind,
             e.get("InstanceType"),
             e.get("Count"),
             e.get("Accelerators"),
@@ -260,18 +253,8 @@ def describe_text(quota: dict[str, Any]) -> str:
             e.get("MemoryInGiB"),
             _partition(e),
         ]
-        for e in config.get("ComputeQuotaResources") or []
-    ] + [
-        [
-            "absolute borrow cap",
-            e.get("InstanceType"),
-            e.get("Count"),
-            e.get("Accelerators"),
-            e.get("VCpu"),
-            e.get("MemoryInGiB"),
-            _partition(e),
-        ]
-        for e in sharing.get("AbsoluteBorrowLimits") or []
+        for kind, listed in entries
+        for e in listed or []
     ]
     if resource_rows:
         out += [

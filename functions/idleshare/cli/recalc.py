@@ -18,8 +18,7 @@ FINAL = ("Done", "Failed")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("recalc", parents=[remote.remote_parent()], help="recompute a cluster's pool now")
-    p.add_argument("--cluster", required=True)
+    p = remote.cluster_command(sub, "recalc", "recompute a cluster's pool now", recalc)
     p.add_argument(
         "--wait",
         nargs="?",
@@ -29,7 +28,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"wait for the result (default {DEFAULT_WAIT:g}s when given without a value)",
     )
     p.add_argument("--reason", metavar="TEXT", help=f"recorded with the request (at most {MAX_REASON} characters)")
-    p.set_defaults(func=recalc)
 
 
 def _wait(text: str) -> float:

@@ -74,6 +74,19 @@ def _reason(status: int) -> str:
 
 
 # --------------------------------------------------------------------------------- arguments
+def cluster_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    func: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """A remote command on one cluster: the connection flags, ``--cluster``, and ``func`` to run it."""
+    p = sub.add_parser(name, parents=[remote_parent()], help=help)
+    p.add_argument("--cluster", required=True)
+    p.set_defaults(func=func)
+    return p
+
+
 def remote_parent() -> argparse.ArgumentParser:
     """The flags every remote command takes (a parent parser for ``add_parser(parents=[...])``)."""
     parent = argparse.ArgumentParser(add_help=False)
