@@ -1,12 +1,38 @@
-"""The tests' DynamoDB tables, made exactly as the CDK app makes them (:mod:`idleshare.table`): moto, DynamoDB
-Local or any boto3 DynamoDB resource / client."""
+"""The tests' AWS environment: fake credentials and region (:data:`FAKE_ENV`, :func:`fake_aws_env`), and the
+DynamoDB tables, made exactly as the CDK app makes them (:mod:`idleshare.table`): moto, DynamoDB Local or any
+boto3 DynamoDB resource / client."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from idleshare import table as schema
+
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_SESSION_TOKEN": "test",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    # botocore >= 1.35 may route DynamoDB to <account>.ddb.<region>... from an account id: never here.
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+"""Credentials and region that reach nothing real (moto, DynamoDB Local)."""
+
+
+@contextlib.contextmanager
+def fake_aws_env(**extra: str) -> Iterator[None]:
+    """:data:`FAKE_ENV` (and ``extra``) in the environment for the block, no AWS profile."""
+    import pytest  # not at import: the benchmarks' children use FAKE_ENV without pytest's weight
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in {**FAKE_ENV, **extra}.items():
+            mp.setenv(name, value)
+        mp.delenv("AWS_PROFILE", raising=False)
+        yield
 
 
 def _client(ddb: Any) -> Any:

@@ -25,15 +25,12 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from tests.aws_env import FAKE_ENV  # noqa: E402 - after the path is set (run as a script)
+
 # What a benchmark run needs in its environment (``use_bench_env``, called by each script's ``main``;
 # never at import: pytest imports this module too, and other tests need their own credentials).
 BENCH_ENV = {
-    "AWS_ACCESS_KEY_ID": "test",
-    "AWS_SECRET_ACCESS_KEY": "test",
-    "AWS_SESSION_TOKEN": "test",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    **FAKE_ENV,
     "POWERTOOLS_TRACE_DISABLED": "1",
     "POWERTOOLS_METRICS_NAMESPACE": "idleshare",
     "IDLESHARE_DDB_LOCAL_START_TIMEOUT": "90",

@@ -21,19 +21,10 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from tests.aws_env import create_table
+from tests.aws_env import create_table, fake_aws_env
 from tests.integration.dynamodb_local import DynamoDBLocal, Unavailable
 
 REGION = "us-east-1"
-FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "test",
-    "AWS_SECRET_ACCESS_KEY": "test",
-    "AWS_SESSION_TOKEN": "test",
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_REGION": REGION,
-    # botocore >= 1.35 may route DynamoDB to <account>.ddb.<region>... from an account id: never here.
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-}
 CLIENT_CONFIG = Config(
     connect_timeout=2, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"}, region_name=REGION
 )
@@ -54,10 +45,7 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def aws_fake_env() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in FAKE_ENV.items():
-            mp.setenv(name, value)
-        mp.delenv("AWS_PROFILE", raising=False)
+    with fake_aws_env():
         yield
 
 

@@ -5,7 +5,6 @@ Then the failure is recorded, nothing stored is wrong, and one more recompute co
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,14 +12,11 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from devkit.kube.proxy import FaultProxy
-from devkit.kube.stack import KubeStack
-from idleshare.adapters.eks_auth import ClusterEndpoint
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.runtime import wiring
 from tests.integration.invariants import assert_converged, assert_pool_invariants, recovers, settle
 from tests.integration.test_pipeline import EVENTS, Harness, harness, quota  # noqa: F401  (fixture)
-from tests.kube.fixtures import ProxiedKube, make_node
+from tests.kube.fixtures import FakeConnector, ProxiedKube, make_node
 
 pytestmark = pytest.mark.integration
 
@@ -163,28 +159,6 @@ def test_an_outage_halfway_through_the_first_apply_is_finished_by_the_next_recom
     assert harness.cq_gpu("a") == "12"
 
 
-class Connector:
-    """EksConnector's surface in front of the real apiserver: token-N after N invalidations, and the server
-    takes only the one the test says is current (the others are presigned-looking tokens it does not know,
-    so the real authenticator answers 401)."""
-
-    def __init__(self, stack: KubeStack, proxy: FaultProxy) -> None:
-        self.stack = stack
-        self.endpoint = ClusterEndpoint("demo-eks", proxy.url, base64.b64encode(stack.ca_pem).decode())
-        self.invalidated = 0
-        self.current = 0
-
-    def describe(self, cluster_name: str) -> ClusterEndpoint:
-        return self.endpoint
-
-    def token(self, cluster_name: str) -> str:
-        n = self.invalidated
-        return self.stack.idleshare_token if n == self.current else f"k8s-aws-v1.token-{n}"
-
-    def invalidate(self, cluster_name: str) -> None:
-        self.invalidated += 1
-
-
 @pytest.fixture
 def eks_harness(ddb_table, proxied_kube, monkeypatch) -> Iterator[Harness]:
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
@@ -194,7 +168,7 @@ def eks_harness(ddb_table, proxied_kube, monkeypatch) -> Iterator[Harness]:
         sim.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
         h = Harness(ddb_table, sim)
         h.kube.close()
-        connector = Connector(sim.stack, sim.proxy)
+        connector = FakeConnector(sim.stack, sim.proxy.url, name="demo-eks")
         h.kube = LightkubeCluster.from_eks(connector, "demo-eks", timeout=5.0)  # type: ignore[arg-type]
         h.connector = connector  # type: ignore[attr-defined]
         h.store.create_quota("demo", quota("a", 8))

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 from devkit.kube.client import Kube
 from devkit.kube.proxy import FaultProxy, RequestRecord
 from devkit.kube.stack import KubeStack
+from idleshare.adapters.eks_auth import ClusterEndpoint
 from idleshare.adapters.kube import LightkubeCluster
 
 __all__ = ["ProxiedKube", "make_node", "proxied_kube", "wait_serving"]
@@ -127,3 +129,26 @@ def proxied_kube(kube_stack: KubeStack, kube: Kube) -> Iterator[ProxiedKube]:
     """An emptied real cluster with a fresh recording fault proxy in front of it."""
     with FaultProxy(kube_stack.server, kube_stack.ca_file) as proxy:
         yield ProxiedKube(kube_stack, kube, proxy)
+
+
+class FakeConnector:
+    """EksConnector's surface (describe, token, invalidate) in front of the real TLS apiserver (``url``, default
+    the stack's own): after N invalidations it hands out ``token-N``; the apiserver takes only the one
+    ``current`` names (idleshare's RBAC token), the others are presigned-looking tokens it does not know, so
+    the real authenticator answers 401."""
+
+    def __init__(self, stack: KubeStack, url: str | None = None, *, name: str = "local", current: int = 0) -> None:
+        self.stack = stack
+        self.endpoint = ClusterEndpoint(name, url or stack.server, base64.b64encode(stack.ca_pem).decode())
+        self.invalidated = 0
+        self.current = current
+
+    def describe(self, cluster_name: str) -> ClusterEndpoint:
+        return self.endpoint
+
+    def token(self, cluster_name: str) -> str:
+        n = self.invalidated
+        return self.stack.idleshare_token if n == self.current else f"k8s-aws-v1.token-{n}"
+
+    def invalidate(self, cluster_name: str) -> None:
+        self.invalidated += 1

@@ -4,7 +4,6 @@ the faults a real server will not produce on demand; every answer not faulted is
 
 from __future__ import annotations
 
-import base64
 import copy
 import time
 from collections.abc import Iterator
@@ -15,7 +14,6 @@ import pytest
 from devkit.kube.client import Kube
 from devkit.kube.proxy import FaultProxy
 from devkit.kube.stack import KubeStack
-from idleshare.adapters.eks_auth import ClusterEndpoint
 from idleshare.adapters.errors import (
     AuthExpiredError,
     ConflictError,
@@ -28,7 +26,7 @@ from idleshare.adapters.errors import (
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.domain.kueue_diff import diff
 from idleshare.parse.nodes import node_from_dict
-from tests.kube.fixtures import make_node
+from tests.kube.fixtures import FakeConnector, make_node
 from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 
 CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
@@ -417,26 +415,8 @@ def test_a_dropped_connection_is_retryable(proxy, adapter):
 # -- TLS and EKS wiring --------------------------------------------------------------------------
 
 
-class FakeConnector:
-    """EksConnector's surface, pointing at the real TLS apiserver: the second token it hands out is valid."""
-
-    def __init__(self, stack: KubeStack) -> None:
-        self.stack = stack
-        self.endpoint = ClusterEndpoint("local", stack.server, base64.b64encode(stack.ca_pem).decode())
-        self.invalidated = 0
-
-    def describe(self, cluster_name: str) -> ClusterEndpoint:
-        return self.endpoint
-
-    def token(self, cluster_name: str) -> str:
-        return self.stack.idleshare_token if self.invalidated else "k8s-aws-v1.expired"
-
-    def invalidate(self, cluster_name: str) -> None:
-        self.invalidated += 1
-
-
 def test_from_eks_verifies_tls_against_the_cluster_ca_and_sends_the_eks_token(kube_stack, kube):
-    connector = FakeConnector(kube_stack)
+    connector = FakeConnector(kube_stack, current=1)  # the first token has expired, the second is valid
     kube.seed_nodes([make_node("n1")])
     cluster = LightkubeCluster.from_eks(connector, "local", timeout=10.0)  # type: ignore[arg-type]
     with pytest.raises(AuthExpiredError):

@@ -22,8 +22,7 @@ from moto import mock_aws
 from idleshare import names
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.service.watcher import NodeWatchSource, WatchReport, watch_cluster
-from tests.aws_env import create_table
-from tests.unit.test_store import FAKE_ENV
+from tests.aws_env import create_table, fake_aws_env
 
 CLUSTER_ID = "local"
 
@@ -31,11 +30,8 @@ CLUSTER_ID = "local"
 @pytest.fixture(name="aws", scope="module")
 def aws_fixture() -> Iterator[None]:
     """moto for the module, with fake credentials (nothing leaves the machine)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in FAKE_ENV.items():
-            mp.setenv(name, value)
-        with mock_aws():
-            yield
+    with fake_aws_env(), mock_aws():
+        yield
 
 
 class CollectingPublisher:

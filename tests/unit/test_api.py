@@ -21,18 +21,9 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
 from idleshare.service.recompute import Recomputer
-from tests.aws_env import create_table
+from tests.aws_env import create_table, fake_aws_env
 from tests.fakes import FakeKube, FakePublisher
 
-FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "test",
-    "AWS_SECRET_ACCESS_KEY": "test",
-    "AWS_SESSION_TOKEN": "test",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-    "POWERTOOLS_TRACE_DISABLED": "1",
-    "POWERTOOLS_METRICS_NAMESPACE": "idleshare",
-}
 CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="lambda-req-1")
 P5 = "ml.p5.48xlarge"
 GPU = "nvidia.com/gpu"
@@ -144,11 +135,8 @@ def k8s_node(name: str, gpus: int = 8, ready: str = "True") -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def aws() -> Iterator[None]:
     # one moto mock per module (starting one costs ~1 s); each test gets its own table
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in FAKE_ENV.items():
-            mp.setenv(key, value)
-        with mock_aws():
-            yield
+    with fake_aws_env(POWERTOOLS_TRACE_DISABLED="1", POWERTOOLS_METRICS_NAMESPACE="idleshare"), mock_aws():
+        yield
 
 
 class World:

@@ -30,7 +30,7 @@ from idleshare.parse.nodes import node_from_dict, parse_nodes
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.parse.requests import CreateQuota, SchedulerConfigRequest
 from idleshare.runtime import wiring
-from tests.aws_env import create_table
+from tests.aws_env import create_table, fake_aws_env
 from tests.corpus import make_corpus
 from tests.fakes import HYPERPOD_ARN
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
@@ -248,17 +248,8 @@ def test_the_router_drops_each_malformed_event_and_enqueues_nothing(
 
 @pytest.fixture(scope="module")
 def ddb() -> Iterator[Any]:
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_SESSION_TOKEN": "test",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-        }.items():
-            mp.setenv(name, value)
-        with mock_aws():
-            yield boto3.resource("dynamodb", region_name="us-east-1")
+    with fake_aws_env(), mock_aws():
+        yield boto3.resource("dynamodb", region_name="us-east-1")
 
 
 @pytest.fixture(scope="module")

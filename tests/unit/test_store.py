@@ -45,7 +45,7 @@ from idleshare.adapters.store import (
 from idleshare.parse.errors import InputError
 from idleshare.parse.requests import CreateQuota, parse
 from idleshare.service.recompute import Recomputer
-from tests.aws_env import create_table
+from tests.aws_env import create_table, fake_aws_env
 from tests.corpus.make_corpus import MODEL, QUOTA_BASE, SCHEDULER_BASE
 from tests.fakes import FakeKube, FakePublisher
 from tests.unit.test_api import k8s_node, quota
@@ -65,23 +65,13 @@ class Clock:
         return self.now
 
 
-FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "test",
-    "AWS_SECRET_ACCESS_KEY": "test",
-    "AWS_SESSION_TOKEN": "test",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-}
 
 
 @pytest.fixture(scope="module")
 def ddb() -> Iterator[Any]:
     # one moto mock per module (starting one costs ~1 s); each test gets its own table
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in FAKE_ENV.items():
-            mp.setenv(name, value)
-        with mock_aws():
-            yield boto3.resource("dynamodb", region_name="us-east-1")
+    with fake_aws_env(), mock_aws():
+        yield boto3.resource("dynamodb", region_name="us-east-1")
 
 
 @pytest.fixture
