@@ -53,6 +53,48 @@ def rate_expression(minutes: int) -> str:
     return f"rate({minutes} minute{'s' if minutes != 1 else ''})"
 
 
+def invoke_role(scope: Construct, function: lambda_.IFunction, what: str) -> iam.Role:
+    """``ScheduleRole``: what EventBridge Scheduler assumes to invoke ``function``, and nothing else."""
+    role = iam.Role(
+        scope,
+        "ScheduleRole",
+        assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
+        description=f"EventBridge Scheduler: invoke {what}",
+    )
+    role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn]))
+    return role
+
+
+def invoke_schedule(
+    scope: Construct,
+    construct_id: str,
+    *,
+    description: str,
+    minutes: int,
+    function: lambda_.IFunction,
+    role: iam.IRole,
+    payload: dict[str, Any],
+) -> scheduler.CfnSchedule:
+    """Invoke ``function`` with ``payload`` every ``minutes``; a missed invocation is not retried (the next
+    tick is the retry)."""
+    return scheduler.CfnSchedule(
+        scope,
+        construct_id,
+        description=description,
+        schedule_expression=rate_expression(minutes),
+        flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+        state="ENABLED",
+        target=scheduler.CfnSchedule.TargetProperty(
+            arn=function.function_arn,
+            role_arn=role.role_arn,
+            input=json.dumps(payload, separators=(",", ":")),
+            retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                maximum_retry_attempts=0, maximum_event_age_in_seconds=minutes * 60
+            ),
+        ),
+    )
+
+
 class Events(Construct):
     def __init__(
         self,
@@ -103,29 +145,13 @@ class Events(Construct):
                 ("Own", "idleshare's own trigger events", OWN_PATTERN),
             )
         ]
-        self.schedule_role = iam.Role(
-            self,
-            "ScheduleRole",
-            assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
-            description="EventBridge Scheduler: invoke the idleshare router",
-        )
-        self.schedule_role.add_to_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[router.function_arn])
-        )
-        self.schedule = scheduler.CfnSchedule(
+        self.schedule_role = invoke_role(self, router, "the idleshare router")
+        self.schedule = invoke_schedule(
             self,
             "SafetyNetSchedule",
             description="idleshare safety net: recompute every cluster periodically",
-            schedule_expression=rate_expression(schedule_rate_minutes),
-            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-            state="ENABLED",
-            target=scheduler.CfnSchedule.TargetProperty(
-                arn=router.function_arn,
-                role_arn=self.schedule_role.role_arn,
-                input=json.dumps(SCHEDULE_INPUT, separators=(",", ":")),
-                # The next tick retries anyway.
-                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
-                    maximum_retry_attempts=0, maximum_event_age_in_seconds=schedule_rate_minutes * 60
-                ),
-            ),
+            minutes=schedule_rate_minutes,
+            function=router,
+            role=self.schedule_role,
+            payload=SCHEDULE_INPUT,
         )

@@ -15,20 +15,18 @@ mapped to its own group, which ``infra/k8s/rbac.yaml`` lets list and watch nodes
 
 from __future__ import annotations
 
-import json
-
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sns as sns
 
 from constructs import Construct
 from idleshare import names
 from infra.config import ClusterConfig
 from infra.constructs.eks_access import access_entries, cluster_arn
+from infra.constructs.events import invoke_role, invoke_schedule
 
 TIMEOUT = Duration.seconds(names.WATCHER_TIMEOUT_SECONDS)
 MEMORY = names.WATCHER_MEMORY_MB
@@ -38,10 +36,6 @@ TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
 ALARM_PERIOD = Duration.minutes(names.WATCHER_ALARM_MINUTES)
 # Seconds of watch expected per alarm period: ~60 per minute; below half of it the watch is not running.
 ALARM_THRESHOLD = names.WATCHER_ALARM_MINUTES * 60 / 2
-
-
-def schedule_input(cluster_id: str) -> str:
-    return json.dumps({"cluster": cluster_id}, separators=(",", ":"))
 
 
 class NodeWatcher(Construct):
@@ -76,32 +70,17 @@ class NodeWatcher(Construct):
         role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
         self.access_entries = access_entries(self, clusters, role, names.K8S_WATCHER_GROUP)
 
-        self.schedule_role = iam.Role(
-            self,
-            "ScheduleRole",
-            assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
-            description="EventBridge Scheduler: invoke the idleshare node watcher",
-        )
-        self.schedule_role.add_to_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn])
-        )
+        self.schedule_role = invoke_role(self, function, "the idleshare node watcher")
+        # not retried: the next minute's invocation resumes from the last checkpoint anyway
         self.schedules = [
-            scheduler.CfnSchedule(
+            invoke_schedule(
                 self,
                 f"Schedule-{cluster_id}",
                 description=f"idleshare node watcher for cluster {cluster_id}: one invocation a minute",
-                schedule_expression=f"rate({names.WATCHER_SCHEDULE_MINUTES} minute)",
-                flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-                state="ENABLED",
-                target=scheduler.CfnSchedule.TargetProperty(
-                    arn=function.function_arn,
-                    role_arn=self.schedule_role.role_arn,
-                    input=schedule_input(cluster_id),
-                    # the next minute's invocation resumes from the last checkpoint anyway
-                    retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
-                        maximum_retry_attempts=0, maximum_event_age_in_seconds=60
-                    ),
-                ),
+                minutes=names.WATCHER_SCHEDULE_MINUTES,
+                function=function,
+                role=self.schedule_role,
+                payload={"cluster": cluster_id},
             )
             for cluster_id in ids
         ]
