@@ -1,9 +1,11 @@
-"""Given-builders for domain tests: nodes and quotas in a line each."""
+"""Given-builders: domain nodes and quotas in a line each, and the quota documents (JSON) the API, the store
+and the CLI take (:func:`quota_body`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 from idleshare.domain.model import (
     GIB,
@@ -74,3 +76,43 @@ def quota(
         enabled=enabled,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def quota_body(
+    team: str,
+    gpus: int = 8,
+    strategy: str | None = "LendAndBorrow",
+    borrow: int | None = 50,
+    *,
+    name: str | None = None,
+    resources: list[dict[str, Any]] | None = None,
+    absolute: list[dict[str, Any]] | None = None,
+    preempt: str | None = None,
+    weight: int | None = None,
+    enabled: bool | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A SageMaker CreateComputeQuota body (the stored Describe shape, without ClusterArn): ``team``'s quota
+    ``<team>-quota`` (or ``name``) of ``gpus`` p5 accelerators (or ``resources``), ``strategy`` with ``borrow``
+    percent (None: no BorrowLimit; a None strategy: no ResourceSharingConfig) and ``absolute`` limits;
+    ``preempt`` (PreemptTeamTasks), ``weight`` (FairShareWeight) and ``enabled`` (ActivationState) only when
+    given; ``extra``: more top-level members (Description, ComputeQuotaId...)."""
+    config: dict[str, Any] = {
+        "ComputeQuotaResources": resources if resources is not None else [{"InstanceType": P5, "Accelerators": gpus}]
+    }
+    if strategy is not None:
+        sharing: dict[str, Any] = {"Strategy": strategy}
+        if borrow is not None:
+            sharing["BorrowLimit"] = borrow
+        if absolute is not None:
+            sharing["AbsoluteBorrowLimits"] = absolute
+        config["ResourceSharingConfig"] = sharing
+    if preempt is not None:
+        config["PreemptTeamTasks"] = preempt
+    target: dict[str, Any] = {"TeamName": team}
+    if weight is not None:
+        target["FairShareWeight"] = weight
+    body: dict[str, Any] = {"Name": name or f"{team}-quota", "ComputeQuotaConfig": config, "ComputeQuotaTarget": target}
+    if enabled is not None:
+        body["ActivationState"] = "Enabled" if enabled else "Disabled"
+    return body | extra

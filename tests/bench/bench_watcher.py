@@ -77,8 +77,9 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     from idleshare.adapters.ports import ClusterRecord
     from idleshare.handlers import recompute, router
     from idleshare.runtime import wiring
+    from tests.builders import quota_body
     from tests.kube.watcher_harness import CollectingPublisher, WatcherThread, moto_table
-    from tests.unit.test_api import k8s_node, quota
+    from tests.unit.test_api import k8s_node
 
     changes = 4 if quick else CHANGES
     window = names.RECOMPUTE_COALESCE_SECONDS
@@ -86,7 +87,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
         admin = Kube.admin(stack)
         admin.seed_nodes([k8s_node(f"p5-{i}") for i in range(4)])
         store.put_cluster(ClusterRecord(CLUSTER, "local-eks", HYPERPOD_ARN))
-        store.create_quota(CLUSTER, quota("a", gpus=8))
+        store.create_quota(CLUSTER, quota_body("a", gpus=8))
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = sqs.create_queue(
             QueueName=f"w-{uuid.uuid4().hex[:6]}.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"}

@@ -18,6 +18,7 @@ from devkit.embedded import ClusterSpec, Delivery, Embedded
 from devkit.kube import workloads as wl
 from devkit.kube.client import Kube
 from devkit.scenario import _event
+from tests.builders import quota_body
 from tests.kube.fixtures import make_node
 
 P5 = "ml.p5.48xlarge"
@@ -53,21 +54,15 @@ def quota(
     preempt: str = "LowerPriority",
 ) -> dict[str, Any]:
     """A SageMaker CreateComputeQuota body (without ClusterArn)."""
-    sharing: dict[str, Any] = {"Strategy": strategy}
-    if borrow_limit is not None:
-        sharing["BorrowLimit"] = borrow_limit
-    if absolute is not None:
-        sharing["AbsoluteBorrowLimits"] = absolute
-    return {
-        "Name": f"{team}-quota",
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": resources,
-            "ResourceSharingConfig": sharing,
-            "PreemptTeamTasks": preempt,
-        },
-        "ComputeQuotaTarget": {"TeamName": team},
-        "ActivationState": "Enabled",
-    }
+    return quota_body(
+        team,
+        strategy=strategy,
+        borrow=borrow_limit,
+        resources=resources,
+        absolute=absolute,
+        preempt=preempt,
+        enabled=True,
+    )
 
 
 class Cluster:

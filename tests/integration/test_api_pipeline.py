@@ -15,7 +15,8 @@ from moto import mock_aws
 
 from idleshare import names
 from idleshare.runtime import wiring
-from tests.integration.test_pipeline import GPU, Harness, quota
+from tests.builders import quota_body
+from tests.integration.test_pipeline import GPU, Harness
 from tests.kube.fixtures import make_node
 from tests.unit.test_api import call
 
@@ -67,8 +68,8 @@ def test_a_quota_created_through_the_api_reaches_the_cluster_and_the_read_side(a
     # Given a 4-node p5 cluster (32 GPUs) and nothing computed yet
     assert call("GET", "/clusters/demo/pool").status == 404
     # When two quotas are created through the API
-    assert call("POST", "/clusters/demo/compute-quotas", quota("a", 8)).status == 201
-    assert call("POST", "/clusters/demo/compute-quotas", quota("b", 8, "Lend")).status == 201
+    assert call("POST", "/clusters/demo/compute-quotas", quota_body("a", 8)).status == 201
+    assert call("POST", "/clusters/demo/compute-quotas", quota_body("b", 8, "Lend")).status == 201
     # Then their events reach the router and one recompute follows
     assert api.forward() == [names.DT_QUOTA_CHANGED, names.DT_QUOTA_CHANGED]
     assert api.drain()["batchItemFailures"] == []
@@ -83,7 +84,7 @@ def test_a_quota_created_through_the_api_reaches_the_cluster_and_the_read_side(a
     described = call("GET", "/clusters/demo/compute-quotas/a-quota").body
     update = {
         "TargetVersion": described["ComputeQuotaVersion"],
-        "ComputeQuotaConfig": quota("a", 16)["ComputeQuotaConfig"],
+        "ComputeQuotaConfig": quota_body("a", 16)["ComputeQuotaConfig"],
     }
     assert call("PUT", "/clusters/demo/compute-quotas/a-quota", update).status == 200
     # And an operator asks for a recalculation too

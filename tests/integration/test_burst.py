@@ -37,8 +37,9 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
+from tests.builders import quota_body
 from tests.integration.invariants import GenerationLog, assert_converged, assert_pool_invariants
-from tests.integration.test_pipeline import CONTEXT, quota
+from tests.integration.test_pipeline import CONTEXT
 from tests.kube.fixtures import make_node, wait_serving
 
 pytestmark = pytest.mark.integration
@@ -147,8 +148,8 @@ class BurstRig:
                 sim.seed_nodes([make_node(name, instance_type="ml.p5.48xlarge") for name in self.node_names])
                 self.kubes[cid] = sim.idleshare_adapter(timeout=30)
                 self.store.put_cluster(ClusterRecord(cid, f"{cid}-eks", arn(cid)))
-                self.store.create_quota(cid, quota("a", 8))
-                self.store.create_quota(cid, quota("b", 8, "Lend"))
+                self.store.create_quota(cid, quota_body("a", 8))
+                self.store.create_quota(cid, quota_body("b", 8, "Lend"))
         except BaseException:
             self.close()
             raise

@@ -23,6 +23,7 @@ from idleshare.cli.present import result_json
 from idleshare.runtime import wiring
 from tests.apigw_local import ApiGatewayLocal, Principal, use_credentials
 from tests.aws_env import create_table
+from tests.builders import quota_body
 from tests.fakes import FakePublisher, FakeQueue
 
 pytestmark = pytest.mark.integration
@@ -31,17 +32,10 @@ CLUSTER = "demo"
 
 
 def quota_doc(name: str = "research", team: str = "research", gpus: int = 8) -> dict[str, Any]:
-    return {
-        "Name": name,
-        "Description": "research team",
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
-            "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
-            "PreemptTeamTasks": "LowerPriority",
-        },
-        "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
-        "ActivationState": "Enabled",
-    }
+    """The CLI tests' quota file, every optional member set (description, preemption, weight, activation)."""
+    return quota_body(
+        team, gpus, name=name, preempt="LowerPriority", weight=10, enabled=True, Description="research team"
+    )
 
 
 class Stack:

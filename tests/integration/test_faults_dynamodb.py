@@ -14,6 +14,7 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import router
 from idleshare.service.recompute import Recomputer
+from tests.builders import quota_body
 from tests.integration.conftest import create_table
 from tests.integration.invariants import (
     GenerationLog,
@@ -23,7 +24,7 @@ from tests.integration.invariants import (
     recovers,
     settle,
 )
-from tests.integration.test_pipeline import CONTEXT, EVENTS, harness, quota  # noqa: F401  (fixture)
+from tests.integration.test_pipeline import CONTEXT, EVENTS, harness  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -215,8 +216,8 @@ def test_dynamodb_local_restarted_mid_run_errors_cleanly_then_recovers(
     harness.store.put_cluster(
         ClusterRecord("demo", "demo-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster")
     )
-    harness.store.create_quota("demo", quota("a", 8))
-    harness.store.create_quota("demo", quota("b", 8, "Lend"))
+    harness.store.create_quota("demo", quota_body("a", 8))
+    harness.store.create_quota("demo", quota_body("b", 8, "Lend"))
     # Then one recompute stores generation 1 again and the cluster needs no write: it already holds it
     out = harness.recalc()
     assert out["batchItemFailures"] == []

@@ -14,8 +14,9 @@ from moto import mock_aws
 
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.runtime import wiring
+from tests.builders import quota_body
 from tests.integration.invariants import assert_converged, assert_pool_invariants, recovers, settle
-from tests.integration.test_pipeline import EVENTS, Harness, harness, quota  # noqa: F401  (fixture)
+from tests.integration.test_pipeline import EVENTS, Harness, harness  # noqa: F401  (fixture)
 from tests.kube.fixtures import FakeConnector, ProxiedKube, make_node
 
 pytestmark = pytest.mark.integration
@@ -171,8 +172,8 @@ def eks_harness(ddb_table, proxied_kube, monkeypatch) -> Iterator[Harness]:
         connector = FakeConnector(sim.stack, sim.proxy.url, name="demo-eks")
         h.kube = LightkubeCluster.from_eks(connector, "demo-eks", timeout=5.0)  # type: ignore[arg-type]
         h.connector = connector  # type: ignore[attr-defined]
-        h.store.create_quota("demo", quota("a", 8))
-        h.store.create_quota("demo", quota("b", 8, "Lend"))
+        h.store.create_quota("demo", quota_body("a", 8))
+        h.store.create_quota("demo", quota_body("b", 8, "Lend"))
         try:
             yield h
         finally:

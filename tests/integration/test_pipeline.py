@@ -17,23 +17,13 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
+from tests.builders import quota_body
 from tests.kube.fixtures import ProxiedKube, make_node
 
 pytestmark = pytest.mark.integration
 EVENTS = Path(__file__).parents[2] / "events" / "inbound"
 CONTEXT = LambdaContext(function_name="f", aws_request_id="r")
 GPU = "nvidia.com/gpu"
-
-
-def quota(team: str, gpus: int, strategy: str = "LendAndBorrow", borrow: int = 50) -> dict:
-    return {
-        "Name": f"{team}-quota",
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
-            "ResourceSharingConfig": {"Strategy": strategy, "BorrowLimit": borrow},
-        },
-        "ComputeQuotaTarget": {"TeamName": team},
-    }
 
 
 class Harness:
@@ -94,8 +84,8 @@ def harness(ddb_table, proxied_kube, monkeypatch):
     proxied_kube.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
     with mock_aws():
         h = Harness(ddb_table, proxied_kube)
-        h.store.create_quota("demo", quota("a", 8))
-        h.store.create_quota("demo", quota("b", 8, "Lend"))
+        h.store.create_quota("demo", quota_body("a", 8))
+        h.store.create_quota("demo", quota_body("b", 8, "Lend"))
         try:
             yield h
         finally:
@@ -120,7 +110,7 @@ def test_node_goes_not_ready_capacity_leaves_and_limits_shrink_in_the_cluster(ha
 def test_quota_raised_unallocated_shrinks(harness):
     harness.recalc()
     current = harness.store.get_quota("demo", "a-quota")
-    harness.store.update_quota("demo", "a-quota", quota("a", 16), target_version=current.version)
+    harness.store.update_quota("demo", "a-quota", quota_body("a", 16), target_version=current.version)
     harness.recalc()
     assert harness.store.get_pool("demo").pool["unallocated"]["ml.p5.48xlarge"][GPU] == "8"
     assert harness.cohort_gpu() == "8"

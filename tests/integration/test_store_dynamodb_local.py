@@ -13,6 +13,7 @@ import pytest
 from idleshare.adapters.errors import ConflictError, PermanentError, RetryableError, StaleVersionError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import AlreadyExistsError, DynamoStore
+from tests.builders import quota_body
 from tests.integration.conftest import create_table
 from tests.integration.dynamodb_local import DynamoDBLocal
 
@@ -30,11 +31,8 @@ def store(ddb_table: Any) -> DynamoStore:
 
 
 def quota(name: str, team: str, vcpu: float = 0.1) -> dict[str, Any]:
-    return {
-        "Name": name,
-        "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "VCpu": vcpu}]},
-        "ComputeQuotaTarget": {"TeamName": team},
-    }
+    """Quota ``name`` of ``team``: ``vcpu`` of a p5, no sharing configuration."""
+    return quota_body(team, name=name, resources=[{"InstanceType": "ml.p5.48xlarge", "VCpu": vcpu}], strategy=None)
 
 
 def record(generation: int, digest: str, pool: dict[str, Any] | None = None) -> PoolRecord:

@@ -22,6 +22,7 @@ from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
 from idleshare.service.recompute import Recomputer
 from tests.aws_env import create_table, fake_aws_env
+from tests.builders import quota_body
 from tests.fakes import FakeKube, FakePublisher
 
 CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="lambda-req-1")
@@ -99,18 +100,6 @@ def call(method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
     text = out.get("body") or ""
     is_json = "json" in str(headers.get("Content-Type", ""))
     return Reply(out["statusCode"], json.loads(text) if text and is_json else text, headers)
-
-
-def quota(team: str, gpus: int = 8, strategy: str = "LendAndBorrow", **extra: Any) -> dict[str, Any]:
-    return {
-        "Name": f"{team}-quota",
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": [{"InstanceType": P5, "Accelerators": gpus}],
-            "ResourceSharingConfig": {"Strategy": strategy, "BorrowLimit": 50},
-        },
-        "ComputeQuotaTarget": {"TeamName": team},
-        **extra,
-    }
 
 
 def k8s_node(name: str, gpus: int = 8, ready: str = "True") -> dict[str, Any]:
@@ -193,7 +182,9 @@ def test_list_clusters_names_each_governed_cluster(world: World) -> None:
 # --------------------------------------------------------------------------------------- compute quotas
 def test_create_quota_answers_201_with_the_describe_shape_and_emits_quota_changed(world: World) -> None:
     # Given a governed cluster, When a quota is created
-    reply = call("POST", "/clusters/demo/compute-quotas", quota("a", Description="research", ActivationState="Enabled"))
+    reply = call(
+        "POST", "/clusters/demo/compute-quotas", quota_body("a", Description="research", ActivationState="Enabled")
+    )
     # Then 201 with DescribeComputeQuota's shape at version 1
     assert reply.status == 201
     body = reply.body
@@ -204,7 +195,7 @@ def test_create_quota_answers_201_with_the_describe_shape_and_emits_quota_change
         "demo",
     )
     assert len(body["ComputeQuotaId"]) == 12 and body["CreationTime"] == body["LastModifiedTime"]
-    assert body["ComputeQuotaConfig"] == quota("a")["ComputeQuotaConfig"]
+    assert body["ComputeQuotaConfig"] == quota_body("a")["ComputeQuotaConfig"]
     assert (body["ComputeQuotaTarget"], body["ActivationState"], body["Description"]) == (
         {"TeamName": "a"},
         "Enabled",
@@ -222,42 +213,43 @@ def test_create_quota_answers_201_with_the_describe_shape_and_emits_quota_change
 
 BAD_CREATES = [
     pytest.param(
-        quota("a")
+        quota_body("a")
         | {"ComputeQuotaConfig": {"ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 20000}}},
         ["ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit"],
         id="borrow-limit-over-botocore-max",
     ),
     pytest.param(
-        quota("a") | {"ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": P5, "Count": -1}]}},
+        quota_body("a") | {"ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": P5, "Count": -1}]}},
         ["ComputeQuotaConfig.ComputeQuotaResources[0].Count"],
         id="negative-count",
     ),
     pytest.param(
-        quota("a") | {"ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p9.huge", "Count": 1}]}},
+        quota_body("a")
+        | {"ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p9.huge", "Count": 1}]}},
         ["ComputeQuotaConfig.ComputeQuotaResources[0].InstanceType"],
         id="unknown-instance-type",
     ),
     pytest.param(
-        quota("a") | {"ComputeQuotaTarget": {"TeamName": "Team_A"}, "ActivationState": "On"},
+        quota_body("a") | {"ComputeQuotaTarget": {"TeamName": "Team_A"}, "ActivationState": "On"},
         ["ComputeQuotaTarget.TeamName", "ActivationState"],
         id="team-pattern-and-enum",
     ),
     pytest.param(
-        quota("a") | {"ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456"},
+        quota_body("a") | {"ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456"},
         ["ClusterArn"],
         id="cluster-arn-is-the-path",
     ),
     pytest.param(
         {"Name": "a-quota", "ComputeQuotaTarget": {"TeamName": "a"}}, ["ComputeQuotaConfig"], id="missing-config"
     ),
-    pytest.param(quota("a") | {"ComputeQuotaConfg": {}}, ["ComputeQuotaConfg"], id="misspelled-key"),
+    pytest.param(quota_body("a") | {"ComputeQuotaConfg": {}}, ["ComputeQuotaConfg"], id="misspelled-key"),
     pytest.param(
-        quota("a") | {"Description": "x" * 1025, "Tags": [{"Key": "", "Value": "v"}, {"Key": "k"}]},
+        quota_body("a") | {"Description": "x" * 1025, "Tags": [{"Key": "", "Value": "v"}, {"Key": "k"}]},
         ["Description", "Tags[0].Key", "Tags[1].Value"],
         id="description-and-tags",
     ),
     pytest.param(
-        quota("a") | {"Name": "-bad-", "ActivationState": None}, ["ActivationState", "Name"], id="name-and-null"
+        quota_body("a") | {"Name": "-bad-", "ActivationState": None}, ["ActivationState", "Name"], id="name-and-null"
     ),
 ]
 
@@ -275,9 +267,9 @@ def test_an_invalid_quota_is_refused_with_422_naming_each_field_and_nothing_chan
 
 
 def test_a_taken_name_or_team_is_409_naming_the_field(world: World) -> None:
-    assert call("POST", "/clusters/demo/compute-quotas", quota("a")).status == 201
-    same_name = call("POST", "/clusters/demo/compute-quotas", quota("b") | {"Name": "a-quota"})
-    same_team = call("POST", "/clusters/demo/compute-quotas", quota("a") | {"Name": "other"})
+    assert call("POST", "/clusters/demo/compute-quotas", quota_body("a")).status == 201
+    same_name = call("POST", "/clusters/demo/compute-quotas", quota_body("b") | {"Name": "a-quota"})
+    same_team = call("POST", "/clusters/demo/compute-quotas", quota_body("a") | {"Name": "other"})
     assert (same_name.status, fields(same_name)) == (409, ["Name"])
     assert (same_team.status, fields(same_team)) == (409, ["ComputeQuotaTarget.TeamName"])
     assert len(world.publisher.events) == 1
@@ -287,15 +279,15 @@ def test_a_team_name_too_long_for_the_clusters_queue_names_is_422_naming_the_fie
     # Given cluster demo with the default namespace prefix (LocalQueue hyperpod-ns-<team>-localqueue <= 63)
     before = world.items()
     # When a quota for a 41-character team is created
-    reply = call("POST", "/clusters/demo/compute-quotas", quota("t" * 41))
+    reply = call("POST", "/clusters/demo/compute-quotas", quota_body("t" * 41))
     # Then it is refused naming the field and saying why; nothing stored, nothing published
     assert (reply.status, fields(reply)) == (422, ["ComputeQuotaTarget.TeamName"])
     assert "at most 40 characters" in reply.body["errors"][0]["message"]
     assert world.items() == before and world.publisher.events == []
     # ... a 40-character team is fine, and so is a longer one where the cluster's prefix is shorter
-    assert call("POST", "/clusters/demo/compute-quotas", quota("t" * 40)).status == 201
+    assert call("POST", "/clusters/demo/compute-quotas", quota_body("t" * 40)).status == 201
     world.store.put_cluster(ClusterRecord("short", "short-eks", None, namespace_prefix="ns-"))
-    assert call("POST", "/clusters/short/compute-quotas", quota("t" * 41)).status == 201
+    assert call("POST", "/clusters/short/compute-quotas", quota_body("t" * 41)).status == 201
     # ... and an update cannot move a quota to such a team either
     update = call(
         "PUT",
@@ -323,7 +315,7 @@ def test_malformed_or_non_object_bodies_are_400(world: World, body: str, message
 
 
 def test_describe_and_unknown_names_and_clusters(world: World) -> None:
-    created = call("POST", "/clusters/demo/compute-quotas", quota("a")).body
+    created = call("POST", "/clusters/demo/compute-quotas", quota_body("a")).body
     assert call("GET", "/clusters/demo/compute-quotas/a-quota").body == created
     missing = call("GET", "/clusters/demo/compute-quotas/nope")
     unknown = call("GET", "/clusters/elsewhere/compute-quotas/a-quota")
@@ -335,7 +327,7 @@ def test_describe_and_unknown_names_and_clusters(world: World) -> None:
 def test_list_filters_by_name_and_state_and_pages_with_next_token(world: World) -> None:
     for team in ("a", "b", "c", "d", "e"):
         state = "Disabled" if team in ("b", "d") else "Enabled"
-        assert call("POST", "/clusters/demo/compute-quotas", quota(team, ActivationState=state)).status == 201
+        assert call("POST", "/clusters/demo/compute-quotas", quota_body(team, ActivationState=state)).status == 201
     everything = call("GET", "/clusters/demo/compute-quotas").body
     assert [q["Name"] for q in everything["ComputeQuotaSummaries"]] == [f"{t}-quota" for t in "abcde"]
     assert "NextToken" not in everything
@@ -369,19 +361,19 @@ def test_bad_query_parameters_are_400_naming_the_parameter(world: World, query: 
 
 
 def test_update_keeps_fields_not_given_bumps_the_version_and_emits(world: World) -> None:
-    call("POST", "/clusters/demo/compute-quotas", quota("a", Description="keep me"))
+    call("POST", "/clusters/demo/compute-quotas", quota_body("a", Description="keep me"))
     world.publisher.events.clear()
     reply = call("PUT", "/clusters/demo/compute-quotas/a-quota", {"TargetVersion": 1, "ActivationState": "Disabled"})
     assert reply.status == 200
     assert (reply.body["ComputeQuotaVersion"], reply.body["ActivationState"]) == (2, "Disabled")
     assert reply.body["Description"] == "keep me"
-    assert reply.body["ComputeQuotaConfig"] == quota("a")["ComputeQuotaConfig"]
+    assert reply.body["ComputeQuotaConfig"] == quota_body("a")["ComputeQuotaConfig"]
     assert world.publisher.events[0][0] == names.DT_QUOTA_CHANGED
     assert world.publisher.events[0][1]["quotaName"] == "a-quota"
 
 
 def test_a_stale_target_version_is_409_naming_the_current_version(world: World) -> None:
-    call("POST", "/clusters/demo/compute-quotas", quota("a"))
+    call("POST", "/clusters/demo/compute-quotas", quota_body("a"))
     call("PUT", "/clusters/demo/compute-quotas/a-quota", {"TargetVersion": 1, "Description": "v2"})
     before = world.items()
     reply = call("PUT", "/clusters/demo/compute-quotas/a-quota", {"TargetVersion": 1, "Description": "v3"})
@@ -407,7 +399,7 @@ def test_a_stale_target_version_is_409_naming_the_current_version(world: World) 
     ],
 )
 def test_an_invalid_update_is_422_and_changes_nothing(world: World, body: dict[str, Any], bad: list[str]) -> None:
-    call("POST", "/clusters/demo/compute-quotas", quota("a"))
+    call("POST", "/clusters/demo/compute-quotas", quota_body("a"))
     world.publisher.events.clear()
     before = world.items()
     reply = call("PUT", "/clusters/demo/compute-quotas/a-quota", body)
@@ -420,7 +412,7 @@ def test_update_of_an_unknown_quota_is_404(world: World) -> None:
 
 
 def test_delete_is_204_emits_and_honours_target_version(world: World) -> None:
-    call("POST", "/clusters/demo/compute-quotas", quota("a"))
+    call("POST", "/clusters/demo/compute-quotas", quota_body("a"))
     stale = call("DELETE", "/clusters/demo/compute-quotas/a-quota", query={"TargetVersion": "7"})
     assert (stale.status, stale.body["CurrentVersion"]) == (409, 1)
     reply = call("DELETE", "/clusters/demo/compute-quotas/a-quota", query={"TargetVersion": "1"})
@@ -432,7 +424,7 @@ def test_delete_is_204_emits_and_honours_target_version(world: World) -> None:
     )
     assert call("DELETE", "/clusters/demo/compute-quotas/a-quota").status == 404
     # the team is free again
-    assert call("POST", "/clusters/demo/compute-quotas", quota("a") | {"Name": "again"}).status == 201
+    assert call("POST", "/clusters/demo/compute-quotas", quota_body("a") | {"Name": "again"}).status == 201
 
 
 # ------------------------------------------------------------------------------------- scheduler config
@@ -498,7 +490,7 @@ def test_a_body_breaking_a_botocore_bound_is_422_naming_the_field_from_the_one_r
     world: World, write: str
 ) -> None:
     # Given the request models are the one gate of a write (the store stores what it is given)
-    call("POST", "/clusters/demo/compute-quotas", quota("a"))
+    call("POST", "/clusters/demo/compute-quotas", quota_body("a"))
     call("PUT", "/clusters/demo/scheduler-config", {"SchedulerConfig": {"FairShare": "Enabled"}})
     world.publisher.events.clear()
     before = world.items()
@@ -506,7 +498,7 @@ def test_a_body_breaking_a_botocore_bound_is_422_naming_the_field_from_the_one_r
     config = {"ComputeQuotaResources": [{"InstanceType": P5, "Accelerators": 8}], "ResourceSharingConfig": over}
     # When a body breaking a botocore bound is sent
     if write == "create":
-        reply = call("POST", "/clusters/demo/compute-quotas", quota("b") | {"ComputeQuotaConfig": config})
+        reply = call("POST", "/clusters/demo/compute-quotas", quota_body("b") | {"ComputeQuotaConfig": config})
         field, bound = "ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit", "must be <= 10000"
     elif write == "update":
         body = {"TargetVersion": 1, "ComputeQuotaConfig": config}
@@ -532,8 +524,8 @@ def test_read_side_before_any_recompute_is_404_naming_the_cluster(world: World) 
 
 def test_pool_grants_excluded_nodes_and_history_after_recomputes(world: World) -> None:
     # Given two teams and a recompute, then a node going NotReady and another recompute
-    call("POST", "/clusters/demo/compute-quotas", quota("a"))
-    call("POST", "/clusters/demo/compute-quotas", quota("b", strategy="Lend"))
+    call("POST", "/clusters/demo/compute-quotas", quota_body("a"))
+    call("POST", "/clusters/demo/compute-quotas", quota_body("b", strategy="Lend"))
     world.recompute()
     world.kube.nodes[0] = k8s_node("p5-0", ready="False")
     world.recompute()
@@ -575,7 +567,7 @@ def test_a_pool_that_could_never_be_read_is_404_with_the_failure(world: World) -
 # ----------------------------------------------------------------------------------- guards and errors
 def test_an_unsigned_request_is_403_and_reaches_nothing(world: World) -> None:
     before = world.items()
-    reply = call("POST", "/clusters/demo/compute-quotas", quota("a"), signed=False)
+    reply = call("POST", "/clusters/demo/compute-quotas", quota_body("a"), signed=False)
     assert reply.status == 403 and reply.body["errors"] == []
     assert "IAM" in reply.body["message"]
     from idleshare.api import app
@@ -587,7 +579,7 @@ def test_an_unsigned_request_is_403_and_reaches_nothing(world: World) -> None:
 
 
 def test_a_body_over_64_kib_is_413_before_parsing(world: World) -> None:
-    body = json.dumps(quota("a", Description="x" * (names.API_MAX_BODY_BYTES)))
+    body = json.dumps(quota_body("a", Description="x" * (names.API_MAX_BODY_BYTES)))
     assert len(body) > names.API_MAX_BODY_BYTES
     before = world.items()
     reply = call("POST", "/clusters/demo/compute-quotas", body)
@@ -663,13 +655,13 @@ def test_a_failed_publish_after_a_stored_write_keeps_the_write(world: World) -> 
             raise RetryableError("events:PutEvents: ThrottlingException")
 
     wiring.install(wiring.Dependencies(store=world.store, publisher=DownBus()))
-    reply = call("POST", "/clusters/demo/compute-quotas", quota("a"))
+    reply = call("POST", "/clusters/demo/compute-quotas", quota_body("a"))
     assert reply.status == 201 and world.store.get_quota("demo", "a-quota") is not None
 
 
 def test_without_a_bus_writes_are_refused_before_storing(world: World) -> None:
     wiring.install(wiring.Dependencies(store=world.store, publisher=None))
-    assert call("POST", "/clusters/demo/compute-quotas", quota("a")).status == 500
+    assert call("POST", "/clusters/demo/compute-quotas", quota_body("a")).status == 500
     assert world.store.get_quota("demo", "a-quota") is None
     assert call("GET", "/clusters/demo/compute-quotas").status == 200
 

@@ -21,7 +21,8 @@ from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
 from idleshare.service.admin import Admin
 from tests.aws_env import create_idempotency_table, create_table
-from tests.unit.test_api import CONTEXT, World, aws, call, k8s_node, quota  # noqa: F401  (fixture)
+from tests.builders import quota_body
+from tests.unit.test_api import CONTEXT, World, aws, call, k8s_node  # noqa: F401  (fixture)
 
 INBOUND = Path(__file__).parents[2] / "events" / "inbound"
 
@@ -96,8 +97,8 @@ def pipe(aws: None, request: pytest.FixtureRequest) -> Iterator[Pipeline]:  # no
     table = create_table(boto3.resource("dynamodb", region_name="us-east-1"), f"r-{abs(hash(request.node.nodeid))}")
     try:
         p = Pipeline(table)
-        call("POST", "/clusters/demo/compute-quotas", quota("a"))
-        call("POST", "/clusters/demo/compute-quotas", quota("b", strategy="Lend"))
+        call("POST", "/clusters/demo/compute-quotas", quota_body("a"))
+        call("POST", "/clusters/demo/compute-quotas", quota_body("b", strategy="Lend"))
         p.bus.clear()
         yield p
     finally:
@@ -179,7 +180,7 @@ def test_waiting_returns_200_with_the_outcome_when_the_receipt_arrives_in_time(p
 
 def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
     # Given a quota change made through the API (its event triggers a recompute)
-    call("POST", "/clusters/demo/compute-quotas", quota("c", gpus=4))
+    call("POST", "/clusters/demo/compute-quotas", quota_body("c", gpus=4))
     assert [e[0] for e in pipe.events] == [names.DT_QUOTA_CHANGED]
     pipe.deliver()
     [message] = pipe.messages()

@@ -17,20 +17,14 @@ from idleshare.cli.main import CommandError, UsageError, main
 from idleshare.cli.plan import plan
 from idleshare.cli.present import result_json
 from tests.apigw_local import TEST_IDENTITY, ApiGatewayLocal, use_credentials
+from tests.builders import quota_body
 
 EXAMPLES = Path(__file__).parents[2] / "events" / "examples"
 
 
 def quota_doc(name: str = "research", team: str = "research", gpus: int = 8, **extra: Any) -> dict[str, Any]:
-    return {
-        "Name": name,
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
-            "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
-        },
-        "ComputeQuotaTarget": {"TeamName": team},
-        **extra,
-    }
+    """The CLI tests' quota file: ``name`` (default: the team's name) of ``gpus`` p5 accelerators."""
+    return quota_body(team, gpus, name=name, **extra)
 
 
 def example_pool() -> dict[str, Any]:

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_api import World, aws, call, quota, world  # noqa: F401  (fixtures)
+from tests.builders import quota_body
+from tests.unit.test_api import World, aws, call, world  # noqa: F401  (fixtures)
 from tests.unit.test_fuzz_parsers import json_values, mutated, mutation_values, paths
 
 FUZZ = settings(
@@ -19,7 +20,7 @@ FUZZ = settings(
 )
 DOCUMENTED = {200, 201, 202, 204, 400, 404, 409, 413, 422}
 REFUSED = {400, 404, 409, 413, 422}
-QUOTA = quota("fuzz")
+QUOTA = quota_body("fuzz")
 UPDATE = {"TargetVersion": 1, "ComputeQuotaConfig": QUOTA["ComputeQuotaConfig"], "ActivationState": "Disabled"}
 SCHEDULER = {"SchedulerConfig": {"PriorityClasses": [{"Name": "training", "Weight": 40}], "FairShare": "Enabled"}}
 WRITES = [
@@ -51,7 +52,7 @@ def check(reply: Any) -> None:
 
 @pytest.fixture
 def seeded(world: World) -> World:  # noqa: F811
-    assert call("POST", "/clusters/demo/compute-quotas", quota("seed")).status == 201
+    assert call("POST", "/clusters/demo/compute-quotas", quota_body("seed")).status == 201
     return world
 
 

@@ -11,6 +11,7 @@ from devkit.sqs import sqs_record
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime import wiring
 from idleshare.service.recompute import ClusterReadError, Recomputer
+from tests.builders import quota_body
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
 from tests.fakes import FakeKube, FakePublisher, FakeStore
 
@@ -102,22 +103,10 @@ def node(name: str, gpus: int = 8, ready: str = "True", flavor: str = "ml.p5.48x
     }
 
 
-def quota_body(team: str, gpus: int, strategy: str = "LendAndBorrow", borrow: int = 50) -> dict:
-    return {
-        "Name": f"{team}-quota",
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
-            "ResourceSharingConfig": {"Strategy": strategy, "BorrowLimit": borrow},
-        },
-        "ComputeQuotaTarget": {"TeamName": team},
-        "ActivationState": "Enabled",
-    }
-
-
 @pytest.fixture
 def cluster():
     store = FakeStore([ClusterRecord("demo", "demo-eks")])
-    store.set_quotas("demo", [quota_body("a", 8), quota_body("b", 8, "Lend")])
+    store.set_quotas("demo", [quota_body("a", 8, enabled=True), quota_body("b", 8, "Lend", enabled=True)])
     kube = FakeKube([node(f"p5-{i}") for i in range(4)])
     publisher = FakePublisher()
     return store, kube, publisher, Recomputer(store, lambda c: kube, publisher)
@@ -179,7 +168,7 @@ def test_a_failure_to_read_the_cluster_keeps_the_last_pool_and_raises_for_retry(
 def test_removed_team_objects_are_deleted_but_not_its_namespace(cluster):
     store, kube, _, r = cluster
     r.recompute("demo")
-    store.set_quotas("demo", [quota_body("a", 8)])
+    store.set_quotas("demo", [quota_body("a", 8, enabled=True)])
     out = r.recompute("demo")
     assert out.deleted == 2
     assert ("ClusterQueue", "", "hyperpod-ns-b-clusterqueue") not in kube.objects

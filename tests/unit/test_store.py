@@ -45,10 +45,11 @@ from idleshare.adapters.store import (
 from idleshare.parse.errors import InputError
 from idleshare.parse.requests import CreateQuota, parse
 from idleshare.service.recompute import Recomputer
+from tests import builders
 from tests.aws_env import create_table, fake_aws_env
 from tests.corpus.make_corpus import MODEL, QUOTA_BASE, SCHEDULER_BASE
 from tests.fakes import FakeKube, FakePublisher
-from tests.unit.test_api import k8s_node, quota
+from tests.unit.test_api import k8s_node
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -63,8 +64,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
 
 
 @pytest.fixture(scope="module")
@@ -92,17 +91,9 @@ def store(table: Any, clock: Clock) -> DynamoStore:
 
 
 def quota_body(name: str = "research", team: str = "research", **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "Name": name,
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": 1, "VCpu": 0.1}],
-            "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
-        },
-        "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
-        "ActivationState": "Enabled",
-    }
-    body.update(extra)
-    return body
+    """The store tests' quota ``name`` of ``team``: one p5 with a fraction of a vCPU, weighted, enabled."""
+    resources = [{"InstanceType": "ml.p5.48xlarge", "Count": 1, "VCpu": 0.1}]
+    return builders.quota_body(team, name=name, resources=resources, weight=10, enabled=True, **extra)
 
 
 def pool_record(generation: int, digest: str = "", pool: dict[str, Any] | None = None) -> PoolRecord:
@@ -886,8 +877,8 @@ def test_a_recompute_over_an_invalid_stored_body_keeps_the_pool_and_kueue_and_re
 ) -> None:
     # Given a cluster with two valid quotas and a scheduler config, recomputed once (generation 1, applied)
     store.put_cluster(ClusterRecord(C, "eks-c1"))
-    store.create_quota(C, quota("team-a", 8))
-    store.create_quota(C, quota("team-b", 8))
+    store.create_quota(C, builders.quota_body("team-a", 8))
+    store.create_quota(C, builders.quota_body("team-b", 8))
     store.put_scheduler_config(C, SCHEDULER_BASE)
     kube = FakeKube([k8s_node(f"p5-{i}") for i in range(4)])
     recomputer = Recomputer(store, lambda cluster: kube, FakePublisher())
@@ -919,7 +910,7 @@ def test_a_recompute_over_an_invalid_stored_body_keeps_the_pool_and_kueue_and_re
     if sk == "SCHEDULER":
         store.put_scheduler_config(C, SCHEDULER_BASE, target_version=1)
     else:
-        store.update_quota(C, "team-a-quota", quota("team-a", 8), target_version=1)
+        store.update_quota(C, "team-a-quota", builders.quota_body("team-a", 8), target_version=1)
     recomputer.recompute(C)
     fixed = store.get_pool(C)
     assert fixed is not None and fixed.read_failure == "" and fixed.generation == 1
