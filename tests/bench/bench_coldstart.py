@@ -342,15 +342,7 @@ def run(report: bc.Report, endpoint: str | None, *, quick: bool = False, stack: 
 
 
 def main(argv: list[str]) -> int:
-    bc.use_bench_env()
-    report = bc.Report()
-    if "--no-invoke" in argv:
-        run(report, None, quick="--quick" in argv)
-    else:
-        with bc.dynamodb_local() as endpoint:
-            run(report, endpoint, quick="--quick" in argv)
-    print(bc.table(report.rows))
-    return 1 if report.failed else 0
+    return bc.script_main(argv, run, dynamodb="--no-invoke" not in argv)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,18 @@ def use_bench_env() -> None:
     os.environ.pop("AWS_PROFILE", None)
 
 
+def script_main(argv: list[str], run: Callable[..., object], *, dynamodb: bool = True) -> int:
+    """A benchmark script's ``main``: the bench environment, ``run(report, endpoint, quick=...)`` (``endpoint``:
+    a DynamoDB Local's, started for the run, or None without ``dynamodb``), then the summary table; 1 when a
+    target was missed."""
+    use_bench_env()
+    report = Report()
+    with dynamodb_local() if dynamodb else contextlib.nullcontext(None) as endpoint:
+        run(report, endpoint, quick="--quick" in argv)
+    print(table(report.rows))
+    return 1 if report.failed else 0
+
+
 DDB_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 KUBE_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 MB = 1024 * 1024

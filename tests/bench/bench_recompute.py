@@ -278,12 +278,7 @@ def run(report: bc.Report, endpoint: str, *, quick: bool = False, stack: Any = N
 
 
 def main(argv: list[str]) -> int:
-    bc.use_bench_env()
-    report = bc.Report()
-    with bc.dynamodb_local() as endpoint:
-        run(report, endpoint, quick="--quick" in argv)
-    print(bc.table(report.rows))
-    return 1 if report.failed else 0
+    return bc.script_main(argv, run)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import botocore.session
 
@@ -105,13 +105,19 @@ def slug(path: Path_) -> str:
     return "-".join(str(p) for p in path if not isinstance(p, int)) or "document"
 
 
+def get_at(doc: Any, path: Path_) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
 def mutate(doc: Any, path: Path_, value: Any) -> Any:
-    out = copy.deepcopy(doc)
+    """A copy of ``doc`` with the member at ``path`` set to ``value`` (removed for ``DELETE``); ``value`` itself
+    for the document as a whole (``()``), None when that is removed."""
     if not path:
-        return value
-    target = out
-    for part in path[:-1]:
-        target = target[part]
+        return None if value is DELETE else value
+    out = copy.deepcopy(doc)
+    target = get_at(out, path[:-1])
     if value is DELETE:
         del target[path[-1]]
     else:
@@ -119,11 +125,20 @@ def mutate(doc: Any, path: Path_, value: Any) -> Any:
     return out
 
 
-def _walk(root: str, members: tuple[str, ...]) -> Iterator[tuple[Path_, Any, Any]]:
+class Member(NamedTuple):
+    """A member of a botocore shape the walk reaches."""
+
+    path: Path_
+    shape: Any  # botocore Shape
+    parent: Any  # the structure shape holding it (None for a list item)
+
+
+def walk(root: str, members: tuple[str, ...]) -> Iterator[Member]:
+    """Every member below ``members`` of the botocore shape ``root``, depth first (a list's item as index 0)."""
     top = MODEL.shape_for(root)
 
-    def visit(path: Path_, shape: Any, parent: Any) -> Iterator[tuple[Path_, Any, Any]]:
-        yield path, shape, parent
+    def visit(path: Path_, shape: Any, parent: Any) -> Iterator[Member]:
+        yield Member(path, shape, parent)
         if shape.type_name == "structure":
             for name, member in shape.members.items():
                 yield from visit((*path, name), member, shape)
@@ -134,14 +149,14 @@ def _walk(root: str, members: tuple[str, ...]) -> Iterator[tuple[Path_, Any, Any
         yield from visit((name,), top.members[name], top)
 
 
-def _required(shape: Any) -> set[str]:
+def required_members(shape: Any) -> set[str]:
     return TOP_REQUIRED.get(shape.name, set(shape.required_members))
 
 
 def _violations(path: Path_, shape: Any, parent: Any, base: dict[str, Any]) -> Iterator[tuple[str, Any, Path_]]:
     """(why, value or DELETE, where the error is reported) for every constraint of one member."""
     md = shape.metadata
-    if parent is not None and path[-1] in _required(parent):
+    if parent is not None and path[-1] in required_members(parent):
         yield "required-missing", DELETE, path
     kind = shape.type_name
     if kind in ("integer", "long", "float", "double"):
@@ -177,10 +192,7 @@ def _violations(path: Path_, shape: Any, parent: Any, base: dict[str, Any]) -> I
         yield "object-not-list", {"not": "a list"}, path
     elif kind == "structure":
         yield "string-not-object", "x", path
-        current = base
-        for part in path:
-            current = current[part]
-        yield "unknown-member", {**current, "Bogus": 1}, (*path, "Bogus")
+        yield "unknown-member", {**get_at(base, path), "Bogus": 1}, (*path, "Bogus")
 
 
 def botocore_cases(kind: str) -> dict[str, tuple[Any, str]]:
@@ -190,7 +202,7 @@ def botocore_cases(kind: str) -> dict[str, tuple[Any, str]]:
     else:
         root, members, base = "CreateClusterSchedulerConfigRequest", SCHEDULER_MEMBERS, SCHEDULER_BASE
     out: dict[str, tuple[Any, str]] = {}
-    for path, shape, parent in _walk(root, members):
+    for path, shape, parent in walk(root, members):
         for why, value, at in _violations(path, shape, parent, base):
             name = f"{slug(path)}--{why}.json"
             assert name not in out, name

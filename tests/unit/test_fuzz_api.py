@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import quota_body
+from tests.corpus.make_corpus import mutate
 from tests.unit.test_api import World, aws, call, world  # noqa: F401  (fixtures)
-from tests.unit.test_fuzz_parsers import json_values, mutated, mutation_values, paths
+from tests.unit.test_fuzz_parsers import json_values, mutation_values, paths
 
 FUZZ = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
@@ -57,7 +58,7 @@ def seeded(world: World) -> World:  # noqa: F811
 
 
 def _mutations(doc: dict[str, Any]) -> st.SearchStrategy[Any]:
-    return st.builds(lambda p, v: mutated(doc, p, v), st.sampled_from(list(paths(doc))), mutation_values)
+    return st.builds(lambda p, v: mutate(doc, p, v), st.sampled_from(list(paths(doc))), mutation_values)
 
 
 @FUZZ

@@ -11,7 +11,6 @@ module mutates the checked-in real examples and covers the event parser and the 
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -31,12 +30,12 @@ from idleshare.parse.nodes import QUANTITY_MAX, node_from_dict, parse_nodes, par
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.runtime import wiring
 from idleshare.runtime.observability import logger
+from tests.corpus.make_corpus import DELETE, Path_, mutate
 from tests.fakes import ROUTER_CLUSTERS, router_dependencies
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-REMOVE = object()
 
 INBOUND = {p.name: json.loads(p.read_text()) for p in sorted((EVENTS / "inbound").glob("*.json"))}
 NODE_LIST = json.loads((EVENTS / "examples" / "nodes.json").read_text())
@@ -69,9 +68,7 @@ near_misses = st.sampled_from(
         10**30,
     ]
 )
-mutation_values = st.one_of(json_values, near_misses, st.just(REMOVE))
-
-Path_ = tuple[str | int, ...]
+mutation_values = st.one_of(json_values, near_misses, st.just(DELETE))
 
 
 def paths(doc: Any, path: Path_ = ()) -> Iterator[Path_]:
@@ -85,25 +82,11 @@ def paths(doc: Any, path: Path_ = ()) -> Iterator[Path_]:
             yield from paths(value, (*path, index))
 
 
-def mutated(doc: Any, path: Path_, value: Any) -> Any:
-    if not path:
-        return None if value is REMOVE else value
-    out = copy.deepcopy(doc)
-    target = out
-    for part in path[:-1]:
-        target = target[part]
-    if value is REMOVE:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return out
-
-
 def mutations(documents: dict[str, Any]) -> st.SearchStrategy[Any]:
     """One example document with one member replaced by a random value (or removed)."""
     choices = [(name, p) for name, doc in documents.items() for p in paths(doc)]
     return st.builds(
-        lambda choice, value: mutated(documents[choice[0]], choice[1], value), st.sampled_from(choices), mutation_values
+        lambda choice, value: mutate(documents[choice[0]], choice[1], value), st.sampled_from(choices), mutation_values
     )
 
 

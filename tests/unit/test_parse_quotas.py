@@ -7,7 +7,6 @@ release that adds or changes one changes or fails these tests. The second half i
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -16,7 +15,6 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-import botocore.session
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,119 +31,36 @@ from idleshare.domain.model import (
 from idleshare.parse import quotas
 from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from tests.corpus.make_corpus import (
+    DELETE,
+    LIST_ITEMS,
+    MODEL,
+    QUOTA_BASE,
+    QUOTA_MEMBERS,
+    SCHEDULER_BASE,
+    SCHEDULER_MEMBERS,
+    Member,
+    Path_,
+    get_at,
+    loc,
+    mutate,
+    required_members,
+    walk,
+)
 
-MODEL = botocore.session.get_session().get_service_model("sagemaker")
-ENUM = MODEL.shape_for("ClusterInstanceType").metadata["enum"]
-
-# The request members idleshare reads (the others are accepted and ignored, see test_ignored_...).
-QUOTA_MEMBERS = ("Name", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
-SCHEDULER_MEMBERS = ("SchedulerConfig",)
-
-
-def resource_entry(instance_type: str = "ml.p5.48xlarge") -> dict[str, Any]:
-    return {
-        "InstanceType": instance_type,
-        "Count": 1,
-        "Accelerators": 1,
-        "VCpu": 1,
-        "MemoryInGiB": 1,
-        "AcceleratorPartition": {"Type": "mig-1g.10gb", "Count": 1},
-    }
-
-
-# A valid document with every structure the walk reaches, so any leaf can be set in place.
-QUOTA_BASE: dict[str, Any] = {
-    "Name": "team-a-quota",
-    "ComputeQuotaConfig": {
-        "ComputeQuotaResources": [resource_entry()],
-        "ResourceSharingConfig": {
-            "Strategy": "LendAndBorrow",
-            "BorrowLimit": 50,
-            "AbsoluteBorrowLimits": [resource_entry()],
-        },
-        "PreemptTeamTasks": "Never",
-    },
-    "ComputeQuotaTarget": {"TeamName": "team-a", "FairShareWeight": 1},
-    "ActivationState": "Enabled",
-}
-SCHEDULER_BASE: dict[str, Any] = {
-    "SchedulerConfig": {
-        "PriorityClasses": [{"Name": "inference", "Weight": 90}],
-        "FairShare": "Enabled",
-        "IdleResourceSharing": "Enabled",
-    }
-}
-
-# Distinct valid items per list member shape (for list-length cases).
-LIST_ITEMS: dict[str, Callable[[int], dict[str, Any]]] = {
-    "ComputeQuotaResourceConfig": lambda i: {"InstanceType": ENUM[i], "Count": 1},
-    "PriorityClass": lambda i: {"Name": f"class-{i}", "Weight": 1},
-}
-
-
-# --------------------------------------------------------------------------- walking botocore
-Path = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class Node:
-    path: Path
-    shape: Any  # botocore Shape
-    parent: Any  # the structure shape holding this member (None for list items)
-
-
-def walk(root: str, members: tuple[str, ...]) -> Iterator[Node]:
-    top = MODEL.shape_for(root)
-
-    def visit(path: Path, shape: Any, parent: Any) -> Iterator[Node]:
-        yield Node(path, shape, parent)
-        if shape.type_name == "structure":
-            for name, member in shape.members.items():
-                yield from visit((*path, name), member, shape)
-        elif shape.type_name == "list":
-            yield from visit((*path, 0), shape.member, None)
-
-    for name in members:
-        yield from visit((name,), top.members[name], top)
-
-
-def loc(path: Path) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
-
-
-def get_at(doc: Any, path: Path) -> Any:
-    for part in path:
-        doc = doc[part]
-    return doc
-
-
-def set_at(doc: dict[str, Any], path: Path, value: Any) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    target: Any = out
-    for part in path[:-1]:
-        target = target[part]
-    target[path[-1]] = value
-    return out
-
-
-def delete_at(doc: dict[str, Any], path: Path) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    del get_at(out, path[:-1])[path[-1]]
-    return out
+# The botocore walk, the valid base documents and the mutation are the corpus generator's
+# (tests/corpus/make_corpus.py): these tests check the same members against the same bounds.
 
 
 @dataclass(frozen=True)
 class Case:
     kind: str  # "quota" | "scheduler"
-    path: Path
+    path: Path_
     value: Any
     ok: bool
     why: str
     delete: bool = False
-    error_at: Path = ()  # where the error is reported, below ``path``
+    error_at: Path_ = ()  # where the error is reported, below ``path``
 
     @property
     def id(self) -> str:
@@ -153,7 +68,7 @@ class Case:
 
     def document(self) -> dict[str, Any]:
         base = QUOTA_BASE if self.kind == "quota" else SCHEDULER_BASE
-        return delete_at(base, self.path) if self.delete else set_at(base, self.path, self.value)
+        return mutate(base, self.path, DELETE if self.delete else self.value)
 
     def expected_loc(self) -> str:
         path = (*self.path, *self.error_at)
@@ -167,18 +82,6 @@ class Case:
         return parse_quotas(raw, "q.json") if self.kind == "quota" else parse_scheduler_config(raw, "s.json")
 
 
-# A file holds the request or the response shape: top-level members are required when both require them.
-TOP_REQUIRED = {
-    "CreateComputeQuotaRequest": set(MODEL.shape_for("CreateComputeQuotaRequest").required_members)
-    & set(MODEL.shape_for("DescribeComputeQuotaResponse").required_members),
-    "CreateClusterSchedulerConfigRequest": set(),  # its SchedulerConfig may be absent: defaults
-}
-
-
-def required_members(shape: Any) -> set[str]:
-    return TOP_REQUIRED.get(shape.name, set(shape.required_members))
-
-
 def non_matching(pattern: str) -> list[str]:
     candidates = ["-", "-a", "a-", "A_b", "a b", "a.b", "a/b", "ä", "a\n", "Team", "x" * 5 + "_"]
     return [c for c in candidates if re.fullmatch(pattern, c) is None]
@@ -189,7 +92,7 @@ def matching(pattern: str, max_len: int | None) -> list[str]:
     return [c for c in candidates if re.fullmatch(pattern, c) is not None]
 
 
-def cases_for(kind: str, node: Node) -> Iterator[Case]:
+def cases_for(kind: str, node: Member) -> Iterator[Case]:
     shape, path, md = node.shape, node.path, node.shape.metadata
     if node.parent is not None and path[-1] in required_members(node.parent):
         yield Case(kind, path, None, False, "required-missing", delete=True)
@@ -269,7 +172,7 @@ def test_the_walk_reaches_every_shape_the_brief_names() -> None:
 
 
 @pytest.mark.parametrize("node", QUOTA_NODES + SCHEDULER_NODES, ids=lambda n: loc(n.path))
-def test_base_documents_hold_every_walked_field(node: Node) -> None:
+def test_base_documents_hold_every_walked_field(node: Member) -> None:
     base = QUOTA_BASE if node in QUOTA_NODES else SCHEDULER_BASE
     get_at(base, node.path)  # KeyError: botocore grew a member the base documents lack
 
@@ -300,12 +203,12 @@ def test_an_instance_type_outside_the_enum_is_rejected_everywhere() -> None:
     ):
         for name in ("p5.48xlarge", "ml.p5.96xlarge", ""):
             with pytest.raises(InputError, match=re.escape(loc((0, *path)))):
-                parse_quotas([set_at(QUOTA_BASE, path, name)])
+                parse_quotas([mutate(QUOTA_BASE, path, name)])
 
 
 @pytest.mark.parametrize("name", sorted(KNOWN_INSTANCE_TYPES))
 def test_every_enum_instance_type_is_accepted(name: str) -> None:
-    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "InstanceType"), name)
+    doc = mutate(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "InstanceType"), name)
     (quota,) = parse_quotas([doc])
     assert quota.resources[0].instance_type == name
 
@@ -412,7 +315,7 @@ def test_the_linear_name_pattern_accepts_exactly_what_botocore_does(name: str) -
 def test_a_long_almost_valid_name_is_rejected_quickly() -> None:
     # botocore's pattern backtracks exponentially in Python's re (24 chars: ~1 s, 40: hours).
     name = "a" * 5000 + "!"
-    doc = set_at(QUOTA_BASE, ("ComputeQuotaTarget", "TeamName"), name)
+    doc = mutate(QUOTA_BASE, ("ComputeQuotaTarget", "TeamName"), name)
     # No timed assertion: with botocore's pattern this call would not return for hours.
     with pytest.raises(InputError, match="TeamName: must be a valid team name"):
         parse_quotas([doc])
@@ -547,9 +450,9 @@ def test_strategy_is_required_inside_resource_sharing_config() -> None:
 
 
 def test_the_error_message_names_source_path_bound_and_value() -> None:
-    bad = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ResourceSharingConfig", "BorrowLimit"), 20000)
-    bad = set_at(bad, ("Name", ), "other")  # fmt: skip
-    bad = set_at(bad, ("ComputeQuotaTarget", "TeamName"), "team-b")
+    bad = mutate(QUOTA_BASE, ("ComputeQuotaConfig", "ResourceSharingConfig", "BorrowLimit"), 20000)
+    bad = mutate(bad, ("Name", ), "other")  # fmt: skip
+    bad = mutate(bad, ("ComputeQuotaTarget", "TeamName"), "team-b")
     with pytest.raises(InputError) as caught:
         parse_quotas([QUOTA_BASE, bad], "quotas.json")
     assert str(caught.value) == (
@@ -559,8 +462,8 @@ def test_the_error_message_names_source_path_bound_and_value() -> None:
 
 
 def test_every_problem_is_reported_at_once() -> None:
-    bad = set_at(QUOTA_BASE, ("ActivationState",), "On")
-    bad = set_at(bad, ("ComputeQuotaTarget", "FairShareWeight"), 101)
+    bad = mutate(QUOTA_BASE, ("ActivationState",), "On")
+    bad = mutate(bad, ("ComputeQuotaTarget", "FairShareWeight"), 101)
     with pytest.raises(InputError) as caught:
         parse_quotas([bad, 5])
     assert [e.loc for e in caught.value.errors] == [
@@ -664,16 +567,16 @@ def test_json_text_keeps_digits_a_float_would_lose() -> None:
 
 
 def test_python_floats_are_read_by_their_decimal_repr() -> None:
-    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "VCpu"), 0.1)
+    doc = mutate(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "VCpu"), 0.1)
     (quota,) = parse_quotas([doc])
     assert quota.resources[0].vcpu == Fraction(1, 10)
-    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "MemoryInGiB"), Decimal("1.5"))
+    doc = mutate(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "MemoryInGiB"), Decimal("1.5"))
     assert parse_quotas([doc])[0].resources[0].memory_gib == Fraction(3, 2)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), Decimal("NaN"), Decimal("-Infinity")])
 def test_non_finite_amounts_are_rejected(value: object) -> None:
-    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "VCpu"), value)
+    doc = mutate(QUOTA_BASE, ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "VCpu"), value)
     with pytest.raises(InputError, match="VCpu: must be a finite number"):
         parse_quotas([doc])
 
@@ -713,7 +616,7 @@ def test_documents_that_are_not_quotas(raw: object, fragment: str) -> None:
 @pytest.mark.parametrize("value", [10**5000, -(10**5000)], ids=["huge", "huge-negative"])
 def test_huge_integers_are_reported_not_crashed_on(value: int) -> None:
     # repr() of an int over 4300 digits raises ValueError; the message must not need it.
-    doc = set_at(QUOTA_BASE, ("ComputeQuotaConfig", "ResourceSharingConfig", "BorrowLimit"), value)
+    doc = mutate(QUOTA_BASE, ("ComputeQuotaConfig", "ResourceSharingConfig", "BorrowLimit"), value)
     with pytest.raises(InputError, match=r"BorrowLimit: must be [<>]= \d+ \(got a (negative )?16610-bit integer\)"):
         parse_quotas([doc])
     with pytest.raises(InputError, match="invalid JSON"):
@@ -823,7 +726,7 @@ json_values = st.recursive(
 )
 
 
-def leaf_paths(doc: Any, path: Path = ()) -> list[Path]:
+def leaf_paths(doc: Any, path: Path_ = ()) -> list[Path_]:
     out = [path] if path else []
     if isinstance(doc, dict):
         for key, value in doc.items():
@@ -862,11 +765,11 @@ def test_fuzz_arbitrary_text_only_raises_input_error(text: str | bytes) -> None:
 
 @FUZZ
 @given(st.lists(st.tuples(st.sampled_from(QUOTA_PATHS), json_values), min_size=1, max_size=3))
-def test_fuzz_mutated_quotas_parse_or_raise_input_error(mutations: list[tuple[Path, object]]) -> None:
+def test_fuzz_mutated_quotas_parse_or_raise_input_error(mutations: list[tuple[Path_, object]]) -> None:
     doc = QUOTA_BASE
     for path, value in mutations:
         try:
-            doc = set_at(doc, path, value)
+            doc = mutate(doc, path, value)
         except (KeyError, IndexError, TypeError):
             continue  # an earlier mutation removed the container
     for raw in (
