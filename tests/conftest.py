@@ -1,6 +1,7 @@
 """Fixtures every suite may use: the real Kubernetes + Kueue stack (see ``tests/realkube.py``), a fault proxy in
-front of it, and the router on fakes."""
+front of it, the router on fakes and what the handlers log."""
 
+import io
 from collections.abc import Iterator
 
 import pytest
@@ -22,3 +23,14 @@ def router_deps() -> Iterator[wiring.Dependencies]:
     """The router's fake dependencies, installed (:func:`tests.fakes.router_dependencies`)."""
     with router_dependencies() as deps:
         yield deps
+
+
+@pytest.fixture
+def logs() -> Iterator[io.StringIO]:
+    """What the handlers' logger writes (JSON lines)."""
+    from idleshare.runtime.observability import logger  # not at collection: it reads the environment
+
+    stream = io.StringIO()
+    old = logger.registered_handler.setStream(stream)
+    yield stream
+    logger.registered_handler.setStream(old)

@@ -617,19 +617,6 @@ class Exploding:
         return fail
 
 
-@pytest.fixture
-def logs() -> Iterator[Any]:
-    """What the handlers' logger writes (JSON lines)."""
-    import io
-
-    from idleshare.runtime.observability import logger
-
-    stream = io.StringIO()
-    old = logger.registered_handler.setStream(stream)
-    yield stream
-    logger.registered_handler.setStream(old)
-
-
 def test_an_unexpected_error_is_a_generic_500_naming_the_request_id_and_logged(world: World, logs: Any) -> None:
     wiring.install(
         wiring.Dependencies(store=Exploding(RuntimeError("table secret-table: boom")), publisher=world.publisher)

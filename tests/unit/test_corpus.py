@@ -157,31 +157,17 @@ def test_the_real_command_prints_one_line_and_no_traceback() -> None:
 # ------------------------------------------------------------------------------------- parsers
 
 
-@pytest.mark.parametrize("path", files("quotas"))
-def test_parse_quotas_names_the_field(path: str) -> None:
-    raw = (REPO / path).read_bytes()
-    for document in (raw, json.loads(raw)):
-        with pytest.raises(InputError) as caught:
-            parse_quotas(document, source=path)
-        assert caught.value.source == path
-        assert names_field(caught.value, INDEX[path]["field"]), str(caught.value)
+PARSERS = {"quotas": parse_quotas, "scheduler": parse_scheduler_config, "nodes": parse_nodes}
 
 
-@pytest.mark.parametrize("path", files("scheduler"))
-def test_parse_scheduler_config_names_the_field(path: str) -> None:
-    raw = (REPO / path).read_bytes()
-    for document in (raw, json.loads(raw)):
-        with pytest.raises(InputError) as caught:
-            parse_scheduler_config(document, source=path)
-        assert names_field(caught.value, INDEX[path]["field"]), str(caught.value)
-
-
-@pytest.mark.parametrize("path", files("nodes"))
-def test_parse_nodes_names_the_field(path: str) -> None:
+@pytest.mark.parametrize("path", [path for kind in PARSERS for path in files(kind)])
+def test_the_parser_of_its_kind_names_the_field(path: str) -> None:
+    parse = PARSERS[INDEX[path]["kind"]]
     raw = (REPO / path).read_bytes()
     for document in (raw, raw.decode(), json.loads(raw)):
         with pytest.raises(InputError) as caught:
-            parse_nodes(document, source=path)
+            parse(document, source=path)
+        assert caught.value.source == path
         assert names_field(caught.value, INDEX[path]["field"]), str(caught.value)
 
 
@@ -211,21 +197,9 @@ def test_parse_event_names_the_field(path: str) -> None:
 # -------------------------------------------------------------------------------------- router
 
 
-@pytest.fixture
-def router_logs() -> Iterator[Any]:
-    import io
-
-    from idleshare.runtime.observability import logger
-
-    stream = io.StringIO()
-    old = logger.registered_handler.setStream(stream)
-    yield stream
-    logger.registered_handler.setStream(old)
-
-
 @pytest.mark.parametrize("path", files("events"))
 def test_the_router_drops_each_malformed_event_and_enqueues_nothing(
-    path: str, router_deps: wiring.Dependencies, router_logs: Any
+    path: str, router_deps: wiring.Dependencies, logs: Any
 ) -> None:
     event = load(path)
     store: Any = router_deps.store
@@ -237,7 +211,7 @@ def test_the_router_drops_each_malformed_event_and_enqueues_nothing(
     queue: Any = router_deps.queue
     assert queue.sent == []
     assert store.clusters == clusters_before and store.writes == 0
-    (line,) = [json.loads(x) for x in router_logs.getvalue().splitlines() if "malformed" in x]
+    (line,) = [json.loads(x) for x in logs.getvalue().splitlines() if "malformed" in x]
     assert line["level"] == "WARNING" and INDEX[path]["field"] in line["reason"]
 
 

@@ -22,19 +22,6 @@ def load_event(name: str) -> dict:
     return json.loads((EVENTS / name).read_text())
 
 
-@pytest.fixture
-def logs():
-    """What the handlers' logger writes (JSON lines)."""
-    import io
-
-    from idleshare.runtime.observability import logger
-
-    stream = io.StringIO()
-    old = logger.registered_handler.setStream(stream)
-    yield stream
-    logger.registered_handler.setStream(old)
-
-
 INBOUND = sorted(p.name for p in (EVENTS / "inbound").glob("*.json"))
 EXPECTED_CLUSTERS = {
     "hyperpod-node-health-event.json": ["demo"],

@@ -656,61 +656,19 @@ def test_read_failure_before_any_pool_is_generation_0_and_the_first_pool_still_l
 
 
 # ---------------------------------------------------------------------------------- corrupt items
+def quota_item(**changes: Any) -> dict[str, Any]:
+    """A stored quota item (its key aside), valid but for ``changes``."""
+    valid = {"name": "q", "team": "t", "quota_id": "abcdefabcdef", "version": 1, "body": "{}"}
+    return {**valid, "created_at": "", "updated_at": "", **changes}
+
+
 @pytest.mark.parametrize(
     ("sk", "item", "read"),
     [
-        (
-            "QUOTA#q",
-            {
-                "name": "q",
-                "team": "t",
-                "quota_id": "abcdefabcdef",
-                "version": 1,
-                "body": "{not json",
-                "created_at": "",
-                "updated_at": "",
-            },
-            "quota",
-        ),
-        (
-            "QUOTA#q",
-            {
-                "name": "q",
-                "team": "t",
-                "quota_id": "abcdefabcdef",
-                "version": "1",
-                "body": "{}",
-                "created_at": "",
-                "updated_at": "",
-            },
-            "quota",
-        ),
-        (
-            "QUOTA#q",
-            {
-                "name": "q",
-                "team": "t",
-                "quota_id": "BAD",
-                "version": 1,
-                "body": "{}",
-                "created_at": "",
-                "updated_at": "",
-            },
-            "quota",
-        ),
-        (
-            "QUOTA#q",
-            {
-                "name": "q",
-                "team": "t",
-                "quota_id": "abcdefabcdef",
-                "version": 1,
-                "body": '{"Name": "other"}',
-                "created_at": "",
-                "updated_at": "",
-            },
-            "quota",
-        ),
+        ("QUOTA#q", quota_item(body="{not json"), "quota"),
+        ("QUOTA#q", quota_item(version="1"), "quota"),
+        ("QUOTA#q", quota_item(quota_id="BAD"), "quota"),
+        ("QUOTA#q", quota_item(body='{"Name": "other"}'), "quota"),
         ("POOL", {"generation": 1, "digest": "d", "pool": "[]", "computed_at": ""}, "pool"),
         ("POOL", {"generation": 1, "digest": "d", "computed_at": ""}, "pool"),
         (
