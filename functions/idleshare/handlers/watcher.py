@@ -11,14 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from idleshare import names
 from idleshare.adapters.ports import ClusterRecord
-from idleshare.runtime.env import settings
+from idleshare.runtime.metrics import emit_watch, watch_failed
 from idleshare.runtime.observability import logger
-from idleshare.runtime.wiring import dependencies
-from idleshare.service.watcher import WatchReport, watch_cluster
+from idleshare.runtime.wiring import dependencies, governed_cluster
+from idleshare.service.watcher import watch_cluster
 
 
 class WatcherInputError(ValueError):
@@ -31,75 +29,27 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     deps = dependencies()
     assert deps.publisher is not None, "the node watcher needs idleshare's event bus"
     remaining = context.get_remaining_time_in_millis() / 1000.0
-    deadline = time.monotonic() + max(0.0, remaining - names.WATCHER_STOP_BEFORE_SECONDS)
     try:
         report = watch_cluster(
             cluster.cluster_id,
             deps.kube_for(cluster),
             deps.store,  # type: ignore[arg-type]  # DynamoStore: claim_watch / save_watch
             deps.publisher,  # type: ignore[arg-type]  # EventBridgePublisher: publish_batch
-            deadline=deadline,
+            deadline=time.monotonic() + max(0.0, remaining - names.WATCHER_STOP_BEFORE_SECONDS),
             owner=str(getattr(context, "aws_request_id", "") or "local"),
         )
     except Exception:
-        logger.exception("node watch failed", extra={"cluster": cluster.cluster_id})
-        _count(cluster.cluster_id, names.METRIC_NODE_WATCH_FAILURES, 1)
+        watch_failed(cluster.cluster_id)
         raise
-    _report(report)
-    return {
-        "cluster": report.cluster_id,
-        "published": report.published,
-        "changes": dict(report.changes),
-        "ignored": report.ignored,
-        "relists": report.relists,
-        "failures": len(report.failures),
-        "superseded": report.superseded,
-        "watchedSeconds": round(report.watched_seconds, 1),
-        "resourceVersion": report.resource_version,
-    }
+    emit_watch(report)
+    return report.summary()
 
 
 def _cluster(event: Any) -> ClusterRecord:
     cluster_id = event.get("cluster") if isinstance(event, dict) else None
     if not isinstance(cluster_id, str) or not cluster_id:
         raise WatcherInputError(f'the node watcher needs {{"cluster": "<id>"}} as its input (got {event!r})')
-    for cluster in settings().clusters:
-        if cluster.cluster_id == cluster_id:
-            return cluster
-    found = dependencies().store.get_cluster(cluster_id)  # outside a deployment: the registry
-    if found is None:
+    cluster = governed_cluster(cluster_id)
+    if cluster is None:
         raise WatcherInputError(f"cluster {cluster_id!r} is not governed by this deployment")
-    return found
-
-
-def _report(report: WatchReport) -> None:
-    extra = {
-        "cluster": report.cluster_id,
-        "lease": report.lease,
-        "resumed_from": report.resumed_from,
-        "resource_version": report.resource_version,
-        "published": report.published,
-        "changes": dict(report.changes),
-        "ignored": report.ignored,
-        "watch_requests": report.watch_requests,
-        "bookmarks": report.bookmarks,
-        "relists": report.relists,
-        "checkpoints": report.checkpoints,
-        "superseded": report.superseded,
-        "watched_seconds": round(report.watched_seconds, 1),
-    }
-    if report.failures:
-        logger.warning("node watch had failures", extra={**extra, "failures": report.failures[:10]})
-    else:
-        logger.info("node watch handed over", extra=extra)
-    _count(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds, MetricUnit.Seconds)
-    _count(report.cluster_id, names.METRIC_NODE_WATCH_EVENTS, report.published)
-    _count(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
-    _count(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
-
-
-def _count(cluster_id: str, name: str, value: float, unit: MetricUnit = MetricUnit.Count) -> None:
-    from aws_lambda_powertools.metrics import single_metric
-
-    with single_metric(name=name, unit=unit, value=value, namespace=names.METRICS_NAMESPACE) as metric:
-        metric.add_dimension(name=names.METRIC_DIM_CLUSTER, value=cluster_id)
+    return cluster

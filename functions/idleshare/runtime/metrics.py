@@ -1,4 +1,4 @@
-"""What the recompute reports, chosen in one place: its logs, counters and gauges.
+"""What the recompute and the node watcher report, chosen in one place: their logs, counters and gauges.
 
 The gauges carry exactly the dimensions the dashboard's and the alarms' ``SCHEMA()`` name
 (``infra/constructs/observability.py``); ``tests/infra`` ties the two together.
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from idleshare.adapters.errors import PermanentError
     from idleshare.adapters.ports import RequestAnswer
     from idleshare.service.recompute import Outcome
+    from idleshare.service.watcher import WatchReport
 
 
 class RecomputeReport(BatchEvents):
@@ -106,3 +107,44 @@ def gauge(cluster_id: str, name: str, value: float, **dims: str) -> None:
         m.add_dimension(name=names.METRIC_DIM_CLUSTER, value=cluster_id)
         for k, v in dims.items():
             m.add_dimension(name=k, value=v)
+
+
+def emit_watch(report: WatchReport) -> None:
+    """A node-watch invocation's log line and its per-cluster metrics: how long the watch ran (the "watch not
+    running" alarm), the events it published, its failures and relists."""
+    extra = {
+        "cluster": report.cluster_id,
+        "lease": report.lease,
+        "resumed_from": report.resumed_from,
+        "resource_version": report.resource_version,
+        "published": report.published,
+        "changes": dict(report.changes),
+        "ignored": report.ignored,
+        "watch_requests": report.watch_requests,
+        "bookmarks": report.bookmarks,
+        "relists": report.relists,
+        "checkpoints": report.checkpoints,
+        "superseded": report.superseded,
+        "watched_seconds": round(report.watched_seconds, 1),
+    }
+    if report.failures:
+        logger.warning("node watch had failures", extra={**extra, "failures": report.failures[:10]})
+    else:
+        logger.info("node watch handed over", extra=extra)
+    watch_metric(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds, MetricUnit.Seconds)
+    watch_metric(report.cluster_id, names.METRIC_NODE_WATCH_EVENTS, report.published)
+    watch_metric(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
+    watch_metric(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
+
+
+def watch_failed(cluster_id: str) -> None:
+    """A node-watch invocation that raised: logged with its traceback and counted as a failure."""
+    logger.exception("node watch failed", extra={"cluster": cluster_id})
+    watch_metric(cluster_id, names.METRIC_NODE_WATCH_FAILURES, 1)
+
+
+def watch_metric(cluster_id: str, name: str, value: float, unit: MetricUnit = MetricUnit.Count) -> None:
+    from aws_lambda_powertools.metrics import single_metric
+
+    with single_metric(name=name, unit=unit, value=value, namespace=names.METRICS_NAMESPACE) as metric:
+        metric.add_dimension(name=names.METRIC_DIM_CLUSTER, value=cluster_id)

@@ -56,6 +56,15 @@ def dependencies() -> Dependencies:
     return _installed
 
 
+def governed_cluster(cluster_id: str) -> ClusterRecord | None:
+    """The governed cluster ``cluster_id``: from this deployment's configuration, else (outside a
+    deployment: local runs, tests) from the registry; None when it is not governed."""
+    for cluster in settings().clusters:
+        if cluster.cluster_id == cluster_id:
+            return cluster
+    return dependencies().store.get_cluster(cluster_id)
+
+
 def _from_environment() -> Dependencies:
     from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
     from idleshare.adapters.store import DynamoStore

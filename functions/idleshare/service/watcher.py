@@ -199,6 +199,20 @@ class WatchReport:
     superseded: bool = False  # a newer invocation took the watch over
     watched_seconds: float = 0.0
 
+    def summary(self) -> dict[str, Any]:
+        """What the watcher Lambda returns (its invocation's result)."""
+        return {
+            "cluster": self.cluster_id,
+            "published": self.published,
+            "changes": dict(self.changes),
+            "ignored": self.ignored,
+            "relists": self.relists,
+            "failures": len(self.failures),
+            "superseded": self.superseded,
+            "watchedSeconds": round(self.watched_seconds, 1),
+            "resourceVersion": self.resource_version,
+        }
+
 
 class _Batcher:
     """Publishes queued events from a thread, up to ten per PutEvents call: a lone event goes at once, a
