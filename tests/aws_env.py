@@ -1,6 +1,6 @@
-"""The tests' AWS environment: fake credentials and region (:data:`FAKE_ENV`, :func:`fake_aws_env`), and the
+"""The tests' AWS environment: fake credentials and region (:data:`FAKE_ENV`, :func:`fake_aws_env`), the
 DynamoDB tables, made exactly as the CDK app makes them (:mod:`idleshare.table`): moto, DynamoDB Local or any
-boto3 DynamoDB resource / client."""
+boto3 DynamoDB resource / client, and the recompute queue (:func:`fifo_queue`)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,10 @@ def create_idempotency_table(ddb: Any, name: str) -> Any:
     client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 20})
     client.update_time_to_live(**schema.time_to_live_kwargs(name, schema.IDEMPOTENCY_TTL_ATTRIBUTE))
     return ddb.Table(name) if hasattr(ddb, "Table") else name
+
+
+def fifo_queue(sqs: Any, name: str = "recompute.fifo", *, visibility_timeout: int = 0) -> str:
+    """A FIFO queue as the recompute queue is (no content-based deduplication), a message not deleted visible
+    again after ``visibility_timeout`` seconds (0: at once); its URL. ``sqs``: a boto3 SQS client (moto)."""
+    attributes = {"FifoQueue": "true", "VisibilityTimeout": str(visibility_timeout)}
+    return sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]

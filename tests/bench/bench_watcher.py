@@ -77,6 +77,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     from idleshare.adapters.ports import ClusterRecord
     from idleshare.handlers import recompute, router
     from idleshare.runtime import wiring
+    from tests.aws_env import fifo_queue
     from tests.builders import quota_body
     from tests.kube.watcher_harness import CollectingPublisher, WatcherThread, moto_table
     from tests.unit.test_api import k8s_node
@@ -89,9 +90,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
         store.put_cluster(ClusterRecord(CLUSTER, "local-eks", HYPERPOD_ARN))
         store.create_quota(CLUSTER, quota_body("a", gpus=8))
         sqs = boto3.client("sqs", region_name="us-east-1")
-        url = sqs.create_queue(
-            QueueName=f"w-{uuid.uuid4().hex[:6]}.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"}
-        )["QueueUrl"]
+        url = fifo_queue(sqs, f"w-{uuid.uuid4().hex[:6]}.fifo", visibility_timeout=30)
         kube = admin.idleshare_adapter(timeout=30)
         deps = wiring.Dependencies(store=store, queue=SqsRecomputeQueue(sqs, url), kube_for=lambda _c: kube)
         wiring.install(deps)

@@ -64,6 +64,36 @@ class Synth:
         return next(iter(found.items()))
 
 
+# --------------------------------------------------------------------------------- reading a template
+
+
+def as_list(value: Any) -> list[Any]:
+    """A template value that may be one item or a list of them, as a list."""
+    return value if isinstance(value, list) else [value]
+
+
+def policy_statements(template: dict[str, Any]) -> list[tuple[str, list[Any], dict[str, Any]]]:
+    """Every statement of the template's identity policies (AWS::IAM::Policy, AWS::IAM::ManagedPolicy, a role's
+    inline policies): (where: the policy's logical id or ``<role>/<policy name>``, the roles it is attached to as
+    ``{"Ref": <role>}``, the statement)."""
+    out: list[tuple[str, list[Any], dict[str, Any]]] = []
+    for logical_id, res in template["Resources"].items():
+        props = res.get("Properties", {})
+        if res["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            out += [(logical_id, props.get("Roles", []), s) for s in as_list(props["PolicyDocument"]["Statement"])]
+        elif res["Type"] == "AWS::IAM::Role":
+            for policy in props.get("Policies", []):
+                where, roles = f"{logical_id}/{policy.get('PolicyName')}", [{"Ref": logical_id}]
+                out += [(where, roles, s) for s in as_list(policy["PolicyDocument"]["Statement"])]
+    return out
+
+
+def own_arn(service: str, resource: str) -> dict[str, Any]:
+    """The ARN the stack builds for ``resource`` of ``service`` in its own partition, region and account."""
+    pseudo = [{"Ref": "AWS::Partition"}, {"Ref": "AWS::Region"}, {"Ref": "AWS::AccountId"}]
+    return {"Fn::Join": ["", ["arn:", pseudo[0], f":{service}:", pseudo[1], ":", pseudo[2], f":{resource}"]]}
+
+
 def synth(raw: dict[str, Any], *, tmp: Path) -> Synth:
     app = App(outdir=str(tmp), context={CONTEXT_STUB_ASSET: "true"})
     stack = build_app(app, config=parse_config(raw), nag=False)

@@ -32,6 +32,8 @@ import botocore.client
 from botocore.exceptions import ClientError
 from moto.core import set_initial_no_auth_action_count
 
+from tests.infra.conftest import as_list, policy_statements
+
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 # Used by the Lambda runtime on the function's behalf, not by idleshare's code.
@@ -46,20 +48,9 @@ TRANSACTION_ITEM_ACTIONS = {
 }
 
 
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
 def role_statements(template: dict[str, Any], role_id: str) -> list[dict[str, Any]]:
-    """Every identity statement the template gives the role (its AWS::IAM::Policy documents, inline policies)."""
-    out: list[dict[str, Any]] = []
-    for res in template["Resources"].values():
-        props = res.get("Properties", {})
-        if res["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in props.get("Roles", []):
-            out += as_list(props["PolicyDocument"]["Statement"])
-    for policy in template["Resources"][role_id]["Properties"].get("Policies", []):
-        out += as_list(policy["PolicyDocument"]["Statement"])
-    return out
+    """Every identity statement the template gives the role (the policies attached to it, its inline policies)."""
+    return [s for _, roles, s in policy_statements(template) if {"Ref": role_id} in roles]
 
 
 def granted_actions(statements: list[dict[str, Any]]) -> set[str]:

@@ -22,6 +22,7 @@ from aws_cdk.assertions import Template
 
 from infra.app import build_app
 from infra.config import CONTEXT_STUB_ASSET, parse_config
+from tests.infra.conftest import as_list, own_arn, policy_statements
 
 SHAPES = ["public", "private", "private_nat"]
 
@@ -43,7 +44,6 @@ STAR_RESOURCE_ACTIONS: dict[str, str | None] = {
 # ARNs the stack builds itself (e.g. the EKS clusters of its config) must be in its own account,
 # region and partition: Fn::Join pieces that are exactly these pseudo parameters.
 OWN_ARN_PARTS = ({"Ref": "AWS::Partition"}, {"Ref": "AWS::Region"}, {"Ref": "AWS::AccountId"})
-IAM_POLICY_TYPES = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
 RESOURCE_POLICY_TYPES = {
     "AWS::SQS::QueuePolicy": "PolicyDocument",
     "AWS::SNS::TopicPolicy": "PolicyDocument",
@@ -53,26 +53,11 @@ RESOURCE_POLICY_TYPES = {
 }
 
 
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
 # --------------------------------------------------------------------------------------- checks
 
 
 def identity_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    out: list[tuple[str, dict[str, Any]]] = []
-    for logical_id, res in template["Resources"].items():
-        props = res.get("Properties", {})
-        if res["Type"] in IAM_POLICY_TYPES:
-            out += [(logical_id, s) for s in as_list(props["PolicyDocument"]["Statement"])]
-        elif res["Type"] == "AWS::IAM::Role":
-            for policy in props.get("Policies", []):
-                out += [
-                    (f"{logical_id}/{policy.get('PolicyName')}", s)
-                    for s in as_list(policy["PolicyDocument"]["Statement"])
-                ]
-    return out
+    return [(where, statement) for where, _, statement in policy_statements(template)]
 
 
 def is_own_resource(resource: Any, template: dict[str, Any]) -> bool:
@@ -214,22 +199,7 @@ def inject_statement(template: dict[str, Any], **changes: Any) -> dict[str, Any]
         ({"Action": "cloudwatch:PutMetricData", "Resource": "*"}, "without a cloudwatch:namespace condition"),
         ({"Resource": "arn:aws:dynamodb:us-east-1:999999999999:table/theirs"}, "is not this stack's"),
         (
-            {
-                "Resource": {
-                    "Fn::Join": [
-                        "",
-                        [
-                            "arn:",
-                            {"Ref": "AWS::Partition"},
-                            ":eks:",
-                            {"Ref": "AWS::Region"},
-                            ":",
-                            {"Ref": "AWS::AccountId"},
-                            ":cluster/*",
-                        ],
-                    ]
-                }
-            },
+            {"Resource": own_arn("eks", "cluster/*")},
             "is not this stack's",
         ),
         (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aws_cdk import App, Validations
@@ -15,6 +14,7 @@ from cfnlint.api import ManualArgs, lint_file
 from infra.app import build_app
 from infra.config import CONTEXT_STUB_ASSET, parse_config
 from infra.nag import MIN_REASON
+from tests.infra.conftest import as_list, policy_statements
 
 # The only statements allowed `Resource: "*"`: AWS offers no resource-level permission for them.
 STAR_RESOURCE_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
@@ -69,31 +69,15 @@ def test_every_acknowledgment_carries_a_reason(shape) -> None:
         assert isinstance(reason, str) and len(reason.strip()) >= MIN_REASON, where
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _iam_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for logical_id, res in template["Resources"].items():
-        props = res.get("Properties", {})
-        if res["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
-            out += [(logical_id, s) for s in props["PolicyDocument"]["Statement"]]
-        if res["Type"] == "AWS::IAM::Role":
-            for policy in props.get("Policies", []):
-                out += [(logical_id, s) for s in policy["PolicyDocument"]["Statement"]]
-    return out
-
-
 def test_no_wildcard_action_and_no_star_resource_beyond_xray(shape) -> None:
-    statements = _iam_statements(shape.json)
+    statements = [(where, statement) for where, _, statement in policy_statements(shape.json)]
     assert statements
     for where, statement in statements:
         assert statement["Effect"] == "Allow", where
-        actions = _as_list(statement["Action"])
+        actions = as_list(statement["Action"])
         for action in actions:
             assert "*" not in action, f"{where}: wildcard action {action}"
-        for resource in _as_list(statement["Resource"]):
+        for resource in as_list(statement["Resource"]):
             text = json.dumps(resource)
             if resource == "*":
                 assert set(actions) <= STAR_RESOURCE_ACTIONS, f"{where}: Resource * for {actions}"

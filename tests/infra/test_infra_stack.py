@@ -9,6 +9,7 @@ from aws_cdk.assertions import Match
 
 from idleshare import names
 from infra.constructs.events import CLOUDTRAIL_PATTERN, HYPERPOD_PATTERN, OWN_PATTERN, SCHEDULE_INPUT
+from tests.infra.conftest import own_arn
 
 EXPECTED_COUNTS = {
     "AWS::ApiGateway::Account": 1,
@@ -289,20 +290,7 @@ def test_recompute_role_statements(public) -> None:
         {
             "Action": "eks:DescribeCluster",
             "Effect": "Allow",
-            "Resource": {
-                "Fn::Join": [
-                    "",
-                    [
-                        "arn:",
-                        {"Ref": "AWS::Partition"},
-                        ":eks:",
-                        {"Ref": "AWS::Region"},
-                        ":",
-                        {"Ref": "AWS::AccountId"},
-                        ":cluster/ml-cluster-eks",
-                    ],
-                ]
-            },
+            "Resource": own_arn("eks", "cluster/ml-cluster-eks"),
         },
     ]
 

@@ -10,21 +10,13 @@ import yaml
 
 from idleshare import names
 from infra.constructs.eks_access import RBAC_MANIFEST
+from tests.infra.conftest import as_list, policy_statements
 
 
 def _watcher(public: Any) -> tuple[str, dict[str, Any]]:
     found = public.template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": names.WATCHER_HANDLER}})
     assert len(found) == 1
     return next(iter(found.items()))
-
-
-def _role_statements(public: Any, role: str) -> list[dict[str, Any]]:
-    return [
-        statement
-        for policy in public.resources("AWS::IAM::Policy").values()
-        if [r.get("Ref") for r in policy["Properties"]["Roles"]] == [role]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-    ]
 
 
 def test_function_sizing_and_environment(public: Any) -> None:
@@ -52,8 +44,8 @@ def test_one_schedule_per_cluster_every_minute(public: Any) -> None:
 def test_least_privilege(public: Any) -> None:
     _, fn = _watcher(public)
     role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
-    statements = _role_statements(public, role)
-    actions = sorted(a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
+    statements = [s for _, roles, s in policy_statements(public.json) if {"Ref": role} in roles]
+    actions = sorted(a for s in statements for a in as_list(s["Action"]))
     assert actions == sorted(
         [
             "dynamodb:GetItem",

@@ -28,9 +28,10 @@ from moto import mock_aws
 from devkit import sqs as event_source
 from devkit.lambda_context import LambdaContext
 from idleshare import names
-from tests.aws_env import create_idempotency_table, create_table
+from tests.aws_env import create_idempotency_table, create_table, fifo_queue
 from tests.infra.conftest import SAMPLE, synth
 from tests.infra.least_privilege import RUNTIME_ACTIONS, Recorder, Roles, enforced, running_as
+from tests.kube.fixtures import make_node
 from tests.unit.test_handlers import EXPECTED_CLUSTERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,19 +57,6 @@ def inbound(name: str) -> dict[str, Any]:
     return json.loads(
         (EVENTS / "inbound" / name).read_text().replace("cluster/sample-cluster", "cluster/samplecluster1")
     )
-
-
-def p5_node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": "8", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
 
 
 class _CloudFormation(http.server.BaseHTTPRequestHandler):
@@ -106,11 +94,7 @@ def _create_services() -> dict[str, str]:
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     create_table(ddb, "idleshare-state")
     create_idempotency_table(ddb, "idleshare-idempotency")
-    sqs = boto3.client("sqs", region_name="us-east-1")
-    queue_url = sqs.create_queue(
-        QueueName="recompute.fifo",
-        Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"},  # a failure: again at once
-    )["QueueUrl"]
+    queue_url = fifo_queue(boto3.client("sqs", region_name="us-east-1"))  # a failure: again at once
     boto3.client("events", region_name="us-east-1").create_event_bus(Name="idleshare")
     eks = boto3.client("eks", region_name="us-east-1")
     for c in CONFIG["clusters"]:
@@ -158,7 +142,7 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
     _CloudFormation.answers = []
     recorder = Recorder()
     try:
-        sim.seed_nodes([p5_node(f"p5-{i}") for i in range(4)])
+        sim.seed_nodes([make_node(f"p5-{i}") for i in range(4)])
         with mock_aws(), recorder.install():
             services = _create_services()
             roles = Roles(template, recorder)

@@ -20,7 +20,7 @@ from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
 from idleshare.service.admin import Admin
-from tests.aws_env import create_idempotency_table, create_table
+from tests.aws_env import create_idempotency_table, create_table, fifo_queue
 from tests.builders import quota_body
 from tests.unit.test_api import CONTEXT, World, aws, call, k8s_node  # noqa: F401  (fixture)
 
@@ -50,10 +50,7 @@ class Pipeline(World):
     def __init__(self, table: Any) -> None:
         super().__init__(table)
         self.sqs = boto3.client("sqs", region_name="us-east-1")
-        self.queue_url = self.sqs.create_queue(
-            QueueName=f"recompute-{uuid.uuid4().hex[:8]}.fifo",
-            Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"},
-        )["QueueUrl"]
+        self.queue_url = fifo_queue(self.sqs, f"recompute-{uuid.uuid4().hex[:8]}.fifo")
         self.now = [1_000_000.0]
         self.bus: list[dict[str, Any]] = []
         self.synchronous = False
