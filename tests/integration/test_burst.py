@@ -37,6 +37,7 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
+from tests.aws_env import fifo_queue
 from tests.builders import quota_body
 from tests.integration.invariants import GenerationLog, assert_converged, assert_pool_invariants
 from tests.integration.test_pipeline import CONTEXT
@@ -130,9 +131,7 @@ class BurstRig:
         self.stats = Stats()
         sqs = boto3.client("sqs", region_name="us-east-1")
         self.sqs = sqs
-        self.queue_url = sqs.create_queue(
-            QueueName="burst.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"}
-        )["QueueUrl"]
+        self.queue_url = fifo_queue(sqs, "burst.fifo", visibility_timeout=30)
         events = boto3.client("events", region_name="us-east-1")
         events.create_event_bus(Name="idleshare")
         clock = time.time if seconds_per_event is None else (lambda: self.now)

@@ -10,14 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from idleshare.adapters.kube import LightkubeCluster
-from idleshare.runtime import wiring
-from tests.builders import quota_body
 from tests.integration.invariants import assert_converged, assert_pool_invariants, recovers, settle
-from tests.integration.test_pipeline import EVENTS, Harness, harness  # noqa: F401  (fixture)
-from tests.kube.fixtures import FakeConnector, ProxiedKube, make_node
+from tests.integration.test_pipeline import EVENTS, Harness, governed, harness  # noqa: F401  (fixture)
+from tests.kube.fixtures import FakeConnector, ProxiedKube
 
 pytestmark = pytest.mark.integration
 
@@ -162,23 +159,14 @@ def test_an_outage_halfway_through_the_first_apply_is_finished_by_the_next_recom
 
 @pytest.fixture
 def eks_harness(ddb_table, proxied_kube, monkeypatch) -> Iterator[Harness]:
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    sim = proxied_kube
-    with mock_aws():
-        sim.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
-        h = Harness(ddb_table, sim)
+    def through_eks(h: Harness) -> None:
         h.kube.close()
-        connector = FakeConnector(sim.stack, sim.proxy.url, name="demo-eks")
+        connector = FakeConnector(h.sim.stack, h.sim.proxy.url, name="demo-eks")
         h.kube = LightkubeCluster.from_eks(connector, "demo-eks", timeout=5.0)  # type: ignore[arg-type]
         h.connector = connector  # type: ignore[attr-defined]
-        h.store.create_quota("demo", quota_body("a", 8))
-        h.store.create_quota("demo", quota_body("b", 8, "Lend"))
-        try:
-            yield h
-        finally:
-            wiring.install(None)
-            h.kube.close()
+
+    with governed(ddb_table, proxied_kube, monkeypatch, connect=through_eks) as h:
+        yield h
 
 
 @pytest.mark.parametrize("during", ["read", "apply"])

@@ -3,7 +3,9 @@ as its RBAC user, through a recording fault proxy), and moto for SQS / EventBrid
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
@@ -17,6 +19,7 @@ from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
+from tests.aws_env import fifo_queue
 from tests.builders import quota_body
 from tests.kube.fixtures import ProxiedKube, make_node
 
@@ -34,9 +37,7 @@ class Harness:
         self.store = DynamoStore(table)
         sqs = boto3.client("sqs", region_name="us-east-1")
         self.sqs = sqs
-        self.queue_url = sqs.create_queue(
-            QueueName="recompute.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"}
-        )["QueueUrl"]
+        self.queue_url = fifo_queue(sqs)
         events = boto3.client("events", region_name="us-east-1")
         events.create_event_bus(Name="idleshare")
         self.kube = sim.adapter(timeout=10)
@@ -77,13 +78,19 @@ class Harness:
         return next(r for r in flavor["resources"] if r["name"] == GPU)["nominalQuota"]
 
 
-@pytest.fixture
-def harness(ddb_table, proxied_kube, monkeypatch):
+@contextlib.contextmanager
+def governed(
+    table, sim: ProxiedKube, monkeypatch, connect: Callable[[Harness], None] | None = None
+) -> Iterator[Harness]:
+    """The harness on cluster ``demo``: 4 p5 nodes, quotas ``a`` (LendAndBorrow 50 %) and ``b`` (Lend) of 8 GPUs
+    each. ``connect``: reaches the cluster its own way (sets ``kube``) before the quotas are written."""
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    proxied_kube.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
+    sim.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
     with mock_aws():
-        h = Harness(ddb_table, proxied_kube)
+        h = Harness(table, sim)
+        if connect is not None:
+            connect(h)
         h.store.create_quota("demo", quota_body("a", 8))
         h.store.create_quota("demo", quota_body("b", 8, "Lend"))
         try:
@@ -91,6 +98,12 @@ def harness(ddb_table, proxied_kube, monkeypatch):
         finally:
             wiring.install(None)
             h.kube.close()
+
+
+@pytest.fixture
+def harness(ddb_table, proxied_kube, monkeypatch):
+    with governed(ddb_table, proxied_kube, monkeypatch) as h:
+        yield h
 
 
 def test_node_goes_not_ready_capacity_leaves_and_limits_shrink_in_the_cluster(harness):
