@@ -340,13 +340,6 @@ CQ_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("mutate", "field", "fragment"), [c[1:] for c in CQ_CASES], ids=[c[0] for c in CQ_CASES])
-def test_invalid_cluster_queue_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
-    obj = cluster_queue()
-    mutate(obj)
-    assert_refused(server, obj, field, fragment)
-
-
 COHORT_CASES = [
     (
         "cel-covered-mismatch",
@@ -398,15 +391,6 @@ COHORT_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("mutate", "field", "fragment"), [c[1:] for c in COHORT_CASES], ids=[c[0] for c in COHORT_CASES]
-)
-def test_invalid_cohort_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
-    obj = cohort()
-    mutate(obj)
-    assert_refused(server, obj, field, fragment)
-
-
 def _drop_toleration_key(s: dict[str, Any]) -> None:
     del s["tolerations"][0]["key"]
     s["tolerations"][0]["operator"] = "Equal"
@@ -452,13 +436,6 @@ RF_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("mutate", "field", "fragment"), [c[1:] for c in RF_CASES], ids=[c[0] for c in RF_CASES])
-def test_invalid_resource_flavor_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
-    o = resource_flavor()
-    mutate(o["spec"])
-    assert_refused(server, o, field, fragment)
-
-
 LQ_CASES = [
     ("pattern", lambda o: o["spec"].update(clusterQueue="CQ"), "spec.clusterQueue", "should match"),
     ("enum", lambda o: o["spec"].update(stopPolicy="Pause"), "spec.stopPolicy", "Unsupported value"),
@@ -467,13 +444,6 @@ LQ_CASES = [
     ("max-length", lambda o: o["spec"].update(clusterQueue="a" * 254), "spec.clusterQueue", "Too long"),
     ("status-type", lambda o: o.update(status={"pendingWorkloads": "many"}), "status.pendingWorkloads", "numeric"),
 ]
-
-
-@pytest.mark.parametrize(("mutate", "field", "fragment"), [c[1:] for c in LQ_CASES], ids=[c[0] for c in LQ_CASES])
-def test_invalid_local_queue_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
-    o = local_queue()
-    mutate(o)
-    assert_refused(server, o, field, fragment)
 
 
 WPC_CASES = [
@@ -485,11 +455,31 @@ WPC_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("mutate", "field", "fragment"), [c[1:] for c in WPC_CASES], ids=[c[0] for c in WPC_CASES])
-def test_invalid_priority_class_rejected(server: Kube, mutate: Any, field: str, fragment: str) -> None:
-    o = priority_class()
-    mutate(o)
-    assert_refused(server, o, field, fragment)
+def _on_spec(mutate: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+    return lambda o: mutate(o["spec"])
+
+
+# (kind, case, mutation of a valid object, the field refused, a fragment of the message)
+INVALID = [
+    *[("ClusterQueue", *c) for c in CQ_CASES],
+    *[("Cohort", *c) for c in COHORT_CASES],
+    *[("ResourceFlavor", case, _on_spec(mutate), *rest) for case, mutate, *rest in RF_CASES],
+    *[("LocalQueue", *c) for c in LQ_CASES],
+    *[("WorkloadPriorityClass", *c) for c in WPC_CASES],
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "mutate", "field", "fragment"),
+    [(kind, *rest) for kind, _, *rest in INVALID],
+    ids=[f"{kind}-{case}" for kind, case, *_ in INVALID],
+)
+def test_an_invalid_object_of_each_kind_is_refused_naming_the_field(
+    server: Kube, kind: str, mutate: Any, field: str, fragment: str
+) -> None:
+    obj = VALID[kind]()
+    mutate(obj)
+    assert_refused(server, obj, field, fragment)
 
 
 NO_FIELD_CASES = [
@@ -558,11 +548,7 @@ def test_v1beta1_objects_use_the_v1beta1_schema_and_kueue_sees_them_without_conv
 
 
 def test_webhook_lending_limit_needs_cohort(server: Kube) -> None:
-    o = cluster_queue()
-    del o["spec"]["cohortName"]
-    for f in _rg(o)["flavors"]:
-        for r in f["resources"]:
-            r.pop("borrowingLimit", None)
+    o = _with(cluster_queue(), _lend_without_cohort)
     assert_refused(
         server, o, "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit", "must be nil when cohort is empty"
     )
