@@ -159,6 +159,12 @@ class Cluster:
         wl.settle(self.kube, [(self.submitted[n]["metadata"]["namespace"], n) for n in names])
         return {n: self.state(n) for n in names}
 
+    def run(self, team: str, jobs: Mapping[str, Mapping[str, str | int]]) -> dict[str, wl.WorkloadState]:
+        """``team`` submits ``jobs`` (name -> requests) one after the other; their settled states, in order."""
+        for name, requests in jobs.items():
+            self.submit(team, name, requests)
+        return self.settle(*jobs)
+
     def finish(self, name: str) -> None:
         wl.finish(self.kube, self.submitted[name])
 

@@ -51,9 +51,7 @@ def test_a_failed_node_lowers_the_limit_new_borrowers_wait_and_admitted_ones_run
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
     cluster.wait_active("alpha", "beta")
-    for name, gpus in (("own", 8), ("borrow-8", 8), ("borrow-4", 4)):
-        cluster.submit("alpha", name, {GPU: gpus})
-    cluster.settle("own", "borrow-8", "borrow-4")
+    cluster.run("alpha", {"own": {GPU: 8}, "borrow-8": {GPU: 8}, "borrow-4": {GPU: 4}})
     assert cluster.borrowed("alpha") == "12"
     # When a p5 node fails its HyperPod health check (AWS's event -> router -> recompute)
     cluster.node_health("hyperpod-i-p50003", "Unschedulable")
@@ -87,9 +85,7 @@ def test_a_lender_always_reaches_its_quota_kueue_preempts_the_borrower(make_clus
     assert cluster.limit("alpha", P5, GPU) == "8" and cluster.limit("beta", P5, GPU, "lendingLimit") == "8"
     cluster.wait_active("alpha", "beta")
     # And alpha running its own 8 GPUs plus beta's idle 8
-    cluster.submit("alpha", "own", {GPU: 8})
-    cluster.submit("alpha", "borrowed", {GPU: 8})
-    cluster.settle("own", "borrowed")
+    cluster.run("alpha", {"own": {GPU: 8}, "borrowed": {GPU: 8}})
     assert cluster.borrowed("alpha") == "8"
     # When beta submits within its own nominal quota
     cluster.submit("beta", "lender", {GPU: 8})
@@ -120,11 +116,9 @@ def test_a_dont_lend_teams_idle_quota_is_never_used_by_anyone_else(make_cluster)
     assert cluster.limit("gamma", P5, GPU) == "0"
     cluster.wait_active("alpha", "gamma")
     # When alpha runs its 8, borrows the 8 unallocated, and asks for 8 more while gamma is idle
-    for name in ("own", "unallocated", "gammas"):
-        cluster.submit("alpha", name, {GPU: 8})
-    states = cluster.settle("own", "unallocated", "gammas")
+    states = cluster.run("alpha", {name: {GPU: 8} for name in ("own", "unallocated", "gammas")})
     # Then Kueue never admits the third: gamma's 8 GPUs stay gamma's
-    assert [states[n].state for n in ("own", "unallocated", "gammas")] == [wl.ADMITTED, wl.ADMITTED, wl.PENDING]
+    assert [s.state for s in states.values()] == [wl.ADMITTED, wl.ADMITTED, wl.PENDING]
     assert short_of(GPU, P5, 8) in states["gammas"].message
     # And gamma gets its whole quota at once, preempting nobody
     cluster.submit("gamma", "gamma-job", {GPU: 8})
@@ -147,10 +141,8 @@ def test_idle_sharing_disabled_leaves_borrowers_only_what_lenders_lend(make_clus
     assert cluster.limit("alpha", P5, GPU) == "8"
     cluster.wait_active("alpha", "beta")
     # And Kueue admits alpha's own 8 and beta's lent 8, never the unallocated node's
-    for name in ("own", "lent", "unallocated"):
-        cluster.submit("alpha", name, {GPU: 8})
-    states = cluster.settle("own", "lent", "unallocated")
-    assert [states[n].state for n in ("own", "lent", "unallocated")] == [wl.ADMITTED, wl.ADMITTED, wl.PENDING]
+    states = cluster.run("alpha", {name: {GPU: 8} for name in ("own", "lent", "unallocated")})
+    assert [s.state for s in states.values()] == [wl.ADMITTED, wl.ADMITTED, wl.PENDING]
     assert cluster.borrowed("alpha") == "8"
 
 
@@ -172,11 +164,9 @@ def test_mig_slices_are_borrowed_as_their_own_resources_and_an_absolute_cap_hold
     assert cluster.limit("vision", P4D, MIG_3G) == "16"
     cluster.wait_active("vision")
     # When vision runs 14 1g slices of its own, borrows 10 more, then asks for one more
-    cluster.submit("vision", "own", {MIG_1G: 14})
-    cluster.submit("vision", "borrow", {MIG_1G: 10})
-    cluster.submit("vision", "over-cap", {MIG_1G: 1})
-    cluster.submit("vision", "3g", {MIG_3G: 4})
-    states = cluster.settle("own", "borrow", "over-cap", "3g")
+    states = cluster.run(
+        "vision", {"own": {MIG_1G: 14}, "borrow": {MIG_1G: 10}, "over-cap": {MIG_1G: 1}, "3g": {MIG_3G: 4}}
+    )
     # Then the cap holds in Kueue (32 idle 1g slices notwithstanding), and 3g slices are borrowed on their own
     assert states["own"].state == states["borrow"].state == wl.ADMITTED
     assert states["over-cap"].state == wl.PENDING
@@ -192,9 +182,7 @@ def test_a_deleted_quota_removes_the_teams_queues_and_running_work_finishes(make
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=0))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
     cluster.wait_active("alpha")
-    cluster.submit("alpha", "running", {GPU: 8})
-    cluster.submit("alpha", "waiting", {GPU: 8})
-    cluster.settle("running", "waiting")
+    cluster.run("alpha", {"running": {GPU: 8}, "waiting": {GPU: 8}})
     # When alpha's quota is deleted
     cluster.delete_quota("alpha-quota")
     # Then its LocalQueue is gone and its ClusterQueue is being deleted; its namespace stays
