@@ -25,7 +25,8 @@ from idleshare.domain.quantity import QuantityError, format_quantity, parse_quan
 from idleshare.parse import node_report, quota_shapes, quotas
 from idleshare.parse.errors import InputError
 from idleshare.parse.nodes import parse_nodes
-from tests.unit import test_parse_quotas as edge_quotas_tests
+from tests.corpus.make_corpus import mutate
+from tests.unit import test_parse_quotas as quota_tests
 from tests.unit.test_parse_nodes import documents
 
 
@@ -204,12 +205,12 @@ def _leaves(doc: Any) -> list[Any]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(edge_quotas_tests.QUOTA_PATHS), edge_quotas_tests.json_values), max_size=3))
+@given(st.lists(st.tuples(st.sampled_from(quota_tests.QUOTA_PATHS), quota_tests.json_values), max_size=3))
 def test_the_quota_reader_and_pydantic_agree_on_mutated_quotas(mutations: list[tuple[Any, Any]]) -> None:
-    doc = edge_quotas_tests.QUOTA_BASE
+    doc = quota_tests.QUOTA_BASE
     for path, value in mutations:
         try:
-            doc = edge_quotas_tests.set_at(doc, path, value)
+            doc = mutate(doc, path, value)
         except (KeyError, IndexError, TypeError):
             continue
     _agree([doc])
@@ -221,7 +222,7 @@ def test_the_quota_reader_and_pydantic_agree_on_mutated_quotas(mutations: list[t
 
 
 @settings(max_examples=100, deadline=None)
-@given(edge_quotas_tests.json_values)
+@given(quota_tests.json_values)
 def test_the_quota_reader_and_pydantic_agree_on_any_value(value: Any) -> None:
     _agree(value)
     _agree([value])
@@ -235,5 +236,5 @@ def test_the_reader_reads_every_synthetic_benchmark_quota_without_pydantic() -> 
     fast = quotas._read_quotas(document)
     assert fast is not None and len(fast) == 200
     assert fast == quota_shapes.parse_quotas(document, decoded=True)
-    sc = edge_quotas_tests.SCHEDULER_BASE
+    sc = quota_tests.SCHEDULER_BASE
     assert quotas._read_scheduler(sc) == quota_shapes.parse_scheduler_config(sc, decoded=True) is not None
