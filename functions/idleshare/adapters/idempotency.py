@@ -30,49 +30,60 @@ class PassThroughLedger:
 
 
 class PowertoolsLedger:
-    """One invocation's ledger: ``persistence`` is the table's layer (shared by the container's
-    invocations), ``context`` the Lambda context an in-progress record expires with."""
+    """The ledger on one idempotency table. Its persistence layer (and DynamoDB client), configuration and
+    idempotent function are built once and reused by the container's invocations; :meth:`serving` tells it
+    the invocation an in-progress record expires with."""
 
-    def __init__(self, persistence: Any, context: Any = None) -> None:
-        self.persistence = persistence
-        self.context = context
+    def __init__(self, table_name: str) -> None:
+        from aws_lambda_powertools.utilities.idempotency import (
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
 
-    def once(self, cluster_id: str, request_id: str, run: Callable[[], RequestAnswer]) -> RequestAnswer:
-        from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-
-        config = IdempotencyConfig(
+        self.config = IdempotencyConfig(
             event_key_jmespath="[cluster, requestId]",
             raise_on_no_idempotency_key=True,
             expires_after_seconds=names.RECALC_IDEMPOTENCY_SECONDS,
             use_local_cache=False,  # a warm container must not answer from memory what the table no longer holds
         )
-        if callable(getattr(self.context, "get_remaining_time_in_millis", None)):
-            config.register_lambda_context(self.context)  # an in-progress record expires with this invocation
         prefix = f"{os.getenv('AWS_LAMBDA_FUNCTION_NAME', 'test-func')}.{RECORD_KEY_PREFIX}"
 
         @idempotent_function(  # type: ignore[untyped-decorator]
-            data_keyword_argument="request", config=config, persistence_store=self.persistence, key_prefix=prefix
+            data_keyword_argument="request",  # only the request is hashed: `run` is this delivery's recompute
+            config=self.config,
+            persistence_store=DynamoDBPersistenceLayer(table_name=table_name),
+            key_prefix=prefix,
         )
-        def recalculate(request: dict[str, str]) -> dict[str, Any]:
+        def recalculate(request: dict[str, str], run: Callable[[], RequestAnswer]) -> dict[str, Any]:
             answer = run()
             return {"requestId": answer.request_id, "generation": answer.generation, "changed": answer.changed}
 
-        kept = recalculate(request={"cluster": cluster_id, "requestId": request_id})
+        self._recalculate = recalculate
+
+    def serving(self, context: Any) -> PowertoolsLedger:
+        """This ledger for the invocation ``context`` (an in-progress record expires with it)."""
+        if callable(getattr(context, "get_remaining_time_in_millis", None)):
+            self.config.register_lambda_context(context)
+        else:
+            self.config.lambda_context = None
+        return self
+
+    def once(self, cluster_id: str, request_id: str, run: Callable[[], RequestAnswer]) -> RequestAnswer:
+        kept = self._recalculate(request={"cluster": cluster_id, "requestId": request_id}, run=run)
         return RequestAnswer(str(kept["requestId"]), int(kept["generation"]), bool(kept["changed"]))
 
 
 class RequestLedgers:
-    """The ledger of each invocation: one persistence layer per idempotency table, built on first use and
-    reused while the container is warm (its DynamoDB client with it); no table -> a pass-through."""
+    """The ledger of each invocation: one :class:`PowertoolsLedger` per idempotency table, built on first use
+    and reused while the container is warm; no table -> a pass-through."""
 
     def __init__(self) -> None:
-        self._persistence: dict[str, Any] = {}
+        self._ledgers: dict[str, PowertoolsLedger] = {}
 
     def ledger(self, table_name: str | None, context: Any = None) -> RequestLedger:
         if not table_name:
             return PassThroughLedger()
-        if table_name not in self._persistence:
-            from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-            self._persistence[table_name] = DynamoDBPersistenceLayer(table_name=table_name)
-        return PowertoolsLedger(self._persistence[table_name], context)
+        if table_name not in self._ledgers:
+            self._ledgers[table_name] = PowertoolsLedger(table_name)
+        return self._ledgers[table_name].serving(context)
