@@ -80,26 +80,28 @@ def emit_recompute(outcome: Outcome) -> None:
                 continue
             if not result.capacity[flavor][resource] and not result.shortfall[flavor][resource]:
                 continue
-            dims = {"flavor": flavor, "resource": resource}
-            gauge(outcome.cluster_id, names.METRIC_UNALLOCATED, float(result.unallocated[flavor][resource]), **dims)
-            gauge(outcome.cluster_id, names.METRIC_SHORTFALL, float(result.shortfall[flavor][resource]), **dims)
             borrowable = sum(float(g.borrowing_limit[flavor][resource]) for g in result.teams.values())
-            gauge(outcome.cluster_id, names.METRIC_BORROWABLE, borrowable, **dims)
+            for name, value in (
+                (names.METRIC_UNALLOCATED, float(result.unallocated[flavor][resource])),
+                (names.METRIC_SHORTFALL, float(result.shortfall[flavor][resource])),
+                (names.METRIC_BORROWABLE, borrowable),
+            ):
+                gauge(outcome.cluster_id, name, value, flavor=flavor, resource=resource)
     for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
         gauge(outcome.cluster_id, names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
     # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
 
 
-def gauge(cluster_id: str, name: str, value: float, **dims: str) -> None:
+def gauge(cluster_id: str, name: str, value: float, *, unit: MetricUnit = MetricUnit.Count, **dims: str) -> None:
     """One metric of the cluster with exactly the dimensions the dashboard's and alarms' SCHEMA() name
-    (infra/constructs/observability.py): Powertools adds ``service`` from POWERTOOLS_SERVICE_NAME when it is
+    (infra/constructs/observability.py and watcher.py): Powertools adds ``service`` from POWERTOOLS_SERVICE_NAME when it is
     set, so it is always set here."""
     from aws_lambda_powertools.metrics import single_metric
 
     with single_metric(
         name=name,
-        unit=MetricUnit.Count,
+        unit=unit,
         value=value,
         namespace=names.METRICS_NAMESPACE,
         default_dimensions={"service": names.SERVICE},
@@ -131,20 +133,13 @@ def emit_watch(report: WatchReport) -> None:
         logger.warning("node watch had failures", extra={**extra, "failures": report.failures[:10]})
     else:
         logger.info("node watch handed over", extra=extra)
-    watch_metric(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds, MetricUnit.Seconds)
-    watch_metric(report.cluster_id, names.METRIC_NODE_WATCH_EVENTS, report.published)
-    watch_metric(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
-    watch_metric(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
+    gauge(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds, unit=MetricUnit.Seconds)
+    gauge(report.cluster_id, names.METRIC_NODE_WATCH_EVENTS, report.published)
+    gauge(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
+    gauge(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
 
 
 def watch_failed(cluster_id: str) -> None:
     """A node-watch invocation that raised: logged with its traceback and counted as a failure."""
     logger.exception("node watch failed", extra={"cluster": cluster_id})
-    watch_metric(cluster_id, names.METRIC_NODE_WATCH_FAILURES, 1)
-
-
-def watch_metric(cluster_id: str, name: str, value: float, unit: MetricUnit = MetricUnit.Count) -> None:
-    from aws_lambda_powertools.metrics import single_metric
-
-    with single_metric(name=name, unit=unit, value=value, namespace=names.METRICS_NAMESPACE) as metric:
-        metric.add_dimension(name=names.METRIC_DIM_CLUSTER, value=cluster_id)
+    gauge(cluster_id, names.METRIC_NODE_WATCH_FAILURES, 1)
