@@ -12,7 +12,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-BATCH_SIZE = 10
+from idleshare import timings
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The recompute queue, its event source mapping and the function as the CDK stack deploys them (every value
+    from :mod:`idleshare.timings`, which ``infra/`` reads too; ``tests/infra`` holds them against the template)."""
+
+    visibility_timeout: int = timings.QUEUE_VISIBILITY_TIMEOUT_SECONDS
+    delivery_delay: int = timings.QUEUE_DELIVERY_DELAY_SECONDS
+    max_receive_count: int = timings.DEFAULT_MAX_RECEIVE_COUNT
+    batch_size: int = timings.RECOMPUTE_BATCH_SIZE
+    max_concurrency: int = timings.RECOMPUTE_MAX_CONCURRENCY
+    function_timeout: int = timings.RECOMPUTE_TIMEOUT_SECONDS
+    report_batch_item_failures: bool = True
+
+
+DEPLOYED = Deployed()
+BATCH_SIZE = DEPLOYED.batch_size
 """The recompute's event source mapping's batch size (and SQS ReceiveMessage's maximum)."""
 
 Handler = Callable[[dict[str, Any], Any], Any]
