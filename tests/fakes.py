@@ -87,11 +87,19 @@ class FakeStore:
             self.pools[cluster_id] = replace(current, apply_status=status, apply_message=message)
             self.writes += 1
 
-    def record_read_failure(self, cluster_id: str, message: str) -> None:
+    def record_read_failure(self, cluster_id: str, message: str, *, generation: int | None = None) -> None:
         current = self.pools.get(cluster_id)
+        if generation is not None and (current.generation if current else 0) != generation:
+            return  # the pool moved on: a late run never reinstates a failure a newer generation cleared
         if current:
             self.pools[cluster_id] = replace(current, read_failure=message)
         self.writes += 1
+
+    def clear_outbox(self, cluster_id: str, generation: int) -> None:
+        current = self.pools.get(cluster_id)
+        if current and current.generation == generation and current.outbox is not None:
+            self.pools[cluster_id] = replace(current, outbox=None)
+            self.writes += 1
 
     def list_history(
         self,

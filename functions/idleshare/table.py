@@ -10,6 +10,8 @@ prefix). Item keys (the store's module docstring lists each item's attributes)::
     pk                sk
     CLUSTER#<id>      META | QUOTA#<name> | TEAM#<team> | SCHEDULER | POOL | HISTORY#<generation:010d>
                       | RECALC#<request id> | WATCH | WATCH#NODES
+                      | PART#<owner sk>#<index:03d>   (a part of a large document: PART#POOL#000,
+                        PART#HISTORY#<generation:010d>#000, PART#WATCH#NODES#000; no other prefix matches)
     REGISTRY          CLUSTER#<id> | EKS#<eks cluster name> | ARN#<hyperpod cluster arn>
 
 The idempotency table is Powertools' layout: partition key ``id`` (string), TTL attribute ``expiration``.
@@ -41,6 +43,7 @@ HISTORY_PREFIX = "HISTORY#"
 RECEIPT_PREFIX = "RECALC#"
 WATCH_SK = "WATCH"
 WATCH_NODES_SK = "WATCH#NODES"
+PART_PREFIX = "PART#"  # the parts of a document too large for one item: PART#<owner sk>#<index:03d>
 
 # ----------------------------------------------------------------------------- the idempotency table
 IDEMPOTENCY_PK = "id"
@@ -55,6 +58,17 @@ def cluster_pk(cluster_id: str) -> str:
 def history_sk(generation: int) -> str:
     """The sort key of a pool generation's history item: zero-padded, so keys sort by generation."""
     return f"{HISTORY_PREFIX}{generation:010d}"
+
+
+def part_sk(owner_sk: str, index: int) -> str:
+    """The sort key of part ``index`` (0-based) of the document that the item ``owner_sk`` references; the parts
+    of one owner sort by index and share :func:`parts_prefix`."""
+    return f"{parts_prefix(owner_sk)}{index:03d}"
+
+
+def parts_prefix(owner_sk: str) -> str:
+    """What every part key of the item ``owner_sk`` begins with (``PART#POOL#``); matches no other item's key."""
+    return f"{PART_PREFIX}{owner_sk}#"
 
 
 def _create_kwargs(name: str, keys: tuple[tuple[str, str], ...]) -> dict[str, Any]:

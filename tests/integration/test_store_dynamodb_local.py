@@ -12,7 +12,7 @@ import pytest
 
 from idleshare.adapters.errors import ConflictError, PermanentError, RetryableError, StaleVersionError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
-from idleshare.adapters.store import AlreadyExistsError, DynamoStore
+from idleshare.adapters.store import COMPRESS_ABOVE, AlreadyExistsError, DynamoStore
 from tests.builders import quota_body
 from tests.integration.conftest import create_table
 from tests.integration.dynamodb_local import DynamoDBLocal
@@ -152,7 +152,7 @@ def test_read_failure_first_then_first_pool(store: DynamoStore) -> None:
     assert got is not None and got.generation == 1 and got.read_failure == ""
 
 
-@pytest.mark.parametrize("teams", [1500, 6000])  # ~150 KB stored as is; ~600 KB stored compressed
+@pytest.mark.parametrize("teams", [500, 6000])  # ~50 KB stored as JSON text; ~600 KB stored compressed
 def test_a_large_pool_round_trips(store: DynamoStore, ddb_table: Any, teams: int) -> None:
     pool = {
         "teams": {
@@ -161,13 +161,13 @@ def test_a_large_pool_round_trips(store: DynamoStore, ddb_table: Any, teams: int
         }
     }
     size = len(json.dumps(pool))
-    assert size > (100_000 if teams == 1500 else 300_000)
+    assert size > (40_000 if teams == 500 else 300_000)
     store.put_pool(record(1, "big", pool), expected_generation=0)
     got = store.get_pool(C)
     assert got is not None and got.pool == pool
     assert store.list_history(C)[0].pool == pool
     item = ddb_table.get_item(Key={"pk": "CLUSTER#c1", "sk": "POOL"})["Item"]
-    assert item["pool_encoding"] == ("json" if size <= 350_000 else "zlib+base64")
+    assert item["pool_encoding"] == ("json" if size <= COMPRESS_ABOVE else "zlib")
 
 
 def test_a_missing_table_is_a_permanent_error_naming_it(ddb_resource: Any) -> None:

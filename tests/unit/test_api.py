@@ -164,6 +164,28 @@ def fields(reply: Reply) -> list[str]:
     return [e["field"] for e in reply.body["errors"]]
 
 
+def eks_names(count: int, seed: int = 7) -> list[str]:
+    """``count`` distinct EKS-shaped node names in random order (``ip-10-1-2-3.us-west-2.compute.internal``)."""
+    import random
+
+    rng = random.Random(seed)
+    names_: set[str] = set()
+    while len(names_) < count:
+        a, b, c = rng.randrange(256), rng.randrange(256), rng.randrange(256)
+        names_.add(f"ip-10-{a}-{b}-{c}.us-west-2.compute.internal")
+    out = sorted(names_)
+    rng.shuffle(out)
+    return out
+
+
+def store_excluded(world: World, excluded: dict[str, str]) -> None:
+    """Generation 1 of ``demo``, with ``excluded`` as its excluded nodes (a synthetic pool document)."""
+    from idleshare.adapters.ports import PoolRecord
+
+    pool = {"teams": {}, "unallocated": {}, "excludedNodes": excluded}
+    world.store.put_pool(PoolRecord("demo", 1, "d1", pool, "2026-01-01T00:00:00+00:00"), expected_generation=0)
+
+
 # -------------------------------------------------------------------------------------------- clusters
 def test_list_clusters_names_each_governed_cluster(world: World) -> None:
     reply = call("GET", "/clusters")
@@ -515,6 +537,73 @@ def test_a_body_breaking_a_botocore_bound_is_422_naming_the_field_from_the_one_r
 
 
 # -------------------------------------------------------------------------------------------- read side
+def test_excluded_nodes_are_paged_by_name_with_an_opaque_token(world: World) -> None:
+    # Given 2,500 excluded nodes with EKS-shaped names, in no order, for three reasons
+    reasons = ("NotReady", "Unschedulable", "Unreadable")
+    excluded = {name: reasons[i % 3] for i, name in enumerate(eks_names(2500))}
+    store_excluded(world, excluded)
+    # When the operator pages through with limit=1000
+    pages, token = [], None
+    while True:
+        query = {"limit": "1000"} | ({"NextToken": token} if token else {})
+        reply = call("GET", "/clusters/demo/excluded-nodes", query=query)
+        assert reply.status == 200
+        pages.append(reply.body)
+        token = reply.body.get("NextToken")
+        if not token:
+            break
+    # Then three pages of at most 1,000, sorted by node name, hold every node once with its reason
+    assert [len(p["excludedNodes"]) for p in pages] == [1000, 1000, 500]
+    listed = [name for p in pages for name in p["excludedNodes"]]
+    assert listed == sorted(excluded) and {n: r for p in pages for n, r in p["excludedNodes"].items()} == excluded
+    # And every page counts them all, per reason
+    counts = {"NotReady": 834, "Unreadable": 833, "Unschedulable": 833}
+    assert all((p["total"], p["byReason"], p["generation"]) == (2500, counts, 1) for p in pages)
+    # And the default page is the largest (1,000)
+    assert len(call("GET", "/clusters/demo/excluded-nodes").body["excludedNodes"]) == 1000
+
+
+def test_get_pool_shows_the_first_excluded_nodes_and_counts_them_all(world: World) -> None:
+    # Given 2,500 excluded nodes
+    excluded = {name: "NotReady" for name in eks_names(2500)}
+    store_excluded(world, excluded)
+    # When the pool is read, then it holds the first 100 by name, the counts, and the route that lists them all
+    body = call("GET", "/clusters/demo/pool").body
+    assert list(body["excludedNodes"]) == sorted(excluded)[:100]
+    assert body["excludedSummary"] == {
+        "total": 2500,
+        "byReason": {"NotReady": 2500},
+        "shown": 100,
+        "route": "/clusters/demo/excluded-nodes",
+    }
+
+
+def test_pool_and_excluded_node_answers_stay_far_below_lambdas_6_mb_at_100k_excluded_nodes(world: World) -> None:
+    # Given 100,000 excluded nodes (the pool document alone is ~6 MB of JSON)
+    store_excluded(world, {name: "NotReady" for name in eks_names(100_000)})
+    # When the pool and the largest page of excluded nodes are read, then each answer is under 1 MB
+    for path, query in (("pool", {}), ("excluded-nodes", {"limit": "1000"})):
+        out = json.dumps(call("GET", f"/clusters/demo/{path}", query=query).body)
+        assert len(out) < 1_000_000, path
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"limit": "0"}, "limit"),
+        ({"limit": "1001"}, "limit"),
+        ({"limit": "many"}, "limit"),
+        ({"NextToken": "not-a-token!"}, "NextToken"),
+        ({"NextToken": "eyJiZWZvcmUiOjJ9"}, "NextToken"),  # {"before":2}: a history token, not this route's
+    ],
+)
+def test_a_bad_excluded_nodes_parameter_is_a_400_naming_it(world: World, query: dict[str, str], field: str) -> None:
+    store_excluded(world, {"n1": "NotReady"})
+    reply = call("GET", "/clusters/demo/excluded-nodes", query=query)
+    assert (reply.status, fields(reply)) == (400, [field])
+    assert "Traceback" not in json.dumps(reply.body)
+
+
 def test_read_side_before_any_recompute_is_404_naming_the_cluster(world: World) -> None:
     for path in ("pool", "grants", "grants/a", "excluded-nodes"):
         reply = call("GET", f"/clusters/demo/{path}")
@@ -544,12 +633,26 @@ def test_pool_grants_excluded_nodes_and_history_after_recomputes(world: World) -
     unknown = call("GET", "/clusters/demo/grants/zz")
     assert unknown.status == 404 and "a, b" in unknown.body["message"]
 
+    assert pool.body["excludedNodes"] == {"p5-0": "NotReady"}
+    assert pool.body["excludedSummary"] == {
+        "total": 1,
+        "byReason": {"NotReady": 1},
+        "shown": 1,
+        "route": "/clusters/demo/excluded-nodes",
+    }
+
     excluded = call("GET", "/clusters/demo/excluded-nodes").body
-    assert excluded == {"cluster": "demo", "generation": 2, "excludedNodes": {"p5-0": "NotReady"}}
+    assert excluded == {
+        "cluster": "demo",
+        "generation": 2,
+        "total": 1,
+        "byReason": {"NotReady": 1},
+        "excludedNodes": {"p5-0": "NotReady"},
+    }
 
     history = call("GET", "/clusters/demo/history").body
     assert [g["generation"] for g in history["generations"]] == [2, 1]
-    assert history["generations"][0]["changes"]["excludedNodes"] == {"p5-0": "NotReady"}
+    assert history["generations"][0]["changes"]["excludedNodes"]["count"] == 1
     assert history["generations"][1]["changes"] == {"first": True}
     first_page = call("GET", "/clusters/demo/history", query={"limit": "1"}).body
     assert [g["generation"] for g in first_page["generations"]] == [2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,10 @@ class FakeAdminApi:
     """The admin API contract (notes/api-contract.md) in memory, enough to drive the CLI."""
 
     PAGE = 2
+    POOL_SAMPLE = 100  # excluded nodes GET pool shows (as the real API)
 
     def __init__(self) -> None:
+        self.repeat_token = ""  # a server bug: the same NextToken on every page
         self.clusters = {"demo"}
         self.quotas: dict[str, dict[str, Any]] = {}
         self.pool = example_pool()
@@ -62,7 +65,32 @@ class FakeAdminApi:
         if (method, what) == ("GET", "pool"):
             head = {"cluster": cluster, "generation": 7, "computedAt": "2026-12-01T10:00:00Z"}
             status = {"applyStatus": "Failed", "applyMessage": "kube API timeout", "readFailure": ""}
-            return self.reply(200, {**head, **status, **self.pool})
+            excluded = self.pool["excludedNodes"]
+            shown = sorted(excluded)[: self.POOL_SAMPLE]
+            bounded = {
+                "excludedNodes": {n: excluded[n] for n in shown},
+                "excludedSummary": {
+                    "total": len(excluded),
+                    "byReason": dict(Counter(excluded.values())),
+                    "shown": len(shown),
+                    "route": f"/clusters/{cluster}/excluded-nodes",
+                },
+            }
+            return self.reply(200, {**head, **status, **self.pool, **bounded})
+        if (method, what) == ("GET", "excluded-nodes"):
+            names_ = sorted(self.pool["excludedNodes"])
+            token = query.get("NextToken", "0")
+            start = 0 if token == self.repeat_token else int(token)
+            limit = min(int(query.get("limit", "1000")), self.PAGE)
+            chunk = names_[start : start + limit]
+            excluded_page: dict[str, Any] = {
+                "cluster": cluster,
+                "total": len(names_),
+                "excludedNodes": {n: self.pool["excludedNodes"][n] for n in chunk},
+            }
+            if start + limit < len(names_):
+                excluded_page["NextToken"] = self.repeat_token or str(start + limit)
+            return self.reply(200, excluded_page)
         if (method, what) == ("GET", "grants"):
             teams = self.pool["teams"]
             if rest:
@@ -308,6 +336,35 @@ def test_pool_show_prints_the_pool_the_apply_status_and_excluded_nodes(api, fake
         pool["unallocated"]["ml.p5.48xlarge"][gpu],
     ]
     assert pool["excludedNodes"] and all(n in out and r in out for n, r in pool["excludedNodes"].items())
+
+
+def test_pool_show_pages_through_every_excluded_node_when_the_pool_shows_only_the_first(api, fake, capsys):
+    # Given a pool with 4 excluded nodes, of which GET pool shows 1 and GET excluded-nodes pages 2 at a time
+    fake.POOL_SAMPLE = 1
+    excluded = fake.pool["excludedNodes"]
+    assert len(excluded) == 4
+    # When the operator shows the pool as JSON
+    code, out, _ = run(api, capsys, "pool", "show", "--cluster", "demo", "--format", "json")
+    # Then every excluded node is there with its reason, fetched page by page with the token
+    assert code == 0 and json.loads(out)["excludedNodes"] == excluded
+    pages = [r for r in api.requests if r["path"].endswith("/excluded-nodes")]
+    assert [(r["queryStringParameters"] or {}).get("NextToken") for r in pages] == [None, "2"]
+    assert all((r["queryStringParameters"] or {}).get("limit") == "1000" for r in pages)
+    # And the table counts them per reason
+    code, out, _ = run(api, capsys, "pool", "show", "--cluster", "demo")
+    assert "Excluded nodes (4): NotReady=1, Unhealthy=1, Unschedulable=1, UntoleratedTaint=1" in out
+
+
+def test_pool_show_asks_for_no_page_when_the_pool_shows_every_excluded_node(api, fake, capsys):
+    code, out, _ = run(api, capsys, "pool", "show", "--cluster", "demo")
+    assert code == 0 and [r["path"] for r in api.requests] == ["/clusters/demo/pool"]
+    assert all(n in out for n in fake.pool["excludedNodes"])
+
+
+def test_pool_show_stops_when_the_api_repeats_a_token(api, fake, capsys):
+    fake.POOL_SAMPLE, fake.repeat_token = 1, "same"
+    code, _, err = run(api, capsys, "pool", "show", "--cluster", "demo")
+    assert code != 0 and "repeated NextToken" in err and "Traceback" not in err
 
 
 def test_pool_show_json_is_the_apis_json(api, fake, capsys):

@@ -7,7 +7,9 @@ import base64
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,9 @@ from idleshare.adapters.errors import (
 from idleshare.adapters.ports import ClusterRecord, PoolRecord, Store
 from idleshare.adapters.store import (
     COMPRESS_ABOVE,
+    MAX_POOL_PARTS,
+    MAX_SIDE_JSON,
+    PART_SIZE,
     PK,
     SK,
     TTL_ATTRIBUTE,
@@ -42,6 +47,7 @@ from idleshare.adapters.store import (
     TransactionCancelledError,
     translate,
 )
+from idleshare.adapters.store.items import item_size
 from idleshare.parse.errors import InputError
 from idleshare.parse.requests import CreateQuota, parse
 from idleshare.service.recompute import Recomputer
@@ -110,8 +116,20 @@ def raw_item(table: Any, pk: str, sk: str) -> dict[str, Any] | None:
     return table.get_item(Key={"pk": pk, "sk": sk}).get("Item")
 
 
+def scan_all(table: Any) -> list[dict[str, Any]]:
+    """Every item of the table (a Scan page holds at most 1 MB: large pools take several)."""
+    items: list[dict[str, Any]] = []
+    args: dict[str, Any] = {}
+    while True:
+        page = table.scan(**args)
+        items += page["Items"]
+        if "LastEvaluatedKey" not in page:
+            return items
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def all_keys(table: Any) -> set[tuple[str, str]]:
-    return {(i["pk"], i["sk"]) for i in table.scan()["Items"]}
+    return {(i["pk"], i["sk"]) for i in scan_all(table)}
 
 
 # ------------------------------------------------------------------------------------------ layout
@@ -577,14 +595,29 @@ def test_list_history_order_limit_and_projection(store: DynamoStore) -> None:
     assert store.list_history("other") == []
 
 
-def test_a_large_pool_is_stored_compressed_and_round_trips(store: DynamoStore, table: Any) -> None:
+def noise(size: int, seed: int = 0) -> str:
+    """``size`` characters of text that zlib cannot shrink much (random base64: ~6 bits of entropy a byte)."""
+    import random
+
+    return base64.b64encode(random.Random(seed).randbytes(size * 3 // 4)).decode()
+
+
+def part_keys(table: Any, owner: str) -> list[str]:
+    return sorted(sk for pk, sk in all_keys(table) if pk == "CLUSTER#c1" and sk.startswith(f"PART#{owner}#"))
+
+
+def test_a_large_pool_is_stored_compressed_binary_in_one_item_and_round_trips(store: DynamoStore, table: Any) -> None:
     # Given a pool whose JSON is ~600 KB (above the 400 KB item limit uncompressed)
     pool = {"teams": {f"team-{i:05d}": {"nominal": {"ml.p5.48xlarge": {"nvidia.com/gpu": i}}} for i in range(9000)}}
     assert len(json.dumps(pool)) > 500_000
+    # When it is stored
     store.put_pool(pool_record(1, pool=pool), expected_generation=0)
+    # Then the POOL item holds it zlib-compressed in a binary attribute, in one item: no parts
     item = raw_item(table, "CLUSTER#c1", "POOL")
-    assert item is not None and item["pool_encoding"] == "zlib+base64"
-    assert len(item["pool"]) < 400_000
+    assert item is not None and item["pool_encoding"] == "zlib"
+    assert isinstance(item["pool"].value, bytes) and len(item["pool"].value) < PART_SIZE
+    assert "pool_parts" not in item and part_keys(table, "POOL") == [] and part_keys(table, "HISTORY") == []
+    # And it reads back equal, from the pool and the history
     got = store.get_pool(C)
     assert got is not None and got.pool == pool
     assert store.list_history(C)[0].pool == pool
@@ -598,11 +631,263 @@ def test_a_small_pool_is_stored_as_plain_json(store: DynamoStore, table: Any) ->
     assert len(item["pool"]) < COMPRESS_ABOVE
 
 
+def test_a_pool_above_the_part_size_is_split_into_parts_written_with_it(
+    store: DynamoStore, table: Any, clock: Clock
+) -> None:
+    # Given a pool that compresses to ~530 KB (two parts of 300,000 bytes)
+    pool = {"noise": noise(700_000)}
+    # When it is stored as generation 1
+    store.put_pool(pool_record(1, pool=pool), expected_generation=0)
+    # Then the POOL and HISTORY items reference two parts each, under keys no other prefix matches
+    item = raw_item(table, "CLUSTER#c1", "POOL")
+    history = raw_item(table, "CLUSTER#c1", "HISTORY#0000000001")
+    assert item is not None and history is not None
+    assert (item["pool_encoding"], item["pool_parts"], "pool" in item) == ("zlib", 2, False)
+    assert history["pool_parts"] == 2 and history["pool_sha256"] == item["pool_sha256"]
+    assert part_keys(table, "POOL") == ["PART#POOL#000", "PART#POOL#001"]
+    assert part_keys(table, "HISTORY") == ["PART#HISTORY#0000000001#000", "PART#HISTORY#0000000001#001"]
+    # And the history's parts expire with the history item
+    for sk in part_keys(table, "HISTORY"):
+        part = raw_item(table, "CLUSTER#c1", sk)
+        assert part is not None and part[TTL_ATTRIBUTE] == history[TTL_ATTRIBUTE]
+    # And every item written is under DynamoDB's 400 KB
+    for raw in scan_all(table):
+        assert item_size(raw) < 400_000, raw["sk"]
+    # And the pool reads back equal, from the pool and the history (with or without the pools)
+    got = store.get_pool(C)
+    assert got is not None and got.pool == pool and got.generation == 1
+    assert [h.pool for h in store.list_history(C)] == [pool]
+    assert [h.pool for h in store.list_history(C, include_pool=False)] == [{}]
+    # And a quota list or a history page reads no part
+    assert [h.generation for h in store.list_history(C, before_generation=2)] == [1]
+    assert store.list_quotas(C) == []
+
+
+@pytest.mark.parametrize("fresh_store", [False, True], ids=["same-store", "fresh-store"])
+def test_the_pool_parts_a_larger_generation_left_are_deleted_in_the_next_transaction(
+    store: DynamoStore, table: Any, clock: Clock, fresh_store: bool
+) -> None:
+    # Given generation 1 in three parts
+    big, medium = {"noise": noise(1_100_000, 1)}, {"noise": noise(700_000, 2)}
+    store.put_pool(pool_record(1, pool=big), expected_generation=0)
+    assert part_keys(table, "POOL") == ["PART#POOL#000", "PART#POOL#001", "PART#POOL#002"]
+    writer = DynamoStore(table, clock=clock) if fresh_store else store  # a fresh one knows no part count
+    # When generation 2 takes two parts
+    writer.put_pool(pool_record(2, pool=medium), expected_generation=1)
+    # Then the POOL item's third part is gone; generation 1's history parts stay
+    assert part_keys(table, "POOL") == ["PART#POOL#000", "PART#POOL#001"]
+    assert len(part_keys(table, "HISTORY#0000000001")) == 3
+    got = writer.get_pool(C)
+    assert got is not None and got.pool == medium
+    # When generation 3 is small again (one item)
+    DynamoStore(table, clock=clock).put_pool(pool_record(3), expected_generation=2)
+    # Then the POOL item has no parts left, and every generation reads back from the history
+    assert part_keys(table, "POOL") == []
+    assert [h.pool for h in store.list_history(C)] == [pool_record(3).pool, medium, big]
+
+
+def test_a_pool_too_large_for_one_transaction_is_refused_naming_the_sizes(store: DynamoStore, table: Any) -> None:
+    # Given a pool whose compressed bytes need more than MAX_POOL_PARTS parts
+    pool = {"noise": noise(MAX_POOL_PARTS * PART_SIZE * 4 // 3 + 100_000)}
+    # When it is stored, then a PermanentError names the JSON and compressed sizes and the limit
+    with pytest.raises(PermanentError, match=r"too large to store: \d+ bytes of JSON, \d+ compressed") as caught:
+        store.put_pool(pool_record(1, pool=pool), expected_generation=0)
+    assert str(MAX_POOL_PARTS * PART_SIZE) in str(caught.value) and caught.value.status == 413
+    # And nothing was written
+    assert store.get_pool(C) is None and all_keys(table) == set()
+
+
+@pytest.mark.parametrize("damage", ["missing", "stale", "altered"])
+def test_a_missing_or_corrupt_pool_part_is_a_permanent_error_naming_the_item(
+    store: DynamoStore, table: Any, damage: str
+) -> None:
+    # Given a pool in two parts, one of them damaged
+    store.put_pool(pool_record(1, pool={"noise": noise(700_000)}), expected_generation=0)
+    key = {"pk": "CLUSTER#c1", "sk": "PART#POOL#001"}
+    if damage == "missing":
+        table.delete_item(Key=key)
+    elif damage == "stale":
+        table.update_item(Key=key, UpdateExpression="SET part_of = :x", ExpressionAttributeValues={":x": "0" * 64})
+    else:
+        part = raw_item(table, "CLUSTER#c1", "PART#POOL#001")
+        assert part is not None
+        table.put_item(Item={**part, "data": bytes(reversed(part["data"].value))})
+    # When the pool is read, then the error names the POOL item
+    with pytest.raises(PermanentError, match="corrupt item pk='CLUSTER#c1' sk='POOL'"):
+        store.get_pool(C)
+
+
+def test_a_missing_history_part_is_corrupt_until_the_entry_expires(
+    store: DynamoStore, table: Any, clock: Clock
+) -> None:
+    # Given a history entry in two parts, one gone
+    store.put_pool(pool_record(1, pool={"noise": noise(700_000)}), expected_generation=0)
+    table.delete_item(Key={"pk": "CLUSTER#c1", "sk": "PART#HISTORY#0000000001#000"})
+    # Then reading the history with its pools names the entry
+    with pytest.raises(PermanentError, match="corrupt item pk='CLUSTER#c1' sk='HISTORY#0000000001'"):
+        store.list_history(C)
+    assert [h.generation for h in store.list_history(C, include_pool=False)] == [1]
+    # When its TTL has passed (DynamoDB deletes expired items later, not at once), then it is left out
+    clock.now = T0 + timedelta(days=31)
+    assert store.list_history(C) == []
+
+
+def test_a_pool_read_that_interleaves_with_a_newer_generation_reads_again(
+    store: DynamoStore, table: Any, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given generation 1 in two parts, and a writer that stores generation 2 (two other parts) between the reader's
+    # GetItem of the POOL item and its Query of the parts
+    first, second = {"noise": noise(700_000, 1)}, {"noise": noise(700_000, 2)}
+    store.put_pool(pool_record(1, pool=first), expected_generation=0)
+    reader = DynamoStore(table, clock=clock)
+    query_parts = reader._parts
+    calls: list[int] = []
+
+    def interleaved(*args: Any) -> list[dict[str, Any]]:
+        if not calls:
+            store.put_pool(pool_record(2, pool=second), expected_generation=1)
+        calls.append(1)
+        return query_parts(*args)
+
+    monkeypatch.setattr(reader, "_parts", interleaved)
+    # When the reader reads the pool, then it gets generation 2 whole (not a mix, not an error)
+    got = reader.get_pool(C)
+    assert got is not None and (got.generation, got.pool) == (2, second) and len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("encoding", "text"),
+    [
+        ("json", json.dumps({"unallocated": {"a": {"gpu": "1"}}})),
+        (
+            "zlib+base64",
+            base64.b64encode(zlib.compress(json.dumps({"unallocated": {"a": {"gpu": "1"}}}).encode())).decode(),
+        ),
+    ],
+)
+def test_pool_and_history_items_written_before_parts_existed_still_read(
+    store: DynamoStore, table: Any, encoding: str, text: str
+) -> None:
+    # Given a POOL and a HISTORY item as the previous release wrote them (text attribute, no outbox)
+    common = {"generation": 1, "digest": "d", "pool_encoding": encoding, "pool": text, "computed_at": "t"}
+    table.put_item(Item={"pk": "CLUSTER#c1", "sk": "POOL", **common, "extra": "{}", "apply_status": "Applied"})
+    table.put_item(Item={"pk": "CLUSTER#c1", "sk": "HISTORY#0000000001", **common, "extra": "{}", "ttl": 2**31})
+    # When they are read, then the pool is the one written
+    expected = {"unallocated": {"a": {"gpu": "1"}}}
+    got = store.get_pool(C)
+    assert got is not None and got.pool == expected and got.outbox is None and got.apply_status == "Applied"
+    assert [h.pool for h in store.list_history(C)] == [expected]
+    # And the next generation follows it
+    store.put_pool(pool_record(2), expected_generation=1)
+    assert store.get_pool(C).generation == 2  # type: ignore[union-attr]
+
+
 def test_an_incompressible_oversized_pool_is_refused_before_writing(store: DynamoStore) -> None:
-    noise = base64.b64encode(os.urandom(450_000)).decode()
+    raw = base64.b64encode(os.urandom(2_700_000)).decode()
     with pytest.raises(PermanentError, match="too large"):
-        store.put_pool(pool_record(1, pool={"noise": noise}), expected_generation=0)
+        store.put_pool(pool_record(1, pool={"noise": raw}), expected_generation=0)
     assert store.get_pool(C) is None
+
+
+# ------------------------------------------------------------------------------------------- outbox
+def test_the_outbox_is_stored_with_its_generation_and_cleared_only_at_it(store: DynamoStore, table: Any) -> None:
+    # Given generation 1 stored with its event not yet published
+    event = {"cluster": C, "generation": 1, "changes": {"first": True}, "summary": "s"}
+    store.put_pool(replace(pool_record(1), outbox=event), expected_generation=0)
+    # Then the pool carries it (the history does not: it is the pool's)
+    got = store.get_pool(C)
+    assert got is not None and got.outbox == event
+    history = raw_item(table, "CLUSTER#c1", "HISTORY#0000000001")
+    assert history is not None and "outbox" not in history
+    # When generation 2 lands with its own outbox and a late run clears generation 1's
+    second = {**event, "generation": 2}
+    store.put_pool(replace(pool_record(2), outbox=second), expected_generation=1)
+    store.clear_outbox(C, 1)
+    # Then generation 2's outbox is still there (a lost race is a no-op)
+    got = store.get_pool(C)
+    assert got is not None and got.outbox == second
+    # When generation 2's event is published and cleared, then the pool has no outbox and the rest is unchanged
+    store.clear_outbox(C, 2)
+    got = store.get_pool(C)
+    assert got is not None and got.outbox is None and (got.generation, got.pool) == (2, pool_record(2).pool)
+    # And clearing on a cluster without a pool is a no-op
+    store.clear_outbox("nobody", 1)
+    assert store.get_pool("nobody") is None
+
+
+def test_an_outbox_or_extra_above_its_bound_is_refused_naming_it(store: DynamoStore) -> None:
+    too_big = {"x": "y" * MAX_SIDE_JSON}
+    with pytest.raises(PermanentError, match=r"outbox of the pool of c1 is too large to store: \d+ bytes"):
+        store.put_pool(replace(pool_record(1), outbox=too_big), expected_generation=0)
+    with pytest.raises(PermanentError, match=r"extra of the pool of c1 is too large to store"):
+        store.put_pool(replace(pool_record(1), extra=too_big), expected_generation=0)
+    assert store.get_pool(C) is None
+
+
+# ------------------------------------------------------------------------------ conditional read failure
+def test_a_read_failure_for_a_generation_the_pool_left_is_a_no_op(store: DynamoStore) -> None:
+    # Given generation 1 stored
+    store.put_pool(pool_record(1), expected_generation=0)
+    # When a late run that started at generation 0 records a failure, then nothing changes
+    store.record_read_failure(C, "late: boom", generation=0)
+    got = store.get_pool(C)
+    assert got is not None and got.read_failure == ""
+    # When a run at generation 1 records one, then it is recorded; and a late clear from generation 0 keeps it
+    store.record_read_failure(C, "boom", generation=1)
+    store.record_read_failure(C, "", generation=0)
+    got = store.get_pool(C)
+    assert got is not None and (got.generation, got.read_failure) == (1, "boom")
+    # And without a generation, today's behaviour: recorded whatever the generation
+    store.record_read_failure(C, "")
+    assert store.get_pool(C).read_failure == ""  # type: ignore[union-attr]
+
+
+def test_a_read_failure_at_generation_0_creates_the_item_only_when_there_is_none(store: DynamoStore) -> None:
+    # Given no pool item: a failure at generation 0 creates it (visible), one at generation 1 does nothing
+    store.record_read_failure("other", "boom", generation=1)
+    assert store.get_pool("other") is None
+    store.record_read_failure(C, "boom", generation=0)
+    got = store.get_pool(C)
+    assert got is not None and (got.generation, got.read_failure, got.pool) == (0, "boom", {})
+    # And the first pool still lands on it
+    store.put_pool(pool_record(1), expected_generation=0)
+    assert store.get_pool(C).generation == 1  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------- watcher checkpoint
+def test_a_large_watch_checkpoint_is_split_into_parts_and_leftovers_are_deleted(
+    store: DynamoStore, table: Any, clock: Clock
+) -> None:
+    # Given a watch claimed and node views compressing to ~530 KB (two parts)
+    lease = store.claim_watch(C, "w1").lease
+    big = {f"ip-{i}": {"noise": noise(7_000, i)} for i in range(100)}
+    store.save_watch(C, lease, "rv-1", big)
+    # Then WATCH#NODES references two parts and no item is over 400 KB
+    item = raw_item(table, "CLUSTER#c1", "WATCH#NODES")
+    assert item is not None and item["nodes_parts"] == 2 and "nodes" not in item
+    assert part_keys(table, "WATCH#NODES") == ["PART#WATCH#NODES#000", "PART#WATCH#NODES#001"]
+    assert all(item_size(raw) < 400_000 for raw in scan_all(table))
+    # When a newer invocation claims the watch, then it gets every node view back
+    bookmark = DynamoStore(table, clock=clock).claim_watch(C, "w2")
+    assert (bookmark.resource_version, bookmark.nodes) == ("rv-1", big)
+    # When it saves a small checkpoint, then the parts are gone and the views are inline again
+    small = {"ip-1": {"ready": True}}
+    DynamoStore(table, clock=clock).save_watch(C, bookmark.lease, "rv-2", small)
+    item = raw_item(table, "CLUSTER#c1", "WATCH#NODES")
+    assert item is not None and "nodes_parts" not in item and part_keys(table, "WATCH#NODES") == []
+    assert store.claim_watch(C, "w3").nodes == small
+    # And the older lease is still refused (fencing unchanged), writing nothing
+    with pytest.raises(ConflictError, match="taken over"):
+        store.save_watch(C, lease, "rv-3", big)
+    assert part_keys(table, "WATCH#NODES") == []
+
+
+def test_a_missing_watch_part_is_a_permanent_error_naming_the_item(store: DynamoStore, table: Any) -> None:
+    lease = store.claim_watch(C, "w1").lease
+    store.save_watch(C, lease, "rv-1", {f"ip-{i}": {"noise": noise(7_000, i)} for i in range(100)})
+    table.delete_item(Key={"pk": "CLUSTER#c1", "sk": "PART#WATCH#NODES#001"})
+    with pytest.raises(PermanentError, match="corrupt item pk='CLUSTER#c1' sk='WATCH#NODES'"):
+        store.claim_watch(C, "w2")
 
 
 def test_record_apply_on_the_current_generation(store: DynamoStore) -> None:
@@ -676,6 +961,13 @@ def quota_item(**changes: Any) -> dict[str, Any]:
             {"generation": 1, "digest": "d", "pool": "@@", "pool_encoding": "zlib+base64", "computed_at": ""},
             "pool",
         ),
+        ("POOL", {"generation": 1, "digest": "d", "pool": "{}", "pool_encoding": "zlib", "computed_at": ""}, "pool"),
+        (
+            "POOL",
+            {"generation": 1, "digest": "d", "pool_encoding": "zlib", "pool_parts": 99, "computed_at": ""},
+            "pool",
+        ),
+        ("POOL", {"generation": 1, "digest": "d", "pool": "{}", "computed_at": "", "outbox": "[]"}, "pool"),
         ("POOL", {"generation": -1, "digest": "d", "pool": "{}", "computed_at": ""}, "pool"),
         ("POOL", {"generation": 1, "digest": "d", "pool": "{}", "computed_at": "", "apply_status": "Weird"}, "pool"),
         ("META", {"cluster_id": "c1", "eks_cluster_name": 5, "namespace_prefix": "p", "cohort_name": "c"}, "cluster"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,6 +54,9 @@ class PoolRecord:
     apply_message: str = ""
     read_failure: str = ""  # last failure to observe the cluster, "" when the last read worked
     extra: dict[str, Any] = field(default_factory=dict)
+    outbox: dict[str, Any] | None = None
+    """The ``Lendable Pool Recomputed`` detail of this generation not yet published (None: published, or none);
+    stored with the generation, removed by ``Store.clear_outbox`` once it is on the bus."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +106,15 @@ class Store(Protocol):
         ...
 
     def record_apply(self, cluster_id: str, generation: int, status: str, message: str = "") -> None: ...
-    def record_read_failure(self, cluster_id: str, message: str) -> None: ...
+    def record_read_failure(self, cluster_id: str, message: str, *, generation: int | None = None) -> None:
+        """Record (``message``) or clear (``""``) the last failure to observe the cluster; with ``generation``,
+        only while the stored generation is that one (0: also no pool item yet) — else a no-op."""
+        ...
+
+    def clear_outbox(self, cluster_id: str, generation: int) -> None:
+        """Remove the pool's outbox once its event is published, only while the pool is at ``generation``
+        (a pool that moved on carries its own outbox: a no-op)."""
+        ...
 
     def put_receipt(self, receipt: RecalculationReceipt) -> None:
         """Write (or overwrite) the receipt of an explicit recalculation request, with a TTL."""
@@ -250,4 +261,24 @@ class RequestLedger(Protocol):
         """Run ``run`` once per (cluster, request id) and return its answer; when the request already ran
         (a redelivery), return that run's answer without running. A run that raised leaves no trace: the
         next delivery runs again."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRecord:
+    """One record of the recompute queue as the event source mapping hands it over: what the batch needs to
+    handle it (``body``) and to hand it back when it failed (its receipt handle, how often it was received)."""
+
+    message_id: str
+    body: object
+    receipt_handle: str = ""
+    receive_count: int = 1
+    queue_arn: str = ""
+
+
+class RecordReturns(Protocol):
+    def retry_later(self, queue_arn: str, entries: Sequence[tuple[str, int]]) -> int:
+        """Make each record (receipt handle) of the queue visible again after its seconds, so that a failed record
+        blocks its message group for its backoff only; returns how many were changed. Never raises: a record not
+        changed returns after the queue's visibility timeout."""
         ...

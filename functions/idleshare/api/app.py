@@ -37,7 +37,7 @@ from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.requests import MAX_INT32
 from idleshare.runtime.observability import logger, tracer
 from idleshare.runtime.wiring import dependencies
-from idleshare.service.admin import Admin, BadRequestError
+from idleshare.service.admin import EXCLUDED_PAGE_MAX, POOL_EXCLUDED_SAMPLE, Admin, BadRequestError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -218,7 +218,16 @@ def delete_scheduler_config(cluster: Cluster, version: TargetVersionQuery = None
 
 
 # ---------------------------------------------------------------------------------------- read side
-@app.get("/clusters/<cluster>/pool", summary="The current lendable pool", tags=["pool"], responses=READ)
+@app.get(
+    "/clusters/<cluster>/pool",
+    summary="The current lendable pool",
+    description=(
+        f"The pool document; `excludedNodes` holds the first {POOL_EXCLUDED_SAMPLE} by name, `excludedSummary` "
+        "counts them all (per reason) and names the route that lists them: GET /clusters/{cluster}/excluded-nodes."
+    ),
+    tags=["pool"],
+    responses=READ,
+)
 def get_pool(cluster: Cluster) -> dict[str, Any]:
     return _admin().pool(cluster)
 
@@ -249,12 +258,22 @@ def get_history(
 
 @app.get(
     "/clusters/<cluster>/excluded-nodes",
-    summary="Nodes left out of the capacity, with the reason",
+    summary="Nodes left out of the capacity, with the reason (sorted by name, paginated)",
+    description=(
+        "A page of `excludedNodes` ({node: reason}), sorted by node name; `total` and `byReason` count them all. "
+        "`NextToken` in the answer continues with the next page."
+    ),
     tags=["pool"],
     responses=READ,
 )
-def get_excluded_nodes(cluster: Cluster) -> dict[str, Any]:
-    return _admin().excluded_nodes(cluster)
+def get_excluded_nodes(
+    cluster: Cluster,
+    limit: Annotated[
+        int, Query(ge=1, le=EXCLUDED_PAGE_MAX, description=f"at most this many nodes (1..{EXCLUDED_PAGE_MAX})")
+    ] = EXCLUDED_PAGE_MAX,
+    next_token: NextToken = None,
+) -> dict[str, Any]:
+    return _admin().excluded_nodes(cluster, limit=limit, next_token=next_token)
 
 
 # -------------------------------------------------------------------------------------- recalculate

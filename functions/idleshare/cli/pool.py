@@ -14,6 +14,7 @@ from idleshare.domain.model import is_accelerator
 from idleshare.domain.pool import Bound
 
 HISTORY_PAGE_MAX = 100
+EXCLUDED_PAGE_MAX = 1000  # the admin API's largest page of excluded nodes
 HISTORY_LIMIT_MAX = 1000
 SUMMARY_WIDTH = 100  # history table; --format json has the whole summary
 BOUND_MEANING: dict[str, str] = {
@@ -29,7 +30,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pool = sub.add_parser("pool", help="the lendable pool of a governed cluster (admin API)")
     verbs = pool.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    remote.cluster_command(verbs, "show", "capacity, allocation, shortfall, apply status", show)
+    remote.cluster_command(
+        verbs, "show", "capacity, allocation, shortfall, apply status, every excluded node (paged)", show
+    )
 
     p = remote.cluster_command(verbs, "explain", "each team's borrow limits and which bound set them", explain)
     p.add_argument("--team", help="one team only")
@@ -49,8 +52,36 @@ def _cluster(cluster: str) -> list[str]:
 def show(args: argparse.Namespace) -> int:
     path = _cluster(args.cluster)
     api = remote.connect(args)
-    remote.emit(args, api.get([*path, "pool"]), show_text)
+    pool = api.get([*path, "pool"])
+    if isinstance(pool, dict):
+        summary = pool.get("excludedSummary")
+        if isinstance(summary, dict) and summary.get("total", 0) != summary.get("shown", 0):
+            # GET pool shows the first excluded nodes only: every one of them, page by page
+            pool["excludedNodes"] = excluded_nodes(api, path)
+            summary["shown"] = len(pool["excludedNodes"])
+    remote.emit(args, pool, show_text)
     return 0
+
+
+def excluded_nodes(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
+    """Every excluded node and its reason (``GET .../excluded-nodes``, following ``NextToken``)."""
+    route = [*path, "excluded-nodes"]
+    nodes: dict[str, Any] = {}
+    query: dict[str, object] = {"limit": EXCLUDED_PAGE_MAX}
+    seen: set[str] = set()
+    while True:
+        page = api.get(route, query)
+        found = page.get("excludedNodes") if isinstance(page, dict) else None
+        if not isinstance(found, dict):
+            raise CommandError(f"GET /{'/'.join(route)}: unexpected response: no excludedNodes object")
+        nodes.update(found)
+        token = page.get("NextToken")
+        if not token:
+            return nodes
+        if token in seen:  # a server bug must not loop forever
+            raise CommandError(f"GET /{'/'.join(route)}: the API repeated NextToken {str(token)[:40]!r}")
+        seen.add(token)
+        query["NextToken"] = token
 
 
 def explain(args: argparse.Namespace) -> int:
@@ -136,8 +167,17 @@ def show_text(pool: dict[str, Any]) -> str:
             )
         )
     excluded = pool.get("excludedNodes") or {}
-    sections += ["", f"Excluded nodes ({len(excluded)})"]
+    found = pool.get("excludedSummary")
+    summary: dict[str, Any] = found if isinstance(found, dict) else {}
+    total = summary.get("total", len(excluded))
+    by_reason = summary.get("byReason") or {}
+    title = f"Excluded nodes ({total})"
+    if by_reason:
+        title += ": " + ", ".join(f"{reason}={n}" for reason, n in sorted(by_reason.items()))
+    sections += ["", title]
     sections.append(remote.table(sorted(excluded.items()), ["NODE", "REASON"]))
+    if total != len(excluded):
+        sections.append(f"(the first {len(excluded)} of {total}: GET {summary.get('route', 'excluded-nodes')})")
     issues = pool.get("issues") or []
     if issues:
         sections += ["", "Issues"]
@@ -225,7 +265,10 @@ def changes_text(changes: Any) -> str | None:
     if changes.get("teams"):
         parts.append("limits of " + ", ".join(str(t) for t in changes["teams"]))
     if "excludedNodes" in changes:
-        parts.append(f"excluded nodes ({len(changes['excludedNodes'] or {})})")
+        moved = changes["excludedNodes"] or {}
+        # counts ({"count": n, "added": ...}) since the change summary is bounded; a {node: reason} map before
+        count = moved.get("count") if isinstance(moved, dict) and isinstance(moved.get("count"), int) else len(moved)
+        parts.append(f"excluded nodes ({count})")
     return "; ".join(parts) or None
 
 

@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RESULTS = 100
 DEFAULT_HISTORY_LIMIT = 20
+EXCLUDED_PAGE_MAX = 1000  # excluded nodes a page of GET excluded-nodes holds (~300 KB at most: 253-char names)
+POOL_EXCLUDED_SAMPLE = 100  # excluded nodes GET pool shows (the first by name; counts per reason for all)
 
 _BARE_SCHEDULER_KEYS = frozenset({"PriorityClasses", "FairShare", "IdleResourceSharing"})
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
@@ -161,6 +163,18 @@ def _decode_token(token: str | None, field: str = "NextToken") -> dict[str, Any]
 
 def _encode_token(value: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _excluded(record: PoolRecord) -> dict[str, str]:
+    excluded = record.pool.get("excludedNodes")
+    return {str(k): str(v) for k, v in excluded.items()} if isinstance(excluded, dict) else {}
+
+
+def _by_reason(excluded: Mapping[str, str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for reason in excluded.values():
+        counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 # -------------------------------------------------------------------------------------- service
@@ -327,9 +341,14 @@ class Admin:
         return record
 
     def pool(self, cluster_id: str) -> dict[str, Any]:
-        """The stored pool JSON with the generation, when it was computed, how applying it went."""
+        """The stored pool JSON with the generation, when it was computed, how applying it went. The excluded
+        nodes are bounded (a mass failure of 100,000 nodes must not pass Lambda's 6 MB response): the first
+        :data:`POOL_EXCLUDED_SAMPLE` by name, and ``excludedSummary`` — how many, per reason, and the route that
+        lists them all, paginated."""
         record = self._pool(cluster_id)
         out: dict[str, Any] = dict(record.pool)
+        excluded = _excluded(record)
+        shown = sorted(excluded)[:POOL_EXCLUDED_SAMPLE]
         out.update(
             cluster=cluster_id,
             generation=record.generation,
@@ -337,6 +356,13 @@ class Admin:
             applyStatus=record.apply_status,
             applyMessage=record.apply_message,
             readFailure=record.read_failure,
+            excludedNodes={name: excluded[name] for name in shown},
+            excludedSummary={
+                "total": len(excluded),
+                "byReason": _by_reason(excluded),
+                "shown": len(shown),
+                "route": f"/clusters/{cluster_id}/excluded-nodes",
+            },
         )
         if record.extra.get("summary"):
             out["summary"] = record.extra["summary"]
@@ -356,13 +382,32 @@ class Admin:
             )
         return {"cluster": cluster_id, "generation": record.generation, "team": team, **teams[team]}
 
-    def excluded_nodes(self, cluster_id: str) -> dict[str, Any]:
+    def excluded_nodes(
+        self, cluster_id: str, *, limit: int = EXCLUDED_PAGE_MAX, next_token: str | None = None
+    ) -> dict[str, Any]:
+        """The nodes left out of the capacity with their reason, sorted by node name, ``limit`` (1..1000) a page:
+        ``NextToken`` (opaque) continues after the last name of the page, in the pool as it is then. ``total`` and
+        ``byReason`` count them all."""
+        if isinstance(limit, bool) or not 1 <= limit <= EXCLUDED_PAGE_MAX:
+            raise BadRequestError("query", [FieldError("limit", f"must be between 1 and {EXCLUDED_PAGE_MAX}")])
+        token = _decode_token(next_token)
+        after = token.get("after") if token else None
+        if token is not None and (not isinstance(after, str) or not after):
+            raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
         record = self._pool(cluster_id)
-        return {
+        excluded = _excluded(record)
+        names = sorted(n for n in excluded if after is None or n > after)
+        page = names[:limit]
+        out: dict[str, Any] = {
             "cluster": cluster_id,
             "generation": record.generation,
-            "excludedNodes": record.pool.get("excludedNodes", {}),
+            "total": len(excluded),
+            "byReason": _by_reason(excluded),
+            "excludedNodes": {name: excluded[name] for name in page},
         }
+        if len(names) > limit:
+            out["NextToken"] = _encode_token({"after": page[-1]})
+        return out
 
     def history(
         self, cluster_id: str, *, limit: int = DEFAULT_HISTORY_LIMIT, next_token: str | None = None

@@ -18,16 +18,20 @@ Item layout (every attribute name below is the stored one; ``ttl`` is the table'
                                                  body (JSON text), created_at, updated_at
     CLUSTER#<id>      TEAM#<team>                quota_name   (guard: one quota per team)
     CLUSTER#<id>      SCHEDULER                  config_id, version, body (JSON text), created_at, updated_at
-    CLUSTER#<id>      POOL                       generation (int >= 0), digest, pool_encoding + pool,
-                                                 computed_at, apply_status, apply_message, applied_at,
-                                                 read_failure, read_failure_at, extra (JSON text)
-    CLUSTER#<id>      HISTORY#<generation:010d>  generation, digest, pool_encoding + pool, computed_at,
-                                                 extra, recorded_at, ttl (epoch seconds)
+    CLUSTER#<id>      POOL                       generation (int >= 0), digest, pool_encoding + (pool | pool_parts
+                                                 + pool_sha256), computed_at, apply_status, apply_message,
+                                                 applied_at, read_failure, read_failure_at, extra (JSON text),
+                                                 [outbox] (JSON text: the generation's unpublished event)
+    CLUSTER#<id>      HISTORY#<generation:010d>  generation, digest, pool_encoding + (pool | pool_parts
+                                                 + pool_sha256), computed_at, extra, recorded_at, ttl
+    CLUSTER#<id>      PART#<owner sk>#<i:03d>    data (binary, <= 300,000 bytes), part_of (the owner's sha256),
+                                                 index, [generation], [ttl: a history entry's]
     CLUSTER#<id>      RECALC#<request id>        request_id, status, generation, changed, message,
                                                  completed_at, ttl (epoch seconds): a recalculation receipt
     CLUSTER#<id>      WATCH                      lease (int >= 1), watch_owner, claimed_at, rv, saved_at: the node
                                                  watcher's bookmark (claim_watch / save_watch)
-    CLUSTER#<id>      WATCH#NODES                nodes (binary: zlib JSON, each node's view), rv, saved_at
+    CLUSTER#<id>      WATCH#NODES                nodes (binary: zlib JSON, each node's view) | nodes_parts +
+                                                 nodes_sha256, rv, saved_at
 
 Rules this adapter keeps:
 
@@ -47,8 +51,11 @@ Rules this adapter keeps:
   ``LastModifiedTime`` (DescribeComputeQuota's shape). The scheduler config body is returned as given.
 - The pool generation moves N -> N+1 only if the stored one is still N (one TransactWriteItems with the
   append-only history item); a lost race raises :class:`~idleshare.adapters.errors.ConflictError`.
-  A pool JSON above ``COMPRESS_ABOVE`` bytes is stored zlib-compressed and base64-encoded
-  (``pool_encoding = "zlib+base64"``): a DynamoDB item holds at most 400 KB.
+  A pool JSON above ``COMPRESS_ABOVE`` bytes is stored zlib-compressed in a binary attribute
+  (``pool_encoding = "zlib"``), split into ``PART#`` items of ``PART_SIZE`` bytes written in the same transaction
+  when larger (:mod:`.items`): every item stays under 400 KB; a pool over ``MAX_POOL_PARTS`` parts (the pool and
+  its history entry must fit one 4 MB transaction) is refused (413). Items of the ``"json"`` and
+  ``"zlib+base64"`` text encodings written before are still read.
 - Generation 0 means "no pool computed yet". :meth:`DynamoStore.record_read_failure` on a cluster without
   a POOL item creates one at generation 0 with an empty pool (so the failure is visible);
   :meth:`DynamoStore.get_pool` returns it as a ``PoolRecord`` with ``generation == 0`` and ``pool == {}``,
@@ -62,7 +69,7 @@ Rules this adapter keeps:
 from __future__ import annotations
 
 from idleshare.adapters.store.errors import AlreadyExistsError, TransactionCancelledError, translate
-from idleshare.adapters.store.items import COMPRESS_ABOVE
+from idleshare.adapters.store.items import COMPRESS_ABOVE, ITEM_BUDGET, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE
 from idleshare.adapters.store.policies import Policies
 from idleshare.adapters.store.pools import RECEIPT_TTL_SECONDS, Pools
 from idleshare.adapters.store.registry import ClusterRegistry
@@ -71,6 +78,10 @@ from idleshare.table import PK, SK, TTL_ATTRIBUTE
 
 __all__ = [
     "COMPRESS_ABOVE",
+    "ITEM_BUDGET",
+    "MAX_POOL_PARTS",
+    "MAX_SIDE_JSON",
+    "PART_SIZE",
     "PK",
     "RECEIPT_TTL_SECONDS",
     "SK",

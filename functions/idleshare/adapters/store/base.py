@@ -7,8 +7,15 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from boto3.dynamodb.conditions import Key
+
+from idleshare.adapters.errors import PermanentError
 from idleshare.adapters.store.errors import translate
-from idleshare.table import PK, SK
+from idleshare.adapters.store.items import TRANSACTION_LIMIT, check_item_size, item_size
+from idleshare.table import PK, SK, part_sk
+
+MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems' limit
+_KNOWN_PARTS_MAX = 4096  # entries of the part-count memo (clusters x documents) before it is reset
 
 
 def _utcnow() -> datetime:
@@ -33,6 +40,10 @@ class TableAccess:
         self.table_name: str = table.name
         self.history_ttl_days = history_ttl_days
         self.clock = clock
+        self._known_parts: dict[tuple[str, str], tuple[int, int]] = {}
+        """(pk, owner sk) -> (version, how many parts the owner item had at that version): the generation of a
+        pool read by this instance, the lease of a watch it claimed. A write conditional on that same version
+        deletes exactly the parts left over; without it, every part index that can exist."""
 
     # ------------------------------------------------------------------------------- plumbing
     def _call(self, operation: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -61,10 +72,52 @@ class TableAccess:
                 return
 
     def _transact(self, operation: str, items: list[dict[str, Any]]) -> None:
+        """One TransactWriteItems; every ``Put`` item is checked under the item budget and the whole under the
+        transaction's limits (100 items, 4 MB) before anything is sent."""
+        total = 0
         for entry in items:
             body = next(iter(entry.values()))
             body["TableName"] = self.table_name
+            if "Item" in body:
+                check_item_size(body["Item"], operation)
+                total += item_size(body["Item"])
+            else:
+                total += item_size(body["Key"]) + item_size(body.get("ExpressionAttributeValues", {}))
+        if len(items) > MAX_TRANSACTION_ITEMS or total > TRANSACTION_LIMIT:
+            raise PermanentError(
+                f"{operation}: a transaction of {len(items)} items and {total} bytes "
+                f"(at most {MAX_TRANSACTION_ITEMS} items and {TRANSACTION_LIMIT} bytes)",
+                operation=operation,
+                status=413,
+            )
         self._call(operation, self.client.transact_write_items, TransactItems=items)
+
+    # ------------------------------------------------------------------------------- parts
+    def _parts(self, operation: str, pk: str, owner_sk: str, count: int) -> list[dict[str, Any]]:
+        """The part items 0..count-1 of the owner ``owner_sk`` (one consistent Query on the parts' keys)."""
+        return list(
+            self._query(
+                operation,
+                KeyConditionExpression=Key(PK).eq(pk)
+                & Key(SK).between(part_sk(owner_sk, 0), part_sk(owner_sk, count - 1)),
+                ConsistentRead=True,
+            )
+        )
+
+    def _leftover_parts(self, pk: str, owner_sk: str, version: int, count: int, most: int) -> list[dict[str, Any]]:
+        """Deletes of the parts of ``owner_sk`` from index ``count`` on that the version replaced (known from this
+        instance's read of ``version``; else every index below ``most``)."""
+        known = self._known_parts.get((pk, owner_sk))
+        previous = known[1] if known is not None and known[0] == version else most
+        return [{"Delete": {"Key": {PK: pk, SK: part_sk(owner_sk, i)}}} for i in range(count, previous)]
+
+    def _remember_parts(self, pk: str, owner_sk: str, version: int, count: int | None) -> None:
+        if count is None:
+            self._known_parts.pop((pk, owner_sk), None)
+            return
+        if len(self._known_parts) >= _KNOWN_PARTS_MAX:
+            self._known_parts.clear()
+        self._known_parts[(pk, owner_sk)] = (version, count)
 
     def _now(self) -> str:
         return self.clock().astimezone(UTC).isoformat()

@@ -1,26 +1,45 @@
-"""The item codec: typed, validated reads of stored items (:class:`StoredItem`), values as JSON text, the pool's
-compression, ids and the small checks every writer shares."""
+"""The item codec: typed, validated reads of stored items (:class:`StoredItem`), values as JSON text, large
+documents (compressed, split into parts when need be: :func:`pack`, :func:`part_items`, :func:`unpack`), the size
+of an item as DynamoDB counts it, ids and the small checks every writer shares.
+
+A large document (the pool, a history entry, the watcher's node views) is stored as zlib-compressed JSON in a
+binary attribute: in the item itself when the compressed bytes fit in :data:`PART_SIZE`, else split into parts of
+:data:`PART_SIZE` bytes, each its own item (``PART#<owner sk>#<index:03d>``, :func:`idleshare.table.part_sk`) written
+in the same transaction as the item that references them. The owner holds ``<attr>_parts`` (how many) and
+``<attr>_sha256`` (of the whole compressed document); each part holds ``data``, ``part_of`` (that digest) and its
+``index``, so a missing, stale or corrupt part is detected on read. Every item written stays under
+:data:`ITEM_BUDGET` by construction: the parts' size, plus bounded side attributes (:data:`MAX_SIDE_JSON`,
+:data:`MAX_MESSAGE`)."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import secrets
 import string
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NoReturn
 
 from idleshare.adapters.errors import PermanentError
-from idleshare.table import PK, SK
+from idleshare.table import PK, SK, part_sk
 
-COMPRESS_ABOVE = 350_000  # bytes of pool JSON above which it is stored compressed
-MAX_STORED_POOL = 380_000  # bytes of the (possibly compressed) pool text one item may carry
+COMPRESS_ABOVE = 64_000  # bytes of pool JSON above which it is stored compressed (binary)
+ITEM_LIMIT = 409_600  # DynamoDB's item size limit (400 KB), attribute names and values
+ITEM_BUDGET = 400_000  # every item this store writes stays under this (checked before each write)
+PART_SIZE = 300_000  # bytes of compressed document one item carries (inline, or per part item)
+MAX_SIDE_JSON = 32_000  # bytes of JSON of a side attribute beside a document (a pool's extra, its outbox)
+TRANSACTION_LIMIT = 4_000_000  # TransactWriteItems: at most 4 MB of items (and 100 of them) in one call
+MAX_POOL_PARTS = 6  # the pool and its history entry each hold the parts: 2 x 6 x 300 KB = 3.6 MB per transaction
+MAX_WATCH_PARTS = 12  # the watcher's node views, once per transaction: 12 x 300 KB = 3.6 MB
 MAX_MESSAGE = 2_000  # apply / read-failure messages are cut to this many characters
-ENCODING_JSON = "json"
-ENCODING_ZLIB = "zlib+base64"
+ENCODING_JSON = "json"  # pool: JSON text
+ENCODING_ZLIB = "zlib+base64"  # pool: zlib, base64 text (written before parts existed; still read)
+ENCODING_ZLIB_BINARY = "zlib"  # pool: zlib, binary, inline or in parts
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 ID_PATTERN = re.compile(r"^[a-z0-9]{12}$")  # quota and scheduler config ids
 
@@ -101,8 +120,38 @@ class StoredItem:
             self.corrupt(f"attribute {attr!r} must hold a JSON object (got {type(value).__name__})")
         return value
 
-    def pool(self) -> dict[str, Any]:
+    def get_bytes(self, attr: str) -> bytes:
+        value = self.raw.get(attr)
+        data = getattr(value, "value", value)  # boto3's Binary
+        if not isinstance(data, bytes | bytearray):
+            self.corrupt(f"attribute {attr!r} must be binary (got {type(value).__name__})")
+        return bytes(data)
+
+    def part_count(self, attr: str, limit: int) -> int:
+        """How many parts hold ``attr``'s document (0: inline)."""
+        if self.raw.get(f"{attr}_parts") is None:
+            return 0
+        count = self.get_int(f"{attr}_parts", minimum=1)
+        if count > limit:
+            self.corrupt(f"attribute '{attr}_parts' must be <= {limit} (got {count})")
+        return count
+
+    def document(self, attr: str, blob: bytes) -> dict[str, Any]:
+        """A compressed document's JSON object (``blob``: the inline attribute or the parts joined)."""
+        try:
+            value = json.loads(zlib.decompress(blob))
+        except (ValueError, zlib.error) as exc:
+            self.corrupt(f"attribute {attr!r} is not zlib-compressed JSON ({exc})")
+        if not isinstance(value, dict):
+            self.corrupt(f"attribute {attr!r} must hold a JSON object")
+        return value
+
+    def pool(self, parts: bytes | None = None) -> dict[str, Any]:
+        """The pool document: JSON text, zlib+base64 text (older items), or zlib binary inline or (``parts``: the
+        parts joined, :func:`unpack`) in part items."""
         encoding = self.get_str("pool_encoding", ENCODING_JSON)
+        if encoding == ENCODING_ZLIB_BINARY:
+            return self.document("pool", parts if parts is not None else self.get_bytes("pool"))
         text = self.get_str("pool")
         if encoding == ENCODING_ZLIB:
             try:
@@ -120,17 +169,116 @@ class StoredItem:
         return value
 
 
-def encode_pool(pool: Mapping[str, Any], cluster_id: str) -> tuple[str, str]:
-    text = to_json(pool, f"pool of {cluster_id}")
+@dataclass(frozen=True)
+class Packed:
+    """A document as stored: ``inline`` (JSON text or compressed bytes, in the owner item) or ``parts``."""
+
+    inline: str | bytes | None
+    parts: tuple[bytes, ...] = ()
+    sha256: str = ""
+    json_bytes: int = 0
+    compressed_bytes: int = 0
+
+    def owner_attributes(self, attr: str) -> dict[str, Any]:
+        """What the owner item holds: ``attr`` inline, or ``<attr>_parts`` and ``<attr>_sha256``."""
+        if not self.parts:
+            return {attr: self.inline}
+        return {f"{attr}_parts": len(self.parts), f"{attr}_sha256": self.sha256}
+
+
+def pack(document: Mapping[str, Any], what: str, *, max_parts: int, operation: str, text_below: int = 0) -> Packed:
+    """``document`` as stored: JSON text when at most ``text_below`` bytes, else zlib-compressed, inline when the
+    compressed bytes fit in :data:`PART_SIZE`, else in parts; more than ``max_parts`` parts is refused (413)."""
+    text = to_json(document, what)
     raw = text.encode("utf-8")
-    if len(raw) <= COMPRESS_ABOVE:
-        return ENCODING_JSON, text
-    packed = base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
-    if len(packed) > MAX_STORED_POOL:
+    if len(raw) <= text_below:
+        return Packed(text, json_bytes=len(raw))
+    blob = zlib.compress(raw, 6)
+    if len(blob) <= PART_SIZE:
+        return Packed(blob, json_bytes=len(raw), compressed_bytes=len(blob))
+    parts = tuple(blob[i : i + PART_SIZE] for i in range(0, len(blob), PART_SIZE))
+    if len(parts) > max_parts:
         raise PermanentError(
-            f"pool of {cluster_id} is too large to store: {len(raw)} bytes of JSON, "
-            f"{len(packed)} compressed (limit {MAX_STORED_POOL})",
-            operation="put_pool",
+            f"{what} is too large to store: {len(raw)} bytes of JSON, {len(blob)} compressed "
+            f"(at most {max_parts * PART_SIZE}: {max_parts} parts of {PART_SIZE} bytes, so that one transaction "
+            f"stays under DynamoDB's {TRANSACTION_LIMIT // 1_000_000} MB)",
+            operation=operation,
             status=413,
         )
-    return ENCODING_ZLIB, packed
+    return Packed(None, parts, hashlib.sha256(blob).hexdigest(), len(raw), len(blob))
+
+
+def part_items(pk: str, owner_sk: str, packed: Packed, **attributes: Any) -> list[dict[str, Any]]:
+    """The part items of ``packed`` (none when inline), each with ``attributes`` (a TTL, say)."""
+    return [
+        {PK: pk, SK: part_sk(owner_sk, i), "data": data, "part_of": packed.sha256, "index": i, **attributes}
+        for i, data in enumerate(packed.parts)
+    ]
+
+
+def unpack(owner: StoredItem, attr: str, count: int, raws: Iterable[Mapping[str, Any]]) -> bytes | None:
+    """The compressed document the ``count`` parts ``raws`` hold (read by the owner's parts prefix), or None when a
+    part is missing or does not belong to the owner's document (a concurrent overwrite, or an expired entry: the
+    caller decides). A part that is there but unreadable is corrupt."""
+    expected = owner.get_str(f"{attr}_sha256")
+    found: dict[int, bytes] = {}
+    for raw in raws:
+        part = StoredItem(raw)
+        index = part.get_int("index")
+        if index >= count or part.raw.get("part_of") != expected:
+            continue
+        found[index] = part.get_bytes("data")
+    if len(found) != count:
+        return None
+    blob = b"".join(found[i] for i in range(count))
+    if hashlib.sha256(blob).hexdigest() != expected:
+        owner.corrupt(f"the {count} parts of attribute {attr!r} do not match its digest {expected}")
+    return blob
+
+
+def attribute_size(value: Any) -> int:
+    """The bytes DynamoDB counts for one attribute value (an upper bound for numbers)."""
+    data = getattr(value, "value", value)
+    if isinstance(data, str):
+        return len(data.encode("utf-8"))
+    if isinstance(data, bytes | bytearray):
+        return len(data)
+    if data is None or isinstance(data, bool):
+        return 1
+    if isinstance(data, int | float | Decimal):
+        return 1 + (len(str(abs(data)).replace(".", "").strip("0")) + 1) // 2
+    if isinstance(data, Mapping):
+        return 3 + sum(len(str(k).encode()) + attribute_size(v) + 1 for k, v in data.items())
+    if isinstance(data, list | tuple | set | frozenset):
+        return 3 + sum(attribute_size(v) + 1 for v in data)
+    raise TypeError(f"no DynamoDB size for {type(value).__name__}")
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """An item's size as DynamoDB counts it against the 400 KB limit: every attribute name and value."""
+    return sum(len(name.encode("utf-8")) + attribute_size(value) for name, value in item.items())
+
+
+def check_item_size(item: Mapping[str, Any], operation: str) -> None:
+    """Refuse (before writing) an item at or above :data:`ITEM_BUDGET`: kept by construction, checked anyway."""
+    size = item_size(item)
+    if size >= ITEM_BUDGET:
+        raise PermanentError(
+            f"{operation}: item {PK}={item.get(PK)!r} {SK}={item.get(SK)!r} would take {size} bytes "
+            f"(at most {ITEM_BUDGET}; DynamoDB's limit is {ITEM_LIMIT})",
+            operation=operation,
+            status=413,
+        )
+
+
+def side_json(value: Any, what: str, operation: str) -> str:
+    """A bounded JSON attribute beside a document (:data:`MAX_SIDE_JSON` bytes): a pool's extra, its outbox."""
+    text = to_json(value, what)
+    size = len(text.encode("utf-8"))
+    if size > MAX_SIDE_JSON:
+        raise PermanentError(
+            f"{what} is too large to store: {size} bytes of JSON (at most {MAX_SIDE_JSON})",
+            operation=operation,
+            status=413,
+        )
+    return text

@@ -9,28 +9,85 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from idleshare.adapters.errors import ConflictError, PermanentError
+from idleshare.adapters.errors import ConflictError, PermanentError, RetryableError
 from idleshare.adapters.ports import PoolRecord, RecalculationReceipt
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
-from idleshare.adapters.store.items import StoredItem, attribute_values, clip, encode_pool, require_name, to_json
-from idleshare.table import HISTORY_PREFIX, PK, POOL_SK, RECEIPT_PREFIX, SK, TTL_ATTRIBUTE, cluster_pk, history_sk
+from idleshare.adapters.store.items import (
+    COMPRESS_ABOVE,
+    ENCODING_JSON,
+    ENCODING_ZLIB_BINARY,
+    MAX_POOL_PARTS,
+    StoredItem,
+    attribute_values,
+    clip,
+    pack,
+    part_items,
+    require_name,
+    side_json,
+    unpack,
+)
+from idleshare.table import (
+    HISTORY_PREFIX,
+    PK,
+    POOL_SK,
+    RECEIPT_PREFIX,
+    SK,
+    TTL_ATTRIBUTE,
+    cluster_pk,
+    history_sk,
+    parts_prefix,
+)
 
 APPLY_STATUSES = ("Pending", "Applied", "Failed", "Conflict")  # Conflict: objects left to another field manager
 RECEIPT_STATUSES = ("Done", "Failed")
 RECEIPT_TTL_SECONDS = 24 * 3600  # idleshare.names.RECALC_RECEIPT_TTL_SECONDS
+_POOL_READ_ATTEMPTS = 4  # reads of a POOL item whose parts a newer generation overwrote meanwhile
 
 
 class Pools(TableAccess):
     """The pool, its history, apply status and read failures, and recalculation receipts."""
 
     def get_pool(self, cluster_id: str) -> PoolRecord | None:
-        item = self._get(cluster_pk(cluster_id), POOL_SK, "get_pool")
-        return None if item is None else self._pool(cluster_id, item)
+        """The POOL item, its document reassembled from its parts when it has some. A Query of the parts can
+        interleave with a newer generation's transaction (which overwrites them): then the item is read again; a
+        part missing or stale at an unchanged generation is corrupt (``PermanentError`` naming the item)."""
+        op = "get_pool"
+        pk = cluster_pk(cluster_id)
+        seen: int | None = None
+        for _ in range(_POOL_READ_ATTEMPTS):
+            raw = self._get(pk, POOL_SK, op)
+            if raw is None:
+                return None
+            item = StoredItem(raw)
+            count = item.part_count("pool", MAX_POOL_PARTS)
+            parts = unpack(item, "pool", count, self._parts(op, pk, POOL_SK, count)) if count else None
+            if count and parts is None:
+                generation = item.get_int("generation")
+                if generation == seen:
+                    item.corrupt(
+                        f"a part of attribute 'pool' ({count} parts under {parts_prefix(POOL_SK)!r}) is missing "
+                        "or belongs to another document"
+                    )
+                seen = generation
+                continue
+            record = self._pool(cluster_id, raw, parts)
+            self._remember_parts(pk, POOL_SK, record.generation, count)
+            return record
+        raise RetryableError(
+            f"{op}: the pool of {cluster_id} kept moving while its parts were read ({_POOL_READ_ATTEMPTS} attempts)",
+            operation=op,
+        )
 
     def put_pool(self, record: PoolRecord, expected_generation: int) -> None:
         """Generation N+1 (``record.generation``) only if the stored one is still N (0: no pool yet),
-        plus the append-only ``HISTORY#`` item with its TTL, in one transaction. Lost race -> ConflictError."""
+        plus the append-only ``HISTORY#`` item with its TTL, in one transaction. Lost race -> ConflictError.
+
+        The pool document is JSON text up to ``COMPRESS_ABOVE`` bytes, else zlib-compressed (binary) in the item
+        itself up to ``PART_SIZE`` bytes, else in parts (``PART#POOL#<i>``, and ``PART#HISTORY#<generation>#<i>``
+        with the history item's TTL) written in the same transaction; the POOL item's parts that the previous
+        generation had beyond the new count are deleted in it too. More than ``MAX_POOL_PARTS`` parts (the
+        transaction's 4 MB holds the document twice) is refused before writing (413)."""
         op = "put_pool"
         if expected_generation < 0 or record.generation != expected_generation + 1:
             raise PermanentError(
@@ -40,15 +97,18 @@ class Pools(TableAccess):
             )
         if record.apply_status not in APPLY_STATUSES:
             raise PermanentError(f"apply_status {record.apply_status!r} not in {APPLY_STATUSES}", operation=op)
-        encoding, pool_text = encode_pool(record.pool, record.cluster_id)
-        extra = to_json(record.extra, f"extra of the pool of {record.cluster_id}")
+        cid = record.cluster_id
+        packed = pack(record.pool, f"pool of {cid}", max_parts=MAX_POOL_PARTS, operation=op, text_below=COMPRESS_ABOVE)
+        extra = side_json(record.extra, f"extra of the pool of {cid}", op)
+        outbox = None if record.outbox is None else side_json(record.outbox, f"outbox of the pool of {cid}", op)
         now = self.clock()
-        pk = cluster_pk(record.cluster_id)
+        pk = cluster_pk(cid)
+        expires = int(now.timestamp()) + self.history_ttl_days * 86_400
         common = {
             "generation": record.generation,
             "digest": record.digest,
-            "pool_encoding": encoding,
-            "pool": pool_text,
+            "pool_encoding": ENCODING_JSON if isinstance(packed.inline, str) else ENCODING_ZLIB_BINARY,
+            **packed.owner_attributes("pool"),
             "computed_at": record.computed_at,
             "extra": extra,
         }
@@ -60,19 +120,29 @@ class Pools(TableAccess):
             "apply_message": clip(record.apply_message),
             "read_failure": clip(record.read_failure),
             "updated_at": now.astimezone(UTC).isoformat(),
+            **({} if outbox is None else {"outbox": outbox}),
         }
+        hsk = history_sk(record.generation)
         history_item = {
             PK: pk,
-            SK: history_sk(record.generation),
+            SK: hsk,
             **common,
             "recorded_at": now.astimezone(UTC).isoformat(),
-            TTL_ATTRIBUTE: int(now.timestamp()) + self.history_ttl_days * 86_400,
+            TTL_ATTRIBUTE: expires,
         }
         condition = (
             f"attribute_not_exists({PK}) OR generation = :expected"
             if expected_generation == 0
             else "generation = :expected"
         )
+        parts = [
+            *part_items(pk, POOL_SK, packed, generation=record.generation),
+            *part_items(pk, hsk, packed, generation=record.generation, **{TTL_ATTRIBUTE: expires}),
+        ]
+        leftovers = self._leftover_parts(
+            pk, POOL_SK, expected_generation, len(packed.parts), 0 if expected_generation == 0 else MAX_POOL_PARTS
+        )
+        self._remember_parts(pk, POOL_SK, record.generation, None)
         try:
             self._transact(
                 op,
@@ -90,15 +160,33 @@ class Pools(TableAccess):
                             "ConditionExpression": f"attribute_not_exists({PK})",
                         }
                     },
+                    *({"Put": {"Item": attribute_values(part)}} for part in parts),
+                    *leftovers,
                 ],
             )
         except TransactionCancelledError as exc:
             raise ConflictError(
-                f"pool of {record.cluster_id} is no longer at generation {expected_generation}: "
-                f"another writer got there first ({', '.join(exc.reasons)})",
+                f"pool of {cid} is no longer at generation {expected_generation}: "
+                f"another writer got there first ({', '.join(exc.reasons[:2])})",
                 operation=op,
                 status=409,
             ) from exc
+        self._remember_parts(pk, POOL_SK, record.generation, len(packed.parts))
+
+    def clear_outbox(self, cluster_id: str, generation: int) -> None:
+        """Remove the pool's outbox (its event is on the bus), only while the pool is at ``generation``: a pool
+        that moved on (or is gone) keeps its own outbox, and this is a no-op."""
+        try:
+            self._call(
+                "clear_outbox",
+                self.table.update_item,
+                Key={PK: cluster_pk(cluster_id), SK: POOL_SK},
+                UpdateExpression="REMOVE outbox",
+                ConditionExpression="generation = :g",
+                ExpressionAttributeValues={":g": generation},
+            )
+        except ConflictError:
+            return
 
     def record_apply(self, cluster_id: str, generation: int, status: str, message: str = "") -> None:
         """Record how applying ``generation`` to the cluster went; does nothing if the stored pool has
@@ -118,28 +206,42 @@ class Pools(TableAccess):
         except ConflictError:
             return
 
-    def record_read_failure(self, cluster_id: str, message: str) -> None:
+    def record_read_failure(self, cluster_id: str, message: str, *, generation: int | None = None) -> None:
         """Record (``message``) or clear (``""``) the last failure to observe the cluster. Keeps the
-        pool and its generation; with no POOL item yet, creates one at generation 0 with no pool."""
-        self._call(
-            "record_read_failure",
-            self.table.update_item,
-            Key={PK: cluster_pk(cluster_id), SK: POOL_SK},
-            UpdateExpression=(
-                "SET read_failure = :m, read_failure_at = :t, "
-                "generation = if_not_exists(generation, :zero), digest = if_not_exists(digest, :empty), "
-                "computed_at = if_not_exists(computed_at, :empty), "
-                "apply_status = if_not_exists(apply_status, :pending), "
-                "apply_message = if_not_exists(apply_message, :empty)"
-            ),
-            ExpressionAttributeValues={
-                ":m": clip(message),
-                ":t": self._now(),
-                ":zero": 0,
-                ":empty": "",
-                ":pending": "Pending",
-            },
-        )
+        pool and its generation; with no POOL item yet, creates one at generation 0 with no pool. With
+        ``generation``, only while the stored generation is that one (0: also when there is no POOL item): a run
+        that lost the race to a newer generation changes nothing (it never reinstates a cleared failure)."""
+        args: dict[str, Any] = {}
+        if generation is not None:
+            args["ConditionExpression"] = (
+                f"attribute_not_exists({PK}) OR generation = :g" if generation == 0 else "generation = :g"
+            )
+        try:
+            self._call(
+                "record_read_failure",
+                self.table.update_item,
+                Key={PK: cluster_pk(cluster_id), SK: POOL_SK},
+                UpdateExpression=(
+                    "SET read_failure = :m, read_failure_at = :t, "
+                    "generation = if_not_exists(generation, :zero), digest = if_not_exists(digest, :empty), "
+                    "computed_at = if_not_exists(computed_at, :empty), "
+                    "apply_status = if_not_exists(apply_status, :pending), "
+                    "apply_message = if_not_exists(apply_message, :empty)"
+                ),
+                ExpressionAttributeValues={
+                    ":m": clip(message),
+                    ":t": self._now(),
+                    ":zero": 0,
+                    ":empty": "",
+                    ":pending": "Pending",
+                    **({} if generation is None else {":g": generation}),
+                },
+                **args,
+            )
+        except ConflictError:
+            if generation is None:
+                raise
+            return
 
     def list_history(
         self,
@@ -170,16 +272,28 @@ class Pools(TableAccess):
             args["ProjectionExpression"] = f"{PK}, {SK}, generation, digest, computed_at, extra, #ttl"
             args["ExpressionAttributeNames"] = {"#ttl": TTL_ATTRIBUTE}
         out: list[PoolRecord] = []
+        pk = cluster_pk(cluster_id)
         for raw in self._query("list_history", **args):
             item = StoredItem(raw)
             extra = item.json_object("extra", "{}")
-            extra["expires_at"] = item.get_int(TTL_ATTRIBUTE)
+            expires = item.get_int(TTL_ATTRIBUTE)
+            extra["expires_at"] = expires
+            pool: dict[str, Any] = {}
+            if include_pool:
+                count = item.part_count("pool", MAX_POOL_PARTS)
+                sk = item.get_str(SK)
+                parts = unpack(item, "pool", count, self._parts("list_history", pk, sk, count)) if count else None
+                if count and parts is None:
+                    if expires <= int(self.clock().timestamp()):
+                        continue  # expired: DynamoDB's TTL deletes the entry and its parts, not at once
+                    item.corrupt(f"a part of attribute 'pool' ({count} parts under {parts_prefix(sk)!r}) is missing")
+                pool = item.pool(parts)
             out.append(
                 PoolRecord(
                     cluster_id=cluster_id,
                     generation=item.get_int("generation", minimum=1),
                     digest=item.get_str("digest"),
-                    pool=item.pool() if include_pool else {},
+                    pool=pool,
                     computed_at=item.get_str("computed_at"),
                     extra=extra,
                 )
@@ -241,13 +355,13 @@ class Pools(TableAccess):
         )
 
     @staticmethod
-    def _pool(cluster_id: str, raw: Mapping[str, Any]) -> PoolRecord:
+    def _pool(cluster_id: str, raw: Mapping[str, Any], parts: bytes | None = None) -> PoolRecord:
         item = StoredItem(raw)
         generation = item.get_int("generation")
         status = item.get_str("apply_status", "Pending")
         if status not in APPLY_STATUSES:
             item.corrupt(f"apply_status {status!r} not in {APPLY_STATUSES}")
-        pool = item.pool() if generation > 0 or "pool" in raw else {}
+        pool = item.pool(parts) if generation > 0 or "pool" in raw or "pool_parts" in raw else {}
         return PoolRecord(
             cluster_id=cluster_id,
             generation=generation,
@@ -258,4 +372,5 @@ class Pools(TableAccess):
             apply_message=item.get_str("apply_message", ""),
             read_failure=item.get_str("read_failure", ""),
             extra=item.json_object("extra", "{}"),
+            outbox=None if raw.get("outbox") is None else item.json_object("outbox"),
         )

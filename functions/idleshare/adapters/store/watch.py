@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import json
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from idleshare.adapters.errors import ConflictError, PermanentError
+from idleshare.adapters.errors import ConflictError
 from idleshare.adapters.ports import WatchBookmark
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
-from idleshare.adapters.store.items import MAX_STORED_POOL, StoredItem, attribute_values, require_name
-from idleshare.table import PK, SK, WATCH_NODES_SK, WATCH_SK, cluster_pk
+from idleshare.adapters.store.items import (
+    MAX_WATCH_PARTS,
+    StoredItem,
+    attribute_values,
+    pack,
+    part_items,
+    require_name,
+    unpack,
+)
+from idleshare.table import PK, SK, WATCH_NODES_SK, WATCH_SK, cluster_pk, parts_prefix
 
 
 class WatchBookmarks(TableAccess):
@@ -25,8 +31,8 @@ class WatchBookmarks(TableAccess):
 
         Two items: ``WATCH`` (small, written every few seconds: lease, owner, resourceVersion) and
         ``WATCH#NODES`` (every node's view, zlib-compressed JSON, written only when a node changed in a way
-        the watcher reports). A write is billed by the size of the whole item, so the frequent checkpoint
-        must not carry the nodes."""
+        the watcher reports; above ``PART_SIZE`` compressed bytes in ``PART#WATCH#NODES#<i>`` part items). A
+        write is billed by the size of the whole item, so the frequent checkpoint must not carry the nodes."""
         op = "claim_watch"
         owner = require_name(owner, "watch owner", op)
         response = self._call(
@@ -38,27 +44,34 @@ class WatchBookmarks(TableAccess):
             ReturnValues="ALL_NEW",
         )
         item = StoredItem({PK: cluster_pk(cluster_id), SK: WATCH_SK, **response.get("Attributes", {})})
+        pk = cluster_pk(cluster_id)
+        lease = item.get_int("lease", minimum=1)
         nodes_raw = self._call(
             op,
             self.table.get_item,
-            Key={PK: cluster_pk(cluster_id), SK: WATCH_NODES_SK},
+            Key={PK: pk, SK: WATCH_NODES_SK},
             ConsistentRead=True,
-            ProjectionExpression=f"{PK}, {SK}, nodes",
+            ProjectionExpression=f"{PK}, {SK}, nodes, nodes_parts, nodes_sha256",
         ).get("Item")
         nodes: dict[str, Any] | None = None
+        count = 0
         if nodes_raw is not None:
-            blob = nodes_raw.get("nodes")
-            data = getattr(blob, "value", blob)
-            try:
-                decoded = json.loads(zlib.decompress(bytes(data)))
-            except (TypeError, ValueError, zlib.error) as exc:
-                StoredItem(nodes_raw).corrupt(f"attribute 'nodes' is not zlib-compressed JSON ({exc})")
-            if not isinstance(decoded, dict):
-                StoredItem(nodes_raw).corrupt("attribute 'nodes' must hold a JSON object")
-            nodes = decoded
+            stored = StoredItem(nodes_raw)
+            count = stored.part_count("nodes", MAX_WATCH_PARTS)
+            if count:  # the lease moved before this read: no older holder's checkpoint can commit in between
+                blob = unpack(stored, "nodes", count, self._parts(op, pk, WATCH_NODES_SK, count))
+                if blob is None:
+                    stored.corrupt(
+                        f"a part of attribute 'nodes' ({count} parts under {parts_prefix(WATCH_NODES_SK)!r}) is "
+                        "missing or belongs to another checkpoint"
+                    )
+            else:
+                blob = stored.get_bytes("nodes")
+            nodes = stored.document("nodes", blob)
+        self._remember_parts(pk, WATCH_NODES_SK, lease, count)
         return WatchBookmark(
             cluster_id=cluster_id,
-            lease=item.get_int("lease", minimum=1),
+            lease=lease,
             resource_version=item.get_str("rv", ""),
             nodes=nodes,
         )
@@ -81,31 +94,40 @@ class WatchBookmarks(TableAccess):
         if nodes is None:
             self._call(op, self.table.update_item, **update)
             return
-        blob = zlib.compress(json.dumps(nodes, separators=(",", ":"), sort_keys=True).encode(), 6)
-        if len(blob) > MAX_STORED_POOL:
-            raise PermanentError(
-                f"{op}: the node views of {cluster_id} take {len(blob)} bytes compressed (at most {MAX_STORED_POOL})",
-                operation=op,
-            )
+        packed = pack(nodes, f"the node views of {cluster_id}", max_parts=MAX_WATCH_PARTS, operation=op)
+        count = len(packed.parts)
+        attributes = packed.owner_attributes("nodes")
+        removed = [a for a in ("nodes", "nodes_parts", "nodes_sha256") if a not in attributes]
+        values = {f":{name}": value for name, value in attributes.items()}
+        nodes_update = {
+            "Key": {PK: key[PK], SK: WATCH_NODES_SK},
+            "UpdateExpression": "SET "
+            + ", ".join(f"{name} = :{name}" for name in attributes)
+            + ", rv = :rv, saved_at = :t REMOVE "
+            + ", ".join(removed),
+            "ExpressionAttributeValues": attribute_values({**values, ":rv": resource_version, ":t": now}),
+        }
+        parts = [
+            {
+                "Update": {
+                    "Key": {PK: part[PK], SK: part[SK]},
+                    "UpdateExpression": "SET #data = :data, part_of = :of, #index = :i, saved_at = :t",
+                    "ExpressionAttributeNames": {"#data": "data", "#index": "index"},
+                    "ExpressionAttributeValues": attribute_values(
+                        {":data": part["data"], ":of": part["part_of"], ":i": part["index"], ":t": now}
+                    ),
+                }
+            }
+            for part in part_items(key[PK], WATCH_NODES_SK, packed)
+        ]
+        leftovers = self._leftover_parts(key[PK], WATCH_NODES_SK, lease, count, MAX_WATCH_PARTS)
+        self._remember_parts(key[PK], WATCH_NODES_SK, lease, None)
         try:
-            self._transact(
-                op,
-                [
-                    {"Update": attribute_values(update)},
-                    {
-                        "Update": {
-                            "Key": {PK: key[PK], SK: WATCH_NODES_SK},
-                            "UpdateExpression": "SET nodes = :nodes, rv = :rv, saved_at = :t",
-                            "ExpressionAttributeValues": attribute_values(
-                                {":nodes": blob, ":rv": resource_version, ":t": now}
-                            ),
-                        }
-                    },
-                ],
-            )
+            self._transact(op, [{"Update": attribute_values(update)}, {"Update": nodes_update}, *parts, *leftovers])
         except TransactionCancelledError as exc:
             raise ConflictError(
                 f"{op}: the node watch of {cluster_id} was taken over (lease {lease} is no longer current)",
                 operation=op,
                 status=409,
             ) from exc
+        self._remember_parts(key[PK], WATCH_NODES_SK, lease, count)
