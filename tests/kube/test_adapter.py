@@ -195,6 +195,35 @@ def test_objects_without_our_label_are_neither_listed_nor_deleted(kube, proxy, a
     )
 
 
+def test_an_object_already_terminating_is_not_deleted_again_nor_applied(kube, proxy, adapter):
+    # Given nlp's ClusterQueue deleted while something holds it (a finalizer, as Kueue's does while workloads run)
+    wanted = desired()
+    sync(adapter, wanted)
+    nlp_cq = "hyperpod-ns-nlp-clusterqueue"
+    kube.merge_patch("ClusterQueue", nlp_cq, {"metadata": {"finalizers": ["idleshare.test/hold"]}})
+    remaining = [o for o in wanted if o["metadata"]["labels"].get("idleshare.io/team") != "nlp"]
+    try:
+        sync(adapter, remaining)
+        held = kube.get("ClusterQueue", nlp_cq)
+        assert held is not None and held["metadata"].get("deletionTimestamp")
+        # When the next recomputes run: one with nlp still gone, one with nlp wanted again
+        listed = {o["metadata"]["name"]: o for o in adapter.list_managed()}
+        assert listed[nlp_cq]["metadata"].get("deletionTimestamp")  # list_managed shows it terminating
+        proxy.clear_requests()
+        sync(adapter, remaining)
+        again, _ = sync(adapter, wanted)
+        # Then it is neither deleted again nor applied while it terminates
+        assert proxy.count("DELETE") == 0
+        assert nlp_cq not in {o["metadata"]["name"] for o in again if o["kind"] == "ClusterQueue"}
+        assert not [r for r in proxy.requests if r.method == "PATCH" and r.path.endswith(nlp_cq)]
+    finally:
+        kube.merge_patch("ClusterQueue", nlp_cq, {"metadata": {"finalizers": None}})
+    # And once it is gone, the next recompute creates it
+    kube.wait_for(lambda: kube.get("ClusterQueue", nlp_cq) is None, "nlp's CQ gone")
+    sync(adapter, wanted)
+    assert kube.get("ClusterQueue", nlp_cq) is not None
+
+
 def test_list_managed_returns_every_kind_with_kind_and_api_version(adapter):
     wanted = desired()
     sync(adapter, wanted)
@@ -373,7 +402,7 @@ def test_an_error_response_that_is_not_a_status_is_translated_too(proxy, adapter
     assert info.value.status == 502
 
 
-def test_a_rejected_token_is_auth_expired_and_the_next_call_uses_a_fresh_one(kube_stack, kube, proxy):
+def test_a_rejected_token_is_renewed_and_the_request_sent_again_within_the_call(kube_stack, kube, proxy):
     # Given the real server, which knows idleshare's token but not "stale"
     tokens = ["stale"]
     invalidated: list[bool] = []
@@ -383,12 +412,62 @@ def test_a_rejected_token_is_auth_expired_and_the_next_call_uses_a_fresh_one(kub
         tokens[0] = kube_stack.idleshare_token
 
     cluster = LightkubeCluster(proxy.url, token=lambda: tokens[0], on_auth_expired=on_expired, timeout=10.0)
+    # When a read is refused with a 401
+    # Then the same call signs in again and answers: one 401, one invalidation, no error
+    assert cluster.list_managed() == []
+    assert invalidated == [True]
+    assert [r.status for r in proxy.requests][:2] == [401, 200]
+    assert len([r for r in proxy.requests if r.status == 401]) == 1
+
+
+def test_a_second_401_is_auth_expired(kube_stack, kube, proxy):
+    # Given a token provider whose every token the server refuses
+    invalidated: list[bool] = []
+    cluster = LightkubeCluster(
+        proxy.url, token=lambda: "never-valid", on_auth_expired=lambda: invalidated.append(True), timeout=10.0
+    )
+    # When a call is made
     with pytest.raises(AuthExpiredError) as info:
         cluster.list_managed()
+    # Then it was sent twice (once with a fresh token), and the second 401 is raised, retryable, naming the call
     assert info.value.retryable and info.value.invalidate_token and info.value.status == 401
-    assert invalidated == [True]
-    assert cluster.list_managed() == []
-    assert len([r for r in proxy.requests if r.status == 401]) == 1
+    assert "list Namespace" in str(info.value) and "401" in str(info.value)
+    assert [r.status for r in proxy.requests] == [401, 401]
+    assert invalidated == [True, True]  # the next invocation signs anew too
+
+
+def test_a_write_refused_with_a_401_is_sent_again_with_a_fresh_token(kube_stack, kube, proxy):
+    # Given idleshare's objects in the cluster, and the next PATCH (server-side apply) refused with a 401
+    connector = FakeConnector(kube_stack, proxy.url)
+    cluster = LightkubeCluster.from_eks(connector, "local", timeout=10.0)  # type: ignore[arg-type]
+    sync(cluster, desired())
+    cq = cq_named(desired(), "research")
+    gpu_entry(cq)["nominalQuota"] = "40"
+    proxy.clear_requests()
+    proxy.inject("PATCH", CQ_PATH, 401, message="Unauthorized")
+    connector.current = 1  # the token the apiserver takes once the 401 invalidated the first
+    # When the changed ClusterQueue is applied
+    cluster.apply(cq)
+    # Then the apply was sent again with the next token, and the cluster holds it
+    assert [r.status for r in proxy.requests if r.method == "PATCH"] == [401, 200]
+    assert connector.invalidated == 1
+    assert gpu_entry(kube.get("ClusterQueue", RESEARCH_CQ))["nominalQuota"] == "40"
+
+
+def test_a_watch_refused_with_a_401_is_opened_again_with_a_fresh_token(kube_stack, kube, proxy):
+    # Given a node, and a token the apiserver refuses until the connector is invalidated once
+    kube.seed_nodes([make_node("n1")])
+    connector = FakeConnector(kube_stack, proxy.url)
+    cluster = LightkubeCluster.from_eks(connector, "local", timeout=10.0)  # type: ignore[arg-type]
+    _, version = cluster.list_nodes_snapshot()  # with token 0
+    connector.current = 1  # token 0 has expired
+    kube.set_node(make_node("n1", unschedulable=True))
+    # When a watch is opened
+    events = list(cluster.watch_nodes(version, timeout_seconds=1))
+    # Then it was opened again with token 1 and delivered the change
+    assert connector.invalidated == 1
+    assert ("MODIFIED", "n1") in [(kind, node["metadata"]["name"]) for kind, node in events]
+    assert [r.status for r in proxy.requests if r.query.get("watch")][:2] == [401, 200]
 
 
 def test_a_slow_api_server_times_out_as_retryable_within_the_timeout(kube_stack, proxy):
@@ -419,10 +498,9 @@ def test_from_eks_verifies_tls_against_the_cluster_ca_and_sends_the_eks_token(ku
     connector = FakeConnector(kube_stack, current=1)  # the first token has expired, the second is valid
     kube.seed_nodes([make_node("n1")])
     cluster = LightkubeCluster.from_eks(connector, "local", timeout=10.0)  # type: ignore[arg-type]
-    with pytest.raises(AuthExpiredError):
-        list(cluster.list_nodes())
-    assert connector.invalidated == 1
+    # the first page is refused, the list is started again with the second token, within the same call
     assert [n["metadata"]["name"] for n in cluster.list_nodes()] == ["n1"]
+    assert connector.invalidated == 1
 
 
 def test_a_server_whose_certificate_the_ca_did_not_sign_is_refused(kube_stack):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -13,7 +15,7 @@ from botocore.config import Config
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from idleshare.adapters.eks_auth import TOKEN_PREFIX, EksConnector
+from idleshare.adapters.eks_auth import TOKEN_PREFIX, TOKEN_REFRESH_SECONDS, EksConnector
 from idleshare.adapters.errors import NotFoundError, PermanentError, RetryableError
 
 REGION = "eu-west-1"
@@ -95,26 +97,74 @@ def test_the_cluster_name_is_signed_into_the_token(eks):
     assert seen == ["cluster-a", "cluster-b"]
 
 
-def test_a_token_is_reused_for_14_minutes_then_signed_anew(eks):
-    # Given a connector with a controllable clock, counting signatures
-    clock = FakeClock()
+def connector_with_clocks(eks: Any) -> tuple[EksConnector, FakeClock, FakeClock, list[str]]:
+    """A connector on a fake wall clock and a fake monotonic clock, and the list of its signatures."""
+    wall, mono = FakeClock(), FakeClock()
+    wall.now = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     sts = boto3.client("sts", region_name=REGION)
     signed = count_calls(sts, "before-sign.sts.GetCallerIdentity")
-    connector = EksConnector(eks, sts, clock=clock)
+    return EksConnector(eks, sts, clock=wall, monotonic=mono), wall, mono, signed
+
+
+def test_a_token_is_reused_for_10_minutes_then_signed_anew(eks):
+    # Given a connector whose clocks the test moves, counting signatures
+    connector, wall, mono, signed = connector_with_clocks(eks)
     first = connector.token(CLUSTER)
-    # When asked again within 14 minutes
-    clock.now += 14 * 60 - 1
+    # When asked again just before 10 minutes have passed (both clocks)
+    wall.now += TOKEN_REFRESH_SECONDS - 1
+    mono.now += TOKEN_REFRESH_SECONDS - 1
     # Then the same token is returned without signing
     assert connector.token(CLUSTER) == first
     assert len(signed) == 1
-    # When 14 minutes have passed, a new one is signed
-    clock.now += 1
+    # When 10 minutes have passed, a new one is signed (5 minutes before EKS would refuse the first)
+    wall.now += 1
+    mono.now += 1
     connector.token(CLUSTER)
     assert len(signed) == 2
+    assert TOKEN_REFRESH_SECONDS <= 15 * 60 - 5 * 60
     # And tokens are cached per cluster
     connector.token("other")
     connector.token("other")
     assert len(signed) == 3
+
+
+def test_a_token_ages_by_the_wall_clock_even_when_the_monotonic_clock_stood_still(eks):
+    # Given a token signed, then the Lambda sandbox frozen for 11 minutes: its monotonic clock did not advance
+    connector, wall, _, signed = connector_with_clocks(eks)
+    connector.token(CLUSTER)
+    wall.now += 11 * 60
+    # When a token is asked for after the thaw
+    connector.token(CLUSTER)
+    # Then it is a new one: EKS judges the token by the wall-clock time signed into it
+    assert len(signed) == 2
+
+
+@pytest.mark.parametrize(
+    ("wall_step", "mono_step"),
+    [
+        pytest.param(-60, 1, id="wall clock stepped back"),
+        pytest.param(30, TOKEN_REFRESH_SECONDS, id="stepped back by nearly the time that went on"),
+    ],
+)
+def test_a_wall_clock_that_jumps_back_does_not_keep_an_old_token(eks, wall_step, mono_step):
+    # Given a token, then the wall clock stepped back (an NTP correction) while time went on
+    connector, wall, mono, signed = connector_with_clocks(eks)
+    connector.token(CLUSTER)
+    wall.now += wall_step
+    mono.now += mono_step
+    # When a token is asked for
+    connector.token(CLUSTER)
+    # Then a new one is signed: an age that is negative, or one the monotonic clock contradicts, is not trusted
+    assert len(signed) == 2
+
+
+def test_the_token_is_signed_at_the_wall_clock_time(eks):
+    # Given the real clocks: the signing time in the token is the wall clock's, which the cache ages by
+    before = time.time()
+    token = EksConnector(eks).token(CLUSTER)
+    query = {k: v[0] for k, v in parse_qs(urlsplit(decode(token)).query).items()}
+    signed_at = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+    assert before - 1 <= signed_at <= time.time() + 1
 
 
 def test_invalidate_forces_a_new_token(eks):

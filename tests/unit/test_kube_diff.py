@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
-from idleshare.domain.kueue_diff import diff, first_difference
+from idleshare.domain.kueue_diff import diff, first_difference, terminating
 
 OURS = {MANAGED_BY_LABEL: "idleshare"}
 
@@ -303,3 +303,44 @@ def test_an_object_without_our_managed_by_label_is_never_deleted(labels):
 def test_a_kind_idleshare_does_not_write_is_never_deleted():
     workload = {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": meta("job-1", "gone", "hyperpod-ns-gone")}
     assert diff([], [workload]) == ([], [])
+
+
+# -- terminating objects ---------------------------------------------------------------------------------------
+
+DELETING = {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}
+
+
+def terminating_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the apiserver returns it after a delete its finalizer holds back (workloads still admitted)."""
+    stored = as_stored(obj)
+    stored["metadata"].update(copy.deepcopy(DELETING))
+    return stored
+
+
+def test_an_object_already_terminating_is_not_deleted_again():
+    # Given team b's queues deleted by an earlier recompute, still held by Kueue's finalizer
+    current = [as_stored(cq("a")), terminating_copy(cq("b")), terminating_copy(lq("b")), as_stored(lq("c"))]
+    # When the next recompute diffs, with only team a desired
+    to_apply, to_delete = diff([cq("a")], current)
+    # Then only the object not yet deleted is deleted; the terminating ones are left to finish
+    assert to_apply == []
+    assert keys(to_delete) == [("LocalQueue", "hyperpod-ns-c-localqueue")]
+
+
+def test_an_object_wanted_again_while_it_terminates_is_left_until_it_is_gone():
+    # Given team b's ClusterQueue terminating (with other values than desired), and team b desired again
+    current = [terminating_copy(cq("b", nominal="4")), as_stored(lq("b"))]
+    desired = [cq("b", nominal="16"), lq("b")]
+    # When diffing
+    to_apply, to_delete = diff(desired, current)
+    # Then it is neither applied (that would land on the object going away) nor deleted again
+    assert to_apply == [] and to_delete == []
+    assert keys(terminating(desired, current)) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]
+    # And once it is gone, the next diff creates it
+    to_apply, _ = diff(desired, [as_stored(lq("b"))])
+    assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]
+
+
+def test_a_terminating_namespace_is_not_listed_for_creation():
+    current = [terminating_copy(ns("b"))]
+    assert diff([ns("b")], current) == ([], [])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 
 from idleshare import names
 from idleshare.adapters.aws import EventBridgePublisher
-from idleshare.adapters.errors import ConflictError, ResourceExpiredError, RetryableError
+from idleshare.adapters.errors import ConflictError, PermanentError, ResourceExpiredError, RetryableError
 from idleshare.adapters.ports import WatchBookmark
 from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.domain.model import HEALTH_LABEL
@@ -170,6 +172,81 @@ def test_taken_over_stops() -> None:
     store.taken_over = True
     report = _run(kube, store, FakePublisher(), readings=100)
     assert report.superseded and len(kube.watches) == 1
+
+
+class StuckPublisher:
+    """PutEvents that does not answer (until ``release``): the publisher thread is stuck in its call."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def publish_batch(self, events: Any) -> int:
+        self.calls += 1
+        self.release.wait(10)
+        return 1
+
+
+def test_publishing_is_bounded_by_the_time_left_and_nothing_unpublished_is_checkpointed() -> None:
+    # Given a cordon to publish, a bus that does not answer, and 0.3 s left for publishing
+    a = make_node("a")
+    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))]])
+    store, stuck = FakeStore(bookmark=_saved([a], "10")), StuckPublisher()
+    started = time.monotonic()
+    try:
+        report = w.watch_cluster(
+            "c1",
+            kube,
+            store,
+            stuck,
+            deadline=100,
+            owner="me",
+            clock=Ticks(),
+            sleep=lambda s: None,
+            publish_time_left=lambda: 0.3,
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        stuck.release.set()
+    # Then the run ends within its publishing time instead of waiting on the bus
+    assert elapsed < 2.5 and stuck.calls == 1
+    assert any("out of time to publish" in f for f in report.failures)
+    # And the checkpoint is not moved past the change that may not be on the bus
+    assert store.saves == [] and store.rv == "10" and report.resource_version == "10"
+    # So the next invocation resumes from rv 10, sees the change again and publishes it
+    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))]])
+    publisher = FakePublisher()
+    _run(kube, store, publisher)
+    assert kube.watches[0] == "10" and [e["change"] for e in publisher.details] == ["Cordoned"]
+    assert store.rv == "12"
+
+
+def test_a_publish_that_can_never_succeed_is_counted_not_replayed() -> None:
+    # Given a bus that refuses the first batch for good (e.g. an entry EventBridge says is invalid)
+    a, b = make_node("a"), make_node("b")
+    script = [
+        [("MODIFIED", _node("a", "12", unschedulable=True))],
+        [("MODIFIED", _node("b", "13", unschedulable=True))],
+    ]
+    kube = FakeKube([], "", script)
+
+    class Refusing(FakePublisher):
+        refused = False
+
+        def publish_batch(self, events: Any) -> int:
+            if not self.refused:
+                self.refused = True
+                raise PermanentError("events:PutEvents: ValidationException: bad", operation="events:PutEvents")
+            return super().publish_batch(events)
+
+    publisher = Refusing()
+    store = FakeStore(bookmark=_saved([a, b], "10"))
+    report = _run(kube, store, publisher, readings=10)
+    # Then the failure is reported, the watch goes on from where it was (no replay of what cannot succeed)
+    assert any("ValidationException" in f for f in report.failures)
+    assert kube.watches[:2] == ["10", "12"]
+    assert [(e["node"], e["change"]) for e in publisher.details] == [("b", "Cordoned")]
+    assert store.rv == "13"
 
 
 # -- the store items and the batched publisher (moto) --------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -68,3 +69,24 @@ def test_refuses_an_input_naming_no_governed_cluster(installed: Any, event: Any)
             event,
             CONTEXT,
         )
+
+
+def test_publishing_stops_in_time_for_the_last_checkpoint(installed: Any) -> None:
+    # Given a bus that does not answer, and an invocation with 2 s of watching left before its stop margin
+    from idleshare import timings
+    from tests.unit.test_watcher import StuckPublisher
+
+    stuck = StuckPublisher()
+    installed.publisher.publish_batch = stuck.publish_batch
+    remaining = CONTEXT.get_remaining_time_in_millis() / 1000
+    started = time.monotonic()
+    try:
+        out = handler_module.handler({"cluster": "c1"}, CONTEXT)
+        elapsed = time.monotonic() - started
+    finally:
+        stuck.release.set()
+    # Then the handler returns with the checkpoint's reserve still left, the publish reported as failed,
+    # and nothing checkpointed past the change that is not on the bus (the next invocation publishes it again)
+    assert elapsed <= remaining - timings.WATCHER_CHECKPOINT_RESERVE_SECONDS + 1
+    assert stuck.calls == 1 and out["failures"] >= 1 and out["published"] == 0
+    assert installed.store.saves == [] and installed.store.rv == "10"

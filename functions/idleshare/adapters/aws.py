@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from idleshare import names
-from idleshare.adapters.errors import RetryableError, translate_aws
+from idleshare.adapters.errors import (
+    AdapterError,
+    PermanentError,
+    RetryableError,
+    put_events_entry_error,
+    translate_aws,
+)
 from idleshare.adapters.ports import RecomputeMessage
 
 
@@ -74,61 +81,147 @@ class SqsRecomputeQueue:
 
 
 PUT_EVENTS_BATCH = 10  # entries per PutEvents call (the API's limit)
+MAX_ENTRY_BYTES = 262_144
+"""EventBridge's limit on one PutEvents entry, and on the entries of one call together (256 KB)."""
+TIME_BYTES = 14  # what an entry's ``Time`` counts, when set
+PUT_EVENTS = "events:PutEvents"
+
+
+def entry_size(entry: Mapping[str, Any]) -> int:
+    """The size of a PutEvents entry as EventBridge counts it (eb-putevent-size.html): the UTF-8 bytes of
+    ``Source``, ``DetailType``, ``Detail`` and each of ``Resources``, plus 14 when ``Time`` is set (the bus name
+    does not count)."""
+    size = TIME_BYTES if entry.get("Time") is not None else 0
+    for key in ("Source", "DetailType", "Detail"):
+        value = entry.get(key)
+        if value:
+            size += len(str(value).encode("utf-8"))
+    for resource in entry.get("Resources") or ():
+        size += len(str(resource).encode("utf-8"))
+    return size
+
+
+def _oversized(entry: Mapping[str, Any], size: int) -> PermanentError:
+    return PermanentError(
+        f"{PUT_EVENTS}: the {entry.get('DetailType')!r} entry is {size:,} bytes, over EventBridge's "
+        f"{MAX_ENTRY_BYTES:,}-byte entry limit: not sent",
+        operation=PUT_EVENTS,
+    )
 
 
 class EventBridgePublisher:
-    def __init__(self, client: Any, bus_name: str) -> None:
+    """idleshare's events on its bus. An entry over :data:`MAX_ENTRY_BYTES` is refused before any call
+    (:class:`PermanentError` naming its detail-type and size); an entry PutEvents reports as failed is
+    classified by its ``ErrorCode`` (:func:`~idleshare.adapters.errors.put_events_entry_error`): throttled or
+    internal -> :class:`RetryableError`, anything else -> :class:`PermanentError`."""
+
+    def __init__(
+        self,
+        client: Any,
+        bus_name: str,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
         self.client = client
         self.bus_name = bus_name
+        self._sleep = sleep
+        self._jitter = jitter
 
-    def publish(self, detail_type: str, detail: dict[str, Any], resources: Iterable[str] = ()) -> None:
-        entry = {
+    def _entry(self, detail_type: str, detail: dict[str, Any], resources: Iterable[str] = ()) -> dict[str, Any]:
+        entry: dict[str, Any] = {
             "Source": names.EVENT_SOURCE,
             "DetailType": detail_type,
             "Detail": json.dumps(detail, default=str),
             "EventBusName": self.bus_name,
-            "Resources": list(resources),
         }
+        resources = list(resources)
+        if resources:
+            entry["Resources"] = resources
+        return entry
+
+    def _put(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
         try:
-            response = self.client.put_events(Entries=[entry])
+            response: dict[str, Any] = self.client.put_events(Entries=entries)
         except Exception as exc:
-            raise translate(exc, "events:PutEvents") from exc
+            raise translate(exc, PUT_EVENTS) from exc
+        return response
+
+    def publish(self, detail_type: str, detail: dict[str, Any], resources: Iterable[str] = ()) -> None:
+        entry = self._entry(detail_type, detail, resources)
+        size = entry_size(entry)
+        if size > MAX_ENTRY_BYTES:
+            raise _oversized(entry, size)
+        response = self._put([entry])
         if response.get("FailedEntryCount"):
-            failed = response["Entries"][0]
-            raise RetryableError(f"events:PutEvents: {failed.get('ErrorCode')}: {failed.get('ErrorMessage')}")
+            failed = (response.get("Entries") or [{}])[0]
+            raise put_events_entry_error(failed.get("ErrorCode"), failed.get("ErrorMessage"), detail_type=detail_type)
 
     def publish_batch(self, events: Iterable[tuple[str, dict[str, Any]]], *, attempts: int = 3) -> int:
-        """Every ``(detail_type, detail)`` on the bus, ``PUT_EVENTS_BATCH`` per PutEvents call; the entries a
-        call reports as failed (throttled, internal) are sent again, up to ``attempts`` calls in all, then
-        :class:`RetryableError`. Returns the number of PutEvents calls made."""
-        entries = [
-            {
-                "Source": names.EVENT_SOURCE,
-                "DetailType": detail_type,
-                "Detail": json.dumps(detail, default=str),
-                "EventBusName": self.bus_name,
-            }
-            for detail_type, detail in events
-        ]
+        """Every ``(detail_type, detail)`` on the bus, in as few PutEvents calls as fit (at most
+        ``PUT_EVENTS_BATCH`` entries and :data:`MAX_ENTRY_BYTES` per call). Returns the number of calls made.
+
+        The entries a call reports as failed with a retryable code are sent again (after a short jittered
+        pause), up to ``attempts`` calls in all; still failing, :class:`RetryableError` at once (nothing later
+        is sent: the caller publishes everything again, duplicates are harmless). Entries that cannot succeed
+        (over the size limit, never sent; or failed with a permanent code) do not stop the others: once every
+        other entry is on the bus, :class:`PermanentError` names the first of them and how many there were."""
+        refused: list[AdapterError] = []
+        sized: list[tuple[dict[str, Any], int]] = []
+        for detail_type, detail in events:
+            entry = self._entry(detail_type, detail)
+            size = entry_size(entry)
+            if size > MAX_ENTRY_BYTES:
+                refused.append(_oversized(entry, size))
+            else:
+                sized.append((entry, size))
         calls = 0
-        for start in range(0, len(entries), PUT_EVENTS_BATCH):
-            batch = entries[start : start + PUT_EVENTS_BATCH]
+        for batch in _calls(sized):
             for attempt in range(1, attempts + 1):
                 calls += 1
-                try:
-                    response = self.client.put_events(Entries=batch)
-                except Exception as exc:
-                    raise translate(exc, "events:PutEvents") from exc
+                response = self._put(batch)
                 if not response.get("FailedEntryCount"):
                     break
                 results = response.get("Entries") or []
-                failed = [entry for entry, result in zip(batch, results, strict=False) if result.get("ErrorCode")]
-                if attempt == attempts or not failed:
-                    first: dict[str, Any] = next((r for r in results if r.get("ErrorCode")), {})
-                    raise RetryableError(
-                        f"events:PutEvents: {response['FailedEntryCount']} of {len(batch)} entries failed: "
-                        f"{first.get('ErrorCode')}: {first.get('ErrorMessage')}",
-                        operation="events:PutEvents",
+                retry: list[dict[str, Any]] = []
+                first_retryable: AdapterError | None = None
+                for entry, result in zip(batch, results, strict=False):
+                    if not result.get("ErrorCode"):
+                        continue
+                    error = put_events_entry_error(
+                        result.get("ErrorCode"), result.get("ErrorMessage"), detail_type=entry["DetailType"]
                     )
-                batch = failed
+                    if error.retryable:
+                        retry.append(entry)
+                        first_retryable = first_retryable or error
+                    else:
+                        refused.append(error)
+                if not retry:
+                    break
+                if attempt == attempts:
+                    raise RetryableError(
+                        f"{PUT_EVENTS}: {len(retry)} of {len(batch)} entries still failing after {attempts} "
+                        f"calls; {first_retryable}",
+                        operation=PUT_EVENTS,
+                    )
+                self._sleep(self._jitter() * min(1.0, 0.1 * 2 ** (attempt - 1)))
+                batch = retry
+        if refused:
+            more = f" (and {len(refused) - 1} more entries refused)" if len(refused) > 1 else ""
+            raise PermanentError(f"{refused[0]}{more}", operation=PUT_EVENTS)
         return calls
+
+
+def _calls(sized: list[tuple[dict[str, Any], int]]) -> Iterator[list[dict[str, Any]]]:
+    """The entries in order, cut into PutEvents calls of at most ``PUT_EVENTS_BATCH`` entries and
+    :data:`MAX_ENTRY_BYTES` together (each entry is within the limit on its own)."""
+    batch: list[dict[str, Any]] = []
+    total = 0
+    for entry, size in sized:
+        if batch and (len(batch) == PUT_EVENTS_BATCH or total + size > MAX_ENTRY_BYTES):
+            yield batch
+            batch, total = [], 0
+        batch.append(entry)
+        total += size
+    if batch:
+        yield batch

@@ -3,10 +3,18 @@
 The token is the one ``aws eks get-token`` / aws-iam-authenticator produce: a presigned STS
 ``GetCallerIdentity`` URL with the header ``x-k8s-aws-id: <cluster name>`` signed into it,
 ``X-Amz-Expires=60``, base64url-encoded without padding behind the prefix ``k8s-aws-v1.``. EKS
-accepts such a token for 15 minutes after its signing time, so one token is reused for 14 minutes
-(:data:`TOKEN_REFRESH_SECONDS`) and then re-signed; :meth:`EksConnector.invalidate` drops it at
-once (the caller does so after a 401). Signing is local (no call to STS); ``DescribeCluster`` is
-called once per cluster per warm Lambda.
+accepts such a token for 15 minutes after its signing time, the wall-clock ``X-Amz-Date`` signed
+into it, so a token is aged by the wall clock too: reused for 10 minutes
+(:data:`TOKEN_REFRESH_SECONDS`) and then re-signed, well before EKS refuses it.
+:meth:`EksConnector.invalidate` drops it at once (the Kubernetes adapter does so after a 401, then
+retries the request once with a fresh token). Signing is local (no call to STS); ``DescribeCluster``
+is called once per cluster per warm Lambda.
+
+Why the wall clock: a Lambda's monotonic clock does not advance while its sandbox is frozen between
+invocations, so a token kept by monotonic age can be hours old by the time it is sent. The wall
+clock can jump (an NTP step) — so a token is reused only while *both* its wall-clock age is within
+``[0, TOKEN_REFRESH_SECONDS)`` (a clock stepped back makes the age negative: sign anew) and its
+monotonic age is under the same bound.
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
 PRESIGN_EXPIRES_SECONDS = 60
-TOKEN_REFRESH_SECONDS = 14 * 60
-"""EKS accepts a token for 15 minutes after it was signed; use it for 14, then sign a new one."""
+TOKEN_REFRESH_SECONDS = 10 * 60
+"""EKS accepts a token for 15 minutes after it was signed (by the wall clock); use it for 10, then sign a new
+one: 5 minutes of margin for a request in flight, a skewed clock, a frozen sandbox."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +58,9 @@ class EksConnector:
     ``eks_client`` is a boto3 EKS client. ``sts``: a boto3 STS client of the same region, or a
     ``boto3.Session`` to build one from (also accepted as ``session=``); omitted, the default
     session. A built client is in the EKS client's region, and botocore resolves it to the
-    *regional* endpoint ``sts.<region>.amazonaws.com``, which EKS expects. ``clock`` returns
-    seconds (monotonic).
+    *regional* endpoint ``sts.<region>.amazonaws.com``, which EKS expects, with ``config`` (the
+    function's ``botocore.config.Config``) when given. ``clock``: the wall clock (epoch seconds, what
+    the token's ``X-Amz-Date`` is); ``monotonic``: a clock that never steps (both age a token).
     """
 
     def __init__(
@@ -59,7 +69,9 @@ class EksConnector:
         sts: Any | None = None,
         *,
         session: boto3.Session | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        config: Any = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._eks = eks_client
         sts_client = sts
@@ -70,14 +82,15 @@ class EksConnector:
             if session is None:
                 import boto3
 
-                sts_client = boto3.client("sts", region_name=region)
+                sts_client = boto3.client("sts", region_name=region, config=config)
             else:
-                sts_client = session.client("sts", region_name=region)
+                sts_client = session.client("sts", region_name=region, config=config)
         self._sts = sts_client
         self._clock = clock
+        self._monotonic = monotonic
         self._lock = threading.Lock()
         self._endpoints: dict[str, ClusterEndpoint] = {}
-        self._tokens: dict[str, tuple[str, float]] = {}  # cluster -> (token, signed at)
+        self._tokens: dict[str, tuple[str, float, float]] = {}  # cluster -> (token, signed at: wall, monotonic)
         events = self._sts.meta.events
         # The AWS CLI's recipe (awscli/customizations/eks/get_token.py): carry the cluster name
         # from the call's params into the request context, then into a signed header.
@@ -114,14 +127,19 @@ class EksConnector:
         return result
 
     def token(self, cluster_name: str) -> str:
-        """A bearer token for ``cluster_name``: the cached one while younger than 14 minutes."""
+        """A bearer token for ``cluster_name``: the cached one while younger than
+        :data:`TOKEN_REFRESH_SECONDS` by the wall clock (and by the monotonic clock), else a new one."""
         with self._lock:
-            now = self._clock()
+            wall, mono = self._clock(), self._monotonic()
             cached = self._tokens.get(cluster_name)
-            if cached is not None and now - cached[1] < TOKEN_REFRESH_SECONDS:
+            if (
+                cached is not None
+                and 0 <= wall - cached[1] < TOKEN_REFRESH_SECONDS
+                and mono - cached[2] < TOKEN_REFRESH_SECONDS
+            ):
                 return cached[0]
             token = self._sign(cluster_name)
-            self._tokens[cluster_name] = (token, now)
+            self._tokens[cluster_name] = (token, wall, mono)
             return token
 
     def invalidate(self, cluster_name: str) -> None:

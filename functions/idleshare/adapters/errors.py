@@ -167,3 +167,25 @@ def translate_aws(exc: BaseException, *, operation: str, subject: str = "") -> A
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return PermanentError(f"{prefix}: no AWS credentials ({exc})", operation=operation)
     return PermanentError(f"{prefix}: {type(exc).__name__}: {exc}", operation=operation)
+
+
+# ------------------------------------------------------------------------------ PutEvents entry errors
+# PutEvents answers 200 and reports each entry's failure in the response (``Entries[i].ErrorCode``); the codes
+# EventBridge documents as transient are retried, every other one (ValidationException, AccessDeniedException,
+# MalformedDetail, InvalidArgument, NotAuthorizedForSourceException, ...) cannot succeed by sending it again.
+PUT_EVENTS_RETRYABLE_CODES = (
+    frozenset({"ThrottlingException", "InternalFailure", "InternalException", "ServiceUnavailable"})
+    | THROTTLING_CODES
+    | SERVER_ERROR_CODES
+)
+
+
+def put_events_entry_error(code: object, message: object, *, detail_type: str, failed: int = 1) -> AdapterError:
+    """The error of a PutEvents entry that failed with ``code`` (:data:`PUT_EVENTS_RETRYABLE_CODES` ->
+    :class:`RetryableError`, anything else -> :class:`PermanentError`); the message names the entry's
+    detail-type, the code and EventBridge's message (and how many entries failed, when more than one)."""
+    what = f"{failed} {detail_type!r} entries" if failed > 1 else f"the {detail_type!r} entry"
+    text = f"events:PutEvents: {what} failed: {code or 'no error code'}: {message or ''}".rstrip(": ")
+    if str(code or "") in PUT_EVENTS_RETRYABLE_CODES:
+        return RetryableError(text, operation="events:PutEvents")
+    return PermanentError(text, operation="events:PutEvents")

@@ -34,7 +34,7 @@ class PowertoolsLedger:
     idempotent function are built once and reused by the container's invocations; :meth:`serving` tells it
     the invocation an in-progress record expires with."""
 
-    def __init__(self, table_name: str) -> None:
+    def __init__(self, table_name: str, boto_config: Any = None) -> None:
         from aws_lambda_powertools.utilities.idempotency import (
             DynamoDBPersistenceLayer,
             IdempotencyConfig,
@@ -52,7 +52,7 @@ class PowertoolsLedger:
         @idempotent_function(  # type: ignore[untyped-decorator]
             data_keyword_argument="request",  # only the request is hashed: `run` is this delivery's recompute
             config=self.config,
-            persistence_store=DynamoDBPersistenceLayer(table_name=table_name),
+            persistence_store=DynamoDBPersistenceLayer(table_name=table_name, boto_config=boto_config),
             key_prefix=prefix,
         )
         def recalculate(request: dict[str, str], run: Callable[[], RequestAnswer]) -> dict[str, Any]:
@@ -76,14 +76,16 @@ class PowertoolsLedger:
 
 class RequestLedgers:
     """The ledger of each invocation: one :class:`PowertoolsLedger` per idempotency table, built on first use
-    and reused while the container is warm; no table -> a pass-through."""
+    and reused while the container is warm; no table -> a pass-through. ``boto_config``: what its DynamoDB client
+    is built with (the function's timeouts and retries)."""
 
-    def __init__(self) -> None:
+    def __init__(self, boto_config: Any = None) -> None:
         self._ledgers: dict[str, PowertoolsLedger] = {}
+        self.boto_config = boto_config
 
     def ledger(self, table_name: str | None, context: Any = None) -> RequestLedger:
         if not table_name:
             return PassThroughLedger()
         if table_name not in self._ledgers:
-            self._ledgers[table_name] = PowertoolsLedger(table_name)
+            self._ledgers[table_name] = PowertoolsLedger(table_name, self.boto_config)
         return self._ledgers[table_name].serving(context)

@@ -6,8 +6,10 @@ apply and which to delete is decided by :func:`idleshare.domain.kueue_diff.diff`
 Every lightkube / httpx error is translated into :mod:`idleshare.adapters.errors`:
 
 ====================================  ==============================================================
-401                                   :class:`AuthExpiredError` (retryable; ``on_auth_expired`` is
-                                      called first so the next call signs a fresh token)
+401                                   the request is sent once more with a fresh token
+                                      (``on_auth_expired`` is called first, so the token provider
+                                      signs a new one); a second 401 is :class:`AuthExpiredError`
+                                      (retryable: the next invocation signs anew again)
 403, 400, 422 and other 4xx           :class:`PermanentError` (422 carries the apiserver's message,
                                       which names the invalid field)
 404                                   :class:`NotFoundError`
@@ -20,6 +22,13 @@ watch ``resourceVersion``)            relist)
 errors, an unreadable response body
 ====================================  ==============================================================
 
+**One retry after a 401.** A token can be refused before its age says so (EKS's clock, a revoked or
+rotated token): every request is then signed anew and sent once more within the same call — reads,
+and writes too (server-side apply, create and delete are idempotent here: applying the same object
+twice, or deleting one already gone, ends in the same state). Streams are retried only while
+nothing was yielded from them: :meth:`LightkubeCluster.list_nodes` refused on a later page raises
+(restarting would hand the caller nodes twice), and a watch is refused, if at all, when it opens.
+
 lightkube (and httpx2 under it) is imported on first use, not at import time: a handler that
 imports this module without talking to a cluster does not pay for it in its cold start.
 """
@@ -30,8 +39,8 @@ import base64
 import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from idleshare.adapters.errors import (
     AdapterError,
@@ -53,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from idleshare.adapters.eks_auth import EksConnector
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 
 KUEUE_GROUP, KUEUE_VERSION = KUEUE_API.split("/")
 MANAGED_SELECTOR = {MANAGED_BY_LABEL: MANAGED_BY}
@@ -179,12 +189,13 @@ class LightkubeCluster:
     against it alone (lightkube writes it to a temporary file once per client); ``None`` uses the
     system trust store (and is what a plain-``http://`` test server needs). ``token``: returns the
     current bearer token (e.g. :meth:`EksConnector.token`, cached there); ``None`` sends no
-    Authorization header. ``on_auth_expired``: called on a 401 before :class:`AuthExpiredError`
-    is raised (e.g. :meth:`EksConnector.invalidate`). ``timeout``: seconds for connect, read,
-    write and pool waits of each request.
+    Authorization header. ``on_auth_expired``: called on every 401 (e.g.
+    :meth:`EksConnector.invalidate`), before the request is sent again with the token ``token``
+    then returns, or, on the second 401, before :class:`AuthExpiredError` is raised. ``timeout``:
+    seconds for connect, read, write and pool waits of each request.
 
     The lightkube client is built on first use and rebuilt only when the token changes (every
-    14 minutes, or after a 401): lightkube fixes the Authorization header of a client at
+    10 minutes, or after a 401): lightkube fixes the Authorization header of a client at
     construction. The replaced client is not closed, so a ``list_nodes`` iteration still running
     on it finishes its pages; its connections are released when it is garbage-collected.
     """
@@ -250,10 +261,18 @@ class LightkubeCluster:
         import msgspec
 
         to_dict = msgspec.to_builtins
-        client = self._lightkube()
-        with self._translated("list nodes"):
-            for node in client.list(_resource("Node"), chunk_size=page_size):
-                yield to_dict(node)
+        yielded = False
+        for retry in (False, True):
+            client = self._lightkube()
+            try:
+                with self._translated("list nodes"):
+                    for node in client.list(_resource("Node"), chunk_size=page_size):
+                        yielded = True
+                        yield to_dict(node)
+                return
+            except AuthExpiredError:
+                if retry or yielded or self._token is None:
+                    raise
 
     def list_nodes_snapshot(self, page_size: int = DEFAULT_PAGE_SIZE) -> tuple[list[Obj], str]:
         """Every Node as :meth:`list_nodes` gives it, and the ``resourceVersion`` of the list: where a
@@ -263,11 +282,14 @@ class LightkubeCluster:
         import msgspec
 
         to_dict = msgspec.to_builtins
-        client = self._lightkube()
-        with self._translated("list nodes"):
-            listing = client.list(_resource("Node"), chunk_size=page_size)
-            nodes = [to_dict(node) for node in listing]
-            version = listing._resourceVersion  # set by the first page (the property refuses an empty one)
+
+        def snapshot(client: Client) -> tuple[list[Obj], Any]:
+            with self._translated("list nodes"):
+                listing = client.list(_resource("Node"), chunk_size=page_size)
+                nodes = [to_dict(node) for node in listing]
+                return nodes, listing._resourceVersion  # set by the first page (the property refuses an empty one)
+
+        nodes, version = self._authenticated(snapshot)
         if not version:
             raise RetryableError(
                 f"{self.name}: list nodes: the list carried no resourceVersion", operation="list nodes"
@@ -302,20 +324,28 @@ class LightkubeCluster:
         decode_node = msgspec.json.Decoder(node_type).decode
         decode_status = msgspec.json.Decoder(status_type).decode
         to_dict = msgspec.to_builtins
-        client = self._lightkube()
-        generic = client._client  # lightkube's request builder and httpx client
         params = {"timeoutSeconds": str(int(timeout_seconds)), "resourceVersion": resource_version}
         if bookmarks:
             params["allowWatchBookmarks"] = "true"
         operation = "watch nodes"
-        with self._translated(operation):
-            request = generic.prepare_request("list", res=_resource("Node"), watch=True, params=params)
-            request.timeout = httpx2.Timeout(self._timeout, read=timeout_seconds + self._timeout)
-            response = generic.send(generic.build_adapter_request(request), stream=True)
-            try:
+
+        def open_stream(client: Client) -> Any:
+            generic = client._client  # lightkube's request builder and httpx client
+            with self._translated(operation):
+                request = generic.prepare_request("list", res=_resource("Node"), watch=True, params=params)
+                request.timeout = httpx2.Timeout(self._timeout, read=timeout_seconds + self._timeout)
+                response = generic.send(generic.build_adapter_request(request), stream=True)
                 if response.status_code >= 400:
-                    response.read()
-                    generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                    try:
+                        response.read()
+                        generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                    finally:
+                        response.close()
+            return response
+
+        response = self._authenticated(open_stream)  # a 401 comes with the response's head, or not at all
+        with self._translated(operation):
+            try:
                 for line in response.iter_lines():
                     if not line.strip():
                         continue
@@ -330,23 +360,24 @@ class LightkubeCluster:
     def list_managed(self) -> list[Obj]:
         """Every Namespace and Kueue object labelled ``app.kubernetes.io/managed-by: idleshare``
         (one label-selected list per kind, all namespaces), with ``apiVersion`` and ``kind`` set."""
-        client = self._lightkube()
         found: list[Obj] = []
-        for kind, (api_version, _, namespaced) in KINDS.items():
-            res = _resource(kind)
-            with self._translated(f"list {kind}"):
-                items = client.list(
-                    res,
-                    namespace="*" if namespaced else None,
-                    labels={MANAGED_BY_LABEL: MANAGED_BY},
-                    chunk_size=DEFAULT_PAGE_SIZE,
-                )
-                for item in items:
-                    obj = dict(item)
-                    obj.setdefault("apiVersion", api_version)
-                    obj.setdefault("kind", kind)
-                    found.append(obj)
+        for kind, (api_version, _, _) in KINDS.items():
+            # a 401 lists this kind again, from its first page
+            for obj in self._authenticated(functools.partial(self._list_labelled, kind=kind)):
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
+                found.append(obj)
         return found
+
+    def _list_labelled(self, client: Client, *, kind: str) -> list[Obj]:
+        with self._translated(f"list {kind}"):
+            items = client.list(
+                _resource(kind),
+                namespace="*" if KINDS[kind][2] else None,
+                labels={MANAGED_BY_LABEL: MANAGED_BY},
+                chunk_size=DEFAULT_PAGE_SIZE,
+            )
+            return [dict(item) for item in items]
 
     def apply(self, obj: Obj, *, force: bool = False) -> None:
         """Server-side apply of ``obj`` as field manager ``idleshare``.
@@ -360,9 +391,12 @@ class LightkubeCluster:
             self.ensure_namespace(obj)
             return
         res = _resource(kind)
-        client = self._lightkube()
-        with self._translated(f"apply {_describe(obj)}"):
-            client.apply(res(obj), field_manager=FIELD_MANAGER, force=force)
+
+        def apply(client: Client) -> None:
+            with self._translated(f"apply {_describe(obj)}"):
+                client.apply(res(obj), field_manager=FIELD_MANAGER, force=force)
+
+        self._authenticated(apply)
 
     def ensure_namespace(self, obj: Obj) -> bool:
         """Create the namespace when it does not exist; True when this call created it.
@@ -373,17 +407,23 @@ class LightkubeCluster:
             raise ValueError(f"not a Namespace: {_describe(obj)}")
         name = obj["metadata"]["name"]
         res = _resource("Namespace")
-        client = self._lightkube()
-        try:
+
+        def get(client: Client) -> None:
             with self._translated(f"get Namespace/{name}"):
                 client.get(res, name)
+
+        def create(client: Client) -> None:
+            with self._translated(f"create Namespace/{name}"):
+                client.create(res(obj), field_manager=FIELD_MANAGER)
+
+        try:
+            self._authenticated(get)
             return False
         except NotFoundError:
             pass
         try:
-            with self._translated(f"create Namespace/{name}"):
-                client.create(res(obj), field_manager=FIELD_MANAGER)
-        except ConflictError:  # created meanwhile by someone else
+            self._authenticated(create)
+        except ConflictError:  # created meanwhile by someone else (or by our own first try, refused on the way back)
             return False
         return True
 
@@ -394,15 +434,16 @@ class LightkubeCluster:
             raise ValueError("idleshare never deletes namespaces: it would delete the team's workloads")
         res = _resource(kind)
         meta = obj["metadata"]
-        client = self._lightkube()
-        try:
+
+        def delete(client: Client) -> None:
             with self._translated(f"delete {_describe(obj)}"):
                 if KINDS[kind][2]:
                     client.delete(res, meta["name"], namespace=meta["namespace"])
                 else:
                     client.delete(res, meta["name"])
-        except NotFoundError:
-            pass
+
+        with suppress(NotFoundError):  # already gone
+            self._authenticated(delete)
 
     def close(self) -> None:
         if self._client is not None:
@@ -410,6 +451,16 @@ class LightkubeCluster:
             self._client = None
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _authenticated(self, call: Callable[[Client], T]) -> T:
+        """``call(client)``; refused with a 401 (the token is already invalidated then), once more with a
+        client carrying the token the provider now returns. A second 401 raises :class:`AuthExpiredError`."""
+        try:
+            return call(self._lightkube())
+        except AuthExpiredError:
+            if self._token is None:  # no token to renew: the same request would be refused again
+                raise
+        return call(self._lightkube())
 
     def _lightkube(self) -> Client:
         token = self._current_token()

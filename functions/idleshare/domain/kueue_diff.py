@@ -55,6 +55,14 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
     Namespace**: deleting a namespace deletes every workload in it, and a team whose quota was
     removed (or briefly missing) must not lose its jobs; namespaces are only ever created.
 
+    *Terminating* objects (``metadata.deletionTimestamp`` set: deleted, held by a finalizer such as
+    Kueue's ``resource-in-use`` until its workloads are gone) are neither deleted again — the
+    deletion is already under way; sending it on every recompute changes nothing — nor applied when
+    desired again: an apply to a terminating object cannot bring it back (it lands on the object
+    that is going away, or is refused), so it is left alone, and a recompute after it is gone creates
+    it anew (:func:`terminating` lists them, so the caller can say what it waits for). A terminating
+    Namespace that is desired is not listed either (``ensure_namespace`` would find it, then lose it).
+
     The caller must not pass an empty ``desired`` because it failed to read quotas: a failure to
     observe is not an observation of "no teams" (SPEC §5).
     """
@@ -65,6 +73,8 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
         key = object_identity(obj)
         desired_keys.add(key)
         have = by_key.get(key)
+        if have is not None and is_terminating(have):
+            continue  # wanted again while it goes away: created by a recompute after it is gone
         if obj.get("kind") == "Namespace":
             if have is None:
                 to_apply.append(obj)
@@ -74,12 +84,25 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
         obj
         for key, obj in by_key.items()
         if key not in desired_keys
+        and not is_terminating(obj)
         and key[0] in KIND_ORDER
         and key[0] != "Namespace"
         and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
     ]
     to_delete.sort(key=lambda o: (-KIND_ORDER.index(o["kind"]), *object_identity(o)[1:]))
     return to_apply, to_delete
+
+
+def is_terminating(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is being deleted (``metadata.deletionTimestamp`` set, its finalizers still running)."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def terminating(desired: Sequence[Manifest], current: Iterable[Manifest]) -> list[Manifest]:
+    """The desired objects :func:`diff` leaves alone because the cluster's one is still terminating (in the
+    given order): what the cluster will lack until a recompute after they are gone creates them."""
+    held = {object_identity(obj) for obj in current if is_terminating(obj)}
+    return [obj for obj in desired if object_identity(obj) in held]
 
 
 def first_difference(desired: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:

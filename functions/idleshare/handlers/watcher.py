@@ -2,7 +2,9 @@
 
 EventBridge Scheduler invokes it every minute per cluster with ``{"cluster": "<id>"}``; the watch is held
 until ``names.WATCHER_STOP_BEFORE_SECONDS`` before the function's timeout, and the next invocation takes it
-over from the last checkpoint (``service/watcher.py``). Every invocation reports, per cluster, how long the
+over from the last checkpoint (``service/watcher.py``). Waiting for its publishes is bounded by the time the
+invocation has left, less ``timings.WATCHER_CHECKPOINT_RESERVE_SECONDS`` for the last checkpoint: events not
+on the bus by then are not checkpointed, and the next invocation publishes them again. Every invocation reports, per cluster, how long the
 watch ran (the "watch not running" alarm), the events it published, its failures and relists.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from idleshare import names
+from idleshare import names, timings
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime.metrics import emit_watch, watch_failed
 from idleshare.runtime.observability import logger
@@ -29,14 +31,17 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     deps = dependencies()
     assert deps.publisher is not None, "the node watcher needs idleshare's event bus"
     remaining = context.get_remaining_time_in_millis() / 1000.0
+    now = time.monotonic()
+    publish_until = now + remaining - timings.WATCHER_CHECKPOINT_RESERVE_SECONDS
     try:
         report = watch_cluster(
             cluster.cluster_id,
             deps.kube_for(cluster),
             deps.store,  # type: ignore[arg-type]  # DynamoStore: claim_watch / save_watch
             deps.publisher,  # type: ignore[arg-type]  # EventBridgePublisher: publish_batch
-            deadline=time.monotonic() + max(0.0, remaining - names.WATCHER_STOP_BEFORE_SECONDS),
+            deadline=now + max(0.0, remaining - names.WATCHER_STOP_BEFORE_SECONDS),
             owner=str(getattr(context, "aws_request_id", "") or "local"),
+            publish_time_left=lambda: publish_until - time.monotonic(),
         )
     except Exception:
         watch_failed(cluster.cluster_id)

@@ -29,21 +29,31 @@ scheduled recompute reads the cluster as it is anyway).
 
 **Failures** (a watch request, a publish, a checkpoint) are counted in the report, the watch is resumed
 from the last checkpoint (so nothing is skipped), and the handler logs, counts and alarms on them; the
-5-minute scheduled recompute remains the safety net.
+5-minute scheduled recompute remains the safety net. A publish that can never succeed (an entry EventBridge
+refuses for good: :class:`~idleshare.adapters.errors.PermanentError`) is counted and not replayed — replaying
+it would fail the same way on every run and hold the checkpoint back forever.
+
+**Bounded by the function's time.** Waiting for the publisher (each checkpoint, the last one included) is
+bounded by ``publish_time_left`` (the handler: the invocation's remaining time less what the checkpoint write
+needs, ``timings.WATCHER_CHECKPOINT_RESERVE_SECONDS``). When it runs out, the events not yet on the bus are
+dropped from the publisher's queue, the checkpoint is not written (:class:`PublishTimeout`), and the run ends:
+the saved ``resourceVersion`` and views are still those of the last checkpoint, which no unpublished event is
+behind, so the next invocation resumes the watch from there (or relists and diffs against those views, on a
+410) and derives and publishes the same changes again. Nothing is lost; a call that was in flight may
+publish its events twice (harmless, as above).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from idleshare import names
-from idleshare.adapters.errors import AdapterError, ConflictError, ResourceExpiredError
+from idleshare.adapters.errors import AdapterError, ConflictError, ResourceExpiredError, RetryableError
 from idleshare.adapters.ports import WatchBookmark
 from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL
 
@@ -214,59 +224,86 @@ class WatchReport:
         }
 
 
+class PublishTimeout(RetryableError):
+    """The publisher did not get every queued event on the bus in the time the run had left for it."""
+
+
 class _Batcher:
     """Publishes queued events from a thread, up to ten per PutEvents call: a lone event goes at once, a
-    burst waits for the call in flight. :meth:`drain` waits until everything queued is on the bus and
-    re-raises what a call raised."""
+    burst waits for the call in flight. :meth:`drain` waits — at most the time it is given — until everything
+    queued is on the bus, and re-raises what a call raised."""
 
     def __init__(self, publisher: BatchPublisher, report: WatchReport, batch: int = 10) -> None:
         self._publisher = publisher
         self._report = report
         self._batch = batch
-        self._queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
+        self._cond = threading.Condition()
+        self._pending: deque[tuple[str, dict[str, Any]]] = deque()
+        self._in_flight = 0
+        self._closed = False
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="node-watch-publisher", daemon=True)
         self._thread.start()
 
     def put(self, detail: dict[str, Any]) -> None:
-        self._queue.put((names.DT_NODE_CHANGED, detail))
+        with self._cond:
+            self._pending.append((names.DT_NODE_CHANGED, detail))
+            self._cond.notify_all()
 
     def _run(self) -> None:
         while True:
-            first = self._queue.get()
-            if first is None:
-                self._queue.task_done()
-                return
-            batch = [first]
-            while len(batch) < self._batch:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:  # close() while a batch was gathered: send it, then stop
-                    self._queue.task_done()
-                    self._queue.put(None)
-                    break
-                batch.append(more)
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:  # closed, and nothing left to send
+                    return
+                batch = [self._pending.popleft() for _ in range(min(self._batch, len(self._pending)))]
+                self._in_flight = len(batch)
+                send = self._error is None  # after a failure, drop until drain() reports it (the run replays)
+            error: BaseException | None = None
+            calls = 0
             try:
-                if self._error is None:
-                    self._report.put_events_calls += self._publisher.publish_batch(batch)
-                    self._report.published += len(batch)
+                if send:
+                    calls = self._publisher.publish_batch(batch)
             except BaseException as exc:  # kept for drain(): the run decides what a failure means
-                self._error = exc
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
+                error = exc
+            with self._cond:
+                if error is not None:
+                    self._error = self._error or error
+                elif send:
+                    self._report.put_events_calls += calls
+                    self._report.published += len(batch)
+                self._in_flight = 0
+                self._cond.notify_all()
 
-    def drain(self) -> None:
-        self._queue.join()
-        error, self._error = self._error, None
+    def drain(self, timeout: float | None = None) -> None:
+        """Until every queued event is on the bus, at most ``timeout`` seconds (None: no bound). Out of time:
+        the events not sent yet are dropped and :class:`PublishTimeout` says how many were not on the bus."""
+        with self._cond:
+            if not self._cond.wait_for(
+                lambda: not self._pending and not self._in_flight, None if timeout is None else max(0.0, timeout)
+            ):
+                unsent, in_flight = len(self._pending), self._in_flight
+                self._pending.clear()
+                raise PublishTimeout(
+                    f"{PUT_EVENTS}: out of time to publish: {unsent + in_flight} events not confirmed on the bus "
+                    f"({in_flight} in a call still running); not checkpointed, the next run publishes them again",
+                    operation=PUT_EVENTS,
+                )
+            error, self._error = self._error, None
         if error is not None:
             raise error
 
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=30)
+    def close(self, timeout: float = 30.0) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=max(0.0, timeout))
+
+
+def _replays(exc: AdapterError) -> bool:
+    """Whether a failure may have left events off the bus that publishing again can put there."""
+    return exc.operation == PUT_EVENTS and exc.retryable
 
 
 def watch_cluster(
@@ -281,11 +318,13 @@ def watch_cluster(
     sleep: Callable[[float], None] = time.sleep,
     window_seconds: int = DEFAULT_WINDOW_SECONDS,
     on_change: Callable[[dict[str, Any]], None] | None = None,
+    publish_time_left: Callable[[], float] | None = None,
 ) -> WatchReport:
     """Watch the cluster's nodes until ``deadline`` (on ``clock``), publishing what moved (module docstring).
 
     ``owner``: who claims the watch (the Lambda request id). ``on_change``: called with each detail as it is
-    queued (tests, the local pipeline). Returns early when a newer invocation took the watch over."""
+    queued (tests, the local pipeline). ``publish_time_left``: the seconds (real time) waiting for the
+    publisher may still take; None: no bound. Returns early when a newer invocation took the watch over."""
     started = clock()
     report = WatchReport(cluster_id)
     bookmark = store.claim_watch(cluster_id, owner)
@@ -298,6 +337,9 @@ def watch_cluster(
     dirty = False
     batcher = _Batcher(publisher, report)
 
+    def time_left() -> float | None:
+        return None if publish_time_left is None else publish_time_left()
+
     def emit(name: str, changes: list[str], version: str) -> None:
         detail = change_detail(cluster_id, name, changes, version)
         report.changes.update(changes)
@@ -307,7 +349,7 @@ def watch_cluster(
 
     def checkpoint() -> None:
         nonlocal saved_nodes, saved_rv, dirty
-        batcher.drain()  # events first: a checkpoint never gets ahead of what is on the bus
+        batcher.drain(time_left())  # events first: a checkpoint never gets ahead of what is on the bus
         store.save_watch(cluster_id, report.lease, rv, dict(known) if dirty else None)
         report.checkpoints += 1
         saved_rv = rv
@@ -359,8 +401,16 @@ def watch_cluster(
                 checkpoint()
             except ResourceExpiredError as exc:
                 report.failures.append(f"relist: {exc}")
-                batcher.drain()
-                rv = ""  # list again at once (the events seen so far are on the bus)
+                try:
+                    batcher.drain(time_left())
+                except AdapterError as again:
+                    report.failures.append(str(again))
+                    if _replays(again):  # diff the relist against the checkpoint's views: their changes again
+                        known, dirty = dict(saved_nodes or {}), False
+                    if isinstance(again, PublishTimeout):
+                        rv = saved_rv
+                        break
+                rv = ""  # list again at once (the events seen so far are on the bus, or are derived again)
             except ConflictError as exc:
                 if exc.operation != "save_watch":
                     raise
@@ -368,18 +418,21 @@ def watch_cluster(
                 break
             except AdapterError as exc:  # a watch request, a publish or a checkpoint failed
                 report.failures.append(str(exc))
-                lost = exc.operation == PUT_EVENTS
+                lost, out_of_time = _replays(exc), isinstance(exc, PublishTimeout)
                 try:
-                    batcher.drain()
+                    batcher.drain(time_left())
                 except AdapterError as again:
                     report.failures.append(str(again))
-                    lost = True
+                    lost, out_of_time = lost or _replays(again), out_of_time or isinstance(again, PublishTimeout)
                 if lost:  # events that may not be on the bus: replay from the checkpoint, which publishes them again
                     known = dict(saved_nodes or {})
                     rv, dirty = saved_rv, False
+                if out_of_time:
+                    break  # no time left to publish: what is not checkpointed is the next invocation's
                 sleep(min(1.0, max(0.0, deadline - clock())))
     finally:
-        batcher.close()
+        left = time_left()
+        batcher.close(30.0 if left is None else min(30.0, left))
         report.resource_version = rv
         report.watched_seconds = max(0.0, clock() - started)
     return report

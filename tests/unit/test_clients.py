@@ -1,0 +1,204 @@
+"""Every boto3 client the Lambda wiring builds has explicit timeouts and standard retries that fit its function
+(``runtime/wiring.py``: ``client_config``; the numbers in ``timings.py``)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import botocore.session
+import pytest
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from moto import mock_aws
+
+from idleshare import names, timings
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.runtime import wiring
+from idleshare.runtime.env import HANDLER_VARIABLE
+
+REGION = "eu-west-1"
+CLUSTERS = '[{"id": "c1", "eks_cluster_name": "eks-1"}]'
+ENV = {
+    names.ENV_TABLE_NAME: "idleshare-test",
+    names.ENV_IDEMPOTENCY_TABLE_NAME: "idleshare-idem",
+    names.ENV_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/123456789012/q.fifo",
+    names.ENV_EVENT_BUS_NAME: "idleshare",
+    names.ENV_HISTORY_TTL_DAYS: "30",
+    names.ENV_TOLERATED_TAINT_KEYS: "",
+    names.ENV_CLUSTERS: CLUSTERS,
+}
+KINDS = {
+    names.ROUTER_HANDLER: (timings.ROUTER_CLIENT, timings.ROUTER_FUNCTION_TIMEOUT_SECONDS),
+    names.API_HANDLER: (timings.API_CLIENT, timings.API_GATEWAY_TIMEOUT_SECONDS),
+    names.REGISTRAR_HANDLER: (timings.REGISTRAR_CLIENT, timings.REGISTRAR_FUNCTION_TIMEOUT_SECONDS),
+    names.RECOMPUTE_HANDLER: (timings.RECOMPUTE_CLIENT, timings.RECOMPUTE_BUDGET_SECONDS),
+    names.WATCHER_HANDLER: (timings.WATCHER_CLIENT, names.WATCHER_STOP_BEFORE_SECONDS),
+}
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every botocore client created from here on (by boto3.client, boto3.resource or a Session)."""
+    clients: list[Any] = []
+    create = botocore.session.Session.create_client
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> Any:
+        client = create(self, *args, **kwargs)
+        clients.append(client)
+        return client
+
+    monkeypatch.setattr(botocore.session.Session, "create_client", recording)
+    return clients
+
+
+def expected_config(client: Any, want: timings.ClientTimings) -> tuple[str, Any]:
+    config = client.meta.config
+    return client.meta.service_model.service_name, (
+        config.connect_timeout,
+        config.read_timeout,
+        config.retries.get("mode"),
+        config.retries.get("total_max_attempts"),
+    )
+
+
+@pytest.mark.parametrize("handler", list(KINDS))
+def test_every_client_the_wiring_builds_has_the_functions_timeouts_and_standard_retries(
+    aws: None, built: list[Any], monkeypatch: pytest.MonkeyPatch, handler: str
+) -> None:
+    # Given the function's environment, as Lambda sets it
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv(HANDLER_VARIABLE, handler)
+    connectors: list[Any] = []
+
+    def from_eks(connector: Any, cluster_name: str, **_: Any) -> Any:
+        connectors.append(connector)
+        return object()
+
+    monkeypatch.setattr("idleshare.adapters.kube.LightkubeCluster.from_eks", from_eks)
+    # When the wiring builds its adapters, reaches a cluster (the EKS and STS clients) and the record returns
+    deps = wiring._from_environment()
+    deps.kube_for(ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1"))
+    if deps.returns is not None:
+        getattr(deps.returns, "client", None)
+    # Then every client built (DynamoDB, SQS, EventBridge, EKS, STS, ...) has the function's settings
+    want, _ = KINDS[handler]
+    services = {client.meta.service_model.service_name for client in built}
+    assert {"dynamodb", "sqs", "events", "eks", "sts"} <= services
+    for client in built:
+        assert expected_config(client, want)[1] == (
+            want.connect_seconds,
+            want.read_seconds,
+            "standard",
+            want.attempts,
+        ), client.meta.service_model.service_name
+    assert len(connectors) == 1
+
+
+@pytest.mark.parametrize("handler", list(KINDS))
+def test_one_calls_worst_case_fits_its_function(handler: str) -> None:
+    # every attempt timing out, plus the longest backoffs: within what the function can spend on one call
+    want, budget = KINDS[handler]
+    assert want.attempts >= 2  # standard retries: a throttled or reset call is tried again
+    assert want.worst_case_seconds() <= budget
+    if handler in (names.ROUTER_HANDLER, names.REGISTRAR_HANDLER, names.API_HANDLER):
+        assert 2 * want.worst_case_seconds() <= budget  # the two calls of a request, at worst, still answer
+
+
+def test_the_watcher_keeps_time_for_its_last_checkpoint() -> None:
+    assert timings.WATCHER_FUNCTION_TIMEOUT_SECONDS == names.WATCHER_TIMEOUT_SECONDS
+    # the checkpoint's reserve holds one DynamoDB call at worst, inside the time the watch leaves
+    assert timings.WATCHER_CLIENT.worst_case_seconds() < timings.WATCHER_CHECKPOINT_RESERVE_SECONDS
+    assert timings.WATCHER_CHECKPOINT_RESERVE_SECONDS < names.WATCHER_STOP_BEFORE_SECONDS
+
+
+def test_outside_lambda_the_default_settings_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(HANDLER_VARIABLE, raising=False)
+    assert wiring.client_timings() == timings.DEFAULT_CLIENT
+    monkeypatch.setenv(HANDLER_VARIABLE, names.WATCHER_HANDLER)
+    assert wiring.client_timings() == timings.WATCHER_CLIENT
+
+
+# -- what the settings do (a real botocore client, real sockets) ---------------------------------------------
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """An HTTP endpoint that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    server.close()
+
+
+def test_a_silent_endpoint_fails_after_the_attempts_and_read_timeouts(silent_server: str) -> None:
+    # Given an EventBridge client with the watcher's settings, pointed at an endpoint that never answers
+    config = wiring.client_config(names.WATCHER_HANDLER)
+    client = boto3.client(
+        "events",
+        region_name=REGION,
+        endpoint_url=silent_server,
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+        config=config,
+    )
+    attempts: list[str] = []
+    client.meta.events.register("before-send.events.PutEvents", lambda **_: attempts.append("sent"))
+    # When it publishes
+    started = time.monotonic()
+    with pytest.raises(ReadTimeoutError):
+        client.put_events(Entries=[{"Source": "s", "DetailType": "d", "Detail": "{}"}])
+    elapsed = time.monotonic() - started
+    # Then it tried the configured number of times, each cut at the read timeout, not botocore's 60 s
+    want = timings.WATCHER_CLIENT
+    assert len(attempts) == want.attempts
+    assert want.attempts * want.read_seconds <= elapsed <= want.worst_case_seconds() + 1
+
+
+def test_a_refused_connection_is_retried_the_configured_number_of_times() -> None:
+    config = wiring.client_config(names.RECOMPUTE_HANDLER)
+    client = boto3.client(
+        "sqs",
+        region_name=REGION,
+        endpoint_url="http://127.0.0.1:9",
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+        config=config,
+    )
+    attempts: list[str] = []
+    client.meta.events.register("before-send.sqs.SendMessage", lambda **_: attempts.append("sent"))
+    with pytest.raises(EndpointConnectionError):
+        client.send_message(QueueUrl="http://127.0.0.1:9/1/q", MessageBody="x")
+    assert len(attempts) == timings.RECOMPUTE_CLIENT.attempts
