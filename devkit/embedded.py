@@ -138,7 +138,7 @@ class Delivery:
     events: list[str] = field(default_factory=list)  # what the node watcher published (:meth:`Embedded.watch`)
 
 
-class _CapturingPublisher:
+class CapturingPublisher:
     """The real EventBridge publisher (moto), keeping a copy of every published event."""
 
     def __init__(self, inner: Any, sink: list[dict[str, Any]]) -> None:
@@ -203,6 +203,7 @@ class Embedded:
         from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
         from idleshare.adapters.kube import LightkubeCluster
         from idleshare.adapters.ports import ClusterRecord
+        from idleshare.adapters.sqs_records import SqsRecordReturns
         from idleshare.adapters.store import DynamoStore
         from idleshare.runtime import observability, wiring
 
@@ -225,9 +226,11 @@ class Embedded:
         if self._own_aws:
             self._idempotency_table()
         self.sqs = boto3.client("sqs", region_name=REGION)
-        self.queue_url = self.sqs.create_queue(
-            QueueName=QUEUE_NAME, Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"}
-        )["QueueUrl"]
+        # the deployed queue (visibility timeout, delivery delay, redrive policy), on this stack's clock
+        self.time = event_source.Clock(self.clock)
+        self._stack.enter_context(event_source.sqs_time(self.time))
+        self.queues = event_source.create_queue(self.sqs, QUEUE_NAME)
+        self.queue_url = self.queues.url
         events = boto3.client("events", region_name=REGION)
         with contextlib.suppress(events.exceptions.ResourceAlreadyExistsException):
             events.create_event_bus(Name=BUS_NAME)
@@ -235,13 +238,14 @@ class Embedded:
         self._stack.callback(self.kube.close)
         self.deps = wiring.Dependencies(
             store=self.store,
-            queue=SqsRecomputeQueue(self.sqs, self.queue_url, clock=lambda: self.clock[0]),
-            publisher=_CapturingPublisher(EventBridgePublisher(events, BUS_NAME), self.published),
+            queue=SqsRecomputeQueue(self.sqs, self.queue_url, clock=self.time),
+            publisher=CapturingPublisher(EventBridgePublisher(events, BUS_NAME), self.published),
             kube_for=lambda _cluster: self.kube,
             # The recompute holds a message until its coalescing window closed (the deployed queue's delivery
             # delay makes that wait zero); here it compares with this clock and waiting moves it on.
-            clock=lambda: self.clock[0],
+            clock=self.time,
             sleep=self.tick,
+            returns=SqsRecordReturns(self.sqs),
         )
         wiring.install(self.deps)
         self._stack.callback(wiring.install, None)
@@ -303,28 +307,30 @@ class Embedded:
             out: dict[str, Any] = router.handler(copy.deepcopy(dict(event)), CONTEXT)
         return out
 
-    def drain(self, max_receives: int = 3) -> tuple[int, list[str]]:
-        """Deliver the queued recompute requests to the recompute handler until the queue is empty.
-
-        A failed record is delivered again, as SQS would, up to ``max_receives`` times, then dropped (SQS
-        would move it to the DLQ). Returns (records delivered, failure messages of the dropped ones)."""
+    def drain(self) -> tuple[int, list[str]]:
+        """Deliver the queued recompute requests to the recompute handler, as the deployed event source mapping
+        does (:class:`devkit.sqs.EventSourceMapping` on this stack's clock: the delivery delay, a failed record's
+        backoff), until the queue is empty. A record that keeps failing reaches the DLQ after
+        ``timings.DLQ_AFTER_SECONDS`` of clock, as deployed. Returns (records delivered, why each dead-lettered
+        message failed)."""
+        from idleshare import timings
         from idleshare.handlers import recompute
 
         def quietly(event: dict[str, Any], context: Any) -> Any:
             with contextlib.redirect_stdout(io.StringIO()):  # EMF metrics
                 return recompute.handler(event, context)
 
+        esm = event_source.EventSourceMapping(self.sqs, self.queue_url, quietly, self.time)
+        invocations = esm.run(max_seconds=timings.seconds_to_dlq(event_source.DEPLOYED.max_receive_count) + 600)
         failures: list[str] = []
-        drained = event_source.drain(
-            self.sqs,
-            self.queue_url,
-            quietly,
-            CONTEXT,
-            max_batches=10 * max_receives,
-            max_receives=max_receives,
-            on_drop=lambda _message, error: failures.append(self._last_error() or error or "the recompute failed"),
-        )
-        return drained.delivered, failures
+        while True:
+            dead = self.sqs.receive_message(QueueUrl=self.queues.dlq_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not dead:
+                break
+            for message in dead:
+                failures.append(self._last_error() or "the recompute failed")
+                self.sqs.delete_message(QueueUrl=self.queues.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+        return sum(len(i.records) for i in invocations), failures
 
     def _last_error(self) -> str:
         for line in reversed(self.logs.getvalue().splitlines()):

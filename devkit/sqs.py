@@ -1,17 +1,27 @@
-"""The SQS event source mapping, in process: what Lambda's poller does between a queue and a function.
+"""The SQS event source mapping, in process: what Lambda's poller does between the recompute queue and its function.
 
-:func:`drain` receives up to 10 messages, hands them to the handler as one SQS event (records shaped as
-Lambda builds them: :func:`sqs_event`), deletes the ones the answer's ``batchItemFailures`` does not name,
-and repeats until the queue is empty (or ``max_batches``). A handler that raises (Powertools'
-``BatchProcessingError`` when every record failed) fails the whole batch, as a failed invocation does.
-Used by the devkit's embedded services and by every test that drives the recompute handler from a queue."""
+The queue is created as the CDK stack creates it (:func:`create_queue`: FIFO, the visibility timeout, delivery delay
+and redrive policy of :data:`DEPLOYED`, all from :mod:`idleshare.timings`) in moto, and moto's SQS runs on the test's
+clock (:func:`sqs_time`): a delayed message, a record the recompute handed back with a backoff, a batch a Lambda
+timeout lost, each comes back when the clock says so, and it blocks its message group (its cluster) meanwhile, as
+SQS FIFO does. :class:`EventSourceMapping` polls like Lambda's poller: up to 10 messages, one invocation with a
+context whose remaining time runs on the clock (a deadline at the function's timeout), the work's own wall time
+added to the clock; the records the answer's ``batchItemFailures`` does not name are deleted; an invocation that
+raised, or that ran past its deadline (a Lambda timeout), deletes nothing: the whole batch returns after the
+queue's visibility timeout.
+
+:func:`drain` is the older, clock-less loop (receive, invoke, delete what succeeded, until empty): for the callers
+that drive a queue by hand."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from devkit.lambda_context import LambdaContext
 from idleshare import timings
 
 
@@ -32,6 +42,224 @@ class Deployed:
 DEPLOYED = Deployed()
 BATCH_SIZE = DEPLOYED.batch_size
 """The recompute's event source mapping's batch size (and SQS ReceiveMessage's maximum)."""
+
+
+@dataclass(frozen=True)
+class Queues:
+    url: str
+    arn: str
+    dlq_url: str
+    dlq_arn: str
+
+
+def create_queue(sqs: Any, name: str = "idleshare-recompute.fifo", settings: Deployed = DEPLOYED) -> Queues:
+    """The recompute FIFO queue and its DLQ as the stack makes them (no content-based deduplication; the
+    deployed visibility timeout, delivery delay and redrive policy). ``sqs``: a boto3 SQS client (moto)."""
+    import json
+
+    dlq_name = name.removesuffix(".fifo") + "-dlq.fifo"
+    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes={"FifoQueue": "true"})["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    attributes = {
+        "FifoQueue": "true",
+        "ContentBasedDeduplication": "false",
+        "VisibilityTimeout": str(settings.visibility_timeout),
+        "DelaySeconds": str(settings.delivery_delay),
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.max_receive_count}),
+    }
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return Queues(url, arn, dlq_url, dlq_arn)
+
+
+class Clock:
+    """Epoch seconds that move only when told to (``advance``); callable, as the adapters' clocks are. Wraps a
+    one-element list when given one (the harnesses' ``clock[0]``), so both see the same time."""
+
+    def __init__(self, start: float | list[float] = 1_000_000.0) -> None:
+        self.cell = start if isinstance(start, list) else [float(start)]
+
+    def __call__(self) -> float:
+        return self.cell[0]
+
+    def advance(self, seconds: float) -> None:
+        self.cell[0] += max(0.0, seconds)
+
+
+class WallClock(Clock):
+    """The wall clock plus every wait skipped (``advance``): for runs whose work is timed for real (the benchmarks)
+    while the queue's delays cost no waiting."""
+
+    real = True
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+
+    def __call__(self) -> float:
+        return time.time() + self.cell[0]
+
+
+@contextlib.contextmanager
+def sqs_time(clock: Callable[[], float]) -> Iterator[None]:
+    """moto's SQS on ``clock`` for the block: sending, delivery delays, visibility timeouts, receive timestamps and
+    retention read this time instead of the wall clock (moto reads it through these two functions)."""
+    import moto.sqs.models as models
+
+    saved = models.unix_time, models.unix_time_millis
+
+    def unix_time(dt: Any = None) -> float:
+        return clock() if dt is None else saved[0](dt)
+
+    def unix_time_millis(dt: Any = None) -> float:
+        return clock() * 1000.0 if dt is None else saved[1](dt)
+
+    models.unix_time, models.unix_time_millis = unix_time, unix_time_millis  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        models.unix_time, models.unix_time_millis = saved  # type: ignore[assignment]
+
+
+class FunctionTimeout(BaseException):
+    """Raised into a handler (by whatever the test makes slow) to end the invocation as Lambda's timeout does: a
+    BaseException, so that nothing in the handler catches it and answers (Lambda stops the process)."""
+
+
+class ClockedContext(LambdaContext):
+    """A Lambda context whose remaining time runs on the clock, to a deadline at the function's timeout."""
+
+    clock: Callable[[], float] = time.time
+    deadline: float = 0.0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.deadline - self.clock()) * 1000))
+
+
+@dataclass
+class Invocation:
+    """One poll's invocation: the records handed over, the answer, how it ended (``ok``, ``error``, ``timeout``)."""
+
+    started: float
+    records: list[dict[str, Any]]
+    answer: dict[str, Any] = field(default_factory=dict)
+    ended: str = "ok"
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[str]:
+        return [f["itemIdentifier"] for f in self.answer.get("batchItemFailures") or []]
+
+
+class EventSourceMapping:
+    """Lambda's SQS poller for one function, on ``clock``: :meth:`poll` runs one batch, :meth:`run` polls until a
+    condition holds, advancing the clock while nothing is visible. The work's own wall time is added to the clock
+    (so what a recompute costs counts in a measured recovery); ``settings``: the deployed function's timeout and
+    batch size."""
+
+    def __init__(
+        self,
+        sqs: Any,
+        queue_url: str,
+        handler: Handler,
+        clock: Clock,
+        *,
+        settings: Deployed = DEPLOYED,
+        function_name: str = "idleshare-recompute",
+    ) -> None:
+        self.sqs, self.queue_url, self.handler, self.clock, self.settings = sqs, queue_url, handler, clock, settings
+        self.function_name = function_name
+        attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
+        self.arn = attrs["QueueArn"]
+        self.invocations: list[Invocation] = []
+        self.count = 0
+
+    def poll(self) -> Invocation | None:
+        """One ReceiveMessage at the clock's time and, if it returned anything, one invocation."""
+        with sqs_time(self.clock):
+            batch = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=self.settings.batch_size, AttributeNames=["All"]
+            ).get("Messages", [])
+        if not batch:
+            return None
+        self.count += 1
+        context = ClockedContext(function_name=self.function_name, aws_request_id=f"invocation-{self.count}")
+        context.clock, context.deadline = self.clock, self.clock() + self.settings.function_timeout
+        invocation = Invocation(self.clock(), [sqs_record(m, self.arn) for m in batch])
+        began = time.perf_counter()
+        try:
+            with sqs_time(self.clock):
+                invocation.answer = self.handler({"Records": invocation.records}, context) or {}
+        except FunctionTimeout:
+            invocation.ended = "timeout"
+        except Exception as exc:  # an invocation error: the poller deletes nothing, the batch comes back
+            invocation.ended, invocation.error = "error", (str(exc).strip().splitlines() or [""])[0]
+        invocation.seconds = time.perf_counter() - began
+        if not getattr(self.clock, "real", False):  # a wall clock has counted the work already
+            self.clock.advance(invocation.seconds)
+        if invocation.ended == "ok" and self.clock() > context.deadline:
+            invocation.ended = "timeout"  # it ran past its timeout: Lambda had ended it, its answer is lost
+        if invocation.ended == "ok":
+            failed = set(invocation.failures)
+            with sqs_time(self.clock):
+                for m in batch:
+                    if m["MessageId"] not in failed:
+                        self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        self.invocations.append(invocation)
+        return invocation
+
+    def run(
+        self,
+        until: Callable[[], bool] | None = None,
+        *,
+        max_seconds: float = 120.0,
+        step: float = 1.0,
+        max_invocations: int | None = None,
+        on_tick: Callable[[float], None] | None = None,
+    ) -> list[Invocation]:
+        """Poll until ``until()`` holds after an invocation (None: until nothing is left to deliver), for at most
+        ``max_seconds`` of clock or ``max_invocations``; while nothing is visible the clock moves ``step`` seconds.
+        ``on_tick(now)`` is told before each poll (a test ends its fault there). Returns the invocations."""
+        start, done = self.clock(), len(self.invocations)
+        while self.clock() - start <= max_seconds:
+            if on_tick is not None:
+                on_tick(self.clock())
+            invocation = self.poll()
+            if invocation is not None:
+                if until is not None and until():
+                    break
+                if max_invocations is not None and len(self.invocations) - done >= max_invocations:
+                    break
+                continue
+            if until is None and self.depth() == 0:
+                break
+            self.clock.advance(step)
+        return self.invocations[done:]
+
+    def deliver(self, *, max_wait: float | None = None, step: float = 1.0) -> Invocation | None:
+        """The next invocation: waits (on the clock) up to ``max_wait`` seconds (default: the delivery delay plus
+        the longest backoff) for something visible, then runs one batch; None when nothing came."""
+        wait = float(self.settings.delivery_delay + timings.RETRY_MAX_SECONDS) if max_wait is None else max_wait
+        start = self.clock()
+        while True:
+            invocation = self.poll()
+            if invocation is not None or self.clock() - start >= wait:
+                return invocation
+            self.clock.advance(step)
+
+    def depth(self) -> int:
+        """Messages in the queue: visible, in flight or delayed (what SQS's approximate counts add up to)."""
+        with sqs_time(self.clock):
+            attrs = self.sqs.get_queue_attributes(
+                QueueUrl=self.queue_url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
+            )["Attributes"]
+        return sum(int(v) for v in attrs.values())
+
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

@@ -66,3 +66,66 @@ def min_receive_count(seconds: int = DLQ_AFTER_SECONDS) -> int:
 
 DEFAULT_MAX_RECEIVE_COUNT = min_receive_count()
 """The redrive policy's default ``maxReceiveCount`` (the CDK config's ``dlq_max_receive_count``)."""
+
+
+# =====================================================================================================================
+# AWS SDK clients (issue 20 §5) — appended section: read by ``runtime/wiring.py`` (``client_config``).
+#
+# Every boto3 client a function builds has explicit connect / read timeouts and botocore's "standard" retry mode
+# (throttling and transient errors retried with jittered exponential backoff), sized so that one call's worst case —
+# every attempt waiting out its connect and read timeouts, plus the longest backoffs between them
+# (:meth:`ClientTimings.worst_case_seconds`) — fails fast enough for the function to do something about it: answer
+# within its own timeout (router, API, registrar), hand the record back and retry within the run (recompute), or
+# still checkpoint before its timeout (watcher). botocore's defaults are 60 s connect, 60 s read, "legacy" retries.
+# =====================================================================================================================
+
+from dataclasses import dataclass  # noqa: E402  (this section is appended: the file's head is not ours to edit)
+
+SDK_MAX_BACKOFF_SECONDS = 20
+"""botocore's cap on one backoff of the standard retry mode (``botocore.retries.standard.ExponentialBackoff``)."""
+
+
+@dataclass(frozen=True)
+class ClientTimings:
+    """One function kind's boto3 client settings: ``botocore.config.Config(connect_timeout, read_timeout,
+    retries={"mode": "standard", "total_max_attempts": attempts})`` (attempts count the first call)."""
+
+    connect_seconds: float
+    read_seconds: float
+    attempts: int
+
+    def worst_case_seconds(self) -> float:
+        """The longest one SDK call can take: every attempt times out connecting and reading, and every backoff is
+        the longest the standard mode draws for a throttled call (``2 ** i`` seconds before attempt ``i + 2``,
+        capped)."""
+        backoffs = sum(min(2.0**i, SDK_MAX_BACKOFF_SECONDS) for i in range(self.attempts - 1))
+        return self.attempts * (self.connect_seconds + self.read_seconds) + backoffs
+
+
+ROUTER_FUNCTION_TIMEOUT_SECONDS = 30
+API_GATEWAY_TIMEOUT_SECONDS = 29
+"""The admin API answers within API Gateway's integration timeout (its function's own timeout is 30 s)."""
+REGISTRAR_FUNCTION_TIMEOUT_SECONDS = 30
+WATCHER_FUNCTION_TIMEOUT_SECONDS = 90
+"""= ``names.WATCHER_TIMEOUT_SECONDS`` (checked by tests/unit/test_clients.py)."""
+
+ROUTER_CLIENT = ClientTimings(connect_seconds=1, read_seconds=3, attempts=3)
+"""15 s worst case per call: the router's two calls (the cluster's registry item, SendMessage) fit its 30 s."""
+API_CLIENT = ClientTimings(connect_seconds=1, read_seconds=3, attempts=2)
+"""9 s worst case per call: a request answers within API Gateway's 29 s, and each poll of a recalculation's
+receipt (``waitSeconds`` up to 25) fails fast."""
+REGISTRAR_CLIENT = ClientTimings(connect_seconds=1, read_seconds=3, attempts=3)
+"""15 s worst case per call: CloudFormation gets its answer within the function's 30 s."""
+RECOMPUTE_CLIENT = ClientTimings(connect_seconds=3, read_seconds=10, attempts=3)
+"""42 s worst case per call: within :data:`RECOMPUTE_BUDGET_SECONDS`, so a call that hangs fails while the run still
+has time to hand the record back and retry it (the function's 300 s never run out on one call)."""
+WATCHER_CLIENT = ClientTimings(connect_seconds=1, read_seconds=2, attempts=2)
+"""7 s worst case per call: the last PutEvents and the checkpoint fit in the 10 s the watch leaves before the
+function's timeout (``names.WATCHER_STOP_BEFORE_SECONDS``)."""
+DEFAULT_CLIENT = RECOMPUTE_CLIENT
+"""Outside a deployed function (tests, the devkit, the local replay): the most patient of the above."""
+
+WATCHER_CHECKPOINT_RESERVE_SECONDS = WATCHER_CLIENT.worst_case_seconds() + 1
+"""The watcher stops waiting for its publishes this long before the function's timeout: what is left is the
+checkpoint's (one DynamoDB call at worst, and a second to return). Events not on the bus by then are not
+checkpointed past: the next invocation publishes them again from the last checkpoint."""

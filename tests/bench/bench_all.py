@@ -13,10 +13,12 @@
 6. watcher (``bench_watcher.py``): ``kubectl cordon`` to the new borrowingLimit on the real stack, through the
    node watcher, router, queue (with its delivery delay) and recompute: median / p95 vs the coalescing window;
 7. health (``bench_watcher.py --health``): a HyperPod node health event to the new borrowingLimit in the
-   ClusterQueue (router, queue, recompute, the real apiserver), median / p95 vs the window.
+   ClusterQueue (router, queue, recompute, the real apiserver), median / p95 vs the window;
+8. recovery (``bench_recovery.py``): for each fault class, fault end -> the right borrowingLimit in the
+   ClusterQueue on the deployed queue's semantics, vs the coalescing window + 30 s.
 
 One DynamoDB Local serves 2-5; one real stack (``devkit.kube.stack``) serves 2-4, emptied before each. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
-(NAME: engine, coldstart, recompute, memory, burst, watcher, health; ``--quick``: small sizes, for a smoke run).
+(NAME: engine, coldstart, recompute, memory, burst, watcher, health, recovery; ``--quick``: small sizes, for a smoke run).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench import bench_common as bc
 
-BENCHES = ("engine", "coldstart", "recompute", "memory", "burst", "watcher", "health")
+BENCHES = ("engine", "coldstart", "recompute", "memory", "burst", "watcher", "health", "recovery")
 
 
 def main(argv: list[str]) -> int:
@@ -71,6 +73,10 @@ def main(argv: list[str]) -> int:
             from tests.bench import bench_burst
 
             bench_burst.run(report, endpoint, scale=0.05 if quick else 1.0)
+    if "recovery" in only:
+        from tests.bench import bench_recovery
+
+        bench_recovery.run(report, quick=quick)
     if "watcher" in only:
         from tests.bench import bench_watcher
 

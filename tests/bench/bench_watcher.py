@@ -71,13 +71,12 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     from devkit.kube.client import Kube
     from devkit.kube.stack import running
     from devkit.lambda_context import LambdaContext
-    from devkit.sqs import sqs_event
+    from devkit.sqs import create_queue, sqs_event
     from idleshare import names
     from idleshare.adapters.aws import SqsRecomputeQueue
     from idleshare.adapters.ports import ClusterRecord
     from idleshare.handlers import recompute, router
     from idleshare.runtime import wiring
-    from tests.aws_env import fifo_queue
     from tests.builders import quota_body
     from tests.kube.watcher_harness import CollectingPublisher, WatcherThread, moto_table
     from tests.unit.test_api import k8s_node
@@ -90,7 +89,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
         store.put_cluster(ClusterRecord(CLUSTER, "local-eks", HYPERPOD_ARN))
         store.create_quota(CLUSTER, quota_body("a", gpus=8))
         sqs = boto3.client("sqs", region_name="us-east-1")
-        url = fifo_queue(sqs, f"w-{uuid.uuid4().hex[:6]}.fifo", visibility_timeout=30)
+        url = create_queue(sqs, f"w-{uuid.uuid4().hex[:6]}.fifo").url  # the deployed queue: moto delays in real time
         kube = admin.idleshare_adapter(timeout=30)
         deps = wiring.Dependencies(store=store, queue=SqsRecomputeQueue(sqs, url), kube_for=lambda _c: kube)
         wiring.install(deps)
@@ -114,14 +113,12 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
 
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
-        def deliver() -> None:  # SQS with the deployed queue's delivery delay, then the recompute handler
+        def deliver() -> None:  # the deployed queue (its delivery delay, in real time), then the recompute handler
             while not stop.is_set():
                 got = sqs.receive_message(
-                    QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["SentTimestamp"], WaitTimeSeconds=0
+                    QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=0
                 )
                 for m in got.get("Messages", []):
-                    due = int(m["Attributes"]["SentTimestamp"]) / 1000 + window
-                    time.sleep(max(0.0, due - time.time()))
                     recompute.handler(sqs_event([m], arn), context)
                     sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
                 time.sleep(0.05)

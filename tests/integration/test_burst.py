@@ -34,10 +34,10 @@ from devkit.kube.stack import KubeStack, ensure_built
 from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.ports import ClusterRecord
+from idleshare.adapters.sqs_records import SqsRecordReturns
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
-from tests.aws_env import fifo_queue
 from tests.builders import quota_body
 from tests.integration.invariants import GenerationLog, assert_converged, assert_pool_invariants
 from tests.integration.test_pipeline import CONTEXT
@@ -126,15 +126,20 @@ class BurstRig:
         emptied running stack (its admin client) for the first cluster; the others get one each."""
         self.store = DynamoStore(table)
         self.seconds_per_event = seconds_per_event
-        self.now = 1_000_000.0
+        self._now = [1_000_000.0]
         self.polls = 0
         self.stats = Stats()
         sqs = boto3.client("sqs", region_name="us-east-1")
         self.sqs = sqs
-        self.queue_url = fifo_queue(sqs, "burst.fifo", visibility_timeout=30)
+        # The deployed queue (its delivery delay, visibility timeout and redrive policy) on the rig's clock: the
+        # simulated one, or the wall clock plus the delays skipped (the benchmark times the work for real)
+        clock = event_source.WallClock() if seconds_per_event is None else event_source.Clock(self._now)
+        self.time = clock
+        self._sqs_time = event_source.sqs_time(clock)
+        self._sqs_time.__enter__()
+        self.queue_url = event_source.create_queue(sqs, "burst.fifo").url
         events = boto3.client("events", region_name="us-east-1")
         events.create_event_bus(Name="idleshare")
-        clock = time.time if seconds_per_event is None else (lambda: self.now)
         self.queue = CountingQueue(sqs, self.queue_url, self, clock)
         self.sims: dict[str, Kube] = {}
         self.kubes: dict[str, LightkubeCluster] = {}
@@ -159,10 +164,10 @@ class BurstRig:
                 publisher=EventBridgePublisher(events, "idleshare"),
                 kube_for=self._kube_for,
                 # The deployed queue delays every delivery by the coalescing window, so the recompute never has
-                # to hold a message; moto's queue delivers at once. The rig stands in for the delay: a hold is
-                # counted and, on the simulated clock, advances it (none of the burst's changes wait on it).
+                # to hold a message: a hold is counted (and advances the clock).
                 clock=clock,
                 sleep=self._held,
+                returns=SqsRecordReturns(sqs),
             )
         )
 
@@ -189,13 +194,21 @@ class BurstRig:
         self.stats.recomputes[cluster.cluster_id] += 1  # Recomputer asks once per recompute
         return self.kubes[cluster.cluster_id]
 
+    @property
+    def now(self) -> float:
+        return self.time()
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self.time.advance(value - self.time())
+
     def _held(self, seconds: float) -> None:
         self.stats.held += 1
-        if self.seconds_per_event is not None:
-            self.now += seconds
+        self.time.advance(seconds)
 
     def close(self) -> None:
         wiring.install(None)
+        self._sqs_time.__exit__(None, None, None)
         for kube in self.kubes.values():
             kube.close()
         for admin in self._admins:
@@ -228,16 +241,16 @@ class BurstRig:
         started = time.perf_counter()
         self.polls += 1
 
-        def no_failures(answer: dict[str, Any]) -> None:
-            failed = answer["batchItemFailures"]
-            self.stats.failures += len(failed)
-            assert not failed, f"{len(failed)} recompute(s) failed in a burst"
-
-        drained = event_source.drain(self.sqs, self.queue_url, recompute.handler, CONTEXT, on_answer=no_failures)
-        self.stats.batches += len(drained.answers)
-        self.stats.records += drained.delivered
+        esm = event_source.EventSourceMapping(self.sqs, self.queue_url, recompute.handler, self.time)
+        invocations = esm.run(max_seconds=3600)
+        failed = sum(len(i.failures) if i.ended == "ok" else len(i.records) for i in invocations)
+        self.stats.failures += failed
+        assert not failed, f"{failed} recompute(s) failed in a burst"
+        delivered = sum(len(i.records) for i in invocations)
+        self.stats.batches += len(invocations)
+        self.stats.records += delivered
         self.stats.drain_seconds += time.perf_counter() - started
-        return drained.delivered
+        return delivered
 
     def burst(
         self,

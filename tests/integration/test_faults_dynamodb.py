@@ -110,13 +110,14 @@ def test_a_throttled_router_lookup_is_a_retryable_error_and_enqueues_nothing(har
 
 
 class RaceOnce:
-    """A Store proxy for recompute A: right after A reads the pool, ``meanwhile`` runs once (B)."""
+    """A Store proxy for recompute A: right after A has read the pool and the nodes (when it reads the quotas),
+    ``meanwhile`` runs once (B)."""
 
     def __init__(self, store: DynamoStore, meanwhile: Any) -> None:
         self._store, self._meanwhile = store, meanwhile
 
-    def get_pool(self, cluster_id: str) -> Any:
-        record = self._store.get_pool(cluster_id)
+    def list_quotas(self, cluster_id: str) -> Any:
+        record = self._store.list_quotas(cluster_id)
         if self._meanwhile is not None:
             run, self._meanwhile = self._meanwhile, None
             run()

@@ -210,63 +210,26 @@ def test_drift_in_the_cluster_is_undone_by_the_next_recompute_without_a_new_gene
     assert harness.cq_gpu("a") == "12" and log.seen[-1] == 1
 
 
-class SqsAsDocumented:
-    """The SQS client as AWS documents a FIFO queue, on the test's clock: a message whose
-    ``MessageDeduplicationId`` was sent in the last 5 minutes is accepted and never delivered, whether
-    or not the first one was already consumed (moto forgets an id once its message is deleted); and a
-    message becomes visible ``delay`` seconds after it was sent (the queue's delivery delay; moto would
-    wait in real time). ``release()`` hands moto what is due."""
-
-    def __init__(self, client: Any, clock: Any, delay: float) -> None:
-        self.client, self.clock, self.delay = client, clock, delay
-        self.sent: dict[str, float] = {}
-        self.held: list[tuple[float, dict[str, Any]]] = []
-
-    def send_message(self, **kwargs: Any) -> dict[str, Any]:
-        dedup, now = kwargs["MessageDeduplicationId"], self.clock()
-        if dedup in self.sent and now - self.sent[dedup] < 300:
-            return {"MessageId": "deduplicated"}  # accepted, never delivered
-        self.sent[dedup] = now
-        self.held.append((now + self.delay, kwargs))
-        return {"MessageId": dedup}
-
-    def release(self) -> int:
-        due = [kw for at, kw in self.held if at <= self.clock()]
-        self.held = [(at, kw) for at, kw in self.held if at > self.clock()]
-        for kwargs in due:
-            self.client.send_message(**kwargs)
-        return len(due)
-
-
-def documented_queue(rig: Any, delay: float) -> SqsAsDocumented:
-    from idleshare.adapters.aws import SqsRecomputeQueue
-
-    clock = lambda: rig.clock[0]  # noqa: E731
-    client = SqsAsDocumented(rig.sqs, clock, delay)
-    rig.deps.queue = SqsRecomputeQueue(client, rig.queue_url, clock=clock)
-    return client
-
-
 def test_a_change_later_in_the_same_dedup_window_is_seen_by_the_windows_recompute(harness):  # noqa: F811
-    # Given SQS's documented deduplication and the queue's delivery delay (= the window), a converged cluster
-    from idleshare import names
+    # Given the deployed queue (its delivery delay = the window, on the harness's clock) and a converged cluster
+    from idleshare import timings
 
     _, log = settle(harness)
-    sqs = documented_queue(harness, delay=names.RECOMPUTE_COALESCE_SECONDS)
-    harness.clock[0] = (harness.clock[0] // 10 + 6) * 10  # the start of a window
+    harness.clock[0] = window_start = (harness.clock[0] // 10 + 6) * 10  # the start of a window
     # When p5-0 fails and its event is routed at once ...
     set_health(harness, "p5-0", "Unhealthy")
     router.handler(health_event("Unhealthy"), CONTEXT)
     # ... the queue delivers nothing yet (the window is still open) ...
-    assert sqs.release() == 0 and harness.drain()["records"] == 0
+    assert harness.drain(max_wait=0)["records"] == 0
     # ... and p5-1 fails 2 s later, in the same window: its message is a duplicate
     harness.clock[0] += 2
     set_health(harness, "p5-1", "Unhealthy")
     router.handler(health_event("Unhealthy"), CONTEXT)
-    assert len(sqs.held) == 1
+    assert harness.esm.depth() == 1
     # Then once the window has closed, its one recompute sees both failures
-    harness.clock[0] += names.RECOMPUTE_COALESCE_SECONDS
-    assert sqs.release() == 1 and harness.drain()["records"] == 1
+    out = harness.drain()
+    assert out["records"] == 1
+    assert harness.esm.invocations[-1].started >= window_start + timings.COALESCE_SECONDS
     assert harness.store.get_pool("demo").pool["excludedNodes"] == {"p5-0": "Unhealthy", "p5-1": "Unhealthy"}
     assert log.observe() == 2
     assert_converged(harness.sim, harness.store, "demo")
@@ -277,8 +240,14 @@ def test_a_message_delivered_before_its_window_closed_waits_and_sees_what_change
     monkeypatch,
 ):
     # Given a queue without the delivery delay (misconfigured), on the test's clock
+    from dataclasses import replace as with_
+
+    from devkit import sqs as event_source
+
     _, log = settle(harness)
-    sqs = documented_queue(harness, delay=0)
+    harness.use_queue(
+        event_source.create_queue(harness.sqs, "no-delay.fifo", with_(event_source.DEPLOYED, delivery_delay=0))
+    )
     harness.clock[0] = (harness.clock[0] // 10 + 6) * 10
     waited: list[float] = []
 
@@ -289,14 +258,13 @@ def test_a_message_delivered_before_its_window_closed_waits_and_sees_what_change
         router.handler(health_event("Unhealthy"), CONTEXT)
         harness.clock[0] += seconds - 2
 
-    monkeypatch.setattr(harness.deps, "clock", lambda: harness.clock[0])
     monkeypatch.setattr(harness.deps, "sleep", sleep)
     # When p5-0 fails and its message is delivered at once
     set_health(harness, "p5-0", "Unhealthy")
     router.handler(health_event("Unhealthy"), CONTEXT)
-    assert sqs.release() == 1 and harness.drain()["records"] == 1
+    assert harness.drain(max_wait=0)["records"] == 1
     # Then the recompute waited for the window's end and saw the change made meanwhile (deduplicated)
     assert waited == [10.0]
-    assert sqs.release() == 0
+    assert harness.esm.depth() == 0
     assert harness.store.get_pool("demo").pool["excludedNodes"] == {"p5-0": "Unhealthy", "p5-1": "Unhealthy"}
     assert log.observe() == 2

@@ -1,5 +1,8 @@
 """The running system end to end: real handlers, DynamoDB Local, the real kube-apiserver + Kueue (idleshare
-as its RBAC user, through a recording fault proxy), and moto for SQS / EventBridge. Given a governed cluster, When events arrive, Then the pool and the cluster follow."""
+as its RBAC user, through a recording fault proxy), and moto for SQS / EventBridge. The recompute queue is the
+deployed one (``devkit.sqs.create_queue``: its visibility timeout, delivery delay and redrive policy) and is
+polled as Lambda's event source mapping polls it (``devkit.sqs.EventSourceMapping``), on the harness's clock.
+Given a governed cluster, When events arrive, Then the pool and the cluster follow."""
 
 from __future__ import annotations
 
@@ -13,13 +16,14 @@ import pytest
 from moto import mock_aws
 
 from devkit import sqs as event_source
+from devkit.embedded import CapturingPublisher
 from devkit.lambda_context import LambdaContext
 from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
 from idleshare.adapters.ports import ClusterRecord
+from idleshare.adapters.sqs_records import SqsRecordReturns
 from idleshare.adapters.store import DynamoStore
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
-from tests.aws_env import fifo_queue
 from tests.builders import quota_body
 from tests.kube.fixtures import ProxiedKube, make_node
 
@@ -30,24 +34,34 @@ GPU = "nvidia.com/gpu"
 
 
 class Harness:
-    """Drives events through router -> SQS FIFO -> recompute, as Lambda would."""
+    """Drives events through router -> SQS FIFO -> recompute, as Lambda would, on ``clock`` (epoch seconds:
+    ``clock[0]``), which moto's SQS, the router's windows and the recompute's waits all read."""
 
     def __init__(self, table, sim: ProxiedKube) -> None:
         self.sim = sim
         self.store = DynamoStore(table)
         sqs = boto3.client("sqs", region_name="us-east-1")
         self.sqs = sqs
-        self.queue_url = fifo_queue(sqs)
+        self.clock = [1_000_000.0]
+        self.time = event_source.Clock(self.clock)
+        self.queues = event_source.create_queue(sqs, "recompute.fifo")
+        self.queue_url = self.queues.url
         events = boto3.client("events", region_name="us-east-1")
         events.create_event_bus(Name="idleshare")
+        self.events, self.events_dir = events, EVENTS
+        self.published: list[dict] = []  # what reached the bus (PutEvents succeeded)
+        self.cleanups: list[Callable[[], None]] = []
         self.kube = sim.adapter(timeout=10)
-        self.clock = [1_000_000.0]
         self.deps = wiring.Dependencies(
             store=self.store,
-            queue=SqsRecomputeQueue(sqs, self.queue_url, clock=lambda: self.clock[0]),
-            publisher=EventBridgePublisher(events, "idleshare"),
+            queue=SqsRecomputeQueue(sqs, self.queue_url, clock=self.time),
+            publisher=CapturingPublisher(EventBridgePublisher(events, "idleshare"), self.published),
             kube_for=lambda c: self.kube,
+            clock=self.time,
+            sleep=self.time.advance,
+            returns=SqsRecordReturns(sqs),
         )
+        self.esm = event_source.EventSourceMapping(sqs, self.queue_url, recompute.handler, self.time)
         wiring.install(self.deps)
         self.store.put_cluster(
             ClusterRecord("demo", "demo-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster")
@@ -57,10 +71,26 @@ class Harness:
         self.clock[0] += 60  # a new dedup window per step
         return router.handler(event, CONTEXT)
 
-    def drain(self) -> dict:
-        """Deliver one batch of what the queue holds to the recompute handler, like the SQS event source;
-        its ``batchItemFailures`` and ``records``."""
-        return event_source.drain(self.sqs, self.queue_url, recompute.handler, CONTEXT, max_batches=1).response
+    def use_queue(self, queues: event_source.Queues) -> None:
+        """Route to and poll ``queues`` instead (a queue made otherwise than the deployed one)."""
+        self.queues, self.queue_url = queues, queues.url
+        self.deps.queue = SqsRecomputeQueue(self.sqs, queues.url, clock=self.time)
+        self.esm = event_source.EventSourceMapping(self.sqs, queues.url, recompute.handler, self.time)
+
+    def drain(self, max_wait: float | None = None) -> dict:
+        """Deliver the next batch to the recompute handler, like the SQS event source (waiting on the clock, up to
+        ``max_wait`` seconds — default: the delivery delay plus the longest backoff — for one to be visible): its
+        ``batchItemFailures`` (every record when the invocation raised or timed out) and ``records``."""
+        invocation = self.esm.deliver(max_wait=max_wait)
+        if invocation is None:
+            return {"batchItemFailures": [], "records": 0}
+        if invocation.ended != "ok":
+            failures = [{"itemIdentifier": r["messageId"]} for r in invocation.records]
+            return {"batchItemFailures": failures, "records": len(invocation.records), "ended": invocation.ended}
+        return {
+            "batchItemFailures": invocation.answer.get("batchItemFailures") or [],
+            "records": len(invocation.records),
+        }
 
     def recalc(self) -> dict:
         event = json.loads((EVENTS / "idleshare-recalculation-requested.json").read_text())
@@ -89,6 +119,8 @@ def governed(
     sim.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
     with mock_aws():
         h = Harness(table, sim)
+        stack = contextlib.ExitStack()
+        stack.enter_context(event_source.sqs_time(h.time))
         if connect is not None:
             connect(h)
         h.store.create_quota("demo", quota_body("a", 8))
@@ -96,6 +128,9 @@ def governed(
         try:
             yield h
         finally:
+            for cleanup in h.cleanups:
+                cleanup()
+            stack.close()
             wiring.install(None)
             h.kube.close()
 

@@ -96,9 +96,15 @@ def test_a_cluster_that_cannot_be_read_is_reported_and_keeps_the_last_pool(proxi
         # When the Kubernetes API refuses connections and a recompute is requested (a new request id)
         proxied_kube.outage("refuse")
         stack.tick()
+        began = stack.clock[0]
         delivery = stack.deliver(event | {"detail": event["detail"] | {"requestId": "console-2"}})
-        # Then the failure is reported (after SQS-like redeliveries) and the last pool is kept
-        assert delivery.routed == ["demo"] and delivery.recomputes == 3
+        # Then the record is retried with its backoff as deployed, reaches the DLQ only after 15 minutes of
+        # failing, the failure is reported, and the last pool is kept
+        from devkit.sqs import DEPLOYED
+        from idleshare import timings
+
+        assert delivery.routed == ["demo"] and delivery.recomputes == DEPLOYED.max_receive_count
+        assert stack.clock[0] - began >= timings.DLQ_AFTER_SECONDS
         assert len(delivery.failures) == 1 and delivery.failures[0]
         kept = stack.store.get_pool("demo")
         assert kept.generation == first.generation and kept.read_failure

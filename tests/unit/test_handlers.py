@@ -132,7 +132,7 @@ def test_node_not_ready_shrinks_borrow_limits_in_the_cluster(cluster):
     r.recompute("demo")
     kube.nodes[0] = node("p5-0", ready="False")
     out = r.recompute("demo")
-    assert out.generation == 2 and out.changes["excludedNodes"] == {"p5-0": "NotReady"}
+    assert out.generation == 2 and out.changes["excludedNodes"]["sample"] == {"p5-0": "NotReady"}
     assert gpu_limit(cq(kube, "a")) == "8"  # pool 8 + 8 -> 50%
     assert len(store.history["demo"]) == 2
 

@@ -48,6 +48,7 @@ ELIGIBILITY_CASES = [
     ("tolerated neuron taint", tainted("n", "aws.amazon.com/neuron", flavor=TRN1), None),
     ("unhealthy wins over taint", node("n", health_status="Unknown", taints=(Taint("x", "NoSchedule"),)), "Unhealthy"),
     ("no instance type", node("n", flavor=None), ExclusionReason.NO_INSTANCE_TYPE),
+    ("unreadable wins over every other reason", node("n", unreadable=True, deleting=True), ExclusionReason.UNREADABLE),
     ("taint wins over missing type", node("n", flavor=None, taints=(Taint("x", "NoSchedule"),)), "UntoleratedTaint"),
 ]
 

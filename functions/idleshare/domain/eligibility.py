@@ -11,6 +11,8 @@ _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> ExclusionReason | None:
     """The first reason the node does not count, in SPEC order, or None when it is eligible."""
+    if node.unreadable:
+        return ExclusionReason.UNREADABLE
     if node.deleting:
         return ExclusionReason.DELETING
     if not node.ready:

@@ -43,6 +43,7 @@ DEFAULT_TOLERATED_TAINT_KEYS = frozenset({NVIDIA_GPU, "aws.amazon.com/neuron", N
 class ExclusionReason(enum.StrEnum):
     """Why a node does not count toward capacity; the first that holds wins (SPEC §2)."""
 
+    UNREADABLE = "Unreadable"  # the API server's Node object could not be read: counted as nothing, named
     DELETING = "Deleting"
     NOT_READY = "NotReady"
     UNSCHEDULABLE = "Unschedulable"
@@ -76,6 +77,8 @@ class Node:
     deleting: bool = False
     health_status: str | None = None
     taints: tuple[Taint, ...] = ()
+    unreadable: bool = False
+    """The Node object did not parse (a field of the wrong type, ...): it counts as nothing and says so."""
 
 
 @dataclass(frozen=True, slots=True)

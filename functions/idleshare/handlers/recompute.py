@@ -1,18 +1,24 @@
 """Recompute Lambda: an SQS FIFO batch -> the recompute service (``service/batch.py``: one recompute per
-cluster in the batch), partial failures reported to SQS."""
+cluster in the batch, the function's time kept), partial failures reported to SQS, failed records handed back
+with their backoff."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
+from idleshare.adapters.sqs_records import queued_records
 from idleshare.runtime.env import read
 from idleshare.runtime.metrics import RecomputeReport
 from idleshare.runtime.observability import logger, metrics, tracer
 from idleshare.runtime.wiring import dependencies
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# FIFO: a failed record fails the later records of its message group (its cluster) in the batch, not the others'.
+processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+# A batch whose every record failed is answered like any other (each failed record named, each handed back with
+# its backoff), not raised: a raised invocation leaves the whole batch to the queue's visibility timeout.
+processor.raise_on_entire_batch_failure = False
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -30,10 +36,11 @@ def handler(event: dict[str, Any], context: Any) -> Any:
     )
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     return recomputer.run_batch(
-        [record.get("body") for record in event.get("Records") or [] if isinstance(record, dict)],
+        queued_records(event),
         lambda handle: process_partial_response(
-            event=event, record_handler=lambda record: handle(record.body), processor=processor, context=context
+            event=event, record_handler=lambda record: handle(record.message_id), processor=processor, context=context
         ),
+        returns=deps.returns,
         ledger=deps.ledgers.ledger(settings.idempotency_table_name, context),
         events=RecomputeReport(),
         clock=deps.clock,

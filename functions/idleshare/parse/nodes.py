@@ -256,6 +256,22 @@ def node_from_dict(obj: dict[str, Any], source: str = "node") -> Node:
     return node
 
 
+def cluster_node(obj: object, position: int) -> tuple[Node, InputError | None]:
+    """A Node object as read from the cluster. One that does not parse is not a cluster failure: it is an
+    :attr:`~idleshare.domain.model.ExclusionReason.UNREADABLE` node that counts as nothing, named by its
+    ``metadata.name`` when that is a string (else ``<unreadable node #position>``), returned with its error."""
+    try:
+        if not isinstance(obj, dict):
+            raise InputError(f"node #{position}", [FieldError("", "a Node object is required")])
+        return node_from_dict(obj, source=f"node #{position}"), None
+    except InputError as exc:
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            name = f"<unreadable node #{position}>"
+        return Node(name=name, instance_type=None, allocatable={}, unreadable=True), exc
+
+
 def _report(raw: object, exc: Exception, *, single: bool = False) -> list[FieldError]:
     """Every bad field of a document msgspec refused (pydantic names them all; loaded only now)."""
     from idleshare.parse import node_report

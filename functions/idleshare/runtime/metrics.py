@@ -52,6 +52,21 @@ class RecomputeReport(BatchEvents):
     def recomputed(self, outcome: Outcome) -> None:
         emit_recompute(outcome)
 
+    def out_of_time(self, cluster_id: str, remaining_seconds: float) -> None:
+        logger.warning(
+            "too little time left to recompute: handed back",
+            extra={"cluster": cluster_id, "remainingSeconds": round(remaining_seconds, 1)},
+        )
+        metrics.add_metric(name="RecomputesOutOfTime", unit=MetricUnit.Count, value=1)
+
+    def handed_back(self, delays: dict[str, int], changed: int) -> None:
+        extra = {"records": len(delays), "changed": changed, "backoffSeconds": sorted(set(delays.values()))}
+        if changed < len(delays):  # those come back after the queue's visibility timeout: late, not lost
+            logger.warning("failed records not all handed back with their backoff", extra=extra)
+        else:
+            logger.info("failed records handed back", extra=extra)
+        metrics.add_metric(name="RecordsHandedBack", unit=MetricUnit.Count, value=len(delays))
+
 
 def emit_recompute(outcome: Outcome) -> None:
     """A recompute's log line, counters and gauges (per flavor and accelerator, excluded nodes, objects
@@ -74,6 +89,11 @@ def emit_recompute(outcome: Outcome) -> None:
         return
     if outcome.conflicts:
         logger.warning("objects left to another field manager", extra={"conflicts": outcome.conflicts})
+    if outcome.unreadable:  # excluded as Unreadable (counted in ExcludedNodes); why, for the operator
+        logger.warning(
+            "nodes that could not be read are excluded",
+            extra={"cluster": outcome.cluster_id, "count": len(outcome.unreadable), "errors": outcome.unreadable[:5]},
+        )
     for flavor in result.flavors:
         for resource in result.resources:
             if not is_accelerator(resource):

@@ -12,16 +12,21 @@ the clients themselves are built on the first invocation.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 
+from idleshare import names, timings
 from idleshare.adapters.idempotency import RequestLedgers
-from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, RecomputeQueue, Store
-from idleshare.runtime.env import check_at_cold_start, settings
+from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, RecomputeQueue, RecordReturns, Store
+from idleshare.runtime.env import HANDLER_VARIABLE, check_at_cold_start, settings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from botocore.config import Config
 
 check_at_cold_start()
 
@@ -38,6 +43,8 @@ class Dependencies:
     """How the recompute waits for a coalescing window to close."""
     ledgers: RequestLedgers = field(default_factory=RequestLedgers)
     """The idempotency records of explicit recalculation requests (one persistence layer per table)."""
+    returns: RecordReturns | None = None
+    """Hands the recompute's failed records back to their queue with a backoff (None: the visibility timeout)."""
 
 
 _installed: Dependencies | None = None
@@ -65,14 +72,49 @@ def governed_cluster(cluster_id: str) -> ClusterRecord | None:
     return dependencies().store.get_cluster(cluster_id)
 
 
+CLIENT_TIMINGS: dict[str, timings.ClientTimings] = {
+    names.ROUTER_HANDLER: timings.ROUTER_CLIENT,
+    names.API_HANDLER: timings.API_CLIENT,
+    names.REGISTRAR_HANDLER: timings.REGISTRAR_CLIENT,
+    names.RECOMPUTE_HANDLER: timings.RECOMPUTE_CLIENT,
+    names.WATCHER_HANDLER: timings.WATCHER_CLIENT,
+}
+"""Each function's boto3 client settings (``timings.py``), by the handler Lambda names in ``_HANDLER``."""
+
+
+def client_timings(handler: str | None = None) -> timings.ClientTimings:
+    """The client settings of the function running ``handler`` (default: the running one; outside Lambda,
+    :data:`timings.DEFAULT_CLIENT`)."""
+    handler = os.environ.get(HANDLER_VARIABLE) if handler is None else handler
+    return CLIENT_TIMINGS.get(handler or "", timings.DEFAULT_CLIENT)
+
+
+def client_config(handler: str | None = None) -> Config:
+    """The ``botocore.config.Config`` every boto3 client of the function running ``handler`` is built with:
+    explicit connect / read timeouts and standard retries (:func:`client_timings`)."""
+    from botocore.config import Config
+
+    t = client_timings(handler)
+    return Config(
+        connect_timeout=t.connect_seconds,
+        read_timeout=t.read_seconds,
+        retries={"mode": "standard", "total_max_attempts": t.attempts},
+    )
+
+
 def _from_environment() -> Dependencies:
     from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
     from idleshare.adapters.store import DynamoStore
 
     e = settings()
-    store = DynamoStore(boto3.resource("dynamodb").Table(e.table_name), history_ttl_days=e.history_ttl_days)
-    queue = SqsRecomputeQueue(boto3.client("sqs"), e.queue_url) if e.queue_url else None
-    publisher = EventBridgePublisher(boto3.client("events"), e.event_bus_name) if e.event_bus_name else None
+    config = client_config()
+    store = DynamoStore(
+        boto3.resource("dynamodb", config=config).Table(e.table_name), history_ttl_days=e.history_ttl_days
+    )
+    queue = SqsRecomputeQueue(boto3.client("sqs", config=config), e.queue_url) if e.queue_url else None
+    publisher = (
+        EventBridgePublisher(boto3.client("events", config=config), e.event_bus_name) if e.event_bus_name else None
+    )
     connectors: dict[str, Any] = {}
     clients: dict[str, KubeCluster] = {}
 
@@ -81,10 +123,21 @@ def _from_environment() -> Dependencies:
         from idleshare.adapters.kube import LightkubeCluster
 
         if "eks" not in connectors:
-            connectors["eks"] = EksConnector(boto3.client("eks"), boto3.Session())
+            connectors["eks"] = EksConnector(boto3.client("eks", config=config), session=boto3.Session(), config=config)
         name = cluster.eks_cluster_name
         if name not in clients:  # one client per cluster: warm starts reuse its TLS connection
             clients[name] = LightkubeCluster.from_eks(connectors["eks"], name)
         return clients[name]
 
-    return Dependencies(store=store, queue=queue, publisher=publisher, kube_for=kube_for)
+    from idleshare.adapters.sqs_records import SqsRecordReturns
+
+    # the SQS client for handing failed records back is built when a record first fails
+    returns = SqsRecordReturns(lambda: boto3.client("sqs", config=config))
+    return Dependencies(
+        store=store,
+        queue=queue,
+        publisher=publisher,
+        kube_for=kube_for,
+        returns=returns,
+        ledgers=RequestLedgers(boto_config=config),  # the idempotency table's client: the same timeouts
+    )

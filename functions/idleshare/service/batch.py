@@ -8,7 +8,13 @@
 - an explicit recalculation request recomputes once per (cluster, requestId), through the
   :class:`~idleshare.adapters.ports.RequestLedger` (a redelivery is answered by the first run);
 - a :class:`PermanentError` is consumed (recorded by the recompute, reported): retrying cannot help; any
-  other error, and an unreadable message, fails that record (SQS delivers it again, then the DLQ).
+  other error, and an unreadable message, fails that record, and every later record of its cluster in the batch
+  (FIFO: they wait behind it);
+- the function's time: a cluster's recompute starts only with ``timings.RECOMPUTE_BUDGET_SECONDS`` left, else its
+  record is handed back to be retried at once (never a Lambda timeout that loses the whole batch's answer);
+- a failed record is handed back with its backoff (:func:`idleshare.timings.retry_delay` of its receive count,
+  ``ChangeMessageVisibility``): its cluster waits seconds, not the queue's visibility timeout, and the DLQ comes
+  only after ``timings.DLQ_AFTER_SECONDS`` of failing.
 """
 
 from __future__ import annotations
@@ -17,16 +23,16 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from idleshare import names
-from idleshare.adapters.errors import PermanentError
+from idleshare import timings
+from idleshare.adapters.errors import PermanentError, RetryableError
 from idleshare.adapters.idempotency import PassThroughLedger
-from idleshare.adapters.ports import RecomputeMessage, RequestAnswer, RequestLedger
+from idleshare.adapters.ports import QueuedRecord, RecomputeMessage, RecordReturns, RequestAnswer, RequestLedger
 from idleshare.parse.errors import InputError
 
 if TYPE_CHECKING:
     from idleshare.service.recompute import Outcome, Recomputer
 
-RESERVED_SECONDS = 60.0
+RESERVED_SECONDS = timings.RECOMPUTE_BUDGET_SECONDS
 """Time left to the function when a hold would end: the recompute itself needs it."""
 
 
@@ -38,6 +44,12 @@ class BatchEvents:
     def deduplicated(self, cluster_id: str, answer: RequestAnswer) -> None: ...
     def failed_permanently(self, cluster_id: str, error: PermanentError) -> None: ...
     def recomputed(self, outcome: Outcome) -> None: ...
+    def out_of_time(self, cluster_id: str, remaining_seconds: float) -> None: ...
+    def handed_back(self, delays: dict[str, int], changed: int) -> None: ...
+
+
+class OutOfTime(RetryableError):
+    """Too little of the function's time is left to start this cluster's recompute: retried at once."""
 
 
 def latest_not_before(bodies: Iterable[object]) -> dict[str, float]:
@@ -55,14 +67,14 @@ def latest_not_before(bodies: Iterable[object]) -> dict[str, float]:
 
 
 class RecomputeBatch:
-    """The state of one batch: ``handle`` takes each record's body in turn and raises when that record
-    failed. ``clock`` (epoch seconds) is what ``notBefore`` is compared with, ``sleep`` how to wait and
-    ``remaining_seconds`` the function's time left (None: unbounded)."""
+    """The state of one batch: ``handle`` takes each record (its message id) in turn and raises when that record
+    failed; ``hand_back`` then gives the failed ones their backoff. ``clock`` (epoch seconds) is what ``notBefore``
+    is compared with, ``sleep`` how to wait and ``remaining_seconds`` the function's time left (None: unbounded)."""
 
     def __init__(
         self,
         recomputer: Recomputer,
-        bodies: Iterable[object],
+        records: Iterable[QueuedRecord],
         *,
         ledger: RequestLedger | None = None,
         events: BatchEvents | None = None,
@@ -74,12 +86,15 @@ class RecomputeBatch:
         self.ledger: RequestLedger = ledger if ledger is not None else PassThroughLedger()
         self.events = events if events is not None else BatchEvents()
         self.clock, self.sleep, self.remaining_seconds = clock, sleep, remaining_seconds
-        self.not_before = latest_not_before(bodies)
+        self.records = {r.message_id: r for r in records}
+        self.not_before = latest_not_before(r.body for r in self.records.values())
         self.done: dict[str, Outcome] = {}  # cluster -> outcome: a burst in one batch recomputes once
         self.failed: set[str] = set()  # clusters whose recompute failed permanently in this batch
+        self.retry_now: set[str] = set()  # records handed back for want of time: retried at once
 
-    def handle(self, body: object) -> None:
-        message = RecomputeMessage.from_body(body)  # unreadable: this record fails
+    def handle(self, message_id: str) -> None:
+        record = self.records.get(message_id)
+        message = RecomputeMessage.from_body(record.body if record else None)  # unreadable: this record fails
         cluster, request_id = message.cluster, message.receipt_for
         if cluster in self.failed:
             return
@@ -88,6 +103,16 @@ class RecomputeBatch:
             if request_id:
                 self.recomputer.acknowledge(request_id, self.done[cluster])
             return
+        if self.remaining_seconds is not None:
+            left = self.remaining_seconds()
+            if left < timings.RECOMPUTE_BUDGET_SECONDS:
+                self.retry_now.add(message_id)
+                self.events.out_of_time(cluster, left)
+                raise OutOfTime(
+                    f"{left:.0f} s of the function's time left, {timings.RECOMPUTE_BUDGET_SECONDS:.0f} s needed "
+                    f"to recompute {cluster}: retried by the next invocation",
+                    operation="recompute",
+                )
         self.hold(self.not_before.get(cluster))
         try:
             outcome = self._recompute_once(cluster, request_id) if request_id else self.recomputer.recompute(cluster)
@@ -101,6 +126,28 @@ class RecomputeBatch:
             return
         self.done[cluster] = outcome
         self.events.recomputed(outcome)
+
+    def hand_back(self, answer: object, returns: RecordReturns | None) -> dict[str, int]:
+        """Give every record the answer names as failed its backoff: 0 s when it was not tried for want of time,
+        else :func:`~idleshare.timings.retry_delay` of its receive count. Returns message id -> seconds."""
+        failures = answer.get("batchItemFailures") if isinstance(answer, dict) else None
+        delays: dict[str, int] = {}
+        for failure in failures or []:
+            record = self.records.get(str(failure.get("itemIdentifier", ""))) if isinstance(failure, dict) else None
+            if record is None or not record.receipt_handle:
+                continue
+            delays[record.message_id] = (
+                0 if record.message_id in self.retry_now else timings.retry_delay(record.receive_count)
+            )
+        if not delays or returns is None:
+            return delays
+        by_queue: dict[str, list[tuple[str, int]]] = {}
+        for message_id, seconds in delays.items():
+            record = self.records[message_id]
+            by_queue.setdefault(record.queue_arn, []).append((record.receipt_handle, seconds))
+        changed = sum(returns.retry_later(arn, entries) for arn, entries in by_queue.items())
+        self.events.handed_back(delays, changed)
+        return delays
 
     def _recompute_once(self, cluster: str, request_id: str) -> Outcome | None:
         """The request's recompute, or None when its ledger answered it (it ran before)."""
@@ -124,7 +171,7 @@ class RecomputeBatch:
         by the window and by the function's remaining time (less ``RESERVED_SECONDS``)."""
         if not_before is None:
             return 0.0
-        wait = min(not_before - self.clock(), float(names.RECOMPUTE_COALESCE_SECONDS))
+        wait = min(not_before - self.clock(), float(timings.COALESCE_SECONDS))
         if self.remaining_seconds is not None:
             wait = min(wait, self.remaining_seconds() - RESERVED_SECONDS)
         if wait <= 0:

@@ -1,11 +1,13 @@
 """One recompute of one cluster, level-triggered: re-read the truth, compute, persist if changed, converge.
 
 1. read nodes (Kubernetes), quotas and scheduler config (DynamoDB) — a failed read, or a stored quota /
-   scheduler config that breaks a bound, keeps the last pool and records the failure;
+   scheduler config that breaks a bound, keeps the last pool and records the failure; a Node object that does not
+   parse is excluded as ``Unreadable``;
 2. compute the pool and the desired Kueue objects;
 3. persist generation N+1 conditionally on N, with a history item — only when something changed;
 4. apply only the objects that differ from the cluster's, delete ours that are no longer wanted;
-5. publish ``Lendable Pool Recomputed`` when the generation moved;
+5. publish ``Lendable Pool Recomputed`` once per generation: the event is stored with the generation (the pool
+   item's outbox) and cleared once it is on the bus, so a failed apply or publish is published by the retry;
 6. for an explicit recalculation request (a ``requestId``), write its receipt — Done or Failed — and only
    then: an event-triggered recompute that changes nothing writes nothing.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -27,16 +29,18 @@ from idleshare.adapters.ports import (
     EventPublisher,
     KubeCluster,
     PoolRecord,
+    QueuedRecord,
     RecalculationReceipt,
+    RecordReturns,
     Store,
 )
 from idleshare.domain.document import digest, pool_document
 from idleshare.domain.kueue import desired_objects, webhook_violations
 from idleshare.domain.kueue_diff import diff
-from idleshare.domain.model import Quota, SchedulerConfig, Settings, Snapshot
+from idleshare.domain.model import Node, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.errors import InputError
-from idleshare.parse.nodes import node_from_dict
+from idleshare.parse.nodes import cluster_node
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 R = TypeVar("R")
@@ -67,26 +71,57 @@ class Outcome:
     dropped: str = ""  # why nothing was done ("UnknownCluster"): not an error, not retried
     conflicts: list[str] = field(default_factory=list)
     """``ForeignFieldManager`` issues: objects whose fields another field manager owns, left to it."""
+    unreadable: list[str] = field(default_factory=list)
+    """Why each ``Unreadable`` node could not be read (the node is excluded, the cluster recomputed)."""
+    published: bool = False
+    """This run put the generation's ``Lendable Pool Recomputed`` on the bus (its own, or a failed run's)."""
+
+
+EXCLUDED_SAMPLE = 20
+"""How many newly excluded nodes a generation's change summary names (the rest are counted): the summary is
+stored on the pool and history items and sent in the event, so it is bounded whatever fails at once."""
+
+
+def _excluded_changes(old: dict[str, str], new: dict[str, str]) -> dict[str, Any]:
+    """How the excluded nodes moved, in counts (bounded at any cluster size) and a sample of the newly excluded
+    (``GET /clusters/{c}/excluded-nodes`` lists them all)."""
+    added = sorted(n for n in new if n not in old)
+    returned = sum(1 for n in old if n not in new)
+    reason_changed = sorted(n for n in new if n in old and old[n] != new[n])
+    by_reason: dict[str, int] = {}
+    for reason in new.values():
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+    sample = (added + reason_changed)[:EXCLUDED_SAMPLE]
+    return {
+        "count": len(new),
+        "byReason": dict(sorted(by_reason.items())),
+        "added": len(added),
+        "returned": returned,
+        "reasonChanged": len(reason_changed),
+        "sample": {n: new[n] for n in sample},
+    }
 
 
 def _changes(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
-    """What moved between two generations, in terms an operator reads: unallocated and team limits."""
+    """What moved between two generations, in terms an operator reads: unallocated, the teams whose limits moved,
+    the excluded nodes as counts (:func:`_excluded_changes`)."""
     if old is None:
         return {"first": True}
     out: dict[str, Any] = {}
     if old.get("unallocated") != new.get("unallocated"):
         out["unallocated"] = new.get("unallocated")
+    old_teams, new_teams = old.get("teams", {}), new.get("teams", {})
     teams = sorted(
         t
-        for t in set(old.get("teams", {})) | set(new.get("teams", {}))
-        if old.get("teams", {}).get(t, {}).get("borrowingLimit")
-        != new.get("teams", {}).get(t, {}).get("borrowingLimit")
-        or old.get("teams", {}).get(t, {}).get("nominal") != new.get("teams", {}).get(t, {}).get("nominal")
+        for t in set(old_teams) | set(new_teams)
+        if old_teams.get(t, {}).get("borrowingLimit") != new_teams.get(t, {}).get("borrowingLimit")
+        or old_teams.get(t, {}).get("nominal") != new_teams.get(t, {}).get("nominal")
     )
     if teams:
         out["teams"] = teams
-    if old.get("excludedNodes") != new.get("excludedNodes"):
-        out["excludedNodes"] = new.get("excludedNodes")
+    old_excluded, new_excluded = old.get("excludedNodes") or {}, new.get("excludedNodes") or {}
+    if old_excluded != new_excluded:
+        out["excludedNodes"] = _excluded_changes(old_excluded, new_excluded)
     return out
 
 
@@ -124,15 +159,24 @@ class Recomputer:
         return outcome
 
     def run_batch(
-        self, bodies: Sequence[object], deliver: Callable[[Callable[[object], None]], R], **options: Any
+        self,
+        records: Sequence[QueuedRecord],
+        deliver: Callable[[Callable[[str], None]], R],
+        *,
+        returns: RecordReturns | None = None,
+        **options: Any,
     ) -> R:
-        """One batch of queued requests (``service/batch.py``: coalescing, the not-before hold, receipts,
-        explicit requests once): ``deliver`` hands each record's body to the function it is given and
-        reports a record whose handling raised as failed (the Powertools batch processor). ``options``:
+        """One batch of queued requests (``service/batch.py``: coalescing, the not-before hold, receipts, explicit
+        requests once, the function's time): ``deliver`` hands each record's message id to the function it is
+        given and reports a record whose handling raised as failed (the Powertools FIFO batch processor); the
+        failed records are then handed back with their backoff through ``returns``. ``options``:
         :class:`~idleshare.service.batch.RecomputeBatch`'s (ledger, events, clock, sleep, remaining_seconds)."""
         from idleshare.service.batch import RecomputeBatch
 
-        return deliver(RecomputeBatch(self, bodies, **options).handle)
+        batch = RecomputeBatch(self, records, **options)
+        answer = deliver(batch.handle)
+        batch.hand_back(answer, returns)
+        return answer
 
     def acknowledge(self, request_id: str, outcome: Outcome) -> None:
         """The Done receipt of ``request_id``, answered by ``outcome`` (also when a burst coalesced it)."""
@@ -170,14 +214,18 @@ class Recomputer:
         if cluster is None:  # removed since the event was routed: retrying cannot help, nothing to write
             return Outcome(cluster_id, 0, False, dropped="UnknownCluster")
         kube = self.kube_for(cluster)
+        previous = self.store.get_pool(cluster_id)
+        generation = previous.generation if previous else 0
 
-        # 1. read the truth
+        # 1. read the truth (a failure is recorded against the generation this run started from: a late run never
+        #    reinstates a failure that a newer generation cleared)
+        unreadable: list[str] = []
         try:
-            nodes = tuple(node_from_dict(obj) for obj in kube.list_nodes())
-        except (AdapterError, InputError) as exc:
-            self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}")
+            nodes = tuple(self._nodes(kube.list_nodes(), unreadable))
+        except AdapterError as exc:
+            self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
             raise ClusterReadError(f"cannot read the nodes of {cluster_id}: {exc}") from exc
-        quotas, scheduler = self._read_policies(cluster_id)
+        quotas, scheduler = self._read_policies(cluster_id, generation)
         settings = self.settings_for(cluster)
 
         # 2. compute
@@ -186,18 +234,23 @@ class Recomputer:
         refused = [e for m in manifests for e in webhook_violations(m)]
         if refused:  # recorded like an unreadable policy: the last pool and the cluster's objects stay
             message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])
-            self.store.record_read_failure(cluster_id, message)
+            self.store.record_read_failure(cluster_id, message, generation=generation)
             raise PermanentError(message, operation="validate desired objects")
         pool = pool_document(result)  # stored, and digested with the manifests: a new generation iff either moved
         new_digest = digest(pool, manifests)
 
-        # 3. persist if changed
-        previous = self.store.get_pool(cluster_id)
-        generation = previous.generation if previous else 0
+        # 3. persist if changed, with the generation's event in the pool item's outbox (published in step 5)
         changed = previous is None or previous.digest != new_digest
         changes: dict[str, Any] = {}
+        outbox = previous.outbox if previous is not None else None
         if changed:
             changes = _changes(previous.pool if previous else None, pool)
+            outbox = {
+                "cluster": cluster_id,
+                "generation": generation + 1,
+                "changes": changes,
+                "summary": result.summary(),
+            }
             record = PoolRecord(
                 cluster_id=cluster_id,
                 generation=generation + 1,
@@ -205,14 +258,15 @@ class Recomputer:
                 pool=pool,
                 computed_at=self.clock().isoformat(),
                 extra={"summary": result.summary(), "changes": changes},
+                outbox=outbox,
             )
             self.store.put_pool(record, expected_generation=generation)
             generation += 1
         elif previous is not None and previous.read_failure:
-            self.store.record_read_failure(cluster_id, "")
+            self.store.record_read_failure(cluster_id, "", generation=generation)
 
         # 4. converge the cluster
-        outcome = Outcome(cluster_id, generation, changed, result=result, changes=changes)
+        outcome = Outcome(cluster_id, generation, changed, result=result, changes=changes, unreadable=unreadable)
         try:
             self._apply(kube, manifests, outcome, force=cluster.field_ownership == TAKE)
         except AdapterError as exc:
@@ -232,16 +286,26 @@ class Recomputer:
                 cluster_id, generation, "Applied", f"{outcome.applied} applied, {outcome.deleted} deleted"
             )
 
-        # 5. tell the world
-        if changed and self.publisher is not None:
-            self.publisher.publish(
-                names.DT_POOL_RECOMPUTED,
-                {"cluster": cluster_id, "generation": generation, "changes": changes, "summary": result.summary()},
-            )
+        # 5. tell the world, once per generation: the outbox is cleared only once the event is on the bus, so a
+        #    failed apply or publish after step 3 publishes on the retry (which finds the digest unchanged)
+        if outbox is not None and self.publisher is not None:
+            self.publisher.publish(names.DT_POOL_RECOMPUTED, outbox)
+            self.store.clear_outbox(cluster_id, int(outbox.get("generation", generation)))
+            outcome.published = True
         outcome.duration_ms = (time.perf_counter() - started) * 1000
         return outcome
 
-    def _read_policies(self, cluster_id: str) -> tuple[tuple[Quota, ...], SchedulerConfig]:
+    @staticmethod
+    def _nodes(objects: Iterable[object], unreadable: list[str]) -> Iterator[Node]:
+        """The cluster's nodes; one that does not parse is an ``Unreadable`` excluded node, its error kept in
+        ``unreadable`` (reported), never a failure of the whole cluster."""
+        for position, obj in enumerate(objects):
+            node, error = cluster_node(obj, position)
+            if error is not None:
+                unreadable.append(str(error))
+            yield node
+
+    def _read_policies(self, cluster_id: str, generation: int) -> tuple[tuple[Quota, ...], SchedulerConfig]:
         """The stored quotas and scheduler config, parsed. One that breaks a bound (stored before the store
         validated, or written by hand into the table) is a failure to read, not "no quota": the last pool
         and the cluster's Kueue objects stay as they are, the failure is recorded (naming the quota and the
@@ -268,7 +332,7 @@ class Recomputer:
                 problems.append(str(exc))
         if problems:
             message = f"invalid stored policies of cluster {cluster_id!r}: " + "; ".join(problems)
-            self.store.record_read_failure(cluster_id, message)
+            self.store.record_read_failure(cluster_id, message, generation=generation)
             raise PermanentError(message, operation="read stored policies")
         return quotas, scheduler
 

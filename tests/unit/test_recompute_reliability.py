@@ -1,0 +1,222 @@
+"""The recompute on a bad day, with in-memory fakes: an unreadable Node, a mass failure's bounded change summary,
+the generation's event published once whatever fails after the pool was stored, a late run's read failure, and a
+batch's failed records handed back with their backoff (and out of time, at once)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from idleshare import timings
+from idleshare.adapters.errors import RetryableError
+from idleshare.adapters.ports import ClusterRecord, QueuedRecord
+from idleshare.service.recompute import EXCLUDED_SAMPLE, ClusterReadError, Recomputer
+from tests.builders import quota_body
+from tests.fakes import FakeKube, FakePublisher, FakeStore
+from tests.unit.test_handlers import cq, gpu_limit, node
+
+
+@pytest.fixture
+def cluster():
+    store = FakeStore([ClusterRecord("demo", "demo-eks")])
+    store.set_quotas("demo", [quota_body("a", 8, enabled=True), quota_body("b", 8, "Lend", enabled=True)])
+    kube = FakeKube([node(f"p5-{i}") for i in range(4)])
+    publisher = FakePublisher()
+    return store, kube, publisher, Recomputer(store, lambda c: kube, publisher)
+
+
+def test_a_node_that_cannot_be_read_is_excluded_as_unreadable_and_the_rest_counts(cluster):
+    # Given a cluster one of whose Node objects has an allocatable of the wrong type
+    store, kube, _, r = cluster
+    kube.nodes[1]["status"]["allocatable"] = "eight GPUs"
+    # When it is recomputed
+    out = r.recompute("demo")
+    # Then the cluster is not failed: that node is excluded, named, and its error kept for the log
+    pool = store.pools["demo"].pool
+    assert pool["excludedNodes"] == {"p5-1": "Unreadable"}
+    assert pool["capacity"]["ml.p5.48xlarge"]["nvidia.com/gpu"] == "24"
+    assert len(out.unreadable) == 1 and "allocatable" in out.unreadable[0]
+    assert gpu_limit(cq(kube, "a")) == "8"
+
+
+def test_a_node_without_a_name_is_unreadable_by_its_position(cluster):
+    store, kube, _, r = cluster
+    kube.nodes.append({"metadata": {"name": 7}, "status": []})
+    r.recompute("demo")
+    assert store.pools["demo"].pool["excludedNodes"] == {"<unreadable node #4>": "Unreadable"}
+
+
+def test_a_mass_failure_is_summarised_in_counts_and_a_bounded_sample(cluster):
+    # Given a converged cluster of 5,000 nodes with EKS-shaped names
+    store, kube, publisher, r = cluster
+    kube.nodes[:] = [node(f"ip-10-1-{i // 256}-{i % 256}.us-west-2.compute.internal") for i in range(5000)]
+    r.recompute("demo")
+    # When 4,000 go NotReady at once
+    for n in kube.nodes[:4000]:
+        n["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    out = r.recompute("demo")
+    # Then the generation's change summary and event are counts plus a sample, not the 4,000 names
+    excluded = out.changes["excludedNodes"]
+    assert excluded["count"] == excluded["added"] == 4000 and excluded["byReason"] == {"NotReady": 4000}
+    assert len(excluded["sample"]) == EXCLUDED_SAMPLE
+    event = publisher.details[-1]
+    assert event["generation"] == 2 and len(json.dumps(event)) < 4096
+    assert len(store.pools["demo"].pool["excludedNodes"]) == 4000  # the pool itself keeps every name
+
+
+def test_an_event_lost_to_a_failed_publish_is_published_by_the_retry_once(cluster):
+    # Given generation 1, then a node gone and EventBridge failing once
+    store, kube, publisher, r = cluster
+    r.recompute("demo")
+    kube.nodes.pop()
+    publisher.fail = 1
+    # When the recompute stores generation 2 and the publish fails
+    with pytest.raises(RetryableError):
+        r.recompute("demo")
+    assert store.pools["demo"].generation == 2 and store.pools["demo"].outbox is not None
+    # Then the retry (nothing changed since: same digest) publishes generation 2, and a third run does not again
+    r.recompute("demo")
+    r.recompute("demo")
+    assert [d["generation"] for d in publisher.details] == [1, 2]
+    assert store.pools["demo"].outbox is None
+
+
+def test_an_event_after_a_failed_apply_is_published_once_the_apply_succeeds(cluster):
+    store, kube, publisher, r = cluster
+    r.recompute("demo")
+    kube.nodes.pop()
+    kube.down = True  # the apply's listing fails once the pool is stored
+    original = kube.list_nodes
+    kube.list_nodes = lambda page_size=500: iter(kube.nodes)  # type: ignore[method-assign]
+    with pytest.raises(RetryableError):
+        r.recompute("demo")
+    assert store.pools["demo"].generation == 2 and [d["generation"] for d in publisher.details] == [1]
+    kube.down, kube.list_nodes = False, original  # type: ignore[method-assign]
+    r.recompute("demo")
+    assert [d["generation"] for d in publisher.details] == [1, 2]
+
+
+def test_a_late_runs_read_failure_does_not_land_on_a_newer_generation(cluster):
+    # Given a run that started at generation 1 and a newer run that stored generation 2 meanwhile
+    store, kube, _, r = cluster
+    r.recompute("demo")
+    kube.nodes.pop()
+    r.recompute("demo")
+    # When the late run records its failure against generation 1
+    store.record_read_failure("demo", "ReadError: late", generation=1)
+    # Then the newer generation's state is untouched
+    assert store.pools["demo"].read_failure == ""
+    store.record_read_failure("demo", "ReadError: now", generation=2)
+    assert store.pools["demo"].read_failure == "ReadError: now"
+
+
+def test_a_failed_read_is_recorded_against_the_generation_it_started_from(cluster):
+    store, kube, _, r = cluster
+    r.recompute("demo")
+    kube.down = True
+    with pytest.raises(ClusterReadError):
+        r.recompute("demo")
+    assert store.pools["demo"].read_failure and store.pools["demo"].generation == 1
+
+
+# -- the batch: backoff, FIFO, the function's time --------------------------------------------------------------
+
+
+class Returns:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[tuple[str, int]]]] = []
+
+    def retry_later(self, queue_arn, entries):
+        self.calls.append((queue_arn, list(entries)))
+        return len(entries)
+
+
+def record(i: int, cluster: str = "demo", count: int = 1) -> QueuedRecord:
+    body = json.dumps({"cluster": cluster, "reason": "test", "requestId": f"r{i}"})
+    return QueuedRecord(f"m{i}", body, receipt_handle=f"h{i}", receive_count=count, queue_arn="arn:q")
+
+
+def deliver_all(records):
+    """What the FIFO batch processor answers: each record's failure, later records of a failed group failed too."""
+
+    def deliver(handle):
+        failed, groups = [], set()
+        for rec in records:
+            cluster = json.loads(rec.body)["cluster"]
+            if cluster in groups:
+                failed.append({"itemIdentifier": rec.message_id})
+                continue
+            try:
+                handle(rec.message_id)
+            except Exception:
+                failed.append({"itemIdentifier": rec.message_id})
+                groups.add(cluster)
+        return {"batchItemFailures": failed}
+
+    return deliver
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 30])
+def test_a_failed_record_is_handed_back_with_its_backoff_not_the_visibility_timeout(cluster, count):
+    # Given a cluster that cannot be read, its record received ``count`` times
+    _, kube, _, r = cluster
+    kube.down = True
+    records = [record(1, count=count), record(2, count=count)]
+    returns = Returns()
+    # When the batch runs
+    answer = r.run_batch(records, deliver_all(records), returns=returns)
+    # Then both records of the cluster fail and come back after the backoff of their receive count (≤ 20 s)
+    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["m1", "m2"]
+    delay = timings.retry_delay(count)
+    assert returns.calls == [("arn:q", [("h1", delay), ("h2", delay)])]
+    assert delay <= timings.RETRY_MAX_SECONDS <= 30
+
+
+def test_a_cluster_is_not_started_without_the_time_a_recompute_needs_and_comes_back_at_once(cluster):
+    # Given a batch of two clusters and a function with 70 s left, the first recompute taking 20 s of it
+    store, kube, _, r = cluster
+    store.put_cluster(ClusterRecord("other", "other-eks"))
+    left = [70.0]
+    original = kube.list_nodes
+
+    def slow(page_size=500):
+        left[0] -= 20
+        return original(page_size)
+
+    kube.list_nodes = slow  # type: ignore[method-assign]
+    records = [record(1), record(2, cluster="other")]
+    returns = Returns()
+    answer = r.run_batch(records, deliver_all(records), returns=returns, remaining_seconds=lambda: left[0])
+    # Then the first is recomputed, the second is handed back to be retried at once (0 s), not lost to a timeout
+    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["m2"]
+    assert returns.calls == [("arn:q", [("h2", 0)])]
+    assert store.pools["demo"].generation == 1 and "other" not in store.pools
+
+
+def test_the_dlq_comes_only_after_fifteen_minutes_of_failing():
+    assert timings.seconds_to_dlq(timings.DEFAULT_MAX_RECEIVE_COUNT) >= timings.DLQ_AFTER_SECONDS
+    assert timings.seconds_to_dlq(timings.DEFAULT_MAX_RECEIVE_COUNT - 1) < timings.DLQ_AFTER_SECONDS
+    assert [timings.retry_delay(n) for n in range(1, 7)] == [2, 4, 8, 16, 20, 20]
+
+
+def test_an_unreadable_message_fails_its_record_only(cluster):
+    _, _, _, r = cluster
+    records = [QueuedRecord("bad", "not json", receipt_handle="hb", queue_arn="arn:q"), record(1)]
+    returns = Returns()
+    answer = r.run_batch(records, _deliver_each(records), returns=returns)
+    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["bad"]
+    assert returns.calls == [("arn:q", [("hb", timings.retry_delay(1))])]
+
+
+def _deliver_each(records):
+    def deliver(handle):
+        failed = []
+        for rec in records:
+            try:
+                handle(rec.message_id)
+            except Exception:
+                failed.append({"itemIdentifier": rec.message_id})
+        return {"batchItemFailures": failed}
+
+    return deliver
