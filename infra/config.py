@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from idleshare import timings
+
 CONTEXT_KEY = "idleshare"
 CONTEXT_CONFIG_FILE = "idleshare:config"
 # Unit tests only: package the Lambda source without its dependencies (no bundling).
@@ -83,14 +85,40 @@ class IdleshareConfig(_Strict):
     tolerated_taint_keys: list[Annotated[str, Field(pattern=TAINT_KEY)]] = Field(
         default_factory=lambda: list(DEFAULT_TOLERATED_TAINT_KEYS)
     )
-    dlq_max_receive_count: int = Field(default=5, ge=1, le=1000)
+    dlq_max_receive_count: int = Field(default=timings.DEFAULT_MAX_RECEIVE_COUNT, ge=1, le=1000)
+    """The redrive policy's maxReceiveCount: with the recompute's backoff on every failed receive
+    (``timings.retry_delay``) a record reaches the DLQ after ``timings.seconds_to_dlq`` of this."""
     history_ttl_days: int = Field(default=90, ge=1, le=3650)
     archive_retention_days: int = Field(default=30, ge=0, le=3650)  # 0 = keep forever
     alarm_email: str | None = Field(default=None, pattern=EMAIL)
-    # FIFO message groups already serialize per cluster; this caps parallel clusters (None = no cap,
-    # for accounts whose concurrency quota cannot spare a reservation).
-    recompute_reserved_concurrency: int | None = Field(default=5, ge=1, le=1000)
+    # FIFO message groups already serialize per cluster; this caps parallel recomputes (the SQS event source
+    # mapping's maximum concurrency: the poller never invokes more at once, so none is throttled).
+    recompute_max_concurrency: int = Field(default=timings.RECOMPUTE_MAX_CONCURRENCY, ge=2, le=1000)
+    recompute_reserved_concurrency: Any = Field(default=None, exclude=True)
+    """Replaced by ``recompute_max_concurrency``; refused with a message naming the new key."""
     log_retention_days: int = Field(default=30, ge=1, le=3653)
+
+    @field_validator("recompute_reserved_concurrency")
+    @classmethod
+    def _renamed(cls, value: Any) -> None:
+        raise ValueError(
+            "renamed to recompute_max_concurrency (2..1000, default "
+            f"{timings.RECOMPUTE_MAX_CONCURRENCY}): the recompute is capped by its SQS event source mapping's maximum "
+            "concurrency, not by reserved concurrency (throttled deliveries would count toward the DLQ)"
+        )
+
+    @field_validator("dlq_max_receive_count")
+    @classmethod
+    def _dlq_after_the_stated_time(cls, value: int) -> int:
+        least = timings.min_receive_count()
+        if value < least:
+            raise ValueError(
+                f"must be at least {least}: a failed recompute is retried after a backoff of "
+                f"{timings.RETRY_FIRST_SECONDS} s doubling up to {timings.RETRY_MAX_SECONDS} s, so {value} receives "
+                f"send a failing cluster to the DLQ after {timings.seconds_to_dlq(value)} s; the DLQ must come only "
+                f"after {timings.DLQ_AFTER_SECONDS // 60} minutes of failing"
+            )
+        return value
 
     @field_validator("clusters")
     @classmethod

@@ -7,7 +7,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 
 from constructs import Construct
-from idleshare import names
+from idleshare import names, timings
 from infra.config import IdleshareConfig
 from infra.constructs.api import AdminApi
 from infra.constructs.eks_access import EksAccess
@@ -15,16 +15,15 @@ from infra.constructs.events import Events
 from infra.constructs.functions import IdleshareFunction, retention
 from infra.constructs.network import Network
 from infra.constructs.observability import Observability
-from infra.constructs.queue import RecomputeQueue
+from infra.constructs.queue import RecomputeQueue, RouterDeadLetterQueue
 from infra.constructs.registry import ClusterRegistry
 from infra.constructs.storage import Storage
 from infra.constructs.watcher import MEMORY as WATCHER_MEMORY
 from infra.constructs.watcher import TIMEOUT as WATCHER_TIMEOUT
 from infra.constructs.watcher import NodeWatcher
 
-RECOMPUTE_TIMEOUT = Duration.minutes(5)
-RECOMPUTE_MEMORY = 1024
-RECOMPUTE_BATCH_SIZE = 10
+# The recompute's timings, its queue's and its event source mapping's: idleshare.timings (the devkit uses them too).
+RECOMPUTE_TIMEOUT = Duration.seconds(timings.RECOMPUTE_TIMEOUT_SECONDS)
 
 # Each role's grants are exactly what its flows call: tests/iam runs every flow under the synthesized
 # policy with moto's IAM enforcement. IAM authorises a TransactWriteItems by each item's action
@@ -35,6 +34,7 @@ RECOMPUTE_TABLE = (
     "dynamodb:Query",  # the quotas
     "dynamodb:PutItem",  # recalculation receipts
     "dynamodb:UpdateItem",  # apply status, read failures
+    "dynamodb:DeleteItem",  # the pool's parts a larger generation left (in put_pool's transaction)
 )
 API_TABLE = (
     "dynamodb:GetItem",
@@ -42,13 +42,16 @@ API_TABLE = (
     "dynamodb:PutItem",  # quotas and their team guards (transactions), the scheduler config
     "dynamodb:DeleteItem",  # deleting them
 )
-# the registry entries of a cluster in one transaction; a renamed cluster's old lookups deleted in it
-REGISTRAR_TABLE = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
+# the registry entries of a cluster in one transaction; a renamed cluster's old lookups deleted in it; a cluster
+# no longer configured deregistered (its entries deleted in one transaction), the registered ones listed for it
+REGISTRAR_TABLE = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem")
 # Powertools idempotency (DynamoDBPersistenceLayer): the record is put, updated with the result, deleted
 # when the run failed (so the retry recomputes); GetItem reads a record that already exists.
 IDEMPOTENCY = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # The SQS event source mapping polls with the function's role (AWSLambdaSQSQueueExecutionRole's actions).
 SQS_POLL = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+# The recompute hands a failed record back with a short backoff (ChangeMessageVisibilityBatch, authorised as this).
+SQS_RETURN = ("sqs:ChangeMessageVisibility",)
 
 
 def _allow(principal: iam.IGrantable, actions: tuple[str, ...], *resources: str) -> None:
@@ -66,9 +69,8 @@ class IdleshareStack(Stack):
         )
         self.config = config
         storage = Storage(self, "Storage")
-        queue = RecomputeQueue(
-            self, "RecomputeQueue", recompute_timeout=RECOMPUTE_TIMEOUT, max_receive_count=config.dlq_max_receive_count
-        )
+        queue = RecomputeQueue(self, "RecomputeQueue", max_receive_count=config.dlq_max_receive_count)
+        router_dlq = RouterDeadLetterQueue(self, "RouterDlq")
         network = Network(self, "Network", config=config.vpc) if config.vpc is not None else None
 
         # Each function's own configuration only (names.FUNCTION_ENV; the bus is added once it exists).
@@ -93,19 +95,26 @@ class IdleshareStack(Stack):
                 **props,
             )
 
-        router = function("Router", names.ROUTER_HANDLER, "idleshare: route trigger events to the recompute queue")
+        router = function(
+            "Router",
+            names.ROUTER_HANDLER,
+            "idleshare: route trigger events to the recompute queue",
+            timeout=Duration.seconds(timings.ROUTER_FUNCTION_TIMEOUT_SECONDS),
+        )
         recompute = function(
             "Recompute",
             names.RECOMPUTE_HANDLER,
             "idleshare: recompute a cluster's lendable pool and write it to Kueue",
             timeout=RECOMPUTE_TIMEOUT,
-            memory_size=RECOMPUTE_MEMORY,
-            reserved_concurrency=config.recompute_reserved_concurrency,
+            memory_size=timings.RECOMPUTE_MEMORY_MB,
             placement=network.placement if network is not None else None,
         )
         api_handler = function("AdminApi", names.API_HANDLER, "idleshare: admin HTTP API")
         registrar = function(
-            "Registrar", names.REGISTRAR_HANDLER, "idleshare: register the configured clusters (deploy time)"
+            "Registrar",
+            names.REGISTRAR_HANDLER,
+            "idleshare: register the configured clusters (deploy time)",
+            timeout=Duration.seconds(timings.REGISTRAR_FUNCTION_TIMEOUT_SECONDS),
         )
         watcher = function(
             "NodeWatcher",
@@ -122,6 +131,7 @@ class IdleshareStack(Stack):
             router=router.function,
             schedule_rate_minutes=config.schedule_rate_minutes,
             archive_retention_days=config.archive_retention_days,
+            dead_letter_queue=router_dlq.queue,
         )
         for fn in (router, recompute, api_handler, registrar, watcher):
             if names.ENV_EVENT_BUS_NAME in names.FUNCTION_ENV[fn.handler]:
@@ -131,15 +141,19 @@ class IdleshareStack(Stack):
         # Router: registry reads, one message per cluster. It writes nothing.
         _allow(router.role, ROUTER_TABLE, table)
         _allow(router.role, ("sqs:SendMessage",), queue.queue.queue_arn)
+        router_dlq.keep_failed_invocations(router.function, router.role)  # sqs:SendMessage on the router DLQ
         # Recompute: state, idempotency, results on the bus, the queue it is fed from.
         _allow(recompute.role, RECOMPUTE_TABLE, table)
         _allow(recompute.role, IDEMPOTENCY, idem)
         _allow(recompute.role, ("events:PutEvents",), events.bus.event_bus_arn)
-        _allow(recompute.role, SQS_POLL, queue.queue.queue_arn)
+        _allow(recompute.role, SQS_POLL + SQS_RETURN, queue.queue.queue_arn)
         recompute.function.add_event_source_mapping(
             "RecomputeQueueSource",
             event_source_arn=queue.queue.queue_arn,
-            batch_size=RECOMPUTE_BATCH_SIZE,
+            batch_size=timings.RECOMPUTE_BATCH_SIZE,
+            # the poller never invokes more at once (no reserved concurrency: a throttled batch's receives would
+            # count toward the redrive policy)
+            max_concurrency=config.recompute_max_concurrency,
             report_batch_item_failures=True,
         )
         # Admin API: quota / scheduler CRUD, recalculation requests (on the bus).
@@ -162,6 +176,7 @@ class IdleshareStack(Stack):
             api_handler=api_handler.function,
             queue=queue.queue,
             dlq=queue.dlq,
+            router_dlq=router_dlq.queue,
             alarm_email=config.alarm_email,
         )
 
@@ -180,6 +195,7 @@ class IdleshareStack(Stack):
         self.watcher = watcher
 
         self.storage, self.queue, self.network, self.events = storage, queue, network, events
+        self.router_dlq = router_dlq
         self.router, self.recompute, self.api_handler, self.api = router, recompute, api_handler, api
         self.registrar, self.registry = registrar, registry
         self.observability = observability
@@ -193,6 +209,7 @@ class IdleshareStack(Stack):
             (names.OUTPUT_IDEMPOTENCY_TABLE_NAME, storage.idempotency_table.table_name, "Idempotency table"),
             (names.OUTPUT_QUEUE_URL, queue.queue.queue_url, "Recompute FIFO queue"),
             (names.OUTPUT_DLQ_URL, queue.dlq.queue_url, "Recompute dead-letter queue"),
+            (names.OUTPUT_ROUTER_DLQ_URL, router_dlq.queue.queue_url, "Router dead-letter queue (events not routed)"),
             (names.OUTPUT_RECOMPUTE_ROLE_ARN, recompute.role.role_arn, "Role mapped by the EKS access entries"),
             (names.OUTPUT_ALARM_TOPIC_ARN, observability.topic.topic_arn, "SNS topic of the alarms"),
             (names.OUTPUT_DASHBOARD_NAME, observability.dashboard.dashboard_name, "CloudWatch dashboard"),

@@ -1,10 +1,13 @@
 """EventBridge: idleshare's bus and archive, the trigger rules, and the safety-net schedule.
 
-The `aws.sagemaker` events (HyperPod detail-types, CloudTrail compute-quota / scheduler-config calls)
-arrive on the account's default bus; rules there forward them to idleshare's bus, so that every
-trigger — AWS's and idleshare's own — is recorded by one archive and can be replayed with EventBridge
-replay. Rules on idleshare's bus invoke the router. The schedule invokes the router directly with a
-fixed `Scheduled Recompute` event.
+The `aws.sagemaker` HyperPod events arrive on the account's default bus; a rule there forwards them to
+idleshare's bus, so that every trigger — AWS's and idleshare's own — is recorded by one archive and can be
+replayed with EventBridge replay. Rules on idleshare's bus invoke the router (asynchronously): an event
+EventBridge cannot deliver after its retries goes to the router's dead-letter queue. The schedule invokes the
+router directly with a fixed `Scheduled Recompute` event.
+
+No rule takes SageMaker's CloudTrail compute-quota / scheduler-config calls: idleshare's quotas are its own
+(its admin API emits `Compute Quota Changed`), nothing reads SageMaker's, so those recomputes changed nothing.
 """
 
 from __future__ import annotations
@@ -18,20 +21,14 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
 
 from constructs import Construct
 from idleshare import names
 
-SAGEMAKER_EVENT_SOURCE = "sagemaker.amazonaws.com"
-
 HYPERPOD_PATTERN: dict[str, Any] = {
     "source": [names.SAGEMAKER_SOURCE],
     "detail-type": list(names.HYPERPOD_DETAIL_TYPES),
-}
-CLOUDTRAIL_PATTERN: dict[str, Any] = {
-    "source": [names.SAGEMAKER_SOURCE],
-    "detail-type": [names.DT_CLOUDTRAIL],
-    "detail": {"eventSource": [SAGEMAKER_EVENT_SOURCE], "eventName": list(names.CLOUDTRAIL_EVENT_NAMES)},
 }
 OWN_PATTERN: dict[str, Any] = {
     "source": [names.EVENT_SOURCE],
@@ -104,6 +101,7 @@ class Events(Construct):
         router: lambda_.IFunction,
         schedule_rate_minutes: int,
         archive_retention_days: int,
+        dead_letter_queue: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
         self.bus = events.EventBus(self, "Bus", description="idleshare: triggers and recompute results")
@@ -124,12 +122,13 @@ class Events(Construct):
                 event_pattern=_pattern(pattern),
                 targets=[to_own_bus],
             )
-            for name, what, pattern in (
-                ("HyperPod", "HyperPod cluster events", HYPERPOD_PATTERN),
-                ("CloudTrail", "SageMaker compute quota / scheduler config API calls", CLOUDTRAIL_PATTERN),
-            )
+            for name, what, pattern in (("HyperPod", "HyperPod cluster events", HYPERPOD_PATTERN),)
         ]
-        to_router = targets.LambdaFunction(router, retry_attempts=4, max_event_age=Duration.hours(1))
+        # what EventBridge cannot deliver (the router throttled, its invoke permission gone) after its retries
+        # is kept in the router's DLQ: CDK adds the queue policy, events.amazonaws.com scoped by each rule's ARN
+        to_router = targets.LambdaFunction(
+            router, retry_attempts=4, max_event_age=Duration.hours(1), dead_letter_queue=dead_letter_queue
+        )
         self.router_rules = [
             events.Rule(
                 self,
@@ -141,7 +140,6 @@ class Events(Construct):
             )
             for name, what, pattern in (
                 ("HyperPod", "HyperPod cluster events", HYPERPOD_PATTERN),
-                ("CloudTrail", "SageMaker compute quota / scheduler config API calls", CLOUDTRAIL_PATTERN),
                 ("Own", "idleshare's own trigger events", OWN_PATTERN),
             )
         ]

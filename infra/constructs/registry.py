@@ -3,9 +3,14 @@
 ``Custom::IdleshareClusterRegistry`` is served by the registrar function (``handlers/registrar.py``,
 the same asset as the others, no provider framework): CloudFormation invokes it on create, and on update
 when the clusters of the config change (the ``Clusters`` property is the same JSON as the function's
-``IDLESHARE_CLUSTERS``); it writes the registry entries and answers CloudFormation. It runs after the
-table exists and after the registrar's policy is attached (explicit dependencies), so a first deploy
-routes events as soon as it completes; no Lambda writes anything merely because it started.
+``IDLESHARE_CLUSTERS``); it writes the registry entries and answers CloudFormation. On update it also
+deregisters the clusters of the previous list (CloudFormation's ``OldResourceProperties``) that are no
+longer configured, and on delete every configured cluster. It runs after the table exists and after the
+registrar's policy is attached (explicit dependencies), so a first deploy routes events as soon as it
+completes; no Lambda writes anything merely because it started.
+
+The construct's path (so the logical id) must not change: CloudFormation would create the renamed resource
+(registering the clusters) and then delete the old one, deregistering them.
 """
 
 from __future__ import annotations

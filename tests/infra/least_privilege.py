@@ -10,12 +10,18 @@ credentials. Two differences from AWS are handled here, openly:
   ``ConditionCheck`` -> ``ConditionCheckItem``): the moto policy also allows ``TransactWriteItems``, and
   every transaction is checked here item by item against the role's real grants (AccessDenied otherwise).
 
+* SQS authorises a batch call by its single action (``ChangeMessageVisibilityBatch`` -> ``ChangeMessageVisibility``,
+  ``DeleteMessageBatch`` -> ``DeleteMessage``, ``SendMessageBatch`` -> ``SendMessage``); moto asks for the batch
+  action: the moto policy also allows it where the single one is granted, and the call is recorded as the
+  single action it needs on AWS.
+
 * moto recomputes SigV4 signatures wrongly for EKS's REST-JSON requests (``SignatureDoesNotMatch`` for a
   correctly signed ``DescribeCluster``): for ``eks`` only, the signature check is skipped; the action is
   still checked against the role's policy.
 
 Every AWS call the code makes is recorded per role (``Recorder.used``), so a test can show that a role's
-grants are exactly what its flows use.
+grants are exactly what its flows use; every call refused (``Recorder.denied``), so a test can show none was,
+even where the code swallows the error (a record handed back late is not a failure of the run).
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ REGION = "us-east-1"
 RUNTIME_ACTIONS = frozenset(
     {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 )
+SQS_BATCH_ACTIONS = {
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+}
 TRANSACTION_ITEM_ACTIONS = {
     "Put": "dynamodb:PutItem",
     "Update": "dynamodb:UpdateItem",
@@ -65,6 +76,7 @@ def moto_policy(statements: list[dict[str, Any]]) -> dict[str, Any]:
         actions = as_list(s["Action"])
         if any(a in TRANSACTION_ITEM_ACTIONS.values() for a in actions):
             actions = [*actions, "dynamodb:TransactWriteItems"]
+        actions = [*actions, *(batch for batch, single in SQS_BATCH_ACTIONS.items() if single in actions)]
         converted.append({"Effect": s["Effect"], "Action": actions, "Resource": "*"})
     return {"Version": "2012-10-17", "Statement": converted}
 
@@ -75,6 +87,7 @@ class Recorder:
     def __init__(self) -> None:
         self.used: dict[str, set[str]] = defaultdict(set)
         self.keys: dict[str, tuple[str, set[str]]] = {}  # access key id -> (role, granted actions)
+        self.denied: list[tuple[str, str, str]] = []  # (role, operation, error code) of every refused call
 
     def install(self) -> contextlib.AbstractContextManager[None]:
         original = botocore.client.BaseClient._make_api_call
@@ -92,6 +105,7 @@ class Recorder:
                         action = TRANSACTION_ITEM_ACTIONS[kind]
                         recorder.used[role].add(action)
                         if action not in granted:
+                            recorder.denied.append((role, f"{operation} {kind}", "AccessDeniedException"))
                             raise ClientError(
                                 {
                                     "Error": {
@@ -103,8 +117,15 @@ class Recorder:
                                 operation,
                             )
                 else:
-                    recorder.used[role].add(f"{prefix}:{operation}")
-            return original(client, operation, params)
+                    action = f"{prefix}:{operation}"
+                    recorder.used[role].add(SQS_BATCH_ACTIONS.get(action, action))
+            try:
+                return original(client, operation, params)
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                if role is not None and ("AccessDenied" in code or "Unauthorized" in code):
+                    recorder.denied.append((role, operation, code))
+                raise
 
         from moto.iam.access_control import IAMRequest
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from idleshare import timings
 from infra.config import DEFAULT_TOLERATED_TAINT_KEYS, ConfigError, load_config, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -22,15 +23,17 @@ def test_sample_config_in_cdk_json_is_valid_and_public(sample: dict[str, Any]) -
     assert [c.id for c in config.clusters] == ["ml-cluster"]
     assert config.vpc is None
     assert config.schedule_rate_minutes == 5
-    assert config.dlq_max_receive_count == 5
+    assert config.dlq_max_receive_count == timings.DEFAULT_MAX_RECEIVE_COUNT
     assert tuple(config.tolerated_taint_keys) == DEFAULT_TOLERATED_TAINT_KEYS
 
 
 def test_defaults_for_a_minimal_config() -> None:
     config = parse_config({"clusters": [{"id": "c1", "eks_cluster_name": "c1"}]})
 
-    assert (config.schedule_rate_minutes, config.dlq_max_receive_count, config.history_ttl_days) == (5, 5, 90)
-    assert config.recompute_reserved_concurrency == 5
+    assert (config.schedule_rate_minutes, config.history_ttl_days) == (5, 90)
+    # the default sends a cluster that keeps failing to the DLQ only after 15 minutes
+    assert timings.seconds_to_dlq(config.dlq_max_receive_count) >= 15 * 60
+    assert 2 <= config.recompute_max_concurrency <= 1000
     assert config.alarm_email is None
     assert json.loads(config.clusters_env()) == [
         {
@@ -67,6 +70,8 @@ VPC = {
         ({"clusters": [_cluster(), _cluster(id="c2")]}, "duplicate eks_cluster_name: c1-eks"),
         ({"clusters": [_cluster()], "schedule_rate_minutes": 0}, "idleshare.schedule_rate_minutes"),
         ({"clusters": [_cluster()], "dlq_max_receive_count": 0}, "idleshare.dlq_max_receive_count"),
+        ({"clusters": [_cluster()], "recompute_max_concurrency": 1}, "idleshare.recompute_max_concurrency"),
+        ({"clusters": [_cluster()], "recompute_max_concurrency": 1001}, "idleshare.recompute_max_concurrency"),
         ({"clusters": [_cluster()], "alarm_email": "nobody"}, "idleshare.alarm_email"),
         ({"clusters": [_cluster()], "tolerated_taint_keys": ["not a key"]}, "idleshare.tolerated_taint_keys.0"),
         ({"clusters": [_cluster()], "schedule_rate": 5}, "idleshare.schedule_rate: Extra inputs"),
@@ -89,6 +94,34 @@ def test_invalid_config_names_the_field(raw: dict[str, Any], field: str) -> None
         parse_config(raw)
 
     assert field in str(err.value)
+
+
+def test_a_receive_count_that_reaches_the_dlq_within_15_minutes_is_refused_saying_why() -> None:
+    short = timings.min_receive_count() - 1
+    assert timings.seconds_to_dlq(short) < 15 * 60
+
+    with pytest.raises(ConfigError) as err:
+        parse_config({"clusters": [_cluster()], "dlq_max_receive_count": short})
+
+    message = str(err.value)
+    assert "idleshare.dlq_max_receive_count" in message
+    assert f"at least {timings.min_receive_count()}" in message and "15 minutes" in message
+    assert (
+        parse_config({"clusters": [_cluster()], "dlq_max_receive_count": short + 1}).dlq_max_receive_count == short + 1
+    )
+
+
+@pytest.mark.parametrize("value", [5, None])
+def test_the_old_reserved_concurrency_key_names_its_replacement(value: Any) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"clusters": [_cluster()], "recompute_reserved_concurrency": value})
+
+    message = str(err.value)
+    assert "idleshare.recompute_reserved_concurrency" in message and "recompute_max_concurrency" in message
+
+
+def test_the_max_concurrency_is_read_from_the_config() -> None:
+    assert parse_config({"clusters": [_cluster()], "recompute_max_concurrency": 20}).recompute_max_concurrency == 20
 
 
 def test_missing_config_says_where_to_put_it() -> None:

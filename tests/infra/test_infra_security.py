@@ -94,10 +94,20 @@ def test_managed_policies_are_only_the_acknowledged_ones(shape) -> None:
 
 
 def test_resource_policies_deny_plain_http(shape) -> None:
+    rules = shape.resources("AWS::Events::Rule")
     for type_ in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy"):
-        for policy in shape.resources(type_).values():
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-                assert statement["Effect"] == "Deny"  # only TLS-enforcement statements
+        for logical_id, policy in shape.resources(type_).items():
+            statements = policy["Properties"]["PolicyDocument"]["Statement"]
+            deny = [s for s in statements if s["Effect"] == "Deny"]
+            assert [s["Condition"] for s in deny] == [{"Bool": {"aws:SecureTransport": "false"}}], logical_id
+            for statement in statements:
+                if statement["Effect"] == "Deny":
+                    continue
+                # else only EventBridge delivering a rule's undeliverable events (the router's DLQ), per rule
+                assert statement["Principal"] == {"Service": "events.amazonaws.com"}, logical_id
+                assert statement["Action"] == "sqs:SendMessage", logical_id
+                source = statement["Condition"]["ArnEquals"]["aws:SourceArn"]
+                assert source["Fn::GetAtt"][0] in rules and source["Fn::GetAtt"][1] == "Arn", logical_id
 
 
 def test_cfn_lint_is_clean(shape, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import http.server
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,7 +28,7 @@ from moto import mock_aws
 
 from devkit import sqs as event_source
 from devkit.lambda_context import LambdaContext
-from idleshare import names
+from idleshare import names, timings
 from tests.aws_env import create_idempotency_table, create_table, fifo_queue
 from tests.infra.conftest import SAMPLE, synth
 from tests.infra.least_privilege import RUNTIME_ACTIONS, Recorder, Roles, enforced, running_as
@@ -46,6 +47,7 @@ CONFIG = copy.deepcopy(SAMPLE) | {
     ]
 }
 EXPECTED_ROUTES = EXPECTED_CLUSTERS  # the same routing as with fakes, now under the router's policy
+WALL_CLOCK = time.time  # the real one: the flow below pretends, for the router, that time has passed
 HANDLERS = (names.REGISTRAR_HANDLER, names.ROUTER_HANDLER, names.RECOMPUTE_HANDLER, names.API_HANDLER)
 
 
@@ -80,6 +82,11 @@ class DayOne:
     used: dict[str, set[str]]
     roles: dict[str, str]  # handler -> role logical id
     registrar: list[dict[str, Any]] = field(default_factory=list)
+    teardown: list[dict[str, Any]] = field(default_factory=list)  # the registrar's answer to the stack's deletion
+    registered_before_teardown: list[str] = field(default_factory=list)
+    registered_after_teardown: list[str] = field(default_factory=list)
+    denied: list[tuple[str, str, str]] = field(default_factory=list)
+    returned: list[str] = field(default_factory=list)  # SQS calls the recompute made to hand records back
     routes: dict[str, Any] = field(default_factory=dict)
     api: dict[str, int] = field(default_factory=dict)
     recompute: list[dict[str, Any]] = field(default_factory=list)
@@ -153,8 +160,9 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
                 roles={h: roles.function_role(h) for h in HANDLERS},
             )
 
-            # deploy time: CloudFormation creates the registry custom resource
+            # deploy time: CloudFormation creates the registry custom resource (its Clusters: the function's config)
             with running_as(roles, names.REGISTRAR_HANDLER, resolve):
+                configured = json.loads(os.environ[names.ENV_CLUSTERS])
                 request = {
                     "RequestType": "Create",
                     "ResponseURL": f"http://127.0.0.1:{server.server_port}/cfn-response",
@@ -162,18 +170,29 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
                     "RequestId": "r-1",
                     "LogicalResourceId": "ClusterRegistry",
                     "ResourceType": "Custom::IdleshareClusterRegistry",
-                    "ResourceProperties": {"Clusters": "..."},
+                    "ResourceProperties": {"Clusters": json.dumps(configured)},
                 }
+
+                def update(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> None:
+                    event = request | {
+                        "RequestType": "Update",
+                        "PhysicalResourceId": "idleshare-cluster-registry",
+                        "ResourceProperties": {"Clusters": json.dumps(new)},
+                        "OldResourceProperties": {"Clusters": json.dumps(old)},
+                    }
+                    enforced(lambda: registrar.handler(event, context("registrar")))
+
                 enforced(lambda: registrar.handler(request, context("registrar")))
-                enforced(lambda: registrar.handler(request | {"RequestType": "Update"}, context("registrar")))
+                update(configured, configured)
                 # a later deploy renames a cluster's EKS cluster: its old lookup goes in the same transaction
-                renamed = json.loads(os.environ[names.ENV_CLUSTERS])
+                renamed = copy.deepcopy(configured)
                 renamed[1]["eks_cluster_name"] = "other-eks-2"
-                os.environ[names.ENV_CLUSTERS] = json.dumps(renamed)
-                enforced(lambda: registrar.handler(request | {"RequestType": "Update"}, context("registrar")))
-                renamed[1]["eks_cluster_name"] = "other-eks"
-                os.environ[names.ENV_CLUSTERS] = json.dumps(renamed)
-                enforced(lambda: registrar.handler(request | {"RequestType": "Update"}, context("registrar")))
+                update(renamed, configured)
+                update(configured, renamed)
+                # a deploy without the second cluster deregisters it; the next one registers it again
+                update(configured[:1], configured)
+                update(configured, configured[:1])
+            teardown = request | {"RequestType": "Delete", "PhysicalResourceId": "idleshare-cluster-registry"}
             out.registrar = list(_CloudFormation.answers)
 
             # the router's first cold start after the deploy: a HyperPod node-health event
@@ -243,12 +262,20 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
 
                     deps.kube_for = kube_for
                     deps.clock = lambda: 4e9  # every coalescing window has closed
-                    enforced(lambda: poll_and_invoke(1 if outage else 20, phase))
+                    # SQS on a clock that has moved past every backoff a failed record was handed back with
+                    sqs_clock[0] = max(sqs_clock[0], WALL_CLOCK()) + timings.RETRY_MAX_SECONDS + 1
+                    with event_source.sqs_time(lambda: sqs_clock[0]):
+                        enforced(lambda: poll_and_invoke(1 if outage else 20, phase))
 
+            sqs_clock = [WALL_CLOCK()]
             recompute_as_deployed("events")
             with running_as(roles, names.API_HANDLER, resolve):
                 for path in ("pool", "grants", f"grants/{team}", "history", "excluded-nodes"):
                     call("GET", f"/clusters/demo/{path}")
+                # usage over a period (issue 21): Query on the USAGE# items, GetItem on the cursor
+                call(
+                    "GET", "/clusters/demo/usage", query={"from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z"}
+                )
                 request_id = call("POST", "/clusters/demo/recalculate", {"reason": "day one"}).get("requestId")
             # the bus's rule hands the Recalculation Requested event to the router
             with running_as(roles, names.ROUTER_HANDLER, resolve):
@@ -269,6 +296,18 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
                 call("DELETE", "/clusters/demo/scheduler-config")
                 call("DELETE", f"/clusters/demo/compute-quotas/{name}")
             out.kueue = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in sim.idleshare_adapter().list_managed())
+            out.returned = sorted(a for a in recorder.used[out.roles[names.RECOMPUTE_HANDLER]] if "Visibility" in a)
+
+            # the stack is deleted: CloudFormation deletes the registry custom resource
+            with running_as(roles, names.API_HANDLER, resolve):
+                out.registered_before_teardown = [c["ClusterId"] for c in call("GET", "/clusters")["Clusters"]]
+            with running_as(roles, names.REGISTRAR_HANDLER, resolve):
+                answered = len(_CloudFormation.answers)
+                enforced(lambda: registrar.handler(teardown, context("registrar")))
+                out.teardown = _CloudFormation.answers[answered:]
+            with running_as(roles, names.API_HANDLER, resolve):
+                out.registered_after_teardown = [c["ClusterId"] for c in call("GET", "/clusters")["Clusters"]]
+            out.denied = list(recorder.denied)
             return out
     finally:
         server.shutdown()
@@ -281,9 +320,24 @@ def day(tmp_path_factory: pytest.TempPathFactory, kube_admin: Any) -> DayOne:
 
 
 def test_the_registrar_registers_the_clusters_at_deploy_time(day: DayOne) -> None:
-    assert [a["Status"] for a in day.registrar] == ["SUCCESS"] * 4, day.registrar
-    assert [a["Data"]["Registered"] for a in day.registrar] == ["demo,other", "", "other", "other"]
+    assert [a["Status"] for a in day.registrar] == ["SUCCESS"] * 6, day.registrar
+    assert [a["Data"]["Registered"] for a in day.registrar] == ["demo,other", "", "other", "other", "", "other"]
     # (an update with the same clusters writes nothing)
+
+
+def test_the_registrar_deregisters_a_removed_cluster_and_every_cluster_on_delete(day: DayOne) -> None:
+    assert [a["Data"]["Deregistered"] for a in day.registrar] == ["", "", "", "", "other", ""]
+    assert [(a["Status"], a["Data"]) for a in day.teardown] == [("SUCCESS", {"Deregistered": "demo,other"})]
+    assert (day.registered_before_teardown, day.registered_after_teardown) == (["demo", "other"], [])
+
+
+def test_nothing_is_denied(day: DayOne) -> None:
+    assert day.denied == []
+
+
+def test_the_recompute_hands_a_failed_record_back_with_its_role(day: DayOne) -> None:
+    # the outage's failed record: ChangeMessageVisibilityBatch, which SQS authorises as ChangeMessageVisibility
+    assert day.returned == ["sqs:ChangeMessageVisibility"]
 
 
 def test_the_router_routes_its_first_event_and_writes_nothing(day: DayOne) -> None:
@@ -304,7 +358,7 @@ def test_the_router_drops_an_unknown_cluster(day: DayOne) -> None:
 def test_the_admin_api_serves_every_route_under_its_policy(day: DayOne) -> None:
     assert {k: v for k, v in day.api.items() if v >= 300} == {}
     routes = {k.split(" ", 1)[0] + " " + "/".join(k.split(" ", 1)[1].split("/")[:4]) for k in day.api}
-    assert len(day.api) == 17, sorted(day.api)
+    assert len(day.api) == 18, sorted(day.api)
     assert routes >= {
         "POST /clusters/demo/recalculate",
         "GET /clusters/demo/recalculations",

@@ -1,11 +1,17 @@
 """Registrar Lambda: the CloudFormation custom resource that registers the CDK-configured clusters.
 
 ``cdk deploy`` creates (and, when the ``clusters`` config changes, updates) the custom resource
-``Custom::IdleshareClusterRegistry``; CloudFormation invokes this function with the request, and it writes
-the clusters of its ``IDLESHARE_CLUSTERS`` into the registry (``service/registry.py``), then answers
-CloudFormation on the request's presigned ``ResponseURL``. Delete writes nothing: the table is retained
-with the stack's data. Every failure is answered FAILED with its reason (never left to CloudFormation's
-one-hour timeout).
+``Custom::IdleshareClusterRegistry``; CloudFormation invokes this function with the request, and it makes the
+registry hold exactly the clusters of the request's ``Clusters`` property (the same JSON as the function's
+``IDLESHARE_CLUSTERS``, which is used when a request carries none): on Create and Update every registered
+cluster not configured — those of ``OldResourceProperties`` and any other left in the registry — is
+deregistered, then the configured ones are written (``service/registry.py``); on Delete every configured
+cluster is deregistered. The request's properties, not the environment, are what CloudFormation asks for: in
+an update's rollback they are the previous config while the function still has the new one. Deregistering
+deletes a cluster's registry entries only (by id, EKS name, ARN): its pools, history and quotas stay in the
+table, which is retained with the stack's data. Then it answers CloudFormation on the request's presigned
+``ResponseURL``. Every failure is answered FAILED with its reason (never left to CloudFormation's one-hour
+timeout).
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ import urllib.request
 from typing import Any
 
 from idleshare import names
+from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime.observability import logger
 from idleshare.runtime.wiring import dependencies
+from idleshare.service.registry import ClusterDirectory
 
 PHYSICAL_ID = "idleshare-cluster-registry"
 RESPONSE_TIMEOUT_SECONDS = 20
@@ -46,21 +54,52 @@ def send_response(event: dict[str, Any], status: str, reason: str = "", data: di
         response.read()
 
 
+def _clusters(properties: Any, where: str) -> tuple[ClusterRecord, ...] | None:
+    """The ``Clusters`` of a request's properties (None when it has none); invalid -> ValueError naming it."""
+    from idleshare.runtime.env import EnvError, parse_clusters
+
+    raw = properties.get("Clusters") if isinstance(properties, dict) else None
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ValueError(f"{where}.Clusters: the clusters as a JSON string are required (got {type(raw).__name__})")
+    try:
+        return parse_clusters(raw)
+    except EnvError as exc:
+        raise ValueError(f"{where}.Clusters: {exc}") from None
+
+
+def _directory() -> ClusterDirectory:
+    store = dependencies().store
+    if not isinstance(store, ClusterDirectory):
+        raise TypeError(f"the store ({type(store).__name__}) cannot deregister clusters")
+    return store
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from idleshare.runtime.env import settings
-    from idleshare.service.registry import register_clusters
+    from idleshare.service.registry import deregister_clusters, reconcile_clusters
 
     kind = event.get("RequestType") if isinstance(event, dict) else None
     try:
-        if kind in ("Create", "Update"):
-            written = register_clusters(dependencies().store, settings(handler=names.REGISTRAR_HANDLER).clusters)
-            logger.info("clusters registered", extra={"request": kind, "written": written})
-            data = {"Registered": ",".join(written)}
-        elif kind == "Delete":
-            data = {}  # the table and its registry are retained with the stack's data
-        else:
+        if kind not in ("Create", "Update", "Delete"):
             raise ValueError(f"RequestType: Create, Update or Delete expected (got {kind!r})")
+        configured = _clusters(event.get("ResourceProperties"), "ResourceProperties")
+        if configured is None:
+            configured = settings(handler=names.REGISTRAR_HANDLER).clusters
+        if kind == "Delete":
+            removed = deregister_clusters(_directory(), (c.cluster_id for c in configured))
+            logger.info("clusters deregistered", extra={"request": kind, "deregistered": removed})
+            data = {"Deregistered": ",".join(removed)}
+        else:
+            previous = _clusters(event.get("OldResourceProperties"), "OldResourceProperties") or ()
+            done = reconcile_clusters(_directory(), configured, previous=previous)
+            logger.info(
+                "clusters registered",
+                extra={"request": kind, "written": done.registered, "deregistered": done.deregistered},
+            )
+            data = {"Registered": ",".join(done.registered), "Deregistered": ",".join(done.deregistered)}
     except Exception as exc:
         logger.exception("cluster registration failed", extra={"request": kind})
         send_response(event, "FAILED", f"{type(exc).__name__}: {exc}")

@@ -1,4 +1,5 @@
-"""The cluster registry: META, its REGISTRY copy and the EKS# / ARN# lookups, written in one transaction."""
+"""The cluster registry: META, its REGISTRY copy and the EKS# / ARN# lookups, written in one transaction (and
+deleted in one when a cluster is deregistered)."""
 
 from __future__ import annotations
 
@@ -149,6 +150,42 @@ class ClusterRegistry(TableAccess):
                     f"{taken[0]} {value!r} is already registered to another cluster", field=taken[0], operation=op
                 ) from exc
             raise
+
+    def delete_cluster(self, cluster_id: str) -> bool:
+        """Deregister a cluster: META, its REGISTRY copy and its EKS# / ARN# lookups deleted in one transaction
+        (a lookup only while it still names this cluster), so no event is routed to it and the schedule's
+        ``all`` no longer lists it. Its pool, history, quotas and scheduler config are left as they are. False
+        when it was not registered (nothing to delete)."""
+        op = "delete_cluster"
+        cid = require_name(cluster_id, "cluster_id", op)
+        old = self.get_cluster(cid)
+        if old is None:
+            return False
+        owned = {
+            "ConditionExpression": f"attribute_not_exists({PK}) OR cluster_id = :id",
+            "ExpressionAttributeValues": attribute_values({":id": cid}),
+        }
+        items: list[dict[str, Any]] = [
+            {"Delete": {"Key": attribute_values({PK: cluster_pk(cid), SK: META_SK})}},
+            {"Delete": {"Key": attribute_values({PK: REGISTRY_PK, SK: cluster_pk(cid)})}},
+            {
+                "Delete": {
+                    "Key": attribute_values({PK: REGISTRY_PK, SK: f"{EKS_PREFIX}{old.eks_cluster_name}"}),
+                    **owned,
+                }
+            },
+        ]
+        if old.hyperpod_cluster_arn:
+            items.append(
+                {
+                    "Delete": {
+                        "Key": attribute_values({PK: REGISTRY_PK, SK: f"{ARN_PREFIX}{old.hyperpod_cluster_arn}"}),
+                        **owned,
+                    }
+                }
+            )
+        self._transact(op, items)
+        return True
 
     def _cluster(self, raw: Mapping[str, Any]) -> ClusterRecord:
         item = StoredItem(raw)

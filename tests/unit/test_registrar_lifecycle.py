@@ -1,0 +1,172 @@
+"""The registrar custom resource over a cluster's life (issue 20 §5), against the real DynamoDB store (moto): a
+cluster removed from the config is deregistered by the next Update, every configured cluster by Delete; the
+request's properties are what is registered (an update's rollback too); a removed cluster's data stays."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from devkit.lambda_context import LambdaContext
+from idleshare import names
+from idleshare.adapters.store import DynamoStore
+from idleshare.handlers import registrar
+from idleshare.runtime import wiring
+from tests import builders
+from tests.aws_env import create_table, fake_aws_env
+
+ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/"
+A = {"id": "alpha", "eks_cluster_name": "alpha-eks", "hyperpod_cluster_arn": ARN + "aaaa1111aaaa"}
+B = {"id": "beta", "eks_cluster_name": "beta-eks", "hyperpod_cluster_arn": ARN + "bbbb2222bbbb"}
+C = {"id": "gamma", "eks_cluster_name": "gamma-eks"}
+
+
+def clusters(*items: dict[str, Any]) -> str:
+    return json.dumps(list(items))
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoStore]:
+    with fake_aws_env(), mock_aws():
+        table = create_table(boto3.resource("dynamodb", region_name="us-east-1"))
+        store = DynamoStore(table)
+        monkeypatch.setenv(names.ENV_TABLE_NAME, table.name)
+        monkeypatch.setenv(names.ENV_CLUSTERS, clusters(A, B))
+        monkeypatch.setenv("_HANDLER", names.REGISTRAR_HANDLER)
+        wiring.install(wiring.Dependencies(store=store))
+        try:
+            yield store
+        finally:
+            wiring.install(None)
+
+
+@pytest.fixture
+def answers(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What the registrar answers CloudFormation (instead of the PUT to the presigned URL)."""
+    out: list[dict[str, Any]] = []
+
+    def send(event: dict[str, Any], status: str, reason: str = "", data: dict[str, Any] | None = None) -> None:
+        out.append({"Status": status, "Reason": reason, "Data": data or {}})
+
+    monkeypatch.setattr(registrar, "send_response", send)
+    return out
+
+
+def request(kind: str, new: str | None, old: str | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "RequestType": kind,
+        "ResponseURL": "https://cloudformation-custom-resource-response.example/r-1",
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/idleshare/1",
+        "RequestId": "r-1",
+        "LogicalResourceId": "ClusterRegistry",
+        "ResourceType": "Custom::IdleshareClusterRegistry",
+        "ResourceProperties": {} if new is None else {"Clusters": new},
+    }
+    if kind != "Create":
+        event["PhysicalResourceId"] = registrar.PHYSICAL_ID
+    if old is not None:
+        event["OldResourceProperties"] = {"Clusters": old}
+    return event
+
+
+def invoke(event: dict[str, Any]) -> dict[str, Any]:
+    return registrar.handler(event, LambdaContext(function_name="registrar", aws_request_id="r-1"))
+
+
+def registry_keys(store: DynamoStore) -> list[str]:
+    """Every sk under the REGISTRY partition (the routing lookups and the list of clusters)."""
+    items = store.table.query(KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": "REGISTRY"})
+    return sorted(i["sk"] for i in items["Items"])
+
+
+def test_an_update_deregisters_the_cluster_removed_from_the_config(store, answers) -> None:
+    invoke(request("Create", clusters(A, B)))
+    store.create_quota("beta", builders.quota_body("research", name="research"))
+
+    out = invoke(request("Update", clusters(A), old=clusters(A, B)))
+
+    assert out == {"Status": "SUCCESS", "Registered": "", "Deregistered": "beta"}
+    assert [c.cluster_id for c in store.list_clusters()] == ["alpha"]
+    assert store.get_cluster("beta") is None
+    assert store.find_cluster(eks_cluster_name="beta-eks") is None
+    assert store.find_cluster(hyperpod_arn=B["hyperpod_cluster_arn"]) is None
+    assert registry_keys(store) == sorted(["CLUSTER#alpha", "EKS#alpha-eks", f"ARN#{A['hyperpod_cluster_arn']}"])
+    # the routes of the cluster kept are untouched; the removed cluster's data stays in the table
+    assert store.find_cluster(eks_cluster_name="alpha-eks").cluster_id == "alpha"
+    assert [q.name for q in store.list_quotas("beta")] == ["research"]
+    assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
+
+
+def test_a_new_cluster_may_take_the_eks_name_of_one_removed_in_the_same_update(store, answers) -> None:
+    invoke(request("Create", clusters(A, B)))
+    renamed = {"id": "beta-2", "eks_cluster_name": "beta-eks"}
+
+    out = invoke(request("Update", clusters(A, renamed), old=clusters(A, B)))
+
+    assert (out["Status"], out["Deregistered"], out["Registered"]) == ("SUCCESS", "beta", "beta-2")
+    assert store.find_cluster(eks_cluster_name="beta-eks").cluster_id == "beta-2"
+
+
+def test_a_cluster_left_registered_by_an_older_deploy_is_deregistered_too(store, answers) -> None:
+    invoke(request("Create", clusters(A, B, C)))  # before deregistration existed, gamma was dropped from the config
+
+    out = invoke(request("Update", clusters(A), old=clusters(A, B)))
+
+    assert out["Deregistered"] == "beta,gamma"
+    assert [c.cluster_id for c in store.list_clusters()] == ["alpha"]
+
+
+def test_delete_deregisters_every_configured_cluster(store, answers) -> None:
+    invoke(request("Create", clusters(A, B)))
+
+    out = invoke(request("Delete", clusters(A, B)))
+
+    assert out == {"Status": "SUCCESS", "Deregistered": "alpha,beta"}
+    assert store.list_clusters() == [] and registry_keys(store) == []
+    assert answers[-1]["Status"] == "SUCCESS"
+
+
+def test_delete_of_what_was_never_registered_succeeds(store, answers) -> None:
+    # a Create that failed is rolled back with a Delete
+    assert invoke(request("Delete", clusters(A, B))) == {"Status": "SUCCESS", "Deregistered": ""}
+
+
+def test_an_update_rollback_registers_the_previous_config_from_the_request(store, answers, monkeypatch) -> None:
+    invoke(request("Create", clusters(A, B)))
+    invoke(request("Update", clusters(A), old=clusters(A, B)))
+    # the stack's update fails later and is rolled back: CloudFormation asks for the previous clusters while the
+    # function still has the new configuration
+    monkeypatch.setenv(names.ENV_CLUSTERS, clusters(A))
+
+    out = invoke(request("Update", clusters(A, B), old=clusters(A)))
+
+    assert (out["Registered"], out["Deregistered"]) == ("beta", "")
+    assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]
+
+
+def test_without_a_clusters_property_the_function_config_is_registered(store, answers) -> None:
+    assert invoke(request("Create", None))["Registered"] == "alpha,beta"
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [
+        (request("Update", clusters(A), old="not json"), "OldResourceProperties.Clusters"),
+        (request("Update", "[]", old=clusters(A)), "ResourceProperties.Clusters"),
+        (request("Create", clusters({"id": "x"})), "ResourceProperties.Clusters: IDLESHARE_CLUSTERS[0].eks_cluster"),
+        (request("Replace", clusters(A)), "RequestType"),
+    ],
+)
+def test_an_invalid_request_is_answered_failed_naming_the_field(store, answers, event, field) -> None:
+    invoke(request("Create", clusters(A, B)))
+
+    assert invoke(event) == {"Status": "FAILED"}
+
+    assert answers[-1]["Status"] == "FAILED" and field in answers[-1]["Reason"], answers[-1]
+    assert "Traceback" not in answers[-1]["Reason"]
+    assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]  # nothing deregistered
