@@ -11,7 +11,8 @@ teams' quotas) it measures, best of several runs each:
 It prints ratios to the floor and the per-node time (20k vs 1k shows whether the work grows
 linearly), and exits non-zero when plan at 5k nodes takes more than ``TARGET`` x the floor.
 
-Then the whole command, as an operator runs it (a fresh process each time, best of several):
+Then the whole command, as an operator runs it (a fresh process each time, best of several, its bytecode
+cached as an installed command's is after its first start — ``PYTHONPYCACHEPREFIX``, filled by a discarded run):
 
 - ``idleshare plan`` on an empty cluster (no nodes, no quotas) against the bare interpreter
   (``python -c pass``): target ``STARTUP_TARGET`` (imports are the whole cost here);
@@ -42,8 +43,10 @@ from idleshare.parse.nodes import parse_nodes
 from tests.bench.synthetic import make_cluster
 
 TARGET = 3.0
-STARTUP_TARGET = 12.0
-PROCESS_TARGET = 1.0
+STARTUP_TARGET = 8.0
+"""issue 24: the empty cluster's whole process <= 8x ``python -c pass`` (was 12x)."""
+PROCESS_TARGET = 0.5
+"""issue 24: 20k real-shaped nodes, 200 teams, the whole process <= 0.5x ``json.load`` of the file (was 1x)."""
 PROCESS_NODES = 20_000
 CHECKED_SIZE = 5_000
 SIZES = (1_000, 5_000, 20_000)
@@ -116,12 +119,14 @@ def measure(sizes: tuple[int, ...]) -> dict[int, tuple[float, float, float | Non
     return by_size
 
 
-def best_process_ms(argv: list[str], runs: int) -> float:
-    """Best wall time of ``runs`` fresh processes running ``argv`` (output discarded; must exit 0)."""
+def best_process_ms(argv: list[str], runs: int, env: dict[str, str] | None = None) -> float:
+    """Best wall time of ``runs`` fresh processes running ``argv`` in ``env`` (output discarded; must exit 0), after
+    one discarded run (which fills the bytecode cache, when ``env`` has one)."""
+    subprocess.run(argv, stdout=subprocess.DEVNULL, check=True, env=env)
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(argv, stdout=subprocess.DEVNULL, check=True, env=env)
         times.append(time.perf_counter() - start)
     return min(times) * 1000
 
@@ -132,10 +137,20 @@ def _plan_argv(nodes: str, quotas: str) -> list[str]:
     return [*head, "plan", "--nodes", nodes, "--quotas", quotas, "--format", "json"]
 
 
+def bytecode_env(cache: str) -> dict[str, str]:
+    """The environment with bytecode cached in ``cache``, as an installed command runs after its first start (the
+    dev container sets ``PYTHONDONTWRITEBYTECODE``: every module would be compiled from source on each start)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONPYCACHEPREFIX"] = cache
+    return env
+
+
 def measure_process(n_nodes: int = PROCESS_NODES) -> list[tuple[str, float, str, float, float, float]]:
-    """(what, ms, floor name, floor ms, ratio, target) for the empty cluster and for ``n_nodes`` nodes."""
+    """(what, ms, floor name, floor ms, ratio, target) for the empty cluster and for ``n_nodes`` nodes, every process
+    (the floors' too) with its bytecode cached (:func:`bytecode_env`)."""
     nodes, quotas = make_cluster(n_nodes)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(prefix="idleshare-pyc-") as cache:
+        env = bytecode_env(cache)
         paths = {name: os.path.join(tmp, name) for name in ("nodes.json", "quotas.json", "empty.json", "none.json")}
         Path(paths["nodes.json"]).write_bytes(nodes)
         Path(paths["quotas.json"]).write_bytes(quotas)
@@ -143,10 +158,10 @@ def measure_process(n_nodes: int = PROCESS_NODES) -> list[tuple[str, float, str,
         Path(paths["none.json"]).write_bytes(b"[]")
         del nodes
         gc.collect()
-        bare = best_process_ms([sys.executable, "-c", "pass"], 9)
-        empty = best_process_ms(_plan_argv(paths["empty.json"], paths["none.json"]), 7)
-        load = best_process_ms([sys.executable, "-c", f"import json; json.load(open({paths['nodes.json']!r}))"], 3)
-        full = best_process_ms(_plan_argv(paths["nodes.json"], paths["quotas.json"]), 3)
+        bare = best_process_ms([sys.executable, "-c", "pass"], 9, env)
+        empty = best_process_ms(_plan_argv(paths["empty.json"], paths["none.json"]), 7, env)
+        load = best_process_ms([sys.executable, "-c", f"import json; json.load(open({paths['nodes.json']!r}))"], 3, env)
+        full = best_process_ms(_plan_argv(paths["nodes.json"], paths["quotas.json"]), 3, env)
     rows = [
         ("plan, empty cluster (whole process)", empty, "python -c pass", bare, empty / bare, STARTUP_TARGET),
         (

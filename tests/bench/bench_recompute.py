@@ -27,6 +27,9 @@ recompute must do is list the nodes. Also printed, for scale: the adapter's own 
 (``LightkubeCluster.list_nodes``) and ``json.loads`` of the same NodeList bytes in memory. Seeding the nodes
 (``Kube.seed_nodes``, 8 workers) is timed and reported, in no ratio.
 
+Targets (issue 24; at 5k nodes, 200 teams, each a ratio to that floor, :data:`TIME_TARGETS`): first run <= 2x,
+one node changed <= 1x, no-op <= 0.35x; a missed one makes the run exit 1.
+
 Usage: ``uv run python tests/bench/bench_recompute.py [--quick]``.
 """
 
@@ -47,6 +50,9 @@ from tests.bench import bench_common as bc
 SIZE = 5_000
 QUICK_SIZE = 1_000
 LIST_RUNS = 3
+TIME_TARGETS = {"initial": 2.0, "changed": 1.0, "noop": 0.35}
+"""issue 24: each recompute's time as a ratio to ``kubectl get nodes -o json`` (first run, one node changed, no-op),
+checked at :data:`SIZE` nodes and more (a smaller cluster's floor is a few requests: its ratio means nothing)."""
 
 
 def run_recompute(
@@ -222,10 +228,20 @@ def rows(m: dict[str, Any]) -> list[bc.Row]:
         bc.Row("recompute", f"json.loads {n} NodeList", f"{m['floor_json']:.0f} ms", "kubectl",
                m["floor_json"] / m["floor_kubectl"]),
     ]  # fmt: skip
+    checked = m["n"] >= SIZE
     for key, label in (("initial", "first run"), ("changed", "1 node changed"), ("noop", "no-op")):
         r = m[key]
+        ratio, target = r["ms"] / m["floor_kubectl"], TIME_TARGETS[key]
         out.append(
-            bc.Row("recompute", f"{label} {n}: time", f"{r['ms']:.0f} ms", "kubectl", r["ms"] / m["floor_kubectl"])
+            bc.Row(
+                "recompute",
+                f"{label} {n}: time",
+                f"{r['ms']:.0f} ms",
+                "kubectl",
+                ratio,
+                target=f"<= {target:g}x" if checked else "",
+                ok=(ratio <= target) if checked else None,
+            )
         )
         out.append(
             bc.Row(

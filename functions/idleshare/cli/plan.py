@@ -33,6 +33,25 @@ def plan(
     return result, desired_objects(result, scheduler, snapshot.settings)
 
 
+def json_bytes(document: Any) -> bytes:
+    """``json.dumps(document, indent=2)``, UTF-8 encoded, byte for byte — written by msgspec (~30x faster: at 20k
+    nodes the stdlib encoder was most of the command's time). Where the two would differ, the stdlib writes it:
+    a string with a character ``json`` escapes and msgspec does not (``ensure_ascii``: non-ASCII, DEL), an integer
+    beyond 64 bits. Floats (whose exponents the two spell differently) are not in a plan's output: its numbers
+    are integers and its quantities strings (tests/unit/test_plan_output.py)."""
+    import msgspec
+
+    try:
+        raw = msgspec.json.encode(document)
+    except (TypeError, OverflowError):
+        raw = b"\x7f"  # not encodable by msgspec: the stdlib's output below
+    if not raw.isascii() or b"\x7f" in raw:
+        import json
+
+        return json.dumps(document, indent=2).encode()
+    return msgspec.json.format(raw, indent=2)
+
+
 def plan_from_bytes(nodes: bytes, quotas: bytes, scheduler_config: bytes | None = None) -> dict[str, Any]:
     """Everything `idleshare plan --format json` prints, from raw file contents."""
     result, manifests = plan(nodes, quotas, scheduler_config)

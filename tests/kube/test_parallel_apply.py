@@ -1,0 +1,123 @@
+"""A recompute's writes several at a time (service/apply.py) on the real apiserver and Kueue's webhooks, through the
+recording fault proxy: the dependency order kept, every failure named, a foreign manager's field left to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from idleshare.adapters.errors import PermanentError, RetryableError
+from idleshare.adapters.kube import LightkubeCluster
+from idleshare.domain.kueue_diff import diff
+from idleshare.service.apply import PermanentWritesFailed, write
+from tests.kube.fixtures import ProxiedKube, proxied_kube  # noqa: F401  (fixture)
+from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
+
+CONCURRENCY = 8
+
+
+@pytest.fixture
+def adapter(proxied_kube: ProxiedKube) -> Iterator[LightkubeCluster]:  # noqa: F811
+    cluster = proxied_kube.adapter(timeout=30)
+    cluster.write_concurrency = CONCURRENCY
+    yield cluster
+    cluster.close()
+
+
+def manifests() -> list[dict[str, Any]]:
+    return objects(CLUSTER, QUOTAS)[1]
+
+
+def kind_of(path: str) -> str:
+    for plural, kind in (
+        ("/localqueues", "LocalQueue"),
+        ("/clusterqueues", "ClusterQueue"),
+        ("/cohorts", "Cohort"),
+        ("/resourceflavors", "ResourceFlavor"),
+        ("/workloadpriorityclasses", "WorkloadPriorityClass"),
+        ("/namespaces", "Namespace"),
+    ):
+        if plural in path:
+            return kind
+    return "?"
+
+
+def writes(proxied: ProxiedKube) -> list[tuple[str, str]]:
+    return [(r.method, kind_of(r.path)) for r in proxied.requests if r.method in ("POST", "PATCH", "PUT", "DELETE")]
+
+
+def test_the_objects_are_written_in_dependency_waves_and_the_cluster_holds_them(proxied_kube, adapter) -> None:  # noqa: F811
+    # Given an empty cluster and 4 teams' desired objects
+    desired = manifests()
+    # When written 8 at a time
+    done = write(adapter, desired, [], force=False)
+    done.raise_failures()
+    # Then the namespaces, flavors, priority classes and the cohort were all sent before the first ClusterQueue,
+    # every ClusterQueue before the first LocalQueue
+    sent = [kind for _, kind in writes(proxied_kube)]
+    first = {"Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort"}
+    assert max(i for i, k in enumerate(sent) if k in first) < sent.index("ClusterQueue")
+    assert max(i for i, k in enumerate(sent) if k == "ClusterQueue") < sent.index("LocalQueue")
+    # and the counts are exact: every object applied once, every namespace created
+    n_namespaces = sum(1 for m in desired if m["kind"] == "Namespace")
+    assert done.namespaces_created == n_namespaces and done.applied == len(desired) - n_namespaces
+    assert len(sent) == len(desired)
+    # and the cluster holds them all (nothing left to apply)
+    assert diff(desired, adapter.list_managed()) == ([], [])
+
+
+def test_two_refused_writes_are_both_named_and_the_others_made(proxied_kube, adapter) -> None:  # noqa: F811
+    # Given the apiserver refusing the ClusterQueues of two teams (422)
+    desired = manifests()
+    cqs = [m["metadata"]["name"] for m in desired if m["kind"] == "ClusterQueue"]
+    for name in cqs[:2]:
+        proxied_kube.inject("PATCH", f"/clusterqueues/{name}$", 422, times=None, message=f"{name} is invalid")
+    # When written
+    done = write(adapter, desired, [], force=False)
+    # Then the error names both, is permanent and an AdapterError
+    with pytest.raises(PermanentWritesFailed) as raised:
+        done.raise_failures()
+    assert isinstance(raised.value, PermanentError)
+    assert all(f"ClusterQueue/{name}" in str(raised.value) for name in cqs[:2]) and "HTTP 422" in str(raised.value)
+    # and every other object is in the cluster, the LocalQueues too
+    held = {(o["kind"], o["metadata"]["name"]) for o in adapter.list_managed()}
+    for m in desired:
+        key = (m["kind"], m["metadata"]["name"])
+        assert (key in held) == (not (m["kind"] == "ClusterQueue" and m["metadata"]["name"] in cqs[:2])), key
+
+
+def test_a_foreign_managers_field_is_left_to_it_and_the_rest_is_written(proxied_kube, adapter) -> None:  # noqa: F811
+    # Given the objects written once, then another manager taking one ClusterQueue's stopPolicy
+    desired = manifests()
+    write(adapter, desired, [], force=False).raise_failures()
+    cq = next(m for m in desired if m["kind"] == "ClusterQueue")
+    name = cq["metadata"]["name"]
+    foreign = {"apiVersion": cq["apiVersion"], "kind": "ClusterQueue", "metadata": {"name": name}}
+    proxied_kube.admin.apply(foreign | {"spec": {"stopPolicy": "Hold"}}, "gitops", force=True)
+    # When everything is written again
+    done = write(adapter, desired, [], force=False)
+    # Then the conflict is reported, nothing raised, every other object applied again
+    assert len(done.conflicts) == 1 and done.conflicts[0].startswith(f"ClusterQueue/{name}:")
+    assert "gitops" in done.conflicts[0]
+    done.raise_failures()
+    n_namespaces = sum(1 for m in desired if m["kind"] == "Namespace")
+    assert done.applied == len(desired) - n_namespaces - 1
+    # and the other manager's value stays
+    assert proxied_kube.admin.get("ClusterQueue", name)["spec"]["stopPolicy"] == "Hold"
+
+
+def test_an_outage_stops_the_writes_not_yet_started(proxied_kube, adapter) -> None:  # noqa: F811
+    # Given a server answering 503 to everything
+    proxied_kube.outage("503")
+    try:
+        # When written
+        done = write(adapter, manifests(), [], force=False)
+    finally:
+        proxied_kube.restore()
+    # Then the error is retryable, and no ClusterQueue or LocalQueue was even sent (the first wave failed)
+    with pytest.raises(RetryableError):
+        done.raise_failures()
+    assert done.not_started > 0 and done.applied == 0
+    assert not {k for _, k in writes(proxied_kube)} & {"ClusterQueue", "LocalQueue"}

@@ -1,0 +1,80 @@
+"""`idleshare plan --format json` writes with msgspec exactly the bytes the stdlib's ``json.dump(..., indent=2)`` wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from idleshare.cli.plan import json_bytes, plan
+from idleshare.cli.present import result_json
+from tests.bench.synthetic import make_cluster
+
+
+def stdlib(document: Any) -> bytes:
+    """What `idleshare plan` wrote before: ``json.dump(document, sys.stdout, indent=2)`` then a newline."""
+    return json.dumps(document, indent=2).encode() + b"\n"
+
+
+def number_types(value: Any, found: set[type]) -> set[type]:
+    if isinstance(value, dict):
+        for v in value.values():
+            number_types(v, found)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            number_types(v, found)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        found.add(type(value))
+    return found
+
+
+@pytest.fixture(scope="module")
+def real_shaped() -> tuple[bytes, bytes]:
+    return make_cluster(2_000)  # real-sized nodes (MIG, Neuron, excluded ones), 200 teams
+
+
+def test_the_document_of_a_real_shaped_cluster_is_written_byte_for_byte(real_shaped: tuple[bytes, bytes]) -> None:
+    nodes, quotas = real_shaped
+    result, manifests = plan(nodes, quotas)
+    document = result_json(result, manifests)
+    assert json_bytes(document) + b"\n" == stdlib(document)
+    # and it holds no floats (msgspec and json spell exponents differently): only integers
+    assert number_types(document, set()) <= {int}
+
+
+def test_the_command_writes_the_same_bytes_as_before(real_shaped: tuple[bytes, bytes], tmp_path: Path) -> None:
+    # Given the files an operator passes
+    nodes, quotas = real_shaped
+    (tmp_path / "nodes.json").write_bytes(nodes)
+    (tmp_path / "quotas.json").write_bytes(quotas)
+    # When `idleshare plan --format json` runs as a command
+    files = ["--nodes", str(tmp_path / "nodes.json"), "--quotas", str(tmp_path / "quotas.json")]
+    out = subprocess.run(
+        [sys.executable, "-m", "idleshare.cli.main", "plan", *files, "--format", "json"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    # Then its output is what json.dump wrote, byte for byte
+    result, manifests = plan(nodes, quotas)
+    assert out == stdlib(result_json(result, manifests))
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {},
+        [],
+        {"a": {}, "b": [], "c": [{}], "d": [[1, [2, {}]]], "e": None, "f": True, "g": False},
+        {"name": "team-é", "other": "ascii"},  # json escapes non-ASCII (ensure_ascii)
+        {"note": "del \x7f here"},  # and DEL
+        {"controls": '\x00\x01\x1f\t\n\r\b\f"\\/'},
+        {"big": 2**70, "small": -(2**63)},  # beyond msgspec's 64 bits
+        {"nested": {"k": {"k2": [1, 2, 3]}}, "unicode key é": 1},
+    ],
+)
+def test_edge_cases_are_written_as_json_wrote_them(document: Any) -> None:
+    assert json_bytes(document) == json.dumps(document, indent=2).encode()
