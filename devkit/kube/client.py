@@ -33,6 +33,7 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Event": ("v1", "events", True),
     "Job": ("batch/v1", "jobs", True),
     "Workload": (KUEUE, "workloads", True),
+    "ConfigMap": ("v1", "configmaps", True),
     **KINDS,
 }
 _PLURAL = {plural: kind for kind, (_, plural, _) in RESOURCES.items()}

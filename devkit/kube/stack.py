@@ -11,7 +11,9 @@ The binaries come from ``devkit/kube/build.sh`` (pinned in ``devkit/kube/go.mod`
   on 127.0.0.1, metrics off, ``batch/job`` integration only), with Kueue's own webhook configurations
   installed pointing at it: every webhook for ``kueue.x-k8s.io`` objects and ``batch/v1`` Jobs is served;
   those for integrations not enabled (pods, deployments, statefulsets, JobSet, Kubeflow, Ray, AppWrapper,
-  LeaderWorkerSet) are left out, since their objects are never created here;
+  LeaderWorkerSet) are left out, since their objects are never created here; fair sharing on (the
+  ``fairSharing`` section, :data:`FAIR_SHARING_STRATEGIES`) unless ``fair_sharing=False``; the Configuration it
+  runs with is also written to the ``kueue-system/kueue-manager-config`` ConfigMap, as an operator's install does;
 * ``infra/k8s/rbac.yaml`` applied, so idleshare talks as its own restricted user.
 
 Each process logs to ``<workdir>/logs/<name>.log``; :attr:`KubeStack.started_seconds` and
@@ -49,6 +51,15 @@ RBAC_MANIFEST = REPO / "infra" / "k8s" / "rbac.yaml"
 IDLESHARE_GROUP = "idleshare-recompute"
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_FRAMEWORKS = ("batch/job",)
+KUEUE_CONFIG_MAP = "kueue-manager-config"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+"""Where an operator's Kueue install (its Helm chart, its kustomize manifests) keeps the manager's Configuration:
+the stack writes the one it runs with there too, so idleshare can read it as it would on EKS."""
+FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+"""The fair-sharing preemption strategies the stack states (Kueue v1beta2 requires them whenever the
+``fairSharing`` section is present, which is what turns fair sharing on): S2-a, then S2-b — Kueue's documented
+pair. A preemptor ClusterQueue within its nominal quota preempts borrowers regardless (the feature gate
+``FairSharingPreemptWithinNominal``, on by default in v0.19)."""
 SERVED_WEBHOOK_GROUPS = {"kueue.x-k8s.io": None, "batch": {"jobs"}}
 """Webhooks installed: every one for Kueue's own kinds, and the Job integration's (``batch/v1`` jobs)."""
 
@@ -232,6 +243,11 @@ class KubeStack:
     extra_tokens: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     """More bearer tokens: ``{token: (user, (group, ...))}``."""
     grace: float = 10.0
+    fair_sharing: bool = True
+    """Kueue's fair sharing (manager-wide): on — the ``fairSharing`` section with :data:`FAIR_SHARING_STRATEGIES`
+    — as the suites and the demo run it; off, no section (classical preemption: a borrower's admitted work is
+    only reclaimed by a lender, never evened out)."""
+    fair_sharing_strategies: tuple[str, ...] = FAIR_SHARING_STRATEGIES
 
     processes: dict[str, _Process] = field(default_factory=dict, init=False)
     started_seconds: dict[str, float] = field(default_factory=dict, init=False)
@@ -553,9 +569,12 @@ class KubeStack:
             "manageJobsWithoutQueueName": False,
             "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
         }
+        if self.fair_sharing:
+            config["fairSharing"] = {"preemptionStrategies": list(self.fair_sharing_strategies)}
         _ensure_metrics_certs(pki)
         config_path = self.workdir / "kueue-config.yaml"
         config_path.write_text(yaml.safe_dump(config))
+        self._write_config_map(config_path.read_text())
         proc = self._spawn(
             "kueue",
             [
@@ -579,6 +598,22 @@ class KubeStack:
         self._install_webhooks(webhook)
         self._wait_webhooks_answer()
         self.started_seconds["kueue-webhooks"] = time.monotonic() - t0
+
+    def _write_config_map(self, text: str) -> None:
+        """``kueue-system/kueue-manager-config``: the Configuration the manager runs with, as an install keeps it."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": KUEUE_CONFIG_MAP, "namespace": KUEUE_NAMESPACE},
+            "data": {KUEUE_CONFIG_KEY: text},
+        }
+        status, answer = self.request("POST", f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps", body)
+        if status == 409:
+            status, answer = self.request(
+                "PUT", f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps/{KUEUE_CONFIG_MAP}", body
+            )
+        if status not in (200, 201):
+            raise StackError(f"writing ConfigMap {KUEUE_NAMESPACE}/{KUEUE_CONFIG_MAP}: HTTP {status}: {answer}")
 
     def _install_webhooks(self, port: int) -> None:
         ca = base64.b64encode(self.ca_pem).decode()
@@ -661,13 +696,14 @@ def running(workdir: Path | None = None, **kwargs: Any) -> Iterator[KubeStack]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m devkit.kube.stack [--build-only]``: build, start, print how to reach it, wait for Ctrl-C."""
+    """``python -m devkit.kube.stack [--build-only] [--no-fair-sharing]``: build, start, print how to reach it,
+    wait for Ctrl-C."""
     args = sys.argv[1:] if argv is None else argv
     binaries = ensure_built()
     if "--build-only" in args:
         print(binaries.root)
         return 0
-    with running(Path(tempfile.mkdtemp(prefix="idleshare-kube-"))) as ks:
+    with running(Path(tempfile.mkdtemp(prefix="idleshare-kube-")), fair_sharing="--no-fair-sharing" not in args) as ks:
         print(ks.describe())
         print(f"export KUBECONFIG={ks.kubeconfig('admin')}   # admin; idleshare's own: {ks.kubeconfig('idleshare')}")
         print(f"kubectl: {binaries.kubectl}")

@@ -1,44 +1,76 @@
-"""The Kubernetes RBAC manifest documented for `kubectl apply` grants exactly what idleshare needs."""
+"""The Kubernetes RBAC manifest documented for `kubectl apply` grants exactly what idleshare needs: the recompute's
+group and the node watcher's group, each its own ClusterRole and binding (four documents, keyed by kind and name)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import yaml
 
 from idleshare import names
 from infra.constructs.eks_access import RBAC_MANIFEST
 
 KUEUE_KINDS = ["resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses"]
+RECOMPUTE_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "create", "patch"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": KUEUE_KINDS, "verbs": ["get", "list", "patch", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kueue-manager-config"], "verbs": ["get"]},
+]
+WATCHER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+    # the usage sample (issue 21): Kueue's accounting, read-only
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "workloads"], "verbs": ["get", "list"]},
+]
+ROLES = [
+    pytest.param(names.K8S_CLUSTER_ROLE, names.K8S_GROUP, RECOMPUTE_RULES, id="recompute"),
+    pytest.param(names.K8S_WATCHER_CLUSTER_ROLE, names.K8S_WATCHER_GROUP, WATCHER_RULES, id="node-watcher"),
+]
 
 
-def _docs() -> dict[str, dict]:
-    return {d["kind"]: d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text())}
+def _documents() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text()) if d is not None]
 
 
-def test_cluster_role_grants_exactly() -> None:
-    role = _docs()["ClusterRole"]
-
-    assert role["metadata"]["name"] == names.K8S_CLUSTER_ROLE
-    assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "create", "patch"]},
-        {
-            "apiGroups": ["kueue.x-k8s.io"],
-            "resources": KUEUE_KINDS,
-            "verbs": ["get", "list", "patch", "create", "delete"],
-        },
-    ]
+def _docs() -> dict[tuple[str, str], dict[str, Any]]:
+    docs = _documents()
+    keyed = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    assert len(keyed) == len(docs), "two documents of the same kind and name"
+    return keyed
 
 
-def test_binding_ties_the_role_to_the_access_entry_group() -> None:
-    binding = _docs()["ClusterRoleBinding"]
+@pytest.mark.parametrize(("role_name", "group", "rules"), ROLES)
+def test_each_cluster_role_grants_exactly(role_name: str, group: str, rules: list[dict[str, Any]]) -> None:
+    role = _docs()[("ClusterRole", role_name)]
 
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": names.K8S_CLUSTER_ROLE,
-    }
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": names.K8S_GROUP}]
+    assert role["rules"] == rules
 
 
-def test_manifest_has_only_the_role_and_binding() -> None:
-    assert sorted(_docs()) == ["ClusterRole", "ClusterRoleBinding"]
+@pytest.mark.parametrize(("role_name", "group", "rules"), ROLES)
+def test_each_binding_ties_its_role_to_its_access_entry_group(role_name: str, group: str, rules: Any) -> None:
+    (binding,) = [d for d in _documents() if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == role_name]
+
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name}
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]
+
+
+def test_the_watcher_may_not_write_or_read_anything_but_nodes_and_kueues_accounting() -> None:
+    role = _docs()[("ClusterRole", names.K8S_WATCHER_CLUSTER_ROLE)]
+    verbs = {v for rule in role["rules"] for v in rule["verbs"]}
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+
+    assert verbs <= {"get", "list", "watch"} and resources == {"nodes", "clusterqueues", "workloads"}
+    kueue = [rule for rule in role["rules"] if rule["apiGroups"] == ["kueue.x-k8s.io"]]
+    assert [set(rule["verbs"]) for rule in kueue] == [{"get", "list"}]  # read-only: no watch, no write
+
+
+def test_manifest_has_only_the_two_roles_and_their_bindings() -> None:
+    assert sorted(_docs()) == sorted(
+        [
+            ("ClusterRole", names.K8S_CLUSTER_ROLE),
+            ("ClusterRoleBinding", names.K8S_CLUSTER_ROLE),
+            ("ClusterRole", names.K8S_WATCHER_CLUSTER_ROLE),
+            ("ClusterRoleBinding", names.K8S_WATCHER_CLUSTER_ROLE),
+        ]
+    )

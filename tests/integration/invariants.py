@@ -23,8 +23,11 @@ from idleshare.adapters.store import DynamoStore
 from idleshare.cli.plan import plan
 from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
+from idleshare.domain.kueue_config import with_kueue_config
 from idleshare.domain.kueue_diff import diff
-from idleshare.domain.model import Settings
+from idleshare.domain.model import SchedulerConfig, Settings
+from idleshare.parse.kueue_config import read_kueue_config
+from idleshare.parse.quotas import parse_scheduler_config
 
 LENDING = ("Lend", "LendAndBorrow")
 
@@ -128,6 +131,14 @@ def fresh_plan(sim: Any, store: DynamoStore, cluster_id: str) -> tuple[dict[str,
         json.dumps(scheduler.body) if scheduler is not None else None,
         Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix),
     )
+    # what the recompute adds from the cluster's Kueue configuration (its ConfigMap, as the cluster holds it)
+    reader = sim.idleshare_adapter(timeout=10)  # as idleshare's RBAC user, as the recompute reads it
+    try:
+        reading = read_kueue_config(reader.get_config_map)
+    finally:
+        reader.close()
+    parsed = parse_scheduler_config(scheduler.body, source="scheduler") if scheduler is not None else SchedulerConfig()
+    result = with_kueue_config(result, reading, parsed)
     return pool_document(result), desired
 
 
@@ -136,7 +147,11 @@ def assert_converged(sim: Any, store: DynamoStore, cluster_id: str) -> dict[str,
     pool, desired = fresh_plan(sim, store, cluster_id)
     stored = store.get_pool(cluster_id)
     assert stored is not None and stored.generation >= 1, f"{cluster_id}: no pool stored"
-    assert stored.pool == pool, f"{cluster_id}: the stored pool is not a fresh plan of the cluster"
+    assert stored.pool == pool, (
+        f"{cluster_id}: the stored pool is not a fresh plan of the cluster (differs in "
+        f"{sorted(k for k in set(pool) | set(stored.pool) if pool.get(k) != stored.pool.get(k))}: stored "
+        f"{ {k: stored.pool.get(k) for k in pool if pool.get(k) != stored.pool.get(k)} })"
+    )
     assert stored.apply_status == "Applied", (cluster_id, stored.apply_status, stored.apply_message)
     to_apply, to_delete = diff(desired, managed_objects(sim))
     assert (to_apply, to_delete) == ([], []), f"{cluster_id}: the cluster differs from the stored grants"
