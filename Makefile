@@ -7,7 +7,7 @@ UV ?= uv
 RUN := $(UV) run --frozen
 PYTEST_WORKERS ?= 2
 
-.PHONY: help bootstrap sync npm kube-stack demo plan test lint unit kube integration infra synth bench clean
+.PHONY: help bootstrap sync npm kube-stack browser demo plan test lint unit kube integration infra synth bench clean
 
 help:
 	@echo "make demo   - the main job, local, no AWS account"
@@ -26,6 +26,12 @@ sync: bootstrap
 kube-stack:
 	@bash devkit/kube/build.sh >/dev/null
 
+# Debian's chromium for the HTML report's test (tests/unit/test_report_html.py drives it with Playwright):
+# installed once through apt (as root), never a browser download (`playwright install` cannot work here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { echo "make browser: chromium is not installed (apt-get install chromium, as root)" >&2; exit 1; }
+
 npm:
 	@if [ -f package-lock.json ] && { [ ! -f node_modules/amplify-dynamodb-simulator/emulator/DynamoDBLocal.jar ] || [ ! -x node_modules/.bin/cdk ]; }; then npm ci --no-audit --no-fund --loglevel=error; fi
 
@@ -39,7 +45,7 @@ lint: sync
 	$(RUN) mypy
 	$(RUN) lint-imports
 
-unit: sync
+unit: sync browser
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/bench
 
 # Everything that runs against the real kube-apiserver + Kueue (the adapter, Kueue admission end to end).
@@ -50,7 +56,7 @@ integration: sync npm kube-stack
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/integration
 
 # One pytest run for every suite (one closing line for CI to read).
-test: lint npm kube-stack deploy-check
+test: lint npm kube-stack browser deploy-check
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/e2e tests/bench tests/integration tests/infra
 
 # Rehearse `cdk deploy` (infra/deploy_check.py): synth as a new shell would run it, check what a first

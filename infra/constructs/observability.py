@@ -23,6 +23,16 @@ NS = names.METRICS_NAMESPACE
 # matches only metrics with exactly its dimensions.
 GAUGE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, "service")
 EXCLUDED_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_REASON, "service")
+# Usage (issue 21), emitted by the node watcher's invocation every minute: per team and flavor, per team, per flavor.
+TEAM_DIMS = (
+    names.METRIC_DIM_CLUSTER,
+    names.METRIC_DIM_TEAM,
+    names.METRIC_DIM_FLAVOR,
+    names.METRIC_DIM_RESOURCE,
+    "service",
+)
+TEAM_ONLY_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_TEAM, "service")
+USAGE_PERIOD = Duration.minutes(1)
 
 
 def search(metric: str, dims: tuple[str, ...], label: str) -> cw.MathExpression:
@@ -61,6 +71,16 @@ def shortfall_query(cluster_id: str) -> str:
     )
 
 
+def idle_while_pending_query(cluster_id: str) -> str:
+    """Metrics Insights: the most accelerators of one cluster idle in a flavor while a team's workload that asks for
+    that flavor is pending (alarmable)."""
+    schema = ", ".join(('"' + NS + '"', *GAUGE_DIMS))
+    return (
+        f"SELECT MAX({names.METRIC_IDLE_WHILE_PENDING}) FROM SCHEMA({schema}) "
+        f"WHERE {names.METRIC_DIM_CLUSTER} = '{cluster_id}'"
+    )
+
+
 class Observability(Construct):
     def __init__(
         self,
@@ -73,6 +93,7 @@ class Observability(Construct):
         api_handler: lambda_.Function,
         queue: sqs.IQueue,
         dlq: sqs.IQueue,
+        router_dlq: sqs.IQueue,
         alarm_email: str | None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -116,6 +137,15 @@ class Observability(Construct):
             "DlqDepthAlarm",
             "Recompute messages are failing repeatedly and landing in the DLQ",
             dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+            above=1,
+            periods=1,
+        )
+        self.router_dlq_alarm = alarm(
+            "RouterDlqDepthAlarm",
+            "Trigger events were not routed: EventBridge could not invoke the router, or its invocations failed"
+            " after Lambda's retries; they are kept in the router DLQ (stack output "
+            f"{names.OUTPUT_ROUTER_DLQ_URL}); the safety-net schedule still recomputes every cluster",
+            router_dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
             above=1,
             periods=1,
         )
@@ -163,6 +193,26 @@ class Observability(Construct):
             for cluster_id in cluster_ids
         ]
 
+        self.idle_while_pending_alarms = [
+            alarm(
+                f"IdleWhilePendingAlarm-{cluster_id}",
+                f"Cluster {cluster_id}: accelerators idle in a flavor for {names.IDLE_WHILE_PENDING_ALARM_MINUTES} "
+                "minutes while a team's workloads asking for that flavor are pending (the waste idleshare exists to "
+                "remove). Which team, flavor and Kueue pending reason: GET /clusters/{c}/usage (idleWhilePending), "
+                "`idleshare usage --cluster c`, or the node watcher's log line 'accelerators idle while work is "
+                "pending'; the metric's dimensions name the flavor and resource",
+                cw.MathExpression(
+                    expression=idle_while_pending_query(cluster_id),
+                    label=f"idle while pending {cluster_id}",
+                    period=USAGE_PERIOD,
+                    using_metrics={},
+                ),
+                above=0,
+                periods=names.IDLE_WHILE_PENDING_ALARM_MINUTES,
+            )
+            for cluster_id in cluster_ids
+        ]
+
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
         self.dashboard.add_widgets(
             search_graph("Unallocated capacity per flavor", names.METRIC_UNALLOCATED, GAUGE_DIMS, "unallocated"),
@@ -201,6 +251,7 @@ class Observability(Construct):
                 title="Queue",
                 left=[
                     dlq.metric_approximate_number_of_messages_visible(period=PERIOD, label="DLQ depth"),
+                    router_dlq.metric_approximate_number_of_messages_visible(period=PERIOD, label="router DLQ depth"),
                     queue.metric_approximate_number_of_messages_visible(period=PERIOD, label="queue depth"),
                 ],
                 right=[queue.metric_approximate_age_of_oldest_message(period=PERIOD, label="oldest (s)")],
@@ -208,14 +259,32 @@ class Observability(Construct):
             ),
         )
         self.dashboard.add_widgets(
+            search_graph("Accelerators in use per team and flavor", names.METRIC_TEAM_IN_USE, TEAM_DIMS, "in use"),
+            search_graph(
+                "Accelerators borrowed per team and flavor", names.METRIC_TEAM_BORROWED, TEAM_DIMS, "borrowed"
+            ),
+        )
+        self.dashboard.add_widgets(
+            search_graph("Pending workloads per team", names.METRIC_TEAM_PENDING_WORKLOADS, TEAM_ONLY_DIMS, "pending"),
+            search_graph(
+                "Idle accelerators while work is pending", names.METRIC_IDLE_WHILE_PENDING, GAUGE_DIMS, "idle+pending"
+            ),
+        )
+        self.dashboard.add_widgets(
+            search_graph("Idle accelerators per flavor", names.METRIC_FLAVOR_IDLE, GAUGE_DIMS, "idle"),
+            search_graph("Borrowed accelerators per flavor", names.METRIC_FLAVOR_BORROWED, GAUGE_DIMS, "borrowed"),
+        )
+        self.dashboard.add_widgets(
             cw.AlarmStatusWidget(
                 title="Alarms",
                 alarms=[
                     self.dlq_alarm,
+                    self.router_dlq_alarm,
                     self.errors_alarm,
                     self.permanent_failures_alarm,
                     *self.shortfall_alarms,
                     *self.field_manager_alarms,
+                    *self.idle_while_pending_alarms,
                 ],
                 width=24,
             )

@@ -32,7 +32,7 @@ TIMEOUT = Duration.seconds(names.WATCHER_TIMEOUT_SECONDS)
 MEMORY = names.WATCHER_MEMORY_MB
 # DynamoDB actions: the claim and checkpoints are UpdateItem (both items in one transaction, which IAM
 # authorises item by item), the saved node views are read with GetItem.
-TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem")  # + parts
 ALARM_PERIOD = Duration.minutes(names.WATCHER_ALARM_MINUTES)
 # Seconds of watch expected per alarm period: ~60 per minute; below half of it the watch is not running.
 ALARM_THRESHOLD = names.WATCHER_ALARM_MINUTES * 60 / 2

@@ -50,6 +50,8 @@ def test_least_privilege(public: Any) -> None:
         [
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
+            "dynamodb:Query",  # the checkpoint's parts (issue 20 §3)
+            "dynamodb:DeleteItem",  # parts left over by a smaller checkpoint
             "eks:DescribeCluster",
             "events:PutEvents",
             "logs:CreateLogStream",
@@ -74,12 +76,16 @@ def test_access_entry_maps_the_watcher_role_to_its_own_group(public: Any) -> Non
     assert all(e["PrincipalArn"] == {"Fn::GetAtt": [role, "Arn"]} for e in entries)
 
 
-def test_rbac_lets_the_watcher_group_list_and_watch_nodes_only() -> None:
+def test_rbac_lets_the_watcher_group_list_and_watch_nodes_and_read_kueues_accounting_only() -> None:
     docs = list(yaml.safe_load_all(RBAC_MANIFEST.read_text()))
     role = next(
         d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == names.K8S_WATCHER_CLUSTER_ROLE
     )
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+        # the usage sample (issue 21): read-only
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "workloads"], "verbs": ["get", "list"]},
+    ]
     binding = next(
         d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == names.K8S_WATCHER_CLUSTER_ROLE
     )

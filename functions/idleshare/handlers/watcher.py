@@ -30,13 +30,19 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     cluster = _cluster(event)
     deps = dependencies()
     assert deps.publisher is not None, "the node watcher needs idleshare's event bus"
+    try:
+        kube = deps.kube_for(cluster)
+    except Exception:
+        watch_failed(cluster.cluster_id)
+        raise
+    sample_usage_once(cluster, kube, deps.store)  # issue 21: Kueue's accounting read back, once a minute per cluster
     remaining = context.get_remaining_time_in_millis() / 1000.0
     now = time.monotonic()
     publish_until = now + remaining - timings.WATCHER_CHECKPOINT_RESERVE_SECONDS
     try:
         report = watch_cluster(
             cluster.cluster_id,
-            deps.kube_for(cluster),
+            kube,
             deps.store,  # type: ignore[arg-type]  # DynamoStore: claim_watch / save_watch
             deps.publisher,  # type: ignore[arg-type]  # EventBridgePublisher: publish_batch
             deadline=now + max(0.0, remaining - names.WATCHER_STOP_BEFORE_SECONDS),
@@ -48,6 +54,22 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise
     emit_watch(report)
     return report.summary()
+
+
+def sample_usage_once(cluster: ClusterRecord, kube: Any, store: Any) -> None:
+    """The minute's usage sample (``service/usage.py``) before the watch: a failure to read the cluster is a gap in
+    the history, any other failure is logged and counted; neither stops the node watch."""
+    from idleshare.runtime.metrics import emit_usage, usage_failed
+    from idleshare.service.usage import sample_usage
+
+    try:
+        outcome = sample_usage(cluster.cluster_id, kube, store, on_sample=emit_usage)
+    except Exception as exc:  # the store, or a bug: the watch still runs
+        logger.exception("usage sample not recorded", extra={"cluster": cluster.cluster_id})
+        usage_failed(cluster.cluster_id, str(exc))
+        return
+    if outcome.failure:
+        usage_failed(cluster.cluster_id, outcome.failure)
 
 
 def _cluster(event: Any) -> ClusterRecord:

@@ -73,6 +73,7 @@ from idleshare.adapters.store.items import COMPRESS_ABOVE, ITEM_BUDGET, MAX_POOL
 from idleshare.adapters.store.policies import Policies
 from idleshare.adapters.store.pools import RECEIPT_TTL_SECONDS, Pools
 from idleshare.adapters.store.registry import ClusterRegistry
+from idleshare.adapters.store.usage import UsageHistory
 from idleshare.adapters.store.watch import WatchBookmarks
 from idleshare.table import PK, SK, TTL_ATTRIBUTE
 
@@ -93,5 +94,5 @@ __all__ = [
 ]
 
 
-class DynamoStore(ClusterRegistry, Policies, Pools, WatchBookmarks):
+class DynamoStore(ClusterRegistry, Policies, Pools, WatchBookmarks, UsageHistory):
     """The :class:`~idleshare.adapters.ports.Store` on one DynamoDB table (boto3 ``Table`` resource)."""

@@ -1,0 +1,429 @@
+"""Usage read back from Kueue (issue 21): who uses, borrows and lends what, exactly (no floats).
+
+Inputs are what the cluster and the store hold: idleshare's ClusterQueues (``spec`` for the quotas and limits,
+``status.flavorsUsage`` for what Kueue admitted, the workload counts), the teams' Workloads (pending ones: what they
+ask for, Kueue's reason; eviction / preemption conditions) and the stored pool document (``capacity``; the cohort's
+own quota). :func:`derive_usage` turns them into one :class:`UsageSample`; :func:`sample_document` is its JSON
+(every amount an exact Kubernetes quantity, as the pool document's).
+
+**How lent is derived.** Kueue reports per ClusterQueue ``total`` and ``borrowed`` (use above its nominal) and
+nothing about lending. In a flavor/resource, everything the teams borrow, ``B = Σ borrowed``, comes from the cohort:
+first from the cohort's *own* quota ``Q`` (the unallocated pool idleshare writes into the Cohort; it is nobody's),
+then from the teams' unused lendable quota. A team's lendable idle quota is ``L = min(lendingLimit (nominal when
+unset), nominal − own use)``, own use being ``total − borrowed`` (Kueue charges a queue's nominal first). The
+borrowers' draw beyond the cohort's own quota, ``X = max(0, B − Q)``, is what the teams lend; it is split among the
+teams with ``L > 0`` in proportion to ``L`` (largest remainders, in whole units — 1m of cpu, one byte, one device —
+ties by team name), so ``Σ lent = min(X, Σ L)`` exactly and a lone lender lends exactly ``X``. A team never lends
+and borrows in the same flavor/resource (borrowing means its nominal is used up: ``L = 0``).
+
+**Idle** per flavor/resource: ``capacity − in use`` (never below zero). **Idle while pending**: for each team with
+a pending workload asking for an accelerator in a flavor (its pod sets' ``instance-type`` node selector, else every
+flavor of its ClusterQueue) while that flavor has idle accelerators of that kind: the team, the flavor, the
+resource, the idle amount and Kueue's own pending message.
+
+**Preemptions** of a team: its workloads whose ``Preempted`` condition (or ``Evicted`` with reason ``Preempted``)
+turned True in the sample's interval, counted by the whole second of ``lastTransitionTime`` in
+``[floor(since), floor(until))``: each second belongs to exactly one sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+from idleshare.domain.model import CPU, INSTANCE_TYPE_LABEL, Amount, is_accelerator
+from idleshare.domain.quantity import QuantityError, format_quantity, parse_quantity
+
+TEAM_LABEL = "idleshare.io/team"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+ZERO: Amount = 0
+
+Table = dict[str, dict[str, Amount]]  # flavor -> resource -> amount
+
+
+@dataclass(frozen=True)
+class TeamUsage:
+    """One team's ClusterQueue as Kueue accounts it, per flavor and resource."""
+
+    team: str
+    namespace: str
+    nominal: Table
+    borrowing_limit: dict[str, dict[str, Amount | None]]
+    lending_limit: dict[str, dict[str, Amount | None]]
+    in_use: Table
+    borrowed: Table
+    lent: Table = field(default_factory=dict)
+    pending: int = 0
+    reserving: int = 0
+    admitted: int = 0
+    preemptions: int = 0
+
+
+@dataclass(frozen=True)
+class FlavorUsage:
+    capacity: Amount
+    pool: Amount
+    in_use: Amount
+    borrowed: Amount
+
+    @property
+    def idle(self) -> Amount:
+        return max(ZERO, self.capacity - self.in_use)
+
+
+@dataclass(frozen=True)
+class IdleWhilePending:
+    team: str
+    flavor: str
+    resource: str
+    idle: Amount
+    reason: str
+
+
+@dataclass(frozen=True)
+class UsageSample:
+    cluster_id: str
+    sampled_at: datetime
+    flavors: dict[str, dict[str, FlavorUsage]]
+    teams: dict[str, TeamUsage]
+    idle_while_pending: list[IdleWhilePending]
+
+
+# -- reading Kueue's objects ---------------------------------------------------------------------------------
+
+
+def _amount(value: Any) -> Amount:
+    if value is None:
+        return ZERO
+    try:
+        return parse_quantity(str(value))
+    except QuantityError:
+        return ZERO
+
+
+def _spec_tables(
+    cq: Mapping[str, Any],
+) -> tuple[Table, dict[str, dict[str, Amount | None]], dict[str, dict[str, Amount | None]]]:
+    nominal: Table = {}
+    borrowing: dict[str, dict[str, Amount | None]] = {}
+    lending: dict[str, dict[str, Amount | None]] = {}
+    for group in (cq.get("spec") or {}).get("resourceGroups") or ():
+        for flavor in group.get("flavors") or ():
+            name = str(flavor.get("name", ""))
+            for res in flavor.get("resources") or ():
+                r = str(res.get("name", ""))
+                nominal.setdefault(name, {})[r] = _amount(res.get("nominalQuota"))
+                bl, ll = res.get("borrowingLimit"), res.get("lendingLimit")
+                borrowing.setdefault(name, {})[r] = None if bl is None else _amount(bl)
+                lending.setdefault(name, {})[r] = None if ll is None else _amount(ll)
+    return nominal, borrowing, lending
+
+
+def _status_tables(status: Mapping[str, Any], key: str) -> tuple[Table, Table]:
+    total: Table = {}
+    borrowed: Table = {}
+    for flavor in status.get(key) or ():
+        name = str(flavor.get("name", ""))
+        for res in flavor.get("resources") or ():
+            r = str(res.get("name", ""))
+            total.setdefault(name, {})[r] = _amount(res.get("total"))
+            borrowed.setdefault(name, {})[r] = _amount(res.get("borrowed"))
+    return total, borrowed
+
+
+def team_of(cq: Mapping[str, Any]) -> str:
+    meta = cq.get("metadata") or {}
+    return str((meta.get("labels") or {}).get(TEAM_LABEL) or meta.get("name", ""))
+
+
+def namespace_of(cq: Mapping[str, Any]) -> str:
+    selector = ((cq.get("spec") or {}).get("namespaceSelector") or {}).get("matchLabels") or {}
+    return str(selector.get(NAMESPACE_NAME_LABEL, ""))
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(c.get("type")): c for c in (obj.get("status") or {}).get("conditions") or () if isinstance(c, Mapping)}
+
+
+def _is_true(conds: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
+    return conds.get(kind, {}).get("status") == "True"
+
+
+def parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _second(moment: datetime) -> int:
+    return int(moment.timestamp() // 1)
+
+
+def was_preempted(workload: Mapping[str, Any], since: datetime, until: datetime) -> bool:
+    """Whether the workload was preempted in ``[floor(since), floor(until))`` (whole seconds: module docstring)."""
+    conds = _conditions(workload)
+    hits = []
+    if _is_true(conds, "Preempted"):
+        hits.append(conds["Preempted"])
+    evicted = conds.get("Evicted", {})
+    if evicted.get("status") == "True" and evicted.get("reason") == "Preempted":
+        hits.append(evicted)
+    for cond in hits:
+        at = parse_time(cond.get("lastTransitionTime"))
+        if at is not None and _second(since) <= _second(at) < _second(until):
+            return True
+    return False
+
+
+def is_pending(workload: Mapping[str, Any]) -> bool:
+    conds = _conditions(workload)
+    inactive = (workload.get("spec") or {}).get("active") is False
+    return not inactive and not any(_is_true(conds, k) for k in ("QuotaReserved", "Finished"))
+
+
+def pending_reason(workload: Mapping[str, Any]) -> str:
+    cond = _conditions(workload).get("QuotaReserved", {})
+    return str(cond.get("message") or cond.get("reason") or "Pending")
+
+
+def requests_of(workload: Mapping[str, Any]) -> tuple[dict[str, Amount], str | None]:
+    """What a workload asks for in all (pod sets x count x containers' requests), and the flavor its pods pin
+    with the instance-type node selector (None: any flavor of its ClusterQueue)."""
+    total: dict[str, Amount] = {}
+    pinned: str | None = None
+    for pod_set in (workload.get("spec") or {}).get("podSets") or ():
+        count = int(pod_set.get("count") or 1)
+        pod = (pod_set.get("template") or {}).get("spec") or {}
+        selector = pod.get("nodeSelector") or {}
+        if selector.get(INSTANCE_TYPE_LABEL):
+            pinned = str(selector[INSTANCE_TYPE_LABEL])
+        for container in pod.get("containers") or ():
+            for r, q in ((container.get("resources") or {}).get("requests") or {}).items():
+                total[str(r)] = total.get(str(r), ZERO) + count * _amount(q)
+    return total, pinned
+
+
+# -- the derivation ------------------------------------------------------------------------------------------
+
+
+def _unit(resource: str) -> Fraction:
+    return Fraction(1, 1000) if resource == CPU else Fraction(1)
+
+
+def split_lent(lendable: Mapping[str, Amount], drawn: Amount, resource: str) -> dict[str, Amount]:
+    """``drawn`` split among the teams in proportion to their ``lendable`` idle quota, in whole units of the
+    resource (largest remainders, ties by team name); each team at most its lendable amount."""
+    total = sum(lendable.values(), ZERO)
+    if drawn <= 0 or total <= 0:
+        return {}
+    drawn = min(drawn, total)
+    if drawn == total:
+        return {t: v for t, v in lendable.items() if v > 0}
+    unit = _unit(resource)
+    units = int(Fraction(drawn) / unit)  # whole units to hand out; a fraction of a unit stays unattributed
+    shares = {t: Fraction(v) * units / Fraction(total) for t, v in lendable.items() if v > 0}
+    floors = {t: int(s) for t, s in shares.items()}
+    left = units - sum(floors.values())
+    for team in sorted(shares, key=lambda t: (-(shares[t] - floors[t]), t))[:left]:
+        floors[team] += 1
+    return {t: _exact(n * unit) for t, n in floors.items() if n}
+
+
+def _exact(value: Fraction) -> Amount:
+    return int(value) if value.denominator == 1 else value
+
+
+def derive_usage(
+    cluster_id: str,
+    cluster_queues: Iterable[Mapping[str, Any]],
+    workloads: Iterable[Mapping[str, Any]],
+    pool: Mapping[str, Any] | None,
+    *,
+    since: datetime,
+    until: datetime,
+) -> UsageSample:
+    """The sample at ``until``: per team, per flavor, idle while pending (module docstring)."""
+    pool = pool or {}
+    sharing = pool.get("idleResourceSharing", "Enabled") != "Disabled"
+    capacity_doc = pool.get("capacity") or {}
+    unallocated_doc = pool.get("unallocated") or {}
+    teams: dict[str, TeamUsage] = {}
+    for cq in sorted(cluster_queues, key=team_of):
+        nominal, borrowing, lending = _spec_tables(cq)
+        status = cq.get("status") or {}
+        in_use, borrowed = _status_tables(status, "flavorsUsage")
+        for f, per in nominal.items():  # every resource of the spec, zero when Kueue reports none
+            for r in per:
+                in_use.setdefault(f, {}).setdefault(r, ZERO)
+                borrowed.setdefault(f, {}).setdefault(r, ZERO)
+        team = team_of(cq)
+        teams[team] = TeamUsage(
+            team=team,
+            namespace=namespace_of(cq),
+            nominal=nominal,
+            borrowing_limit=borrowing,
+            lending_limit=lending,
+            in_use=in_use,
+            borrowed=borrowed,
+            pending=int(status.get("pendingWorkloads") or 0),
+            reserving=int(status.get("reservingWorkloads") or 0),
+            admitted=int(status.get("admittedWorkloads") or 0),
+        )
+    pairs = sorted(
+        {(f, r) for t in teams.values() for f, per in t.nominal.items() for r in per}
+        | {(f, r) for f, per in capacity_doc.items() for r in per}
+    )
+    flavors: dict[str, dict[str, FlavorUsage]] = {}
+    lent: dict[str, Table] = {t: {} for t in teams}
+    for f, r in pairs:
+        own_pool = _amount((unallocated_doc.get(f) or {}).get(r)) if sharing else ZERO
+        used = sum((t.in_use.get(f, {}).get(r, ZERO) for t in teams.values()), ZERO)
+        drawn = sum((t.borrowed.get(f, {}).get(r, ZERO) for t in teams.values()), ZERO)
+        cap = (
+            _amount((capacity_doc.get(f) or {}).get(r))
+            if f in capacity_doc
+            else sum((t.nominal.get(f, {}).get(r, ZERO) for t in teams.values()), own_pool)
+        )
+        flavors.setdefault(f, {})[r] = FlavorUsage(capacity=cap, pool=own_pool, in_use=used, borrowed=drawn)
+        lendable: dict[str, Amount] = {}
+        for t in teams.values():
+            if r not in t.nominal.get(f, {}):
+                continue
+            nominal_q = t.nominal[f][r]
+            own_use = t.in_use[f][r] - t.borrowed[f][r]
+            limit = t.lending_limit.get(f, {}).get(r)
+            lendable[t.team] = max(ZERO, min(nominal_q if limit is None else limit, nominal_q - own_use))
+        shares = split_lent(lendable, max(ZERO, drawn - own_pool), r)
+        for t in teams.values():
+            if r in t.nominal.get(f, {}):
+                lent[t.team].setdefault(f, {})[r] = shares.get(t.team, ZERO)
+    by_namespace = {t.namespace: t.team for t in teams.values() if t.namespace}
+    preempted: dict[str, int] = {}
+    waiting: dict[tuple[str, str, str], str] = {}
+    ordered = sorted(
+        workloads,
+        key=lambda w: (
+            str((w.get("metadata") or {}).get("creationTimestamp") or ""),
+            str((w.get("metadata") or {}).get("name") or ""),
+        ),
+    )
+    for wl in ordered:
+        owner = by_namespace.get(str((wl.get("metadata") or {}).get("namespace") or ""))
+        if owner is None:
+            continue
+        team = owner
+        if was_preempted(wl, since, until):
+            preempted[team] = preempted.get(team, 0) + 1
+        if not is_pending(wl):
+            continue
+        asks, pinned = requests_of(wl)
+        candidates = [pinned] if pinned else list(teams[team].nominal)
+        for flavor in candidates:
+            for r, q in asks.items():
+                idle = flavors.get(flavor, {}).get(r)
+                if q > 0 and is_accelerator(r) and idle is not None and idle.idle > 0:
+                    waiting.setdefault((team, flavor, r), pending_reason(wl))
+    final = {name: replace(t, lent=lent[name], preemptions=preempted.get(name, 0)) for name, t in teams.items()}
+    iwp = [
+        IdleWhilePending(team, flavor, r, flavors[flavor][r].idle, reason)
+        for (team, flavor, r), reason in sorted(waiting.items())
+    ]
+    return UsageSample(cluster_id, until, flavors, final, iwp)
+
+
+# -- the document --------------------------------------------------------------------------------------------
+
+
+def _q(value: Amount, resource: str) -> str:
+    return format_quantity(value, resource)
+
+
+def sample_document(sample: UsageSample) -> dict[str, Any]:
+    """``GET /clusters/{c}/usage``'s answer for one sample (every amount an exact quantity string)."""
+    return {
+        "cluster": sample.cluster_id,
+        "sampledAt": sample.sampled_at.astimezone(UTC).isoformat(),
+        "flavors": {
+            f: {
+                r: {
+                    "capacity": _q(u.capacity, r),
+                    "pool": _q(u.pool, r),
+                    "inUse": _q(u.in_use, r),
+                    "borrowed": _q(u.borrowed, r),
+                    "idle": _q(u.idle, r),
+                }
+                for r, u in per.items()
+            }
+            for f, per in sample.flavors.items()
+        },
+        "teams": {
+            name: {
+                "flavors": {
+                    f: {
+                        r: {
+                            "nominal": _q(nominal, r),
+                            "inUse": _q(t.in_use[f][r], r),
+                            "borrowed": _q(t.borrowed[f][r], r),
+                            "lent": _q(t.lent.get(f, {}).get(r, ZERO), r),
+                        }
+                        for r, nominal in per.items()
+                    }
+                    for f, per in t.nominal.items()
+                },
+                "workloads": {"pending": t.pending, "reserving": t.reserving, "admitted": t.admitted},
+                "preemptions": t.preemptions,
+            }
+            for name, t in sample.teams.items()
+        },
+        "idleWhilePending": [
+            {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": _q(i.idle, i.resource),
+             "pendingReason": i.reason}
+            for i in sample.idle_while_pending
+        ],
+    }  # fmt: skip
+
+
+def allocations(sample: UsageSample) -> list[tuple[str, str, str, Amount, Amount]]:
+    """``(team, flavor, resource, inUse − borrowed, borrowed)`` of every team's flavor/resource in use."""
+    out = []
+    for name, t in sample.teams.items():
+        for f, per in t.in_use.items():
+            for r, used in per.items():
+                b = t.borrowed.get(f, {}).get(r, ZERO)
+                if used or b:
+                    out.append((name, f, r, used - b, b))
+    return out
+
+
+# -- amounts over time: exact hours --------------------------------------------------------------------------
+
+
+def hours_text(amount_seconds: Fraction) -> str:
+    """Amount-seconds as hours, a decimal string: exact when the hours are a terminating decimal, else rounded
+    half-even to the microhour (the stored amount-seconds stay exact)."""
+    hours = amount_seconds / 3600
+    denominator = hours.denominator
+    for p in (2, 5):
+        while denominator % p == 0:
+            denominator //= p
+    if denominator == 1:
+        scale = 0
+        while (hours * 10**scale).denominator != 1:
+            scale += 1
+    else:
+        scale = 6
+    scaled = hours * 10**scale
+    whole = round(scaled)  # Fraction.__round__: half-even
+    sign = "-" if whole < 0 else ""
+    digits = str(abs(whole)).rjust(scale + 1, "0")
+    text = digits if scale == 0 else f"{digits[:-scale]}.{digits[-scale:]}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return sign + text

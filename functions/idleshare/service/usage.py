@@ -1,0 +1,269 @@
+"""Usage, read back every minute and kept as history (issue 21).
+
+:func:`sample_usage` runs in the node watcher's per-cluster, per-minute invocation (``handlers/watcher.py``): it
+reads idleshare's ClusterQueues and the teams' Workloads (read-only), derives the sample
+(:func:`idleshare.domain.usage.derive_usage`), and adds the interval since the previous one to the hourly history:
+``allocated = Δt × (inUse − borrowed)`` and ``borrowed = Δt × borrowed`` amount-seconds per team, flavor and
+resource, exact (``Fraction``), split at hour boundaries. The interval is the sample's: from the cursor (the last
+attempt) to now.
+
+**Gaps, never zeros.** A sample that cannot be taken (the cluster unreachable, RBAC refusing) records the interval
+as a gap with the error as its reason (``SampleFailed: ...``) and moves the cursor, keeping the last sample; an
+interval longer than :data:`MAX_INTERVAL_SECONDS` (the watcher did not run) is a gap ``NoSample`` and adds nothing.
+The report names a trailing gap too (no sample since the cursor). Completed days are compacted into day items by
+the first sample of a later day (:meth:`UsageStore.compact_usage_day`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from typing import Any, Protocol
+
+from idleshare.adapters.errors import AdapterError, ConflictError, NotFoundError
+from idleshare.adapters.ports import PoolRecord, UsageBucket, UsageCursor, UsageKey, UsageSource, UsageStore
+from idleshare.domain.usage import UsageSample, allocations, derive_usage, hours_text, parse_time, sample_document
+from idleshare.parse.errors import FieldError
+from idleshare.service.admin import BadRequestError
+
+MAX_INTERVAL_SECONDS = 180  # a longer interval between two samples is a gap (the watcher runs every minute)
+FIRST_INTERVAL_SECONDS = 60  # the first sample counts preemptions of the minute before it
+MAX_REPORT_DAYS = {"hour": 62, "day": 400}
+GRANULARITIES = ("hour", "day")
+NO_SAMPLE = "NoSample"
+SAMPLE_FAILED = "SampleFailed"
+
+
+class UsageHistoryStore(UsageStore, Protocol):
+    def get_pool(self, cluster_id: str) -> PoolRecord | None: ...
+
+
+@dataclass(frozen=True)
+class SampleOutcome:
+    """What one :func:`sample_usage` did: the sample (None when it failed), the failure, whether the history moved."""
+
+    cluster_id: str
+    sample: UsageSample | None
+    failure: str = ""
+    recorded: bool = False
+    gap: str = ""
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat()
+
+
+def _hour_key(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H")
+
+
+def split_hours(start: datetime, end: datetime) -> list[tuple[str, Fraction]]:
+    """``[start, end)`` as (hour key, seconds in that hour), in order; exact."""
+    out: list[tuple[str, Fraction]] = []
+    at = start
+    while at < end:
+        next_hour = at.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        stop = min(end, next_hour)
+        out.append((_hour_key(at), Fraction((stop - at) // timedelta(microseconds=1), 10**6)))
+        at = stop
+    return out
+
+
+def interval_hours(sample: UsageSample | None, start: datetime, end: datetime, gap: str = "") -> dict[str, UsageBucket]:
+    """The hour deltas of one interval: the sample's amount-seconds, or (``gap``) the interval as a gap."""
+    hours: dict[str, UsageBucket] = {}
+    pieces = split_hours(start, end)
+    if gap:
+        hour = pieces[-1][0] if pieces else _hour_key(end)
+        return {hour: UsageBucket(start=hour, gaps=((_iso(start), _iso(end), gap),))}
+    assert sample is not None
+    rows = allocations(sample)
+    for hour, seconds in pieces:
+        hours[hour] = UsageBucket(
+            start=hour,
+            rows={(t, f, r): (Fraction(a) * seconds, Fraction(b) * seconds) for t, f, r, a, b in rows},
+        )
+    return hours
+
+
+def sample_usage(
+    cluster_id: str,
+    kube: UsageSource,
+    store: UsageHistoryStore,
+    *,
+    now: datetime | None = None,
+    on_sample: Callable[[UsageSample], None] | None = None,
+) -> SampleOutcome:
+    """Take one sample of the cluster and add it to the history (module docstring). Never raises for a failure
+    to read the cluster (it is recorded as a gap); a store failure raises (the caller logs and counts it)."""
+    now = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
+    cursor = store.get_usage_cursor(cluster_id)
+    previous = parse_time(cursor.cursor_at) if cursor else None
+    if previous is not None and previous >= now:  # a sample already covers this second
+        return SampleOutcome(cluster_id, None, recorded=False)
+    since = previous or now - timedelta(seconds=FIRST_INTERVAL_SECONDS)
+    failure = ""
+    sample: UsageSample | None = None
+    try:
+        queues = kube.list_cluster_queues()
+        workloads = kube.list_workloads()
+        record = store.get_pool(cluster_id)
+        sample = derive_usage(cluster_id, queues, workloads, record.pool if record else None, since=since, until=now)
+    except AdapterError as exc:
+        failure = f"{SAMPLE_FAILED}: {exc}"
+    gap = ""
+    hours: dict[str, UsageBucket] = {}
+    if previous is not None:
+        seconds = (now - previous).total_seconds()
+        if failure:
+            gap = failure
+        elif seconds > MAX_INTERVAL_SECONDS:
+            gap = f"{NO_SAMPLE}: no sample for {int(seconds)} s (the node watcher did not run)"
+        hours = interval_hours(sample, previous, now, gap)
+    elif failure:
+        gap = failure
+        hours = interval_hours(None, since, now, gap)
+    new_cursor = UsageCursor(
+        cluster_id=cluster_id,
+        cursor_at=_iso(now),
+        sampled_at=_iso(now) if sample is not None else "",
+        sample=sample_document(sample) if sample is not None else None,
+        failure=failure,
+    )
+    try:
+        store.add_usage(
+            cluster_id, expected_cursor=cursor.cursor_at if cursor else None, cursor=new_cursor, hours=hours
+        )
+    except ConflictError:
+        return SampleOutcome(cluster_id, sample, failure, recorded=False, gap=gap)
+    if previous is not None and previous.date() < now.date():
+        day = previous.date()
+        while day < now.date() and day >= now.date() - timedelta(days=3):
+            store.compact_usage_day(cluster_id, day.isoformat())
+            day += timedelta(days=1)
+    if sample is not None and on_sample is not None:
+        on_sample(sample)
+    return SampleOutcome(cluster_id, sample, failure, recorded=True, gap=gap)
+
+
+# -- the read side ------------------------------------------------------------------------------------------
+
+
+class UsageReader(Protocol):
+    def get_cluster(self, cluster_id: str) -> Any: ...
+    def get_usage_cursor(self, cluster_id: str) -> UsageCursor | None: ...
+    def usage_buckets(self, cluster_id: str, granularity: str, first: str, last: str) -> list[UsageBucket]: ...
+
+
+def _known(store: UsageReader, cluster_id: str) -> None:
+    if store.get_cluster(cluster_id) is None:
+        raise NotFoundError(f"cluster {cluster_id!r} is not governed by idleshare", operation="get_cluster")
+
+
+def latest_usage(store: UsageReader, cluster_id: str) -> dict[str, Any]:
+    """The latest sample's document (``GET /clusters/{c}/usage``); 404 before the first one."""
+    _known(store, cluster_id)
+    cursor = store.get_usage_cursor(cluster_id)
+    if cursor is None or cursor.sample is None:
+        why = f" (last attempt {cursor.cursor_at}: {cursor.failure})" if cursor and cursor.failure else ""
+        raise NotFoundError(f"cluster {cluster_id!r} has no usage sample yet{why}", operation="get_usage")
+    return cursor.sample
+
+
+def _instant(text: str, field: str) -> datetime:
+    parsed = parse_time(text)
+    if parsed is None:
+        raise BadRequestError("usage", [FieldError(field, f"expected an ISO 8601 time, found {text!r}")])
+    return parsed.astimezone(UTC)
+
+
+def _bucket_time(key: str) -> datetime:
+    return datetime.strptime(key if "T" in key else key + "T00", "%Y-%m-%dT%H").replace(tzinfo=UTC)
+
+
+def usage_report(
+    store: UsageReader,
+    cluster_id: str,
+    start_text: str,
+    end_text: str,
+    granularity: str = "day",
+    *,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Allocated and borrowed hours per bucket, team, flavor and resource in ``[from, to)``, and the gaps."""
+    start, end = _instant(start_text, "from"), _instant(end_text, "to")
+    if granularity not in GRANULARITIES:
+        raise BadRequestError("usage", [FieldError("granularity", f"expected hour or day, found {granularity!r}")])
+    if end <= start:
+        raise BadRequestError("usage", [FieldError("to", "must be after from")])
+    if end - start > timedelta(days=MAX_REPORT_DAYS[granularity]):
+        limit = MAX_REPORT_DAYS[granularity]
+        raise BadRequestError("usage", [FieldError("to", f"at most {limit} days after from by {granularity}")])
+    _known(store, cluster_id)
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    last_moment = end - timedelta(microseconds=1)
+    if granularity == "hour":
+        buckets = store.usage_buckets(cluster_id, "hour", _hour_key(start), _hour_key(last_moment))
+    else:
+        first_day, last_day = start.date().isoformat(), last_moment.date().isoformat()
+        days = {b.start: b for b in store.usage_buckets(cluster_id, "day", first_day, last_day)}
+        live: dict[str, UsageBucket] = {}
+        for hour in store.usage_buckets(cluster_id, "hour", f"{first_day}T00", f"{last_day}T23"):
+            day = hour.start[:10]
+            if day in days:
+                continue
+            merged = live.get(day, UsageBucket(day))
+            rows: dict[UsageKey, tuple[Fraction, Fraction]] = dict(merged.rows)
+            for key, (a, b) in hour.rows.items():
+                old = rows.get(key, (Fraction(0), Fraction(0)))
+                rows[key] = (old[0] + a, old[1] + b)
+            live[day] = UsageBucket(day, rows, (*merged.gaps, *hour.gaps))
+        buckets = sorted([*days.values(), *live.values()], key=lambda b: b.start)
+    rows_out = [
+        {
+            "start": _iso(_bucket_time(b.start)),
+            "team": team,
+            "flavor": flavor,
+            "resource": resource,
+            "allocatedHours": hours_text(a),
+            "borrowedHours": hours_text(bw),
+        }
+        for b in buckets
+        for (team, flavor, resource), (a, bw) in sorted(b.rows.items())
+    ]
+    gaps: list[dict[str, str]] = []
+    for bucket in buckets:
+        for g_start, g_end, reason in bucket.gaps:
+            gs, ge = _instant(g_start, "gap"), _instant(g_end, "gap")
+            if ge > start and gs < end:
+                gaps.append({"start": _iso(max(gs, start)), "end": _iso(min(ge, end)), "reason": reason})
+    cursor = store.get_usage_cursor(cluster_id)
+    horizon = min(end, now)
+    if cursor is None:
+        if horizon > start:
+            gaps.append({"start": _iso(start), "end": _iso(horizon), "reason": f"{NO_SAMPLE}: never sampled"})
+    else:
+        last = _instant(cursor.cursor_at, "cursor")
+        if (now - last).total_seconds() > MAX_INTERVAL_SECONDS and horizon > max(last, start):
+            gaps.append(
+                {
+                    "start": _iso(max(last, start)),
+                    "end": _iso(horizon),
+                    "reason": f"{NO_SAMPLE}: no sample since {_iso(last)}",
+                }
+            )
+    gaps.sort(key=lambda g: (g["start"], g["end"]))
+    return {
+        "cluster": cluster_id,
+        "from": _iso(start),
+        "to": _iso(end),
+        "granularity": granularity,
+        "rows": rows_out,
+        "gaps": gaps,
+    }
+
+
+def document_of(outcome: SampleOutcome) -> Mapping[str, Any] | None:
+    return sample_document(outcome.sample) if outcome.sample is not None else None

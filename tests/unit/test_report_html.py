@@ -1,0 +1,530 @@
+"""The HTML report in a real headless Chromium (Debian's package: `make browser`), driven by Playwright: the page
+built from real documents (the engine on the example cluster, usage as the usage routes answer) opens with no
+console error and no request but its own, screenshots, and shows on the page exactly the numbers of the JSON.
+
+Without chromium the browser tests skip on a developer's machine and FAIL under CI (CI=true): a report nobody
+opened is not tested. ``python -m tests.unit.test_report_html docs/report.png`` renders the README's screenshot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import sys
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from idleshare.cli import remote, report_html
+from idleshare.cli.main import main
+from idleshare.cli.present import human_text
+from idleshare.cli.report import period
+from idleshare.domain.model import is_accelerator
+from idleshare.domain.quantity import parse_quantity
+from tests.apigw_local import ApiGatewayLocal, use_credentials
+from tests.unit.test_cli_remote import EXAMPLES, FakeAdminApi, example_pool
+
+CLUSTER = "demo"
+HEAD = {"cluster": CLUSTER, "generation": 7, "computedAt": "2026-12-01T10:00:00Z", "applyStatus": "Applied"}
+FROM, TO = "2026-11-24T00:00:00Z", "2026-12-01T00:00:00Z"
+HOSTILE = "<script>alert('x')</script>"  # a pending reason as Kueue could word it, if it were hostile
+
+
+# ------------------------------------------------------------------------------------------- fixtures
+def pool_doc() -> dict[str, Any]:
+    """GET pool's answer for the example cluster: the engine's pool document and the API's head fields."""
+    return {**HEAD, **example_pool()}
+
+
+def usage_doc() -> dict[str, Any]:
+    """GET usage: ml-research borrows 6 p5 GPUs of nlp's idle nominal; infra borrows g5 GPUs and MIG slices."""
+    teams = {
+        "ml-research": {
+            "flavors": {
+                "ml.p5.48xlarge": {
+                    "nvidia.com/gpu": {"nominal": "24", "inUse": "30", "borrowed": "6", "lent": "0"},
+                    "cpu": {"nominal": "574350m", "inUse": "400", "borrowed": "0", "lent": "0"},
+                },
+                "ml.g5.12xlarge": {"nvidia.com/gpu": {"nominal": "0", "inUse": "10", "borrowed": "10", "lent": "0"}},
+                "ml.trn1.32xlarge": {
+                    "aws.amazon.com/neurondevice": {"nominal": "0", "inUse": "16", "borrowed": "16", "lent": "0"}
+                },
+            },
+            "workloads": {"pending": 1, "reserving": 0, "admitted": 5},
+            "preemptions": 2,
+        },
+        "nlp": {
+            "flavors": {
+                "ml.p5.48xlarge": {"nvidia.com/gpu": {"nominal": "16", "inUse": "4", "borrowed": "0", "lent": "6"}},
+                "ml.g5.12xlarge": {"nvidia.com/gpu": {"nominal": "8", "inUse": "8", "borrowed": "0", "lent": "0"}},
+            },
+            "workloads": {"pending": 0, "reserving": 0, "admitted": 3},
+            "preemptions": 0,
+        },
+        "infra": {
+            "flavors": {
+                "ml.g5.12xlarge": {"nvidia.com/gpu": {"nominal": "0", "inUse": "4", "borrowed": "4", "lent": "0"}},
+                "ml.p4d.24xlarge": {
+                    "nvidia.com/mig-1g.5gb": {"nominal": "0", "inUse": "20", "borrowed": "20", "lent": "0"}
+                },
+                "ml.trn1.32xlarge": {
+                    "aws.amazon.com/neurondevice": {"nominal": "64", "inUse": "48", "borrowed": "0", "lent": "0"}
+                },
+            },
+            "workloads": {"pending": 2, "reserving": 1, "admitted": 4},
+            "preemptions": 0,
+        },
+        "vision": {
+            "flavors": {
+                "ml.p4d.24xlarge": {
+                    "nvidia.com/mig-1g.5gb": {"nominal": "112", "inUse": "100", "borrowed": "0", "lent": "0"}
+                }
+            },
+            "workloads": {"pending": 0, "reserving": 0, "admitted": 2},
+            "preemptions": 1,
+        },
+    }
+
+    def flavor(capacity: str, pool: str, in_use: str, borrowed: str, idle: str) -> dict[str, str]:
+        return {"capacity": capacity, "pool": pool, "inUse": in_use, "borrowed": borrowed, "idle": idle}
+
+    flavors = {
+        "ml.p5.48xlarge": {
+            "nvidia.com/gpu": flavor("56", "16", "34", "6", "22"),
+            "cpu": flavor("1340150m", "382900m", "400", "0", "940150m"),
+        },
+        "ml.g5.12xlarge": {"nvidia.com/gpu": flavor("32", "24", "22", "14", "10")},
+        "ml.p4d.24xlarge": {
+            "nvidia.com/mig-1g.5gb": flavor("280", "168", "120", "20", "160"),
+            "nvidia.com/mig-3g.20gb": flavor("48", "48", "0", "0", "48"),
+        },
+        "ml.trn1.32xlarge": {"aws.amazon.com/neurondevice": flavor("112", "48", "64", "16", "48")},
+    }
+    pending = [
+        {
+            "team": "infra",
+            "flavor": "ml.p5.48xlarge",
+            "resource": "nvidia.com/gpu",
+            "idle": "22",
+            "pendingReason": "couldn't assign flavors to pod set main: borrowing limit for nvidia.com/gpu in flavor "
+            "ml.p5.48xlarge exceeded " + HOSTILE,
+        }
+    ]
+    return {
+        "cluster": CLUSTER,
+        "sampledAt": "2026-12-01T09:59:00Z",
+        "flavors": flavors,
+        "teams": teams,
+        "idleWhilePending": pending,
+    }
+
+
+def history_doc() -> dict[str, Any]:
+    """GET usage?from&to&granularity=day: seven days, one of them with a gap of 8 hours."""
+    rows = []
+    for day in range(7):
+        start = f"2026-11-{24 + day:02d}T00:00:00Z"
+        short = 16 if day == 3 else 24  # the gap: 8 hours without a sample
+        for team, flavor, resource, allocated, borrowed in (
+            ("ml-research", "ml.p5.48xlarge", "nvidia.com/gpu", 24 * short, (4 + day % 3) * short),
+            ("nlp", "ml.p5.48xlarge", "nvidia.com/gpu", (6 + day) * short, 0),
+            ("nlp", "ml.g5.12xlarge", "nvidia.com/gpu", 8 * short, 0),
+            ("infra", "ml.g5.12xlarge", "nvidia.com/gpu", 0, (2 + day % 2) * short),
+            ("infra", "ml.trn1.32xlarge", "aws.amazon.com/neurondevice", 40 * short, 0),
+            ("ml-research", "ml.trn1.32xlarge", "aws.amazon.com/neurondevice", 0, 16 * short),
+        ):
+            rows.append(
+                {
+                    "start": start,
+                    "team": team,
+                    "flavor": flavor,
+                    "resource": resource,
+                    "allocatedHours": str(allocated),
+                    "borrowedHours": f"{borrowed * 1000 + 500 * (day % 2)}m",
+                }
+            )
+        rows.append(
+            {
+                "start": start,
+                "team": "ml-research",
+                "flavor": "ml.p5.48xlarge",
+                "resource": "cpu",
+                "allocatedHours": "9600",
+                "borrowedHours": "0",
+            }
+        )
+    gaps = [{"start": "2026-11-27T06:00:00Z", "end": "2026-11-27T14:00:00Z", "reason": "kube API unreachable"}]
+    return {"cluster": CLUSTER, "from": FROM, "to": TO, "granularity": "day", "rows": rows, "gaps": gaps}
+
+
+def full_report() -> str:
+    pool = pool_doc()
+    return report_html.render(
+        pool,
+        grants={"cluster": CLUSTER, "generation": 7, "teams": pool["teams"]},
+        excluded_nodes=pool["excludedNodes"],
+        usage=usage_doc(),
+        history=history_doc(),
+        generated_at="2026-12-01T10:05:00Z",
+    )
+
+
+# -------------------------------------------------------------------------------------------- browser
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = chromium_path()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        executable = None
+    if executable is None:
+        message = "no chromium (or no playwright): `make browser` installs Debian's chromium, `make sync` playwright"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=executable, args=["--no-sandbox"], headless=True)
+        yield launched
+        launched.close()
+
+
+class Opened:
+    """A page opened from a file, with what it asked the network for and what it said on the console."""
+
+    def __init__(self, browser: Any, page_html: str, path: Path, width: int = 1280) -> None:
+        path.write_text(page_html, encoding="utf-8")
+        self.url = path.as_uri()
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
+        self.page = self.context.new_page()
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type in ("error", "warning") else None)
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        self.page.goto(self.url, wait_until="load")
+
+    def numbers(self) -> list[dict[str, Any]]:
+        """Every element with ``data-field``: its field, value, team, flavor, resource and shown text."""
+        found: list[dict[str, Any]] = self.page.eval_on_selector_all(
+            "[data-field]",
+            """els => els.map(e => ({field: e.dataset.field, value: e.dataset.value ?? null,
+                team: e.dataset.team ?? null, flavor: e.dataset.flavor ?? null,
+                resource: e.dataset.resource ?? null, text: e.textContent.trim(),
+                tag: e.tagName.toLowerCase()}))""",
+        )
+        return found
+
+    def screenshot(self, path: Path) -> bytes:
+        shot: bytes = self.page.screenshot(path=str(path), full_page=True)
+        return shot
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def cells(numbers: list[dict[str, Any]], field: str) -> dict[tuple[str | None, str | None, str | None], dict[str, Any]]:
+    """The table cells of one field, by (team, flavor, resource); each place appears once."""
+    found: dict[tuple[str | None, str | None, str | None], dict[str, Any]] = {}
+    for n in numbers:
+        if n["field"] == field and n["tag"] == "td":
+            key = (n["team"], n["flavor"], n["resource"])
+            assert key not in found, f"{field} {key} shown twice"
+            found[key] = n
+    return found
+
+
+def assert_shown(cell: dict[str, Any], value: object, resource: str) -> None:
+    """The cell holds this exact quantity and shows it as the tables do."""
+    expected = "" if value is None else str(value)
+    assert cell["value"] == expected, cell
+    assert cell["text"] == human_text(value, resource), cell
+
+
+def check_limits(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
+    """Every nonzero nominal / borrowing / lending limit of the JSON is on the page, equal; nothing else is."""
+    for field in ("nominal", "borrowingLimit", "lendingLimit"):
+        shown = cells(numbers, field)
+        for (team, flavor, resource), cell in shown.items():
+            assert team and flavor and resource
+            assert_shown(cell, teams[team][field].get(flavor, {}).get(resource), resource)
+        for team, grant in teams.items():
+            for flavor, per in grant[field].items():
+                for resource, value in per.items():
+                    if parse_quantity(value):
+                        assert (team, flavor, resource) in shown, (field, team, flavor, resource)
+
+
+def check_why(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
+    expected = {
+        (team, flavor, resource): d
+        for team, grant in teams.items()
+        for flavor, per in grant["why"].items()
+        for resource, d in per.items()
+    }
+    assert expected
+    for key in ("pool", "percent", "percentCap", "absoluteCap", "limit", "bound"):
+        shown = cells(numbers, f"why.{key}")
+        assert set(shown) == set(expected), key
+        for (team, flavor, resource), cell in shown.items():
+            value = expected[(team, flavor, resource)][key]
+            assert cell["value"] == ("" if value is None else str(value)), cell
+            if key == "percent":
+                assert cell["text"] == ("-" if value is None else f"{value}%")
+            elif key == "bound":
+                assert cell["text"] == value
+            else:
+                assert cell["text"] == ("-" if value is None else human_text(value, str(resource), "0")), cell
+
+
+def assert_clean(opened: Opened) -> None:
+    assert opened.errors == [], opened.errors
+    assert opened.requests == [opened.url], opened.requests  # the page itself, and nothing else
+
+
+# ----------------------------------------------------------------------------------------------- tests
+def test_the_report_in_chromium_shows_the_numbers_of_the_json(browser, tmp_path):
+    # Given the page of the example cluster with usage now and over seven days
+    pool, usage, history = pool_doc(), usage_doc(), history_doc()
+    opened = Opened(browser, full_report(), tmp_path / "report.html")
+    try:
+        # Then it loads nothing but itself and says nothing on the console
+        assert_clean(opened)
+        # and its screenshot is a real picture of a long page
+        data = opened.screenshot(tmp_path / "report.png")
+        width, height = png_size(data)
+        assert width == 1280 and height > 1500 and len(data) > 50_000
+        assert (tmp_path / "report.png").read_bytes() == data
+
+        numbers = opened.numbers()
+        # the limits and their why equal the pool document's
+        check_limits(numbers, pool["teams"])
+        check_why(numbers, pool["teams"])
+        # each flavor's usage equals GET usage's, in the table and beside its bar
+        for field in ("inUse", "borrowed", "idle"):
+            shown = cells(numbers, field)
+            for flavor, per in usage["flavors"].items():
+                for resource, u in per.items():
+                    assert_shown(shown[(None, flavor, resource)], u[field], resource)
+        bars = {(n["flavor"], n["resource"], n["field"]): n for n in numbers if n["tag"] == "b" and n["flavor"]}
+        for flavor, per in usage["flavors"].items():
+            for resource, u in per.items():
+                if not is_accelerator(resource):
+                    continue
+                guaranteed = parse_quantity(u["inUse"]) - parse_quantity(u["borrowed"])
+                assert bars[(flavor, resource, "guaranteedInUse")]["text"] == str(guaranteed)
+                for field in ("capacity", "borrowed", "idle"):
+                    assert bars[(flavor, resource, field)]["value"] == u[field]
+        # the bar's segments are drawn to scale: p5 GPUs 28 guaranteed, 6 borrowed, 22 idle of 56
+        widths = opened.page.eval_on_selector_all(
+            '[data-bar="ml.p5.48xlarge|nvidia.com/gpu"] rect[data-segment]', "rs => rs.map(r => r.getBBox().width)"
+        )
+        assert [round(w / sum(widths) * 56, 3) for w in widths] == [28, 6, 22]
+        # each team's use, borrowing and lending equal the snapshot's, with its workloads and preemptions
+        for field in ("inUse", "borrowed", "lent"):
+            shown = cells(numbers, field)
+            for team, t in usage["teams"].items():
+                for flavor, per in t["flavors"].items():
+                    for resource, u in per.items():
+                        assert_shown(shown[(team, flavor, resource)], u[field], resource)
+        for team, t in usage["teams"].items():
+            counts = {n["field"]: n for n in numbers if n["team"] == team and n["tag"] == "b"}
+            for key, value in [*t["workloads"].items(), ("preemptions", t["preemptions"])]:
+                assert counts[key]["value"] == str(value) and counts[key]["text"] == str(value)
+        # the period's totals are the exact sums of its rows, and the chart's columns add up to them
+        totals: dict[tuple[str, str, str], list[Fraction]] = {}
+        for row in history["rows"]:
+            sums = totals.setdefault((row["team"], row["flavor"], row["resource"]), [Fraction(0), Fraction(0)])
+            sums[0] += parse_quantity(row["allocatedHours"])
+            sums[1] += parse_quantity(row["borrowedHours"])
+        columns: dict[tuple[str, str, str, str], Fraction] = {}
+        for chart in opened.page.eval_on_selector_all("svg[data-chart]", "cs => cs.map(c => c.dataset.chart)"):
+            flavor, resource = chart.split("|")
+            found = opened.page.eval_on_selector_all(
+                f'svg[data-chart="{chart}"] rect[data-field]',
+                "rs => rs.map(r => [r.dataset.team, r.dataset.field, r.dataset.value])",
+            )
+            for team, field, value in found:
+                key = (team, flavor, resource, field)
+                columns[key] = columns.get(key, Fraction(0)) + parse_quantity(value)
+        for field, index in (("allocatedHours", 0), ("borrowedHours", 1)):
+            shown = cells(numbers, f"total.{field}")
+            assert {k for k in shown} == set(totals)
+            for (team, flavor, resource), sums in totals.items():
+                assert parse_quantity(shown[(team, flavor, resource)]["value"]) == sums[index]
+                if is_accelerator(resource):  # charted; cpu is in the folded table only
+                    assert columns.get((team, flavor, resource, field), Fraction(0)) == sums[index]
+        assert opened.page.locator("svg[data-chart]").count() == 3  # p5 and g5 GPUs, trn1 Neuron devices
+        assert opened.page.locator("rect[data-gap-rect]").count() == 3  # the gap, on each chart
+        assert opened.page.locator("tr[data-gap]").inner_text().split("\t")[-1] == "kube API unreachable"
+        # excluded nodes with their reasons, idle-while-pending with Kueue's words shown as text, run as nothing
+        excluded = opened.page.eval_on_selector_all(
+            "tr[data-excluded-node]", "rs => rs.map(r => [r.dataset.excludedNode, r.cells[1].textContent])"
+        )
+        assert dict(excluded) == pool["excludedNodes"] and len(excluded) == 4
+        pending = opened.page.locator("tr[data-idle-pending]")
+        assert pending.count() == 1 and HOSTILE in pending.inner_text()
+        assert opened.page.locator("script").count() == 0
+        assert cells(numbers, "idleWhilePending")[("infra", "ml.p5.48xlarge", "nvidia.com/gpu")]["value"] == "22"
+        assert opened.page.locator("[data-usage=none]").count() == 0
+    finally:
+        opened.close()
+
+
+def test_plan_format_html_shows_the_pool_limits_and_why_and_says_usage_needs_a_cluster(browser, tmp_path, capsys):
+    # Given `idleshare plan --format html` on the example cluster (offline: no Kueue status)
+    files = [EXAMPLES / "nodes.json", EXAMPLES / "quotas.json", EXAMPLES / "scheduler-config.json"]
+    argv = ["plan", "--nodes", str(files[0]), "--quotas", str(files[1]), "--scheduler-config", str(files[2])]
+    assert main([*argv, "--format", "html"]) == 0
+    page_html = capsys.readouterr().out
+    assert main([*argv, "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+
+    opened = Opened(browser, page_html, tmp_path / "plan.html")
+    try:
+        assert_clean(opened)
+        assert png_size(opened.screenshot(tmp_path / "plan.png"))[1] > 1000
+        numbers = opened.numbers()
+        # Then its limits and why are the plan's JSON
+        check_limits(numbers, plan["teams"])
+        check_why(numbers, plan["teams"])
+        # its pool table too
+        for field, key in (("capacity", "capacity"), ("allocated", "allocated"), ("unallocated", "unallocated")):
+            for (_, flavor, resource), cell in cells(numbers, field).items():
+                assert flavor and resource
+                assert_shown(cell, plan[key][flavor].get(resource), resource)
+        # and instead of usage it says a deployed cluster has it
+        notes = opened.page.locator("[data-usage=none]")
+        assert notes.count() == 3 and notes.first.is_visible()
+        assert "needs a deployed cluster" in notes.first.inner_text()
+        assert not cells(numbers, "inUse") and opened.page.locator("svg[data-chart]").count() == 0
+    finally:
+        opened.close()
+
+
+# --------------------------------------------------------------------------------------- the command
+class UsageApi(FakeAdminApi):
+    """The fake admin API with the usage routes: answered, or 404 as before any sample."""
+
+    def __init__(self, usage: bool = True) -> None:
+        super().__init__()
+        self.pool = {**self.pool, "excludedNodes": example_pool()["excludedNodes"]}
+        self.usage = usage
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        parts = event["path"].strip("/").split("/")
+        if event["httpMethod"] == "GET" and parts[2:] == ["usage"]:
+            if not self.usage:
+                return self.reply(404, {"message": "no usage sampled yet for cluster 'demo'", "errors": []})
+            query = event["queryStringParameters"] or {}
+            if "from" in query:
+                return self.reply(200, {**history_doc(), "from": query["from"], "to": query["to"]})
+            return self.reply(200, usage_doc())
+        return super().__call__(event, context)
+
+
+@pytest.fixture
+def gateway(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[UsageApi, ApiGatewayLocal]]:
+    use_credentials(monkeypatch)
+    monkeypatch.setattr(remote, "sleep", lambda seconds: None)
+    fake = UsageApi()
+    with ApiGatewayLocal(fake) as gate:
+        yield fake, gate
+
+
+def test_report_reads_pool_grants_every_excluded_node_and_usage_through_the_api(gateway, tmp_path, capsys):
+    _, gate = gateway
+    out = tmp_path / "report.html"
+    argv = ["report", "--cluster", CLUSTER, "--html", str(out), "--endpoint", gate.url]
+    code = main([*argv, "--from", "2026-11-24", "--to", "2026-12-01T00:00:00Z", "--granularity", "day"])
+    printed = capsys.readouterr()
+    assert (code, printed.err) == (0, "")
+    assert (
+        printed.out.startswith(f"wrote {out} (") and "usage 2026-11-24T00:00:00Z to 2026-12-01T00:00:00Z" in printed.out
+    )
+    calls = [(e["path"], e["queryStringParameters"]) for e in gate.requests]
+    assert ("/clusters/demo/usage", {"from": FROM, "to": TO, "granularity": "day"}) in calls
+    assert ("/clusters/demo/usage", None) in calls
+    assert [p for p, _ in calls].count("/clusters/demo/excluded-nodes") == 2  # 4 nodes, 2 a page
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'data-field="total.allocatedHours"' in page
+    assert page.count("data-excluded-node=") == 4 and "No usage yet" not in page
+    # --format json: the documents the page was built from
+    assert main([*argv, "--format", "json", "--granularity", "hour"]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert docs["granularity"] == "hour" and docs["usage"] == usage_doc() and docs["usageNote"] is None
+
+
+def test_report_without_usage_routes_still_writes_the_page_and_says_no_usage_yet(browser, gateway, tmp_path, capsys):
+    fake, gate = gateway
+    fake.usage = False
+    out = tmp_path / "report.html"
+    assert main(["report", "--cluster", CLUSTER, "--html", str(out), "--endpoint", gate.url]) == 0
+    assert "no usage yet" in capsys.readouterr().out
+    opened = Opened(browser, out.read_text(), tmp_path / "served.html")
+    try:
+        assert_clean(opened)
+        note = opened.page.locator("[data-usage=none]").first
+        assert note.is_visible() and "No usage yet: GET /clusters/demo/usage answered HTTP 404" in note.inner_text()
+        check_limits(opened.numbers(), example_pool()["teams"])
+    finally:
+        opened.close()
+
+
+def test_report_arguments(capsys):
+    assert period(
+        None, None, now=__import__("datetime").datetime(2026, 12, 1, 10, 30, tzinfo=__import__("datetime").UTC)
+    ) == (
+        "2026-11-24T10:30:00Z",
+        "2026-12-01T10:30:00Z",
+    )
+    assert period("2026-11-30T12:00:00+02:00", "2026-12-01") == ("2026-11-30T10:00:00Z", "2026-12-01T00:00:00Z")
+    for argv, message in (
+        (["--from", "2026-12-02", "--to", "2026-12-01"], "must be before --to"),
+        (["--from", "yesterday"], "not an ISO 8601 date"),
+        (["--html", "-", "--format", "json"], "cannot go there too"),
+    ):
+        html_flag = [] if "--html" in argv else ["--html", "x.html"]
+        assert main(["report", "--cluster", "c", *html_flag, *argv, "--endpoint", "http://127.0.0.1:9/"]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_everything_shown_is_escaped():
+    pool = pool_doc()
+    pool["summary"] = "<b>bold</b>"
+    pool["teams"]["<img src=x onerror=alert(1)>"] = pool["teams"].pop("nlp")
+    pool["excludedNodes"] = {'node"><script>x</script>': "NotReady & <gone>"}
+    page = report_html.render(pool, usage_note="<i>")
+    assert "<img src=x" not in page and "<script>" not in page and "<b>bold" not in page and "<i>" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "NotReady &amp; &lt;gone&gt;" in page
+    assert "http://" not in page and "https://" not in page and "src=" not in page.replace("src=x", "")
+
+
+if __name__ == "__main__":  # the README's screenshot: python -m tests.unit.test_report_html docs/report.png
+    from playwright.sync_api import sync_playwright
+
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/report.png").resolve()
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        page = chromium.new_page(viewport={"width": 1240, "height": 900})
+        html_path = target.with_suffix(".html")
+        html_path.write_text(full_report(), encoding="utf-8")
+        page.goto(html_path.as_uri())
+        page.screenshot(path=str(target), full_page=True)
+        html_path.unlink()
+        chromium.close()
+    print(f"wrote {target}")

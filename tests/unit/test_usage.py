@@ -1,0 +1,453 @@
+"""Usage read back from Kueue (issue 21): the derivation (table-driven), exact hours, the history's compaction and
+gaps — on the in-memory fake and on DynamoStore (moto) — and the API route and CLI over them."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from idleshare.adapters.errors import NotFoundError, RetryableError
+from idleshare.adapters.ports import ClusterRecord, PoolRecord, UsageBucket
+from idleshare.adapters.store import DynamoStore
+from idleshare.adapters.store.usage import MAX_GAPS, merge_gaps
+from idleshare.domain.usage import derive_usage, hours_text, sample_document, split_lent
+from idleshare.service.admin import BadRequestError
+from idleshare.service.usage import MAX_INTERVAL_SECONDS, sample_usage, split_hours, usage_report
+from tests.aws_env import create_table, fake_aws_env
+from tests.fakes import FakeKube, FakeUsageStore
+
+P5, G5 = "ml.p5.48xlarge", "ml.g5.8xlarge"
+GPU = "nvidia.com/gpu"
+T0 = datetime(2026, 12, 3, 13, 58, tzinfo=UTC)
+
+
+def cq(team: str, quotas: dict[str, dict[str, Any]], usage: dict[str, dict[str, tuple[str, str]]] | None = None,
+       *, pending: int = 0, admitted: int = 0) -> dict[str, Any]:  # fmt: skip
+    """A ClusterQueue as Kueue reports it: ``quotas`` {flavor: {resource: nominal | (nominal, lendingLimit)}},
+    ``usage`` {flavor: {resource: (total, borrowed)}}."""
+    flavors = []
+    for flavor, per in quotas.items():
+        resources = []
+        for r, q in per.items():
+            nominal, lend = q if isinstance(q, tuple) else (q, None)
+            entry = {"name": r, "nominalQuota": str(nominal), "borrowingLimit": "100"}
+            if lend is not None:
+                entry["lendingLimit"] = str(lend)
+            resources.append(entry)
+        flavors.append({"name": flavor, "resources": resources})
+    return {
+        "kind": "ClusterQueue",
+        "metadata": {"name": f"hyperpod-ns-{team}-clusterqueue", "labels": {"idleshare.io/team": team}},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": f"hyperpod-ns-{team}"}},
+            "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
+        },
+        "status": {
+            "flavorsUsage": [
+                {"name": f, "resources": [{"name": r, "total": t, "borrowed": b} for r, (t, b) in per.items()]}
+                for f, per in (usage or {}).items()
+            ],
+            "pendingWorkloads": pending,
+            "admittedWorkloads": admitted,
+        },
+    }
+
+
+def workload(team: str, name: str, gpus: int, *, flavor: str | None = None, pending: bool = True,
+             preempted_at: str | None = None) -> dict[str, Any]:  # fmt: skip
+    conditions = []
+    if pending:
+        conditions.append({"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                           "message": f"couldn't assign flavors to pod set main: insufficient quota for {GPU}"})  # fmt: skip
+    else:
+        conditions.append({"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"})
+    if preempted_at:
+        conditions.append({"type": "Preempted", "status": "True", "reason": "InCohortReclamation",
+                           "lastTransitionTime": preempted_at})  # fmt: skip
+    pod: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpus)}}}]}
+    if flavor:
+        pod["nodeSelector"] = {"node.kubernetes.io/instance-type": flavor}
+    return {
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": f"hyperpod-ns-{team}"},
+        "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": pod}}]},
+        "status": {"conditions": conditions},
+    }
+
+
+def pool(capacity: dict[str, int], unallocated: dict[str, int], sharing: str = "Enabled") -> dict[str, Any]:
+    return {
+        "idleResourceSharing": sharing,
+        "capacity": {f: {GPU: str(n)} for f, n in capacity.items()},
+        "unallocated": {f: {GPU: str(n)} for f, n in unallocated.items() if n},
+    }
+
+
+def doc(queues: list[dict[str, Any]], workloads: list[dict[str, Any]] = (), pool_doc: dict[str, Any] | None = None,  # type: ignore[assignment]
+        since: datetime = T0 - timedelta(minutes=1)) -> dict[str, Any]:  # fmt: skip
+    return sample_document(derive_usage("c1", queues, workloads, pool_doc, since=since, until=T0))
+
+
+# -- the derivation, case by case -----------------------------------------------------------------------------
+
+CASES = [
+    pytest.param(  # alpha runs its 8 and borrows 8 of the cohort's own 16: nobody lends
+        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("16", "8")}}), cq("beta", {P5: {GPU: 8}})],
+        pool({P5: 32}, {P5: 16}),
+        {"alpha": ("8", "16", "8", "0"), "beta": ("8", "0", "0", "0")},
+        {"capacity": "32", "pool": "16", "inUse": "16", "borrowed": "8", "idle": "16"},
+        id="borrowing-from-the-cohort-own-quota",
+    ),
+    pytest.param(  # no cohort quota: alpha's 8 borrowed are beta's idle quota
+        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("16", "8")}}), cq("beta", {P5: {GPU: 8}})],
+        pool({P5: 16}, {P5: 0}),
+        {"alpha": ("8", "16", "8", "0"), "beta": ("8", "0", "0", "8")},
+        {"capacity": "16", "pool": "0", "inUse": "16", "borrowed": "8", "idle": "0"},
+        id="a-lender-lends-its-idle-quota",
+    ),
+    pytest.param(  # 20 borrowed beyond a cohort quota of 8: 12 from beta (idle 8) and gamma (idle 16), 1:2
+        [
+            cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("28", "20")}}),
+            cq("beta", {P5: {GPU: 8}}),
+            cq("gamma", {P5: {GPU: 16}}),
+        ],
+        pool({P5: 40}, {P5: 8}),
+        {"alpha": ("8", "28", "20", "0"), "beta": ("8", "0", "0", "4"), "gamma": ("16", "0", "0", "8")},
+        {"capacity": "40", "pool": "8", "inUse": "28", "borrowed": "20", "idle": "12"},
+        id="lenders-lend-in-proportion",
+    ),
+    pytest.param(  # beta uses 6 of its own 8, lends at most its lendingLimit 4 and only its 2 idle
+        [
+            cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("10", "2")}}),
+            cq("beta", {P5: {GPU: (8, 4)}}, {P5: {GPU: ("6", "0")}}),
+        ],
+        pool({P5: 16}, {P5: 0}),
+        {"alpha": ("8", "10", "2", "0"), "beta": ("8", "6", "0", "2")},
+        {"capacity": "16", "pool": "0", "inUse": "16", "borrowed": "2", "idle": "0"},
+        id="lending-limit-and-own-use",
+    ),
+    pytest.param(  # sharing disabled: the cohort's quota is 0 whatever the pool document's unallocated says
+        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("12", "4")}}), cq("beta", {P5: {GPU: 8}})],
+        pool({P5: 32}, {P5: 16}, "Disabled"),
+        {"alpha": ("8", "12", "4", "0"), "beta": ("8", "0", "0", "4")},
+        {"capacity": "32", "pool": "0", "inUse": "12", "borrowed": "4", "idle": "20"},
+        id="idle-sharing-disabled",
+    ),
+]
+
+
+@pytest.mark.parametrize(("queues", "pool_doc", "teams", "flavor"), CASES)
+def test_usage_per_team_and_flavor(queues: Any, pool_doc: Any, teams: Any, flavor: Any) -> None:
+    out = doc(queues, pool_doc=pool_doc)
+
+    got = {t: tuple(v["flavors"][P5][GPU][k] for k in ("nominal", "inUse", "borrowed", "lent"))
+           for t, v in out["teams"].items()}  # fmt: skip
+    assert got == teams
+    assert out["flavors"][P5][GPU] == flavor
+
+
+@pytest.mark.parametrize(
+    ("lendable", "drawn", "resource", "expected"),
+    [
+        ({"a": 8}, 8, GPU, {"a": 8}),
+        ({"a": 8, "b": 8}, 16, GPU, {"a": 8, "b": 8}),
+        ({"a": 8, "b": 8}, 5, GPU, {"a": 3, "b": 2}),  # largest remainder, ties by name
+        ({"a": 1, "b": 2}, 2, GPU, {"a": 1, "b": 1}),  # 2/3 and 4/3: remainders 2/3 > 1/3
+        ({"a": 4}, 10, GPU, {"a": 4}),  # never more than lendable
+        ({"a": 3, "b": 3}, Fraction(1, 2), "cpu", {"a": Fraction(1, 4), "b": Fraction(1, 4)}),
+        ({"a": 0}, 4, GPU, {}),
+    ],
+)
+def test_split_lent(lendable: Any, drawn: Any, resource: str, expected: Any) -> None:
+    out = split_lent(lendable, drawn, resource)
+    assert out == expected
+    assert sum(out.values()) == min(drawn, sum(lendable.values()))
+
+
+def test_workloads_preemptions_counted_once_by_second() -> None:
+    queues = [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("8", "0")}}, pending=1, admitted=1)]
+    at = lambda s: (T0 + timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    wls = [
+        workload("alpha", "in-interval", 8, pending=False, preempted_at=at(-30)),
+        workload("alpha", "first-second", 8, pending=False, preempted_at=at(-60)),  # [floor(since), ...
+        workload("alpha", "next-sample", 8, pending=False, preempted_at=at(0)),  # ..., floor(until)): not this one
+        workload("alpha", "before", 8, pending=False, preempted_at=at(-61)),
+        workload("other", "not-a-team", 8, pending=False, preempted_at=at(-30)),
+    ]
+    out = doc(queues, wls, pool({P5: 8}, {}))
+
+    assert out["teams"]["alpha"]["preemptions"] == 2
+    assert out["teams"]["alpha"]["workloads"] == {"pending": 1, "reserving": 0, "admitted": 1}
+
+
+def test_idle_while_pending_names_team_flavor_and_kueues_reason() -> None:
+    queues = [
+        cq("alpha", {P5: {GPU: 8}, G5: {GPU: 4}}, {P5: {GPU: ("16", "8")}}),
+        cq("beta", {P5: {GPU: 8}}, {P5: {GPU: ("8", "0")}}),
+    ]
+    wls = [
+        workload("alpha", "waits-p5", 1, flavor=P5),
+        workload("alpha", "any-flavor", 1),
+        workload("beta", "admitted", 8, flavor=P5, pending=False),
+    ]
+    out = doc(queues, wls, pool({P5: 32, G5: 4}, {P5: 16}))
+
+    assert [(i["team"], i["flavor"], i["idle"]) for i in out["idleWhilePending"]] == [
+        ("alpha", G5, "4"),  # the unpinned one could run on the idle g5
+        ("alpha", P5, "8"),  # 32 - 24 in use
+    ]
+    assert all("insufficient quota" in i["pendingReason"] for i in out["idleWhilePending"])
+    full = doc(queues, wls, pool({P5: 24, G5: 0}, {}))  # nothing idle: nothing to report
+    assert full["idleWhilePending"] == []
+
+
+def test_the_document_keeps_exact_quantities() -> None:
+    queues = [
+        cq("alpha", {P5: {"cpu": "1500m", "memory": "1536Gi"}}, {P5: {"cpu": ("2500m", "1"), "memory": ("1Ti", "0")}})
+    ]
+    out = doc(queues, pool_doc={"capacity": {P5: {"cpu": "4", "memory": "2Ti"}}, "unallocated": {}})
+    assert out["teams"]["alpha"]["flavors"][P5]["cpu"] == {
+        "nominal": "1500m",
+        "inUse": "2500m",
+        "borrowed": "1",
+        "lent": "0",
+    }
+    assert out["flavors"][P5]["memory"]["idle"] == "1Ti"
+    assert out["flavors"][P5]["cpu"]["idle"] == "1500m"
+
+
+# -- exact hours ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("amount_seconds", "text"),
+    [(Fraction(3600 * 8), "8"), (Fraction(1800), "0.5"), (Fraction(36), "0.01"), (Fraction(60), "0.016667"),
+     (Fraction(0), "0"), (Fraction(9, 1000), "0.0000025")],
+)  # fmt: skip
+def test_hours_text(amount_seconds: Fraction, text: str) -> None:
+    assert hours_text(amount_seconds) == text
+
+
+def test_an_interval_splits_at_the_hour() -> None:
+    assert split_hours(T0, T0 + timedelta(minutes=3)) == [("2026-12-03T13", 120), ("2026-12-03T14", 60)]
+
+
+# -- the history: samples, gaps, compaction -------------------------------------------------------------------
+
+
+def _minute(store: Any, kube: FakeKube, minute: int) -> Any:
+    return sample_usage("c1", kube, store, now=T0 + timedelta(minutes=minute))
+
+
+def _kube(borrowed: int = 8) -> FakeKube:
+    kube = FakeKube([])
+    queue = cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: (str(8 + borrowed), str(borrowed))}})
+    kube.objects[("ClusterQueue", "", "alpha")] = queue
+    return kube
+
+
+def _history(store: Any, kube: FakeKube) -> None:
+    _minute(store, kube, 0)  # the first sample: nothing before it
+    _minute(store, kube, 1)
+    _minute(store, kube, 2)  # 13:59 -> 14:00
+    _minute(store, kube, 3)  # 14:00 -> 14:01
+    kube.down = True
+    _minute(store, kube, 4)  # failed: a gap
+    kube.down = False
+    _minute(store, kube, 5)
+    _minute(store, kube, 15)  # the watcher did not run for 10 minutes: a gap, no usage
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def store(request: pytest.FixtureRequest) -> Any:
+    clusters = [ClusterRecord("c1", "eks-c1")]
+    if request.param == "fake":
+        fake = FakeUsageStore(clusters)
+        fake.pools["c1"] = PoolRecord("c1", 1, "d", pool({P5: 32}, {P5: 16}), "t")
+        yield fake
+        return
+    with fake_aws_env(), mock_aws():
+        table = create_table(boto3.resource("dynamodb", region_name="us-east-1"))
+        real = DynamoStore(table)
+        real.put_cluster(clusters[0])
+        real.put_pool(PoolRecord("c1", 1, "d", pool({P5: 32}, {P5: 16}), "t"), expected_generation=0)
+        yield real
+
+
+def test_history_hours_and_gaps(store: Any) -> None:
+    kube = _kube()
+    _history(store, kube)
+
+    report = usage_report(store, "c1", "2026-12-03T13:00:00Z", "2026-12-03T15:00:00Z", "hour",
+                          now=T0 + timedelta(minutes=15))  # fmt: skip
+
+    rows = {(r["start"], r["team"]): (r["allocatedHours"], r["borrowedHours"]) for r in report["rows"]}
+    # 13:58 -> 14:00: 2 minutes x 8 + 8; 14:00 -> 14:01, then 14:03 (after the failed minute): 2 minutes
+    assert rows == {
+        ("2026-12-03T13:00:00+00:00", "alpha"): (hours_text(Fraction(120 * 8)), hours_text(Fraction(120 * 8))),
+        ("2026-12-03T14:00:00+00:00", "alpha"): (hours_text(Fraction(120 * 8)), hours_text(Fraction(120 * 8))),
+    }
+    gaps = [(g["start"][11:16], g["end"][11:16], g["reason"].split(":")[0]) for g in report["gaps"]]
+    assert gaps == [("14:01", "14:02", "SampleFailed"), ("14:03", "14:13", "NoSample")]
+
+
+def test_days_compact_when_the_day_is_over_and_agree_with_the_hours(store: Any) -> None:
+    kube = _kube(borrowed=2)
+    late = datetime(2026, 12, 3, 23, 58, 30, tzinfo=UTC)
+    for minute in range(4):  # 23:58:30 .. 00:01:30: the first sample of the 4th compacts the 3rd
+        sample_usage("c1", kube, store, now=late + timedelta(minutes=minute))
+
+    days = store.usage_buckets("c1", "day", "2026-12-03", "2026-12-04")
+    assert [d.start for d in days] == ["2026-12-03"]
+    assert days[0].rows[("alpha", P5, GPU)] == (Fraction(90 * 8), Fraction(90 * 2))  # 23:58:30 -> 24:00
+    report = usage_report(store, "c1", "2026-12-03T00:00:00Z", "2026-12-05T00:00:00Z", "day",
+                          now=late + timedelta(minutes=3))  # fmt: skip
+    assert [(r["start"][:10], r["allocatedHours"], r["borrowedHours"]) for r in report["rows"]] == [
+        ("2026-12-03", "0.2", "0.05"),  # 90 s x 8 = 0.2 h; 90 s x 2 = 0.05 h
+        ("2026-12-04", "0.2", "0.05"),  # 00:00 -> 00:01:30, summed live from the hours
+    ]
+    assert report["gaps"] == []
+
+
+def test_a_duplicate_sample_adds_nothing(store: Any) -> None:
+    kube = _kube()
+    _minute(store, kube, 0)
+    _minute(store, kube, 1)
+    again = _minute(store, kube, 1)  # the same second again (a retried invocation)
+    assert again.recorded is False
+    (hour,) = store.usage_buckets("c1", "hour", "2026-12-03T13", "2026-12-03T13")
+    assert hour.rows[("alpha", P5, GPU)] == (Fraction(60 * 8), Fraction(60 * 8))
+
+
+def test_the_latest_sample_and_a_failed_one(store: Any) -> None:
+    from idleshare.service.usage import latest_usage
+
+    with pytest.raises(NotFoundError):
+        latest_usage(store, "c1")
+    kube = _kube()
+    _minute(store, kube, 0)
+    kube.down = True
+    out = _minute(store, kube, 1)
+    assert out.failure.startswith("SampleFailed") and out.sample is None
+    latest = latest_usage(store, "c1")  # the last good sample is kept
+    assert latest["sampledAt"] == T0.isoformat()
+    assert latest["teams"]["alpha"]["flavors"][P5][GPU]["borrowed"] == "8"
+    assert latest["flavors"][P5][GPU]["idle"] == "16"
+
+
+def test_a_cluster_never_sampled_is_a_gap_not_zero() -> None:
+    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    report = usage_report(store, "c1", "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", now=T0)
+    assert report["rows"] == []
+    assert [g["reason"] for g in report["gaps"]] == ["NoSample: never sampled"]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "granularity", "field"),
+    [("yesterday", "2026-12-02T00:00:00Z", "day", "from"), ("2026-12-02T00:00:00Z", "2026-12-01T00:00:00Z", "day", "to"),
+     ("2026-01-01T00:00:00Z", "2026-12-01T00:00:00Z", "hour", "to"), ("2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", "week", "granularity")],
+)  # fmt: skip
+def test_bad_periods_are_refused_naming_the_field(start: str, end: str, granularity: str, field: str) -> None:
+    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    with pytest.raises(BadRequestError) as err:
+        usage_report(store, "c1", start, end, granularity, now=T0)
+    assert err.value.errors[0].loc == field
+
+
+def test_gaps_stay_bounded() -> None:
+    gaps = [(f"2026-12-03T13:{m:02d}:00", f"2026-12-03T13:{m:02d}:30", "SampleFailed: x") for m in range(60)]
+    gaps += [(f"2026-12-03T14:{m:02d}:00", f"2026-12-03T14:{m:02d}:30", f"SampleFailed: {m}") for m in range(60)]
+    gaps += [("2026-12-03T15:00:00", "2026-12-03T15:10:00", "NoSample")]
+    merged = merge_gaps((), gaps)
+    assert len(merged) == MAX_GAPS
+    assert merged[-1][1] == "2026-12-03T15:10:00"
+
+
+def test_adjacent_gaps_with_one_reason_merge() -> None:
+    merged = merge_gaps((("a0", "a1", "x"),), (("a1", "a2", "x"), ("a2", "a3", "y")))
+    assert merged == (("a0", "a2", "x"), ("a2", "a3", "y"))
+
+
+def test_interval_above_the_limit_is_a_gap() -> None:
+    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    kube = _kube()
+    _minute(store, kube, 0)
+    out = sample_usage("c1", kube, store, now=T0 + timedelta(seconds=MAX_INTERVAL_SECONDS + 1))
+    assert out.gap.startswith("NoSample")
+    assert all(not b.rows for b in store.hours.values())
+
+
+def test_a_kube_failure_is_not_raised() -> None:
+    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    kube = _kube()
+    kube.down = True
+    out = _minute(store, kube, 0)
+    assert out.recorded and out.failure
+    (bucket,) = store.hours.values()
+    assert isinstance(bucket, UsageBucket) and bucket.gaps[0][2].startswith("SampleFailed")
+    assert isinstance(RetryableError("x"), Exception)
+
+
+# -- the route and the command --------------------------------------------------------------------------------
+
+
+def test_the_route_answers_the_latest_sample_and_the_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    from idleshare.api import app as api
+    from idleshare.runtime import wiring
+    from tests.unit.test_api import CONTEXT, proxy_event
+
+    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    store.pools["c1"] = PoolRecord("c1", 1, "d", pool({P5: 32}, {P5: 16}), "t")
+    kube = _kube()
+    now = datetime.now(UTC).replace(microsecond=0)
+    sample_usage("c1", kube, store, now=now - timedelta(minutes=1))
+    sample_usage("c1", kube, store, now=now)
+    wiring.install(wiring.Dependencies(store=store))  # type: ignore[arg-type]
+    try:
+        latest = api.handler(proxy_event("GET", "/clusters/c1/usage"), CONTEXT)
+        start = (now - timedelta(hours=2)).isoformat()
+        end = (now + timedelta(hours=1)).isoformat()
+        period = api.handler(proxy_event("GET", "/clusters/c1/usage", query={"from": start, "to": end,
+                                                                              "granularity": "hour"}), CONTEXT)  # fmt: skip
+        half = api.handler(proxy_event("GET", "/clusters/c1/usage", query={"from": start}), CONTEXT)
+        unknown = api.handler(proxy_event("GET", "/clusters/nope/usage"), CONTEXT)
+    finally:
+        wiring.install(None)
+    assert latest["statusCode"] == 200
+    body = json.loads(latest["body"])
+    assert set(body) == {"cluster", "sampledAt", "flavors", "teams", "idleWhilePending"}
+    assert body["teams"]["alpha"]["flavors"][P5][GPU] == {"nominal": "8", "inUse": "16", "borrowed": "8", "lent": "0"}
+    rows = json.loads(period["body"])["rows"]
+    assert sum(Fraction(r["borrowedHours"]) for r in rows) == Fraction(8 * 60, 3600) or rows
+    assert set(json.loads(period["body"])) == {"cluster", "from", "to", "granularity", "rows", "gaps"}
+    assert half["statusCode"] == 400
+    assert unknown["statusCode"] == 404
+
+
+def test_the_command_prints_table_json_and_csv(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from idleshare.cli import remote
+    from idleshare.cli.main import main
+
+    answer = {"cluster": "c1", "from": "a", "to": "b", "granularity": "day", "gaps": [],
+              "rows": [{"start": "2026-12-03T00:00:00+00:00", "team": "alpha", "flavor": P5, "resource": GPU,
+                        "allocatedHours": "192", "borrowedHours": "8.5"}]}  # fmt: skip
+    seen: list[Any] = []
+    monkeypatch.setattr(remote, "connect", lambda args: object())
+    monkeypatch.setattr(remote, "fetch_usage", lambda api, c, q: seen.append((c, q)) or answer)
+    base = ["usage", "--cluster", "c1", "--from", "2026-12-01", "--to", "2026-12-04"]
+    assert main([*base, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == f"2026-12-03T00:00:00+00:00,alpha,{P5},{GPU},192,8.5"
+    assert main([*base, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == answer
+    assert main(base) == 0
+    assert "8.5" in capsys.readouterr().out
+    assert seen[0] == ("c1", {"from": "2026-12-01", "to": "2026-12-04", "granularity": "day"})
+    assert main(["usage", "--cluster", "c1", "--from", "2026-12-01"]) == 2
