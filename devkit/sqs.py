@@ -72,6 +72,46 @@ def create_queue(sqs: Any, name: str = "idleshare-recompute.fifo", settings: Dep
     return Queues(url, arn, dlq_url, dlq_arn)
 
 
+DEDUPLICATION_SECONDS = 300
+"""SQS FIFO's deduplication interval."""
+
+
+class Deduplicating:
+    """An SQS client as AWS documents FIFO deduplication, on ``clock``: a message whose ``MessageDeduplicationId``
+    was sent in the last 5 minutes is accepted and never delivered, whether or not the first was already deleted
+    (moto forgets an id once its message is deleted). Everything else goes to ``client`` (moto) unchanged."""
+
+    def __init__(self, client: Any, clock: Callable[[], float]) -> None:
+        self.client, self.clock = client, clock
+        self.sent: dict[tuple[str, str], float] = {}
+
+    def _fresh(self, queue_url: str, dedup_id: str | None) -> bool:
+        if not dedup_id:
+            return True
+        now, key = self.clock(), (queue_url, dedup_id)
+        if key in self.sent and now - self.sent[key] < DEDUPLICATION_SECONDS:
+            return False
+        self.sent[key] = now
+        return True
+
+    def send_message(self, **kwargs: Any) -> dict[str, Any]:
+        if not self._fresh(kwargs["QueueUrl"], kwargs.get("MessageDeduplicationId")):
+            return {"MessageId": f"deduplicated-{kwargs['MessageDeduplicationId']}"}
+        return dict(self.client.send_message(**kwargs))
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        fresh = [e for e in Entries if self._fresh(QueueUrl, e.get("MessageDeduplicationId"))]
+        answer: dict[str, Any] = {"Successful": [], "Failed": []}
+        if fresh:
+            answer = dict(self.client.send_message_batch(QueueUrl=QueueUrl, Entries=fresh))
+        dropped = [{"Id": e["Id"], "MessageId": f"deduplicated-{e['Id']}"} for e in Entries if e not in fresh]
+        answer["Successful"] = list(answer.get("Successful") or []) + dropped
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
 class Clock:
     """Epoch seconds that move only when told to (``advance``); callable, as the adapters' clocks are. Wraps a
     one-element list when given one (the harnesses' ``clock[0]``), so both see the same time."""
@@ -148,7 +188,34 @@ class Invocation:
 
     @property
     def failures(self) -> list[str]:
+        """The records handed back (``batchItemFailures``); every record when the invocation did not answer."""
+        if self.ended != "ok":
+            return [r["messageId"] for r in self.records]
         return [f["itemIdentifier"] for f in self.answer.get("batchItemFailures") or []]
+
+    @property
+    def deferred(self) -> list[str]:
+        """Handed back trailing records whose window had not closed when delivered: not failures (they come back
+        when it has)."""
+        early = {r["messageId"] for r in self.records if due(r) > self.started}
+        return [m for m in self.failures if m in early] if self.ended == "ok" else []
+
+    @property
+    def failed(self) -> list[str]:
+        """The records that really failed: handed back, and not merely deferred."""
+        deferred = set(self.deferred)
+        return [m for m in self.failures if m not in deferred]
+
+
+def due(record: Mapping[str, Any]) -> float:
+    """When a queued record's recompute is due: its body's ``notBefore`` (a trailing message), else at once (0)."""
+    import json
+
+    try:
+        body = json.loads(record.get("body") or "")
+        return float(body.get("notBefore") or 0) if isinstance(body, dict) else 0.0
+    except (ValueError, TypeError):
+        return 0.0
 
 
 class EventSourceMapping:

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from devkit.lambda_context import LambdaContext
 from idleshare import names
-from idleshare.adapters.errors import ConflictError, RetryableError
-from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, StoredQuota, WatchBookmark
+from idleshare.adapters.errors import ConflictError, NotFoundError, RetryableError
+from idleshare.adapters.ports import (
+    ClusterRecord,
+    PoolRecord,
+    RecalculationReceipt,
+    StoredQuota,
+    UsageBucket,
+    UsageCursor,
+    WatchBookmark,
+)
 from idleshare.runtime import wiring
 
 
@@ -194,6 +203,17 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
     return (obj["kind"], meta.get("namespace", ""), meta["name"])
 
 
+KUEUE_CONFIG_FAIR_SHARING = json.dumps(
+    {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
+        "integrations": {"frameworks": ["batch/job"]},
+    }
+)
+"""Kueue's Configuration as the devkit stack writes it (JSON is YAML): what FakeKube's ConfigMap holds."""
+
+
 class FakeKube:
     """A cluster: nodes as dicts and stored objects; counts writes; can be made unreachable (``down``).
     Its node watch is scripted: each ``watch_nodes`` call takes the next step of ``script``, a list of
@@ -208,6 +228,11 @@ class FakeKube:
         self.down = False
         self.lists = 0  # list_nodes_snapshot calls
         self.watches: list[str] = []  # the resource version each watch_nodes call started from
+        self.workloads: list[dict[str, Any]] = []  # Kueue Workloads (list_workloads)
+        # (namespace, name) -> data: Kueue's manager configuration with fair sharing on, as the real stack runs it
+        self.config_maps: dict[tuple[str, str], dict[str, str] | Exception] = {
+            ("kueue-system", "kueue-manager-config"): {"controller_manager_config.yaml": KUEUE_CONFIG_FAIR_SHARING}
+        }
 
     def _reachable(self, operation: str) -> None:
         if self.down:
@@ -244,7 +269,28 @@ class FakeKube:
         if self.objects.pop(_key(obj), None) is not None:
             self.deletes += 1
 
+    def get_config_map(self, namespace: str, name: str) -> dict[str, str]:
+        """``config_maps[(namespace, name)]``; missing: NotFoundError, as the adapter's 404; an exception
+        stored there is raised (a 403, say)."""
+        self._reachable("get config map")
+        found = self.config_maps.get((namespace, name))
+        if isinstance(found, Exception):
+            raise found
+        if found is None:
+            raise NotFoundError(f"ConfigMap {namespace}/{name} not found", operation="get config map", status=404)
+        return dict(found)
+
     # -- NodeWatchSource ------------------------------------------------------------------------------
+
+    # -- UsageSource (issue 21): ``objects`` holds the ClusterQueues (with status), ``workloads`` the Workloads ----
+
+    def list_cluster_queues(self) -> list[dict[str, Any]]:
+        self._reachable("list ClusterQueue")
+        return [copy.deepcopy(o) for o in self.objects.values() if o.get("kind") == "ClusterQueue"]
+
+    def list_workloads(self) -> list[dict[str, Any]]:
+        self._reachable("list Workload")
+        return copy.deepcopy(self.workloads)
 
     def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
         self.lists += 1
@@ -258,6 +304,64 @@ class FakeKube:
         if isinstance(step, Exception):
             raise step
         yield from step
+
+
+class FakeUsageStore:
+    """The usage history (``adapters/store/usage.py``) in memory, with the pool it reads (``pools``)."""
+
+    def __init__(self, clusters: Iterable[ClusterRecord] = ()) -> None:
+        self.clusters = {c.cluster_id: c for c in clusters}
+        self.pools: dict[str, PoolRecord] = {}
+        self.cursors: dict[str, UsageCursor] = {}
+        self.hours: dict[tuple[str, str], UsageBucket] = {}
+        self.days: dict[tuple[str, str], UsageBucket] = {}
+        self.conflict = False  # the next add_usage loses the race
+
+    def get_cluster(self, cluster_id: str) -> ClusterRecord | None:
+        return self.clusters.get(cluster_id)
+
+    def get_pool(self, cluster_id: str) -> PoolRecord | None:
+        return self.pools.get(cluster_id)
+
+    def get_usage_cursor(self, cluster_id: str) -> UsageCursor | None:
+        return self.cursors.get(cluster_id)
+
+    def add_usage(
+        self,
+        cluster_id: str,
+        *,
+        expected_cursor: str | None,
+        cursor: UsageCursor,
+        hours: Mapping[str, UsageBucket],
+    ) -> None:
+        from idleshare.adapters.store.usage import merge_gaps, merge_rows
+
+        current = self.cursors.get(cluster_id)
+        if self.conflict or (current.cursor_at if current else None) != expected_cursor:
+            self.conflict = False
+            raise ConflictError("the usage cursor moved", operation="add_usage")
+        if cursor.sample is None and current is not None:
+            cursor = replace(cursor, sample=current.sample, sampled_at=current.sampled_at)
+        self.cursors[cluster_id] = cursor
+        for hour, delta in hours.items():
+            old = self.hours.get((cluster_id, hour), UsageBucket(hour))
+            self.hours[(cluster_id, hour)] = UsageBucket(
+                hour, merge_rows(old.rows, delta.rows), merge_gaps(old.gaps, delta.gaps)
+            )
+
+    def compact_usage_day(self, cluster_id: str, day: str) -> UsageBucket:
+        from idleshare.adapters.store.usage import merge_gaps, merge_rows
+
+        bucket = UsageBucket(day)
+        for (cid, hour), b in sorted(self.hours.items()):
+            if cid == cluster_id and hour.startswith(day):
+                bucket = UsageBucket(day, merge_rows(bucket.rows, b.rows), merge_gaps(bucket.gaps, b.gaps))
+        self.days[(cluster_id, day)] = bucket
+        return bucket
+
+    def usage_buckets(self, cluster_id: str, granularity: str, first: str, last: str) -> list[UsageBucket]:
+        source = self.hours if granularity == "hour" else self.days
+        return [b for (cid, key), b in sorted(source.items()) if cid == cluster_id and first <= key <= last]
 
 
 # -- the router on fakes ------------------------------------------------------------------------------
@@ -300,3 +404,9 @@ if TYPE_CHECKING:  # each fake is what its ports say (mypy checks this module: p
     _batch_publisher: BatchPublisher = FakePublisher()
     _kube: KubeCluster = FakeKube([])
     _watch_source: NodeWatchSource = FakeKube([])
+    from idleshare.adapters.ports import UsageSource
+    from idleshare.service.usage import UsageHistoryStore, UsageReader
+
+    _usage_source: UsageSource = FakeKube([])
+    _usage_store: UsageHistoryStore = FakeUsageStore()
+    _usage_reader: UsageReader = FakeUsageStore()

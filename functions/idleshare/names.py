@@ -91,6 +91,7 @@ OUTPUT_TABLE_NAME = "TableName"
 OUTPUT_IDEMPOTENCY_TABLE_NAME = "IdempotencyTableName"
 OUTPUT_QUEUE_URL = "RecomputeQueueUrl"
 OUTPUT_DLQ_URL = "RecomputeDlqUrl"
+OUTPUT_ROUTER_DLQ_URL = "RouterDlqUrl"  # trigger events not routed: undeliverable to the router, or failed in it
 OUTPUT_RECOMPUTE_ROLE_ARN = "RecomputeRoleArn"
 OUTPUT_ALARM_TOPIC_ARN = "AlarmTopicArn"
 OUTPUT_DASHBOARD_NAME = "DashboardName"
@@ -122,6 +123,19 @@ WATCHER_TIMEOUT_SECONDS = 90  # the Lambda timeout: the watch is held until WATC
 WATCHER_STOP_BEFORE_SECONDS = 10  # left for the last publish and checkpoint
 WATCHER_MEMORY_MB = 256
 WATCHER_ALARM_MINUTES = 5
+# Usage read back from Kueue (issue 21), sampled by the node watcher's invocation every minute per cluster; gauges
+# of accelerators only. Per (cluster, team, flavor, resource): in use and borrowed; per (cluster, team): pending
+# workloads; per (cluster, flavor, resource): idle, borrowed, and idle while some team's workload that asks for the
+# flavor is pending (alarmed when it lasts IDLE_WHILE_PENDING_ALARM_MINUTES).
+METRIC_DIM_TEAM = "team"
+METRIC_TEAM_IN_USE = "TeamInUse"
+METRIC_TEAM_BORROWED = "TeamBorrowed"
+METRIC_TEAM_PENDING_WORKLOADS = "TeamPendingWorkloads"
+METRIC_FLAVOR_IDLE = "Idle"
+METRIC_FLAVOR_BORROWED = "Borrowed"
+METRIC_IDLE_WHILE_PENDING = "IdleWhilePending"
+METRIC_USAGE_SAMPLE_FAILURES = "UsageSampleFailures"  # dimension: cluster
+IDLE_WHILE_PENDING_ALARM_MINUTES = 15
 
 # --- Added by the admin API (idleshare.api): routes the CLI and the README name, limits, receipts. ---
 API_OPENAPI_PATH = "/openapi.json"

@@ -10,6 +10,7 @@ prefix). Item keys (the store's module docstring lists each item's attributes)::
     pk                sk
     CLUSTER#<id>      META | QUOTA#<name> | TEAM#<team> | SCHEDULER | POOL | HISTORY#<generation:010d>
                       | RECALC#<request id> | WATCH | WATCH#NODES
+                      | USAGE#LATEST | USAGE#H#<YYYY-MM-DDTHH> | USAGE#D#<YYYY-MM-DD>   (usage, issue 21)
                       | PART#<owner sk>#<index:03d>   (a part of a large document: PART#POOL#000,
                         PART#HISTORY#<generation:010d>#000, PART#WATCH#NODES#000; no other prefix matches)
     REGISTRY          CLUSTER#<id> | EKS#<eks cluster name> | ARN#<hyperpod cluster arn>
@@ -44,6 +45,13 @@ RECEIPT_PREFIX = "RECALC#"
 WATCH_SK = "WATCH"
 WATCH_NODES_SK = "WATCH#NODES"
 PART_PREFIX = "PART#"  # the parts of a document too large for one item: PART#<owner sk>#<index:03d>
+# Usage read back from Kueue (issue 21): the latest sample, hourly and daily accumulations (chargeback).
+USAGE_PREFIX = "USAGE#"
+USAGE_LATEST_SK = "USAGE#LATEST"  # the last sample (JSON) and the cursor (when the last sample was attempted)
+USAGE_HOUR_PREFIX = "USAGE#H#"  # USAGE#H#<YYYY-MM-DDTHH> (UTC): amount-seconds per team/flavor/resource, gaps
+USAGE_DAY_PREFIX = "USAGE#D#"  # USAGE#D#<YYYY-MM-DD> (UTC): the day's hours compacted, once the day is over
+USAGE_HOUR_TTL_DAYS = 62  # hourly items outlive a month's chargeback, then expire (the daily ones remain)
+USAGE_DAY_TTL_DAYS = 400
 
 # ----------------------------------------------------------------------------- the idempotency table
 IDEMPOTENCY_PK = "id"
@@ -58,6 +66,16 @@ def cluster_pk(cluster_id: str) -> str:
 def history_sk(generation: int) -> str:
     """The sort key of a pool generation's history item: zero-padded, so keys sort by generation."""
     return f"{HISTORY_PREFIX}{generation:010d}"
+
+
+def usage_hour_sk(hour: str) -> str:
+    """The sort key of a cluster's usage hour ``YYYY-MM-DDTHH`` (UTC): keys sort by time."""
+    return f"{USAGE_HOUR_PREFIX}{hour}"
+
+
+def usage_day_sk(day: str) -> str:
+    """The sort key of a cluster's usage day ``YYYY-MM-DD`` (UTC), compacted from its hours."""
+    return f"{USAGE_DAY_PREFIX}{day}"
 
 
 def part_sk(owner_sk: str, index: int) -> str:

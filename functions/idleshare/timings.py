@@ -13,8 +13,9 @@ answering (a Lambda timeout, an out-of-memory kill): the batch is visible again
 from __future__ import annotations
 
 COALESCE_SECONDS = 10
-"""The coalescing window: the router's deduplication id is cluster + window, and the queue holds every message this
-long (its delivery delay), so a window's one recompute sees every change made in it."""
+"""The coalescing window: each change sends a leading message (recomputed at once) and a trailing one (recomputed
+once the window has closed), deduplicated per cluster and window, so a window costs at most two recomputes and its
+last one sees every change made in it."""
 
 RECOMPUTE_TIMEOUT_SECONDS = 300
 """The recompute function's timeout."""
@@ -32,7 +33,9 @@ TIMEOUT_RETURN_SECONDS = 10
 """How long after a Lambda timeout the batch it held is visible again."""
 QUEUE_VISIBILITY_TIMEOUT_SECONDS = RECOMPUTE_TIMEOUT_SECONDS + TIMEOUT_RETURN_SECONDS
 """The queue's visibility timeout: at least the function's timeout (Lambda requires it), not more than needed."""
-QUEUE_DELIVERY_DELAY_SECONDS = COALESCE_SECONDS
+QUEUE_DELIVERY_DELAY_SECONDS = 0
+"""No delivery delay: the leading edge is delivered at once; a trailing message delivered before its window closed
+is handed back until then by the recompute."""
 QUEUE_RETENTION_DAYS = 4
 DLQ_RETENTION_DAYS = 14
 
@@ -129,3 +132,19 @@ WATCHER_CHECKPOINT_RESERVE_SECONDS = WATCHER_CLIENT.worst_case_seconds() + 1
 """The watcher stops waiting for its publishes this long before the function's timeout: what is left is the
 checkpoint's (one DynamoDB call at worst, and a second to return). Events not on the bus by then are not
 checkpointed past: the next invocation publishes them again from the last checkpoint."""
+
+
+# =====================================================================================================================
+# Kubernetes writes (issue 24 §1) — appended section: read by ``adapters/kube.py`` (``LightkubeCluster``) and
+# ``service/apply.py``.
+# =====================================================================================================================
+
+KUBE_WRITE_CONCURRENCY = 8
+"""How many server-side applies (and deletes) a recompute has in flight at once, within one dependency wave
+(``service/apply.py``; ``LightkubeCluster(write_concurrency=...)`` overrides it). Measured on the real stack (one
+kube-apiserver + Kueue, 2 CPUs shared with other work; 5k nodes, 200 teams, one node changed = 78 applies; two
+rounds, ratio to ``kubectl get nodes -o json`` in the same run): 1 -> 1.45x / 1.02x, 4 -> 0.76x / 0.66x,
+8 -> 0.57x / 0.56x, 16 -> 0.54x / 0.52x; the apiserver's CPU for the recompute fell from 10.7-10.9 s (1) to 5.0-5.5 s
+(8) and 4.4-4.9 s (16): Kueue reconciles a burst of ClusterQueue changes once, not once per write. 8 takes nearly
+all of the gain with half the requests in flight (times the event source mapping's concurrency across clusters);
+an EKS control plane has several apiserver replicas behind its endpoint, where parallel writes pay off more."""

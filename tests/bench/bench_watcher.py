@@ -5,8 +5,8 @@ watcher (``service/watcher.py``, idleshare's RBAC user) -> ``Node Changed`` -> r
 would invoke it) -> SQS FIFO (moto; delivered ``RECOMPUTE_COALESCE_SECONDS`` after it was sent, as the
 deployed queue's delivery delay does) -> recompute handler -> server-side apply -> the ClusterQueue.
 
-The coalescing window is the floor no change can beat (a change waits for its window to close, at most one
-window); target: median and p95 <= window + 5 s. Also reported: the watcher's cost per cluster per month at
+An isolated change (nothing else in its coalescing window: the changes are spaced by a window) is recomputed on
+the leading edge, at once; target (issue 24): median and p95 <= 3 s, also shown as a ratio to the window. Also reported: the watcher's cost per cluster per month at
 its memory size (one invocation a minute, each billed for about a minute).
 
 Usage: ``uv run python tests/bench/bench_watcher.py [--quick]`` (or ``bench_all.py --only watcher``).
@@ -31,7 +31,7 @@ from tests.bench import bench_common as bc
 CHANGES = 20
 CLUSTER = "local"
 TEAM_CQ = "hyperpod-ns-a-clusterqueue"
-TARGET_OVER_WINDOW = 5.0
+ISOLATED_TARGET_SECONDS = 3.0  # issue 24: an isolated change, event -> limit, p95
 # Lambda arm64 price (us-east-1, first tier) per GB-second and per request; EventBridge Scheduler per invocation.
 GB_SECOND = 0.0000133334
 PER_REQUEST = 0.20 / 1_000_000
@@ -71,10 +71,11 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     from devkit.kube.client import Kube
     from devkit.kube.stack import running
     from devkit.lambda_context import LambdaContext
-    from devkit.sqs import create_queue, sqs_event
+    from devkit.sqs import Deduplicating, EventSourceMapping, WallClock, create_queue
     from idleshare import names
     from idleshare.adapters.aws import SqsRecomputeQueue
     from idleshare.adapters.ports import ClusterRecord
+    from idleshare.adapters.sqs_records import SqsRecordReturns
     from idleshare.handlers import recompute, router
     from idleshare.runtime import wiring
     from tests.builders import quota_body
@@ -89,9 +90,14 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
         store.put_cluster(ClusterRecord(CLUSTER, "local-eks", HYPERPOD_ARN))
         store.create_quota(CLUSTER, quota_body("a", gpus=8))
         sqs = boto3.client("sqs", region_name="us-east-1")
-        url = create_queue(sqs, f"w-{uuid.uuid4().hex[:6]}.fifo").url  # the deployed queue: moto delays in real time
+        url = create_queue(sqs, f"w-{uuid.uuid4().hex[:6]}.fifo").url  # the deployed queue, in real time
         kube = admin.idleshare_adapter(timeout=30)
-        deps = wiring.Dependencies(store=store, queue=SqsRecomputeQueue(sqs, url), kube_for=lambda _c: kube)
+        deps = wiring.Dependencies(
+            store=store,
+            queue=SqsRecomputeQueue(Deduplicating(sqs, time.time), url),
+            kube_for=lambda _c: kube,
+            returns=SqsRecordReturns(sqs),  # trailing messages handed back until their window closes
+        )
         wiring.install(deps)
         stop = threading.Event()
         context = LambdaContext(function_name="bench", memory_limit_in_mb=256, aws_request_id="bench")
@@ -111,17 +117,12 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
                 }
                 router.handler(envelope, context)
 
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        esm = EventSourceMapping(sqs, url, recompute.handler, WallClock())
 
-        def deliver() -> None:  # the deployed queue (its delivery delay, in real time), then the recompute handler
+        def deliver() -> None:  # Lambda's poller on the deployed queue, in real time
             while not stop.is_set():
-                got = sqs.receive_message(
-                    QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=0
-                )
-                for m in got.get("Messages", []):
-                    recompute.handler(sqs_event([m], arn), context)
-                    sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-                time.sleep(0.05)
+                if esm.poll() is None:
+                    time.sleep(0.05)
 
         # the first recompute (as the schedule would) so the team's ClusterQueue exists
         router.handler({"source": "aws.scheduler", "detail-type": names.DT_SCHEDULED_RECOMPUTE, "detail": {}}, context)
@@ -137,6 +138,8 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
         try:
             with bc.quiet_handlers():  # the handlers' JSON logs and EMF lines go to a sink (their cost is paid)
                 for i in range(changes):
+                    if i:  # an isolated change: the previous one's window (and its trailing recompute) is over
+                        time.sleep(window + 1)
                     before = _borrowing(admin)
                     started = time.monotonic()
                     if trigger == "cordon":
@@ -158,23 +161,23 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
 
     median = statistics.median(latencies)
     p95 = sorted(latencies)[max(0, round(0.95 * len(latencies)) - 1)]
-    target = window + TARGET_OVER_WINDOW
+    target = ISOLATED_TARGET_SECONDS
     billed = names.WATCHER_SCHEDULE_MINUTES * 60 + 5  # a minute of watch, plus the overlap until the handover
     cost = monthly_cost(names.WATCHER_MEMORY_MB, billed)
     if trigger == "health":
         report.add(
             bc.Row("health", f"HyperPod health event -> borrowingLimit, median of {changes}", f"{median:.2f} s",
-                   f"window {window} s", median / window, f"<= {target:.0f} s", median <= target),
+                   f"window {window} s", median / window, f"<= {target:.1f} s", median <= target),
             bc.Row("health", f"HyperPod health event -> borrowingLimit, p95 of {changes}", f"{p95:.2f} s",
-                   f"window {window} s", p95 / window, f"<= {target:.0f} s", p95 <= target),
+                   f"window {window} s", p95 / window, f"<= {target:.1f} s", p95 <= target),
         )  # fmt: skip
         return
     assert watch_report is not None
     report.add(
         bc.Row("watcher", f"cordon -> borrowingLimit, median of {changes}", f"{median:.2f} s", f"window {window} s",
-               median / window, f"<= {target:.0f} s", median <= target),
+               median / window, f"<= {target:.1f} s", median <= target),
         bc.Row("watcher", f"cordon -> borrowingLimit, p95 of {changes}", f"{p95:.2f} s", f"window {window} s",
-               p95 / window, f"<= {target:.0f} s", p95 <= target),
+               p95 / window, f"<= {target:.1f} s", p95 <= target),
         bc.Row("watcher", f"Node Changed published for {changes} changes", str(watch_report.published),
                "", None, f"== {changes}", watch_report.published == changes),
         bc.Row("watcher", f"cost per cluster-month ({names.WATCHER_MEMORY_MB} MB arm64, {billed} s/min)",

@@ -54,9 +54,10 @@ def test_duplicates_in_one_window_are_one_recompute_and_across_windows_write_not
     harness.clock[0] += 60
     for _ in range(3):
         assert router.handler(health_event("Unhealthy"), CONTEXT)["enqueued"] == ["demo"]
-    # Then SQS holds one message: one recompute, one new generation
+    # Then SQS holds the window's two messages: the leading recompute, one new generation (the trailing one waits
+    # for the window's end)
     out = harness.drain()
-    assert out["records"] == 1 and out["batchItemFailures"] == []
+    assert out["records"] == 2 and out["batchItemFailures"] == [] and len(out["deferred"]) == 1
     assert log.observe() == 2
     # And delivered again in later windows, it writes nothing anywhere
     harness.sim.clear_requests()
@@ -154,8 +155,11 @@ def test_a_queued_recompute_for_a_deleted_cluster_is_dropped_not_retried(harness
     harness.sim.clear_requests()
     # When the recompute handler gets it
     out = harness.drain()
-    # Then it is consumed (not handed back for SQS to retry into the DLQ), and nothing is written
-    assert out["records"] == 1 and out["batchItemFailures"] == []
+    # Then it is consumed (not handed back for SQS to retry into the DLQ), and so is the window's trailing message
+    # once due, and nothing is written
+    assert out["records"] == 2 and out["batchItemFailures"] == []
+    trailing = harness.drain()
+    assert trailing["records"] == 1 and trailing["batchItemFailures"] == [] and trailing["deferred"] == []
     assert harness.drain()["records"] == 0
     assert items(harness) == before and writes(harness) == []
 
@@ -210,61 +214,48 @@ def test_drift_in_the_cluster_is_undone_by_the_next_recompute_without_a_new_gene
     assert harness.cq_gpu("a") == "12" and log.seen[-1] == 1
 
 
-def test_a_change_later_in_the_same_dedup_window_is_seen_by_the_windows_recompute(harness):  # noqa: F811
-    # Given the deployed queue (its delivery delay = the window, on the harness's clock) and a converged cluster
+def test_a_change_is_recomputed_at_once_and_a_later_one_in_its_window_by_the_trailing_recompute(harness):  # noqa: F811
+    # Given the deployed queue on the harness's clock and a converged cluster
     from idleshare import timings
 
     _, log = settle(harness)
     harness.clock[0] = window_start = (harness.clock[0] // 10 + 6) * 10  # the start of a window
-    # When p5-0 fails and its event is routed at once ...
+    # When p5-0 fails and its event is routed
     set_health(harness, "p5-0", "Unhealthy")
     router.handler(health_event("Unhealthy"), CONTEXT)
-    # ... the queue delivers nothing yet (the window is still open) ...
-    assert harness.drain(max_wait=0)["records"] == 0
-    # ... and p5-1 fails 2 s later, in the same window: its message is a duplicate
+    # Then the leading recompute sees it at once (the window's trailing message is handed back until it closes)
+    out = harness.drain(max_wait=0)
+    assert out["records"] == 2 and out["batchItemFailures"] == [] and len(out["deferred"]) == 1
+    assert harness.store.get_pool("demo").pool["excludedNodes"] == {"p5-0": "Unhealthy"}
+    assert log.observe() == 2
+    # When p5-1 fails 2 s later, in the same window: both its messages are duplicates of the window's two
     harness.clock[0] += 2
     set_health(harness, "p5-1", "Unhealthy")
     router.handler(health_event("Unhealthy"), CONTEXT)
     assert harness.esm.depth() == 1
-    # Then once the window has closed, its one recompute sees both failures
+    # Then once the window has closed, the trailing recompute sees it: two recomputes for the window, no more
     out = harness.drain()
-    assert out["records"] == 1
+    assert out["records"] == 1 and out["batchItemFailures"] == [] and out["deferred"] == []
     assert harness.esm.invocations[-1].started >= window_start + timings.COALESCE_SECONDS
     assert harness.store.get_pool("demo").pool["excludedNodes"] == {"p5-0": "Unhealthy", "p5-1": "Unhealthy"}
-    assert log.observe() == 2
+    assert log.observe() == 3
+    assert harness.esm.depth() == 0
     assert_converged(harness.sim, harness.store, "demo")
 
 
-def test_a_message_delivered_before_its_window_closed_waits_and_sees_what_changes_meanwhile(
-    harness,  # noqa: F811
-    monkeypatch,
-):
-    # Given a queue without the delivery delay (misconfigured), on the test's clock
-    from dataclasses import replace as with_
-
-    from devkit import sqs as event_source
-
+def test_an_isolated_change_costs_a_leading_recompute_and_a_trailing_one_that_writes_nothing(harness):  # noqa: F811
+    # Given a converged cluster
     _, log = settle(harness)
-    harness.use_queue(
-        event_source.create_queue(harness.sqs, "no-delay.fifo", with_(event_source.DEPLOYED, delivery_delay=0))
-    )
+    harness.drain()  # the settling recalculation's own trailing message, if any
     harness.clock[0] = (harness.clock[0] // 10 + 6) * 10
-    waited: list[float] = []
-
-    def sleep(seconds: float) -> None:  # while the recompute waits, p5-1 fails and its event is routed
-        waited.append(seconds)
-        harness.clock[0] += 2
-        set_health(harness, "p5-1", "Unhealthy")
-        router.handler(health_event("Unhealthy"), CONTEXT)
-        harness.clock[0] += seconds - 2
-
-    monkeypatch.setattr(harness.deps, "sleep", sleep)
-    # When p5-0 fails and its message is delivered at once
+    # When one node fails and nothing else happens in its window
     set_health(harness, "p5-0", "Unhealthy")
     router.handler(health_event("Unhealthy"), CONTEXT)
-    assert harness.drain(max_wait=0)["records"] == 1
-    # Then the recompute waited for the window's end and saw the change made meanwhile (deduplicated)
-    assert waited == [10.0]
-    assert harness.esm.depth() == 0
-    assert harness.store.get_pool("demo").pool["excludedNodes"] == {"p5-0": "Unhealthy", "p5-1": "Unhealthy"}
+    first = harness.drain(max_wait=0)
+    harness.sim.clear_requests()
+    second = harness.drain()
+    # Then the leading recompute applied it, the trailing one found nothing new: no write, no new generation
+    assert first["records"] == 2 and second["records"] == 1 and second["batchItemFailures"] == []
+    assert log.observe() == 2
+    assert writes(harness) == []
     assert log.observe() == 2

@@ -54,7 +54,7 @@ class Harness:
         self.kube = sim.adapter(timeout=10)
         self.deps = wiring.Dependencies(
             store=self.store,
-            queue=SqsRecomputeQueue(sqs, self.queue_url, clock=self.time),
+            queue=SqsRecomputeQueue(event_source.Deduplicating(sqs, self.time), self.queue_url, clock=self.time),
             publisher=CapturingPublisher(EventBridgePublisher(events, "idleshare"), self.published),
             kube_for=lambda c: self.kube,
             clock=self.time,
@@ -74,26 +74,34 @@ class Harness:
     def use_queue(self, queues: event_source.Queues) -> None:
         """Route to and poll ``queues`` instead (a queue made otherwise than the deployed one)."""
         self.queues, self.queue_url = queues, queues.url
-        self.deps.queue = SqsRecomputeQueue(self.sqs, queues.url, clock=self.time)
+        self.deps.queue = SqsRecomputeQueue(
+            event_source.Deduplicating(self.sqs, self.time), queues.url, clock=self.time
+        )
         self.esm = event_source.EventSourceMapping(self.sqs, queues.url, recompute.handler, self.time)
 
     def drain(self, max_wait: float | None = None) -> dict:
         """Deliver the next batch to the recompute handler, like the SQS event source (waiting on the clock, up to
-        ``max_wait`` seconds — default: the delivery delay plus the longest backoff — for one to be visible): its
-        ``batchItemFailures`` (every record when the invocation raised or timed out) and ``records``."""
+        ``max_wait`` seconds — default: the longest backoff — for one to be visible): its ``batchItemFailures``
+        (every record when the invocation raised or timed out), ``records``, and ``deferred``: the trailing records
+        handed back because their window had not closed yet (not failures: they come back when it has)."""
         invocation = self.esm.deliver(max_wait=max_wait)
         if invocation is None:
-            return {"batchItemFailures": [], "records": 0}
-        if invocation.ended != "ok":
-            failures = [{"itemIdentifier": r["messageId"]} for r in invocation.records]
-            return {"batchItemFailures": failures, "records": len(invocation.records), "ended": invocation.ended}
-        return {
-            "batchItemFailures": invocation.answer.get("batchItemFailures") or [],
+            return {"batchItemFailures": [], "records": 0, "deferred": []}
+        out = {
+            "batchItemFailures": [{"itemIdentifier": m} for m in invocation.failed],
             "records": len(invocation.records),
+            "deferred": invocation.deferred,
         }
+        if invocation.ended != "ok":
+            out["ended"] = invocation.ended
+        return out
 
     def recalc(self) -> dict:
+        """An explicit recalculation request (a new ``requestId`` each time, as the README asks of operators: SQS
+        deduplicates a request id sent again within 5 minutes), then its batch."""
         event = json.loads((EVENTS / "idleshare-recalculation-requested.json").read_text())
+        self.recalcs = getattr(self, "recalcs", 0) + 1
+        event["detail"]["requestId"] = f"test-recalc-{self.recalcs}"
         self.send(event)
         return self.drain()
 

@@ -133,9 +133,9 @@ def proxied_kube(kube_stack: KubeStack, kube: Kube) -> Iterator[ProxiedKube]:
 
 class FakeConnector:
     """EksConnector's surface (describe, token, invalidate) in front of the real TLS apiserver (``url``, default
-    the stack's own): after N invalidations it hands out ``token-N``; the apiserver takes only the one
-    ``current`` names (idleshare's RBAC token), the others are presigned-looking tokens it does not know, so
-    the real authenticator answers 401."""
+    the stack's own): after N invalidations it hands out ``token-N``; the apiserver takes ``token-N`` for N at least
+    ``current`` (a freshly signed token is valid: it is idleshare's RBAC token), older ones are presigned-looking
+    tokens it no longer knows, so the real authenticator answers 401."""
 
     def __init__(self, stack: KubeStack, url: str | None = None, *, name: str = "local", current: int = 0) -> None:
         self.stack = stack
@@ -148,7 +148,7 @@ class FakeConnector:
 
     def token(self, cluster_name: str) -> str:
         n = self.invalidated
-        return self.stack.idleshare_token if n == self.current else f"k8s-aws-v1.token-{n}"
+        return self.stack.idleshare_token if n >= self.current else f"k8s-aws-v1.token-{n}"
 
     def invalidate(self, cluster_name: str) -> None:
         self.invalidated += 1

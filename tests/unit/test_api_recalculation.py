@@ -180,9 +180,9 @@ def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
     call("POST", "/clusters/demo/compute-quotas", quota_body("c", gpus=4))
     assert [e[0] for e in pipe.events] == [names.DT_QUOTA_CHANGED]
     pipe.deliver()
-    [message] = pipe.messages()
-    assert "receipt" not in json.loads(message["Body"])
-    pipe.drain([message])
+    messages = pipe.messages()  # the window's leading and trailing message
+    assert len(messages) == 2 and not any("receipt" in json.loads(m["Body"]) for m in messages)
+    pipe.drain(messages)
     # Then the pool moved, and no receipt was written
     assert call("GET", "/clusters/demo/pool").body["generation"] == 1
     assert pipe.receipts() == []
@@ -190,7 +190,7 @@ def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
     before = pipe.items()
     pipe.now[0] += 60  # a new dedup window
     router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
-    assert pipe.drain()["records"] == 1
+    assert pipe.drain()["records"] == 2  # leading and trailing, one recompute
     assert pipe.items() == before
 
 
@@ -200,10 +200,10 @@ def test_explicit_requests_are_never_deduplicated_away(pipe: Pipeline) -> None:
         router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
     ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(2)]
     pipe.deliver()
-    # Then the queue holds one plain message and one per explicit request
+    # Then the queue holds the window's two plain messages (leading, trailing) and one per explicit request
     bodies = [json.loads(m["Body"]) for m in pipe.messages()]
     assert sorted(b.get("requestId") for b in bodies if b.get("receipt")) == sorted(ids)
-    assert len([b for b in bodies if not b.get("receipt")]) == 1
+    assert len([b for b in bodies if not b.get("receipt")]) == 2
 
 
 def test_a_coalesced_burst_still_answers_every_request(pipe: Pipeline) -> None:
@@ -211,7 +211,7 @@ def test_a_coalesced_burst_still_answers_every_request(pipe: Pipeline) -> None:
     router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
     pipe.deliver()
     out = pipe.drain()
-    assert (out["records"], out["batchItemFailures"]) == (4, [])
+    assert (out["records"], out["batchItemFailures"]) == (5, [])  # 3 requests + the window's leading and trailing
     answers = [call("GET", f"/clusters/demo/recalculations/{i}").body for i in ids]
     assert {(a["status"], a["generation"]) for a in answers} == {("Done", 1)}
     assert len(pipe.store.list_history("demo")) == 1  # one recompute for the whole burst
@@ -245,14 +245,18 @@ def test_the_dedup_id_of_an_explicit_request_is_bounded_whatever_the_id_holds() 
         def send_message(self, **kwargs: Any) -> None:
             sent.append(kwargs)
 
+        def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+            sent.extend(Entries)
+            return {"Successful": [{"Id": e["Id"]} for e in Entries]}
+
     queue = SqsRecomputeQueue(Client(), "url", clock=lambda: 5.0)
     cluster = "c" * 63
     queue.enqueue(cluster, "Recalculation Requested", request_id="ä b/" * 32)
     queue.enqueue(cluster, "Recalculation Requested", request_id="ä b/" * 31)
     queue.enqueue(cluster, "Node Changed")
-    first, second, plain = (m["MessageDeduplicationId"] for m in sent)
-    assert len({first, second, plain}) == 3
-    assert all(len(d) <= 128 and d.isascii() and " " not in d for d in (first, second, plain))
+    first, second, leading, trailing = (m["MessageDeduplicationId"] for m in sent)
+    assert len({first, second, leading, trailing}) == 4
+    assert all(len(d) <= 128 and d.isascii() and " " not in d for d in (first, second, leading, trailing))
     assert json.loads(sent[0]["MessageBody"])["requestId"] == "ä b/" * 32
 
 
@@ -356,5 +360,5 @@ def test_a_failed_request_leaves_no_record_so_the_retry_recomputes(pipe: Pipelin
 def test_event_triggered_recomputes_keep_no_idempotency_record(pipe: Pipeline, idempotent: Any) -> None:
     # level-triggered: a windowed recompute redelivered simply recomputes (and writes nothing if nothing moved)
     router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
-    assert pipe.drain()["records"] == 1
+    assert pipe.drain()["records"] == 2  # the window's leading and trailing message
     assert idempotent.scan()["Items"] == []

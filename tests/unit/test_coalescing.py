@@ -1,24 +1,24 @@
-"""Trailing-edge coalescing (names.RECOMPUTE_COALESCE_SECONDS): one message per cluster per window, and
-that message's recompute reads the cluster only after the window has closed, so SQS deduplicating the
-window's later messages never hides a change made in it."""
+"""Leading- and trailing-edge coalescing (timings.COALESCE_SECONDS): each change sends a leading message (recomputed at
+once) and a trailing one (recomputed once its window has closed), both deduplicated per cluster and window, so an
+isolated change is in Kueue within one recompute, a window costs at most two, and SQS deduplicating the window's
+later messages never hides a change made in it."""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idleshare import names
+from idleshare import timings
 from idleshare.adapters.aws import SqsRecomputeQueue
-from idleshare.adapters.ports import RecomputeMessage
+from idleshare.adapters.ports import QueuedRecord, RecomputeMessage
 from idleshare.parse.errors import InputError
-from idleshare.service.batch import RecomputeBatch, latest_not_before
+from tests.unit.test_recompute_reliability import Returns, _deliver_each
 
-WINDOW = names.RECOMPUTE_COALESCE_SECONDS
+WINDOW = timings.COALESCE_SECONDS
 
 
 class Client:
@@ -28,106 +28,157 @@ class Client:
     def send_message(self, **kwargs: Any) -> None:
         self.sent.append(kwargs)
 
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.sent.extend({"QueueUrl": QueueUrl, **e} for e in Entries)
+        return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
 
-def enqueue_at(t: float, **kwargs: Any) -> dict[str, Any]:
+
+def enqueue_at(t: float, **kwargs: Any) -> list[dict[str, Any]]:
     client = Client()
     SqsRecomputeQueue(client, "url", clock=lambda: t).enqueue("demo", "Node Changed", **kwargs)
-    return client.sent[0] | {"body": json.loads(client.sent[0]["MessageBody"])}
+    return [m | {"body": json.loads(m["MessageBody"])} for m in client.sent]
 
 
 @given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
-def test_a_windowed_message_is_due_at_its_windows_end_which_the_queue_delay_reaches(t: float) -> None:
+def test_a_change_sends_a_leading_and_a_trailing_message_per_window(t: float) -> None:
     # Given an event routed at time t
-    sent = enqueue_at(t)
-    # Then its notBefore is the end of the window t falls in ...
-    not_before = sent["body"]["notBefore"]
+    leading, trailing = enqueue_at(t)
+    # Then the leading message is due at once, the trailing one at the end of the window t falls in ...
+    assert "notBefore" not in leading["body"]
+    not_before = trailing["body"]["notBefore"]
     assert t < not_before <= t + WINDOW
-    # ... every event of that window shares its dedup id (and so its one message) ...
-    assert sent["MessageDeduplicationId"] == f"demo-{int(not_before // WINDOW) - 1}"
-    # ... and the queue's delivery delay (the window) delivers it no earlier than notBefore
-    assert t + WINDOW >= not_before
-
-
-def test_an_explicit_recalculation_is_not_held_for_a_window() -> None:
-    assert "notBefore" not in enqueue_at(12.0, request_id="console-1")["body"]
-
-
-def record(i: int, body: Any) -> dict[str, Any]:
-    return {"messageId": f"m{i}", "body": body if isinstance(body, str) else json.dumps(body)}
-
-
-def test_the_latest_not_before_per_cluster_is_taken_and_unreadable_records_are_skipped() -> None:
-    event = {
-        "Records": [
-            record(0, {"cluster": "a", "notBefore": 20}),
-            record(1, {"cluster": "a", "notBefore": 30}),
-            record(2, {"cluster": "b"}),
-            record(3, "not json"),
-            record(4, {"cluster": "c", "notBefore": True}),
-            record(5, {"notBefore": 40}),
-        ]
-    }
-    assert latest_not_before(r["body"] for r in event["Records"]) == {"a": 30.0}
-
-
-class Waits:
-    def __init__(self, now: float) -> None:
-        self.now, self.slept = now, []
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-@pytest.fixture
-def waits() -> Waits:
-    return Waits(now=100.0)
-
-
-def batch(waits: Waits, remaining_ms: int = 300_000) -> RecomputeBatch:
-    """A batch on the test's clock, in a function with ``remaining_ms`` left."""
-    return RecomputeBatch(
-        SimpleNamespace(), [], clock=lambda: waits.now, sleep=waits.sleep, remaining_seconds=lambda: remaining_ms / 1000
+    # ... and every event of that window shares their two dedup ids (so at most two messages a window), one group
+    window = int(not_before // WINDOW) - 1
+    assert (leading["MessageDeduplicationId"], trailing["MessageDeduplicationId"]) == (
+        f"demo-{window}-lead",
+        f"demo-{window}",
     )
+    assert leading["MessageGroupId"] == trailing["MessageGroupId"] == "demo"
 
 
-@pytest.mark.parametrize(
-    ("not_before", "remaining_ms", "expected"),
-    [
-        (None, 300_000, []),  # an explicit request, or a message from before notBefore existed
-        (99.0, 300_000, []),  # the window has closed: no wait (the queue delay's normal case)
-        (100.0, 300_000, []),
-        (104.5, 300_000, [4.5]),  # early: wait for the window's end
-        (1e12, 300_000, [float(WINDOW)]),  # a far-off notBefore (a skewed clock) waits one window at most
-        (104.5, 62_000, [2.0]),  # never into the time the recompute itself needs
-        (104.5, 30_000, []),
-    ],
-)
-def test_a_recompute_handed_a_message_early_waits_for_its_window_bounded(
-    waits: Waits, not_before: float | None, remaining_ms: int, expected: list[float]
-) -> None:
-    waited = batch(waits, remaining_ms).hold(not_before)
-    assert waits.slept == pytest.approx(expected)
-    assert waited == pytest.approx(sum(expected))
+def test_an_explicit_recalculation_is_one_message_due_at_once() -> None:
+    (sent,) = enqueue_at(12.0, request_id="console-1")
+    assert "notBefore" not in sent["body"] and sent["body"]["receipt"] is True
+
+
+def queued(i: int, body: dict[str, Any]) -> QueuedRecord:
+    return QueuedRecord(f"m{i}", json.dumps(body), receipt_handle=f"h{i}", queue_arn="arn:q")
+
+
+class Recomputes:
+    """The recompute as the batch sees it: each call noted with the clock it started at."""
+
+    def __init__(self, clock: list[float], takes: float = 0.0) -> None:
+        self.clock, self.takes, self.calls = clock, takes, []
+
+    def recompute(self, cluster: str, *, request_id: str | None = None) -> Any:
+        from idleshare.service.recompute import Outcome
+
+        self.calls.append((cluster, self.clock[0]))
+        self.clock[0] += self.takes
+        return Outcome(cluster, 1, False)
+
+    def acknowledge(self, request_id: str, outcome: Any) -> None: ...
+
+    def run_batch(self, records, deliver, **options):
+        from idleshare.service.recompute import Recomputer
+
+        return Recomputer.run_batch(self, records, deliver, **options)  # type: ignore[arg-type]
+
+
+def run(records: list[QueuedRecord], now: float, takes: float = 0.0) -> tuple[Recomputes, dict[str, Any], Returns]:
+    clock = [now]
+    recomputes, returns = Recomputes(clock, takes), Returns()
+    answer = recomputes.run_batch(records, _deliver_each(records), returns=returns, clock=lambda: clock[0])
+    return recomputes, answer, returns
+
+
+def test_the_leading_message_recomputes_at_once_and_the_early_trailing_one_is_handed_back_until_its_window_ends():
+    # Given a window's two messages delivered 3.5 s into a window ending at 110
+    records = [queued(1, {"cluster": "demo"}), queued(2, {"cluster": "demo", "notBefore": 110})]
+    recomputes, answer, returns = run(records, now=106.5)
+    # Then the leading one is recomputed now, the trailing one handed back for the 4 s left (its cluster waits)
+    assert recomputes.calls == [("demo", 106.5)]
+    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["m2"]
+    assert returns.calls == [("arn:q", [("h2", 4)])]
+
+
+def test_a_trailing_message_due_recomputes_even_after_a_leading_one_in_the_same_batch():
+    # Given the two messages delivered after the window closed, the leading recompute taking 2 s
+    records = [queued(1, {"cluster": "demo"}), queued(2, {"cluster": "demo", "notBefore": 110})]
+    recomputes, answer, _ = run(records, now=109.0, takes=2.0)
+    # Then the leading recompute started before the window's end cannot answer the trailing one: it runs again
+    assert recomputes.calls == [("demo", 109.0), ("demo", 111.0)]
+    assert answer["batchItemFailures"] == []
+
+
+def test_a_recompute_after_the_windows_end_answers_every_message_of_the_cluster():
+    records = [
+        queued(1, {"cluster": "demo", "notBefore": 110}),
+        queued(2, {"cluster": "demo"}),
+        queued(3, {"cluster": "demo", "notBefore": 120}),
+        queued(4, {"cluster": "other"}),
+    ]
+    recomputes, answer, _ = run(records, now=125.0)
+    assert recomputes.calls == [("demo", 125.0), ("other", 125.0)]
+    assert answer["batchItemFailures"] == []
+
+
+def test_the_records_behind_an_early_trailing_one_come_back_with_it():
+    # Given a trailing message 4 s early followed by the next window's messages of the same cluster (FIFO: they
+    # fail behind it) and another cluster's
+    records = [
+        queued(1, {"cluster": "demo", "notBefore": 110}),
+        queued(2, {"cluster": "demo"}),
+        queued(3, {"cluster": "other"}),
+    ]
+
+    def deliver(handle):  # the FIFO processor: a failed record fails its group's later records
+        failed, groups = [], set()
+        for rec in records:
+            cluster = json.loads(rec.body)["cluster"]
+            if cluster in groups:
+                failed.append({"itemIdentifier": rec.message_id})
+                continue
+            try:
+                handle(rec.message_id)
+            except Exception:
+                failed.append({"itemIdentifier": rec.message_id})
+                groups.add(cluster)
+        return {"batchItemFailures": failed}
+
+    clock = [106.0]
+    recomputes, returns = Recomputes(clock), Returns()
+    recomputes.run_batch(records, deliver, returns=returns, clock=lambda: clock[0])
+    # Then both of demo's come back in 4 s (not with a failure's backoff), and other is recomputed
+    assert returns.calls == [("arn:q", [("h1", 4), ("h2", 4)])]
+    assert recomputes.calls == [("other", 106.0)]
+
+
+def test_a_far_off_not_before_waits_one_window_at_most():
+    records = [queued(1, {"cluster": "demo", "notBefore": 1e12})]
+    _, _, returns = run(records, now=100.0)
+    assert returns.calls == [("arn:q", [("h1", WINDOW)])]
 
 
 def test_the_queued_body_is_the_wire_format_the_recompute_reads_back() -> None:
-    windowed = enqueue_at(12.0)
-    explicit = enqueue_at(12.0, request_id="console-1")
-    request_id = windowed["body"]["requestId"]
-    assert windowed["MessageBody"] == (
+    leading, trailing = enqueue_at(12.0)
+    (explicit,) = enqueue_at(12.0, request_id="console-1")
+    request_id = trailing["body"]["requestId"]
+    assert trailing["MessageBody"] == (
         f'{{"cluster": "demo", "reason": "Node Changed", "requestId": "{request_id}", "notBefore": {WINDOW * 2}}}'
     )
+    assert leading["MessageBody"] == f'{{"cluster": "demo", "reason": "Node Changed", "requestId": "{request_id}"}}'
     assert explicit["MessageBody"] == (
         '{"cluster": "demo", "reason": "Node Changed", "requestId": "console-1", "receipt": true}'
     )
-    assert RecomputeMessage.from_body(windowed["MessageBody"]) == RecomputeMessage(
+    assert RecomputeMessage.from_body(trailing["MessageBody"]) == RecomputeMessage(
         "demo", "Node Changed", request_id=request_id, not_before=WINDOW * 2
     )
     read = RecomputeMessage.from_body(explicit["MessageBody"])
     assert (read.receipt_for, read.to_body()) == ("console-1", explicit["MessageBody"])
     # a windowed message's requestId is only its own: no receipt is written for it
-    assert RecomputeMessage.from_body(windowed["MessageBody"]).receipt_for is None
+    assert RecomputeMessage.from_body(trailing["MessageBody"]).receipt_for is None
 
 
 @pytest.mark.parametrize(

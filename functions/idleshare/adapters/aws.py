@@ -34,10 +34,12 @@ def translate(exc: Exception, operation: str) -> Exception:
 class SqsRecomputeQueue:
     """One message per cluster per short window: MessageGroupId = cluster, dedup id = cluster + window.
 
-    A windowed message carries ``notBefore``, the end of its window (epoch seconds): SQS drops every
-    later message of the window as a duplicate, so the window's one recompute must read the cluster
-    after the window has closed. The queue's delivery delay (= the window, infra/constructs/queue.py)
-    makes that so; the recompute handler waits for ``notBefore`` when a message arrives early anyway.
+    Each change sends two messages (one SendMessageBatch): a *leading* one, recomputed at once, and a *trailing*
+    one carrying ``notBefore``, the end of its window (epoch seconds), recomputed once the window has closed. SQS
+    drops every later message of the window as a duplicate of these two, so a window costs at most two recomputes
+    (never two at once: one message group per cluster), an isolated change is in Kueue within a recompute, and a
+    change later in the window is still seen by the trailing one (the recompute hands a trailing message back
+    until its ``notBefore``).
 
     An explicit recalculation request (``request_id``) gets a dedup id of its own (cluster + a hash of
     the request id: at most 128 characters, whatever the id holds), so it is never deduplicated away by
@@ -60,23 +62,46 @@ class SqsRecomputeQueue:
         if request_id:
             message = RecomputeMessage(cluster_id, reason, request_id=request_id, receipt=True)
             dedup_id = f"{cluster_id}-req-{hashlib.sha256(request_id.encode()).hexdigest()[:40]}"
-        else:
-            request_id = str(uuid.uuid4())
-            window = int(self.clock() // dedup_window_seconds)
-            dedup_id = f"{cluster_id}-{window}"
-            # the window's end: its recompute must not read the cluster before (trailing edge, names.py)
-            message = RecomputeMessage(
-                cluster_id, reason, request_id=request_id, not_before=(window + 1) * dedup_window_seconds
+            try:
+                self.client.send_message(
+                    QueueUrl=self.queue_url,
+                    MessageBody=message.to_body(),
+                    MessageGroupId=cluster_id,
+                    MessageDeduplicationId=dedup_id,
+                )
+            except Exception as exc:
+                raise translate(exc, "sqs:SendMessage") from exc
+            return request_id
+        request_id = str(uuid.uuid4())
+        window = int(self.clock() // dedup_window_seconds)
+        # leading edge: the window's first change is recomputed at once; trailing edge: one more recompute once
+        # the window has closed (notBefore), which sees every change made in it (timings.COALESCE_SECONDS)
+        leading = RecomputeMessage(cluster_id, reason, request_id=request_id)
+        trailing = RecomputeMessage(
+            cluster_id, reason, request_id=request_id, not_before=(window + 1) * dedup_window_seconds
+        )
+        entries = [
+            {
+                "Id": edge,
+                "MessageBody": m.to_body(),
+                "MessageGroupId": cluster_id,
+                "MessageDeduplicationId": dedup_id,
+            }
+            for edge, m, dedup_id in (
+                ("leading", leading, f"{cluster_id}-{window}-lead"),
+                ("trailing", trailing, f"{cluster_id}-{window}"),
             )
+        ]
         try:
-            self.client.send_message(
-                QueueUrl=self.queue_url,
-                MessageBody=message.to_body(),
-                MessageGroupId=cluster_id,
-                MessageDeduplicationId=dedup_id,
-            )
+            answer = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
         except Exception as exc:
             raise translate(exc, "sqs:SendMessage") from exc
+        failed = answer.get("Failed") or []
+        if failed:
+            reasons = ", ".join(f"{f.get('Id')}: {f.get('Code')} {f.get('Message', '')}".strip() for f in failed)
+            if any(f.get("SenderFault") for f in failed):
+                raise PermanentError(f"sqs:SendMessageBatch refused {reasons}", operation="sqs:SendMessage")
+            raise RetryableError(f"sqs:SendMessageBatch failed {reasons}", operation="sqs:SendMessage")
         return request_id
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import base64
 import functools
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -55,6 +56,7 @@ from idleshare.adapters.errors import (
 from idleshare.domain.kueue import KIND_ORDER, KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
 from idleshare.domain.kueue_diff import object_identity
 from idleshare.names import FIELD_MANAGER
+from idleshare.timings import KUBE_WRITE_CONCURRENCY
 
 if TYPE_CHECKING:  # pragma: no cover
     from lightkube import Client
@@ -175,6 +177,25 @@ class _StreamStatus(Exception):
         status.details = None
 
 
+@functools.cache
+def _config_map_resource() -> Any:
+    """A dict-backed ConfigMap class (``get`` only; not registered globally, as :func:`_resources`' classes)."""
+    from lightkube.generic_resource import GenericNamespacedResource, create_api_info
+
+    class ConfigMap(GenericNamespacedResource):
+        _api_info = create_api_info("", "v1", "ConfigMap", "configmaps", verbs=["get"])
+
+    return ConfigMap
+
+
+@functools.cache
+def _workload_resource() -> Any:
+    """Kueue's Workload (namespaced, plain dicts): read by the usage sample, never written."""
+    from lightkube.generic_resource import create_namespaced_resource
+
+    return create_namespaced_resource(KUEUE_GROUP, KUEUE_VERSION, "Workload", "workloads")
+
+
 def _resource(kind: str) -> Any:
     try:
         return _resources()[kind]
@@ -193,6 +214,8 @@ class LightkubeCluster:
     :meth:`EksConnector.invalidate`), before the request is sent again with the token ``token``
     then returns, or, on the second 401, before :class:`AuthExpiredError` is raised. ``timeout``:
     seconds for connect, read, write and pool waits of each request.
+    ``write_concurrency``: how many writes a recompute sends at once through this adapter
+    (:data:`idleshare.timings.KUBE_WRITE_CONCURRENCY`; the adapter is safe to share between threads).
 
     The lightkube client is built on first use and rebuilt only when the token changes (every
     10 minutes, or after a 401): lightkube fixes the Authorization header of a client at
@@ -209,6 +232,7 @@ class LightkubeCluster:
         on_auth_expired: Callable[[], None] | None = None,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         name: str = "",
+        write_concurrency: int = KUBE_WRITE_CONCURRENCY,
     ) -> None:
         self.server = server
         self.name = name or server
@@ -220,6 +244,10 @@ class LightkubeCluster:
         self._timeout = timeout
         self._client: Client | None = None
         self._client_token: str | None = None
+        self._client_lock = threading.Lock()
+        self.write_concurrency = max(1, int(write_concurrency))
+        """How many writes :func:`idleshare.service.apply.write` sends at once (one shared client: httpx's
+        connection pool is thread-safe, and this adapter's only state, the client, is swapped under a lock)."""
 
     @classmethod
     def from_eks(
@@ -369,6 +397,23 @@ class LightkubeCluster:
                 found.append(obj)
         return found
 
+    def list_cluster_queues(self) -> list[Obj]:
+        """idleshare's ClusterQueues (labelled ``managed-by: idleshare``), spec and status (Kueue's accounting:
+        ``flavorsUsage``, ``flavorsReservation``, the workload counts): read-only, ``list`` on clusterqueues."""
+        found = self._authenticated(functools.partial(self._list_labelled, kind="ClusterQueue"))
+        return [{"apiVersion": KUEUE_API, "kind": "ClusterQueue", **obj} for obj in found]
+
+    def list_workloads(self) -> list[Obj]:
+        """Every Kueue Workload in all namespaces (``list`` on workloads), paged: their pod sets' requests and node
+        selectors, their conditions (pending reason, eviction, preemption)."""
+
+        def listing(client: Client) -> list[Obj]:
+            with self._translated("list Workload"):
+                items = client.list(_workload_resource(), namespace="*", chunk_size=DEFAULT_PAGE_SIZE)
+                return [{"apiVersion": KUEUE_API, "kind": "Workload", **dict(item)} for item in items]
+
+        return self._authenticated(listing)
+
     def _list_labelled(self, client: Client, *, kind: str) -> list[Obj]:
         with self._translated(f"list {kind}"):
             items = client.list(
@@ -445,6 +490,20 @@ class LightkubeCluster:
         with suppress(NotFoundError):  # already gone
             self._authenticated(delete)
 
+    def get_config_map(self, namespace: str, name: str) -> dict[str, str]:
+        """The ``data`` of one ConfigMap (``{}`` when it has none): read-only, one object by name (idleshare's RBAC
+        grants ``get`` on ``kueue-manager-config`` alone). Errors as every call: 404 :class:`NotFoundError`, 403
+        :class:`PermanentError`."""
+        res = _config_map_resource()
+
+        def get(client: Client) -> dict[str, str]:
+            with self._translated(f"get ConfigMap/{namespace}/{name}"):
+                obj = client.get(res, name, namespace=namespace)
+                data = dict(obj).get("data") or {}
+                return {str(k): str(v) for k, v in data.items()}
+
+        return self._authenticated(get)
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
@@ -463,11 +522,12 @@ class LightkubeCluster:
         return call(self._lightkube())
 
     def _lightkube(self) -> Client:
-        token = self._current_token()
-        if self._client is None or token != self._client_token:
-            self._client = self._build(token)
-            self._client_token = token
-        return self._client
+        with self._client_lock:  # writes run on several threads: one client per token, never two built at once
+            token = self._current_token()
+            if self._client is None or token != self._client_token:
+                self._client = self._build(token)
+                self._client_token = token
+            return self._client
 
     def _current_token(self) -> str | None:
         if self._token is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Protocol
 
 from idleshare import names
@@ -88,6 +89,70 @@ class WatchBookmark:
     nodes: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class UsageCursor:
+    """Where a cluster's usage history stands (``USAGE#LATEST``): the last sample (its document, None when none
+    was ever taken), when it was taken, and when a sample was last attempted (``cursor_at``: the start of the next
+    interval; ISO 8601 UTC)."""
+
+    cluster_id: str
+    cursor_at: str
+    sampled_at: str = ""
+    sample: dict[str, Any] | None = None
+    failure: str = ""
+
+
+UsageKey = tuple[str, str, str]  # (team, flavor, resource)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageBucket:
+    """One hour (``start`` ``YYYY-MM-DDTHH``) or day (``YYYY-MM-DD``) of a cluster's usage: exact amount-seconds
+    ``(allocated, borrowed)`` per (team, flavor, resource), and the intervals no sample covers, with why."""
+
+    start: str
+    rows: dict[UsageKey, tuple[Fraction, Fraction]] = field(default_factory=dict)
+    gaps: tuple[tuple[str, str, str], ...] = ()
+
+
+class UsageStore(Protocol):
+    """The usage history (``adapters/store/usage.py``)."""
+
+    def get_usage_cursor(self, cluster_id: str) -> UsageCursor | None: ...
+
+    def add_usage(
+        self,
+        cluster_id: str,
+        *,
+        expected_cursor: str | None,
+        cursor: UsageCursor,
+        hours: Mapping[str, UsageBucket],
+    ) -> None:
+        """Move the cursor (only while it is still ``expected_cursor``; None: no cursor yet) and add each hour's
+        amount-seconds and gaps to its stored hour, in one transaction; ConflictError when the cursor moved."""
+        ...
+
+    def compact_usage_day(self, cluster_id: str, day: str) -> UsageBucket:
+        """Sum the day's hours into its day item (idempotent) and return it."""
+        ...
+
+    def usage_buckets(self, cluster_id: str, granularity: str, first: str, last: str) -> list[UsageBucket]:
+        """The stored hours (``"hour"``) or days (``"day"``) from ``first`` to ``last`` (inclusive), in order."""
+        ...
+
+
+class UsageSource(Protocol):
+    """What the usage sample reads from a cluster (read-only: ``get``/``list`` on these kinds)."""
+
+    def list_cluster_queues(self) -> list[dict[str, Any]]:
+        """idleshare's ClusterQueues (by label), spec and status."""
+        ...
+
+    def list_workloads(self) -> list[dict[str, Any]]:
+        """Every Kueue Workload, all namespaces."""
+        ...
+
+
 class Store(Protocol):
     def get_cluster(self, cluster_id: str) -> ClusterRecord | None: ...
     def find_cluster(
@@ -164,6 +229,10 @@ class KubeCluster(Protocol):
         ...
 
     def delete(self, obj: dict[str, Any]) -> None: ...
+
+    def get_config_map(self, namespace: str, name: str) -> dict[str, str]:
+        """One ConfigMap's ``data`` (read-only: Kueue's ``kueue-system/kueue-manager-config``)."""
+        ...
 
 
 class EventPublisher(Protocol):

@@ -303,6 +303,36 @@ def get_recalculation(cluster: Cluster, request_id: Annotated[str, Path(max_leng
     return _admin().receipt(cluster, request_id)
 
 
+# ------------------------------------------------------------------------------------------- usage
+@app.get(
+    "/clusters/<cluster>/usage",
+    summary="Usage read back from Kueue: the latest sample, or allocated / borrowed hours over a period",
+    description=(
+        "Without from/to: the latest sample (per flavor capacity, pool, inUse, borrowed, idle; per team nominal, "
+        "inUse, borrowed, lent, workloads, preemptions; idleWhilePending). With from and to (ISO 8601): "
+        "allocatedHours and borrowedHours per bucket (granularity hour or day), team, flavor and resource, and the "
+        "gaps no sample covers, with their reason."
+    ),
+    tags=["usage"],
+    responses=READ,
+)
+def get_usage(
+    cluster: Cluster,
+    start: Annotated[str | None, Query(alias="from", max_length=64, description="ISO 8601, inclusive")] = None,
+    end: Annotated[str | None, Query(alias="to", max_length=64, description="ISO 8601, exclusive")] = None,
+    granularity: Annotated[Literal["hour", "day"], Query()] = "day",
+) -> dict[str, Any]:
+    from idleshare.service.usage import latest_usage, usage_report
+
+    store = cast(Any, dependencies().store)
+    if start is None and end is None:
+        return latest_usage(store, cluster)
+    if start is None or end is None:
+        missing = "from" if start is None else "to"
+        raise BadRequestError("usage", [FieldError(missing, "from and to go together")])
+    return usage_report(store, cluster, start, end, granularity)
+
+
 # --------------------------------------------------------------------------------------- the document
 @cache
 def openapi_json() -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
@@ -42,9 +41,20 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         sources=(args.nodes, args.quotas, args.scheduler_config or "scheduler-config"),
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "html":  # the report page offline: the pool, the limits and why; usage needs a deployed cluster
+        from idleshare.cli.report_html import OFFLINE_NOTE, render
+
+        sys.stdout.write(render(result_json(result), usage_note=OFFLINE_NOTE))
+        return 0
     if fmt == "json":
-        json.dump(result_json(result, manifests), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        from idleshare.cli.plan import json_bytes
+
+        data = json_bytes(result_json(result, manifests)) + b"\n"  # = json.dump(..., indent=2), with msgspec
+        if hasattr(sys.stdout, "buffer"):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+        else:  # a redirected text stream (tests)
+            sys.stdout.write(data.decode())
     else:
         print(result_tables(result))
         print(f"\n{len(manifests)} Kueue/v1 objects (see --format json)")
@@ -53,7 +63,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 # Command modules besides `plan`: each has ``register(subparsers)`` adding its sub-commands, whose
 # ``func(args) -> int`` raises InputError/UsageError (exit 2) or idleshare.cli.main.CommandError (exit 1).
-COMMAND_MODULES = ("quota", "pool", "recalc", "replay")
+COMMAND_MODULES = ("quota", "pool", "recalc", "replay", "report", "usage")
 
 
 class CommandError(Exception):
@@ -71,7 +81,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--nodes", required=True, metavar="NODES.json", help="`kubectl get nodes -o json` output")
     p.add_argument("--quotas", required=True, metavar="QUOTAS.json", help="SageMaker compute quotas (JSON array)")
     p.add_argument("--scheduler-config", metavar="SC.json", help="SageMaker SchedulerConfig")
-    p.add_argument("--format", choices=["json", "table"], help="default: table on a terminal, else json")
+    p.add_argument(
+        "--format",
+        choices=["json", "table", "html"],
+        help="default: table on a terminal, else json; html: the report page (self-contained)",
+    )
     p.add_argument("--tolerate", action="append", metavar="TAINT_KEY", help="tolerated taint key (repeatable)")
     p.add_argument("--cohort-name", default="shared-pool")
     p.add_argument("--namespace-prefix", default="hyperpod-ns-")

@@ -64,6 +64,12 @@ class ApiError(CommandError):
         super().__init__(text)
 
 
+def missing(exc: ApiError) -> bool:
+    """The route answered 404, or does not exist (API Gateway answers an unknown path 403 "Missing
+    Authentication Token"): what an optional route (the usage a report shows when it has it) degrades on."""
+    return exc.status == 404 or (exc.status == 403 and exc.api_message == "Missing Authentication Token")
+
+
 def _reason(status: int) -> str:
     from http import HTTPStatus
 
@@ -335,6 +341,11 @@ def _endpoint_from_stack(session: Any, stack: str, timeout: float) -> str:
         if output.get("OutputKey") == names.OUTPUT_API_URL and output.get("OutputValue"):
             return str(output["OutputValue"])
     raise CommandError(f"stack {stack!r} has no {names.OUTPUT_API_URL} output (is the API deployed?); {hint}")
+
+
+def fetch_usage(api: ApiClient, cluster: str, query: Mapping[str, object] | None = None) -> Any:
+    """``GET /clusters/{cluster}/usage``: the latest sample, or (``query``: from, to, granularity) the hours."""
+    return api.get(["clusters", cluster, "usage"], query)
 
 
 # ----------------------------------------------------------------------------------- output

@@ -44,6 +44,5 @@ def handler(event: dict[str, Any], context: Any) -> Any:
         ledger=deps.ledgers.ledger(settings.idempotency_table_name, context),
         events=RecomputeReport(),
         clock=deps.clock,
-        sleep=deps.sleep,
         remaining_seconds=(lambda: remaining_ms() / 1000) if callable(remaining_ms) else None,
     )

@@ -7,7 +7,7 @@ The gauges carry exactly the dimensions the dashboard's and the alarms' ``SCHEMA
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -19,6 +19,7 @@ from idleshare.service.batch import BatchEvents
 if TYPE_CHECKING:
     from idleshare.adapters.errors import PermanentError
     from idleshare.adapters.ports import RequestAnswer
+    from idleshare.domain.usage import UsageSample
     from idleshare.service.recompute import Outcome
     from idleshare.service.watcher import WatchReport
 
@@ -26,9 +27,11 @@ if TYPE_CHECKING:
 class RecomputeReport(BatchEvents):
     """A batch's events as the recompute Lambda logs and counts them."""
 
-    def held(self, seconds: float) -> None:
-        logger.warning("message arrived before its window closed: waiting", extra={"seconds": round(seconds, 3)})
-        metrics.add_metric(name="RecomputesHeld", unit=MetricUnit.Count, value=1)
+    def not_yet(self, cluster_id: str, seconds: int) -> None:
+        logger.info(
+            "trailing recompute handed back until its window closes", extra={"cluster": cluster_id, "seconds": seconds}
+        )
+        metrics.add_metric(name="TrailingRecomputesDeferred", unit=MetricUnit.Count, value=1)
 
     def coalesced(self, cluster_id: str) -> None:
         metrics.add_metric(name="RecomputesCoalesced", unit=MetricUnit.Count, value=1)
@@ -157,6 +160,51 @@ def emit_watch(report: WatchReport) -> None:
     gauge(report.cluster_id, names.METRIC_NODE_WATCH_EVENTS, report.published)
     gauge(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
     gauge(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
+
+
+def emit_usage(sample: UsageSample) -> None:
+    """A usage sample's gauges (accelerators only): per team and flavor in use and borrowed, per team pending
+    workloads, per flavor idle, borrowed and idle while pending; and a log line naming each team that waits
+    while its flavor is idle, with Kueue's reason (the IdleWhilePending alarm's context)."""
+    cid = sample.cluster_id
+    dim_f, dim_r, dim_t = names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, names.METRIC_DIM_TEAM
+    for team, usage in sample.teams.items():
+        team_dims: dict[str, Any] = {dim_t: team}
+        gauge(cid, names.METRIC_TEAM_PENDING_WORKLOADS, float(usage.pending), **team_dims)
+        for flavor, per in usage.in_use.items():
+            for resource, used in per.items():
+                if not is_accelerator(resource):
+                    continue
+                dims: dict[str, Any] = {dim_t: team, dim_f: flavor, dim_r: resource}
+                gauge(cid, names.METRIC_TEAM_IN_USE, float(used), **dims)
+                gauge(cid, names.METRIC_TEAM_BORROWED, float(usage.borrowed[flavor][resource]), **dims)
+    waiting: dict[tuple[str, str], float] = {(i.flavor, i.resource): float(i.idle) for i in sample.idle_while_pending}
+    for flavor, usages in sample.flavors.items():
+        for resource, fu in usages.items():
+            if not is_accelerator(resource) or not (fu.capacity or fu.in_use):
+                continue
+            dims = {dim_f: flavor, dim_r: resource}
+            gauge(cid, names.METRIC_FLAVOR_IDLE, float(fu.idle), **dims)
+            gauge(cid, names.METRIC_FLAVOR_BORROWED, float(fu.borrowed), **dims)
+            gauge(cid, names.METRIC_IDLE_WHILE_PENDING, waiting.get((flavor, resource), 0.0), **dims)
+    if sample.idle_while_pending:
+        logger.warning(
+            "accelerators idle while work is pending",
+            extra={
+                "cluster": cid,
+                "idleWhilePending": [
+                    {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": str(i.idle),
+                     "pendingReason": i.reason}
+                    for i in sample.idle_while_pending
+                ],
+            },
+        )  # fmt: skip
+
+
+def usage_failed(cluster_id: str, error: str) -> None:
+    """A usage sample that could not be taken (recorded as a gap) or recorded."""
+    logger.warning("usage sample failed", extra={"cluster": cluster_id, "error": error})
+    gauge(cluster_id, names.METRIC_USAGE_SAMPLE_FAILURES, 1)
 
 
 def watch_failed(cluster_id: str) -> None:

@@ -3,8 +3,10 @@
 - coalescing: the first message of a cluster recomputes it; its later messages in the batch are answered by
   that recompute (an explicit request among them gets its receipt); a cluster whose recompute failed
   permanently is not tried again in the batch;
-- the not-before hold: a message that arrives before its coalescing window closed waits for the window's
-  end (the latest ``notBefore`` of the cluster's messages in the batch), bounded;
+- leading and trailing edge: a message without ``notBefore`` (a window's leading one, an explicit request) is
+  recomputed at once; a trailing one (``notBefore``: its window's end) is answered only by a recompute that read
+  the cluster after its window closed, and one delivered earlier is handed back until then (its cluster waits,
+  the function does not);
 - an explicit recalculation request recomputes once per (cluster, requestId), through the
   :class:`~idleshare.adapters.ports.RequestLedger` (a redelivery is answered by the first run);
 - a :class:`PermanentError` is consumed (recorded by the recompute, reported): retrying cannot help; any
@@ -19,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -32,14 +35,11 @@ from idleshare.parse.errors import InputError
 if TYPE_CHECKING:
     from idleshare.service.recompute import Outcome, Recomputer
 
-RESERVED_SECONDS = timings.RECOMPUTE_BUDGET_SECONDS
-"""Time left to the function when a hold would end: the recompute itself needs it."""
-
 
 class BatchEvents:
     """What a batch reports; this one reports nothing (``runtime/metrics.py`` logs and counts it)."""
 
-    def held(self, seconds: float) -> None: ...
+    def not_yet(self, cluster_id: str, seconds: int) -> None: ...
     def coalesced(self, cluster_id: str) -> None: ...
     def deduplicated(self, cluster_id: str, answer: RequestAnswer) -> None: ...
     def failed_permanently(self, cluster_id: str, error: PermanentError) -> None: ...
@@ -48,28 +48,26 @@ class BatchEvents:
     def handed_back(self, delays: dict[str, int], changed: int) -> None: ...
 
 
+class NotYet(RetryableError):
+    """A trailing message delivered before its window closed: handed back until then (its cluster waits)."""
+
+
 class OutOfTime(RetryableError):
     """Too little of the function's time is left to start this cluster's recompute: retried at once."""
 
 
-def latest_not_before(bodies: Iterable[object]) -> dict[str, float]:
-    """cluster -> the latest ``notBefore`` among the batch's messages for it (unreadable ones are skipped
-    here; handling them fails their records)."""
-    out: dict[str, float] = {}
-    for body in bodies:
-        try:
-            message = RecomputeMessage.from_body(body)
-        except InputError:
-            continue
-        if message.not_before is not None:
-            out[message.cluster] = max(out.get(message.cluster, message.not_before), float(message.not_before))
-    return out
+def _cluster_of(body: object) -> str:
+    """The cluster a record's body names ("" when unreadable)."""
+    try:
+        return RecomputeMessage.from_body(body).cluster
+    except InputError:
+        return ""
 
 
 class RecomputeBatch:
     """The state of one batch: ``handle`` takes each record (its message id) in turn and raises when that record
     failed; ``hand_back`` then gives the failed ones their backoff. ``clock`` (epoch seconds) is what ``notBefore``
-    is compared with, ``sleep`` how to wait and ``remaining_seconds`` the function's time left (None: unbounded)."""
+    is compared with and ``remaining_seconds`` the function's time left (None: unbounded)."""
 
     def __init__(
         self,
@@ -79,18 +77,18 @@ class RecomputeBatch:
         ledger: RequestLedger | None = None,
         events: BatchEvents | None = None,
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
         remaining_seconds: Callable[[], float] | None = None,
     ) -> None:
         self.recomputer = recomputer
         self.ledger: RequestLedger = ledger if ledger is not None else PassThroughLedger()
         self.events = events if events is not None else BatchEvents()
-        self.clock, self.sleep, self.remaining_seconds = clock, sleep, remaining_seconds
+        self.clock, self.remaining_seconds = clock, remaining_seconds
         self.records = {r.message_id: r for r in records}
-        self.not_before = latest_not_before(r.body for r in self.records.values())
         self.done: dict[str, Outcome] = {}  # cluster -> outcome: a burst in one batch recomputes once
+        self.started: dict[str, float] = {}  # cluster -> when its recompute in this batch read the cluster
         self.failed: set[str] = set()  # clusters whose recompute failed permanently in this batch
         self.retry_now: set[str] = set()  # records handed back for want of time: retried at once
+        self.not_yet: dict[str, int] = {}  # trailing records handed back until their window closes: seconds
 
     def handle(self, message_id: str) -> None:
         record = self.records.get(message_id)
@@ -98,11 +96,18 @@ class RecomputeBatch:
         cluster, request_id = message.cluster, message.receipt_for
         if cluster in self.failed:
             return
-        if cluster in self.done:
+        # a trailing message is answered only by a recompute that read the cluster after its window closed
+        due = float(message.not_before) if message.not_before is not None else None
+        if cluster in self.done and (due is None or self.started[cluster] >= due):
             self.events.coalesced(cluster)
             if request_id:
                 self.recomputer.acknowledge(request_id, self.done[cluster])
             return
+        if due is not None and due - self.clock() > 0:
+            wait = min(math.ceil(due - self.clock()), timings.COALESCE_SECONDS)
+            self.not_yet[message_id] = wait
+            self.events.not_yet(cluster, wait)
+            raise NotYet(f"{cluster}: its window closes in {wait} s", operation="recompute")
         if self.remaining_seconds is not None:
             left = self.remaining_seconds()
             if left < timings.RECOMPUTE_BUDGET_SECONDS:
@@ -113,7 +118,7 @@ class RecomputeBatch:
                     f"to recompute {cluster}: retried by the next invocation",
                     operation="recompute",
                 )
-        self.hold(self.not_before.get(cluster))
+        started = self.clock()
         try:
             outcome = self._recompute_once(cluster, request_id) if request_id else self.recomputer.recompute(cluster)
         except PermanentError as exc:
@@ -124,21 +129,29 @@ class RecomputeBatch:
             return
         if outcome is None:
             return
-        self.done[cluster] = outcome
+        self.done[cluster], self.started[cluster] = outcome, started
         self.events.recomputed(outcome)
 
     def hand_back(self, answer: object, returns: RecordReturns | None) -> dict[str, int]:
-        """Give every record the answer names as failed its backoff: 0 s when it was not tried for want of time,
-        else :func:`~idleshare.timings.retry_delay` of its receive count. Returns message id -> seconds."""
+        """Give every record the answer names as failed the time it stays invisible: a trailing message handed back
+        early, until its window closes; one not tried for want of time, 0 s; any other,
+        :func:`~idleshare.timings.retry_delay` of its receive count. The later records of a cluster in the batch
+        (failed behind it: FIFO) come back with its first failed record. Returns message id -> seconds."""
         failures = answer.get("batchItemFailures") if isinstance(answer, dict) else None
+        failed = {str(f.get("itemIdentifier", "")) for f in failures or [] if isinstance(f, dict)}
         delays: dict[str, int] = {}
-        for failure in failures or []:
-            record = self.records.get(str(failure.get("itemIdentifier", ""))) if isinstance(failure, dict) else None
-            if record is None or not record.receipt_handle:
+        group: dict[str, int] = {}
+        for record in self.records.values():  # batch order
+            if record.message_id not in failed or not record.receipt_handle:
                 continue
-            delays[record.message_id] = (
-                0 if record.message_id in self.retry_now else timings.retry_delay(record.receive_count)
-            )
+            if record.message_id in self.not_yet:
+                own = self.not_yet[record.message_id]
+            elif record.message_id in self.retry_now:
+                own = 0
+            else:
+                own = timings.retry_delay(record.receive_count)
+            cluster = _cluster_of(record.body)
+            delays[record.message_id] = group.setdefault(cluster, own) if cluster else own
         if not delays or returns is None:
             return delays
         by_queue: dict[str, list[tuple[str, int]]] = {}
@@ -163,19 +176,3 @@ class RecomputeBatch:
             return ran[0]
         self.events.deduplicated(cluster, answer)
         return None
-
-    def hold(self, not_before: float | None) -> float:
-        """Wait until the message's coalescing window has closed before reading the cluster; returns the
-        seconds waited. SQS deduplicates every later message of the window, so reading earlier could miss a
-        change made in it until the schedule. The queue's delivery delay makes this wait zero; it is bounded
-        by the window and by the function's remaining time (less ``RESERVED_SECONDS``)."""
-        if not_before is None:
-            return 0.0
-        wait = min(not_before - self.clock(), float(timings.COALESCE_SECONDS))
-        if self.remaining_seconds is not None:
-            wait = min(wait, self.remaining_seconds() - RESERVED_SECONDS)
-        if wait <= 0:
-            return 0.0
-        self.events.held(wait)
-        self.sleep(wait)
-        return wait

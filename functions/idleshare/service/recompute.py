@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from idleshare import names
-from idleshare.adapters.errors import AdapterError, FieldOwnershipError, PermanentError
+from idleshare.adapters.errors import AdapterError, PermanentError
 from idleshare.adapters.ports import (
     TAKE,
     ClusterRecord,
@@ -36,12 +36,15 @@ from idleshare.adapters.ports import (
 )
 from idleshare.domain.document import digest, pool_document
 from idleshare.domain.kueue import desired_objects, webhook_violations
+from idleshare.domain.kueue_config import with_kueue_config
 from idleshare.domain.kueue_diff import diff
 from idleshare.domain.model import Node, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.errors import InputError
+from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.service.apply import write as write_objects
 
 R = TypeVar("R")
 
@@ -166,11 +169,11 @@ class Recomputer:
         returns: RecordReturns | None = None,
         **options: Any,
     ) -> R:
-        """One batch of queued requests (``service/batch.py``: coalescing, the not-before hold, receipts, explicit
+        """One batch of queued requests (``service/batch.py``: coalescing, leading and trailing edge, receipts, explicit
         requests once, the function's time): ``deliver`` hands each record's message id to the function it is
         given and reports a record whose handling raised as failed (the Powertools FIFO batch processor); the
         failed records are then handed back with their backoff through ``returns``. ``options``:
-        :class:`~idleshare.service.batch.RecomputeBatch`'s (ledger, events, clock, sleep, remaining_seconds)."""
+        :class:`~idleshare.service.batch.RecomputeBatch`'s (ledger, events, clock, remaining_seconds)."""
         from idleshare.service.batch import RecomputeBatch
 
         batch = RecomputeBatch(self, records, **options)
@@ -225,11 +228,13 @@ class Recomputer:
         except AdapterError as exc:
             self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
             raise ClusterReadError(f"cannot read the nodes of {cluster_id}: {exc}") from exc
+        kueue_config = read_kueue_config(kube.get_config_map)  # unreadable: a warning in the pool, never a failure
         quotas, scheduler = self._read_policies(cluster_id, generation)
         settings = self.settings_for(cluster)
 
         # 2. compute
         result = compute(Snapshot(nodes=nodes, quotas=quotas, scheduler_config=scheduler, settings=settings))
+        result = with_kueue_config(result, kueue_config, scheduler)  # what this Kueue will not do, as named issues
         manifests = desired_objects(result, scheduler, settings)
         refused = [e for m in manifests for e in webhook_violations(m)]
         if refused:  # recorded like an unreadable policy: the last pool and the cluster's objects stay
@@ -342,19 +347,10 @@ class Recomputer:
         ``outcome.conflicts``; every other object is still applied."""
         current = kube.list_managed()
         to_apply, to_delete = diff(manifests, current)
-        for obj in to_apply:
-            if obj["kind"] == "Namespace":
-                outcome.namespaces_created += int(kube.ensure_namespace(obj))
-                continue
-            try:
-                kube.apply(obj, force=force)
-            except FieldOwnershipError as exc:
-                meta = obj.get("metadata", {})
-                outcome.conflicts.append(
-                    f"{obj['kind']}/{meta.get('name')}: {', '.join(exc.fields)} owned by {', '.join(exc.managers)}"
-                )
-                continue
-            outcome.applied += 1
-        for obj in to_delete:
-            kube.delete(obj)
-            outcome.deleted += 1
+        # in dependency waves, several writes at once; every failure named, the counts exact (service/apply.py)
+        written = write_objects(kube, to_apply, to_delete, force=force)
+        outcome.applied += written.applied
+        outcome.deleted += written.deleted
+        outcome.namespaces_created += written.namespaces_created
+        outcome.conflicts.extend(written.conflicts)
+        written.raise_failures()
