@@ -104,12 +104,50 @@ def render_step(
             lines.append(f"  ! {issue.get('code')}: {issue.get('message')}")
     lines += render_changes(report.kueue_changes, all_resources)
     lines += render_workloads(report)
+    lines += render_usage(report.usage)
     if report.mismatches:
         lines.append(f"  ✗ {len(report.mismatches)} of {report.checked} expectations failed:")
         lines += [f"    - {m}" for m in report.mismatches]
     elif report.checked:
         lines.append(f"  ✓ {report.checked} expectations hold")
     return "\n".join(lines)
+
+
+def render_usage(usage: dict[str, Any]) -> list[str]:
+    """The usage read back from Kueue beside the limits: per flavor accelerators in use, borrowed and idle (and
+    idle while work waits); per team in use, borrowed and lent. Accelerators only (cpu and memory follow them)."""
+    flavors = usage.get("flavors") or {}
+    rows = [
+        (f, r, v)
+        for f, per in sorted(flavors.items())
+        for r, v in sorted(per.items())
+        if is_accelerator(r) and v.get("capacity") not in (None, "0")
+    ]
+    if not rows:
+        return []
+    out = ["  usage (read back from Kueue)"]
+    for f, r, v in rows:
+        out.append(
+            f"    {_flavor_short(f)} {short_resource(r)}: {v.get('inUse', '0')} of {v.get('capacity')} in use, "
+            f"{v.get('borrowed', '0')} borrowed, {v.get('idle', '0')} idle"
+        )
+    for team, t in sorted((usage.get("teams") or {}).items()):
+        parts = [
+            f"{_flavor_short(f)} {short_resource(r)} in use {v.get('inUse', '0')}"
+            + (f", borrowed {v['borrowed']}" if v.get("borrowed", "0") != "0" else "")
+            + (f", lent {v['lent']}" if v.get("lent", "0") != "0" else "")
+            for f, per in sorted((t.get("flavors") or {}).items())
+            for r, v in sorted(per.items())
+            if is_accelerator(r) and any(v.get(k, "0") != "0" for k in ("inUse", "borrowed", "lent"))
+        ]
+        if parts:
+            out.append(f"    {team}: " + "; ".join(parts))
+    for w in usage.get("idleWhilePending") or []:
+        out.append(
+            f"    ! {w.get('idle')} {short_resource(str(w.get('resource')))} idle on {_flavor_short(str(w.get('flavor')))}"
+            f" while {w.get('team')} waits"
+        )
+    return out
 
 
 def render_workloads(report: StepReport) -> list[str]:

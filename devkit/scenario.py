@@ -458,6 +458,9 @@ class StepReport:
     """What Kueue decided, after the step: ``{team, name, state, message}`` for every submitted workload."""
     borrowed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     """``{team: {flavor: {resource: quantity}}}`` borrowed from the cohort (the ClusterQueues' status)."""
+    usage: dict[str, Any] = field(default_factory=dict)
+    """The usage sample the deployed node watcher would take after the step (``GET /clusters/{c}/usage``'s shape):
+    per flavor capacity, in use, borrowed, idle; per team in use, borrowed, lent; idle while pending."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -475,6 +478,7 @@ class StepReport:
             "failures": self.failures,
             "workloads": self.workloads,
             "borrowed": self.borrowed,
+            "usage": self.usage,
             "expectations": {"checked": self.checked, "mismatches": self.mismatches},
         }
 
@@ -624,8 +628,26 @@ class Runner:
         report.kueue_changes = kueue_changes(self.before, after)
         self.before = after
         report.workloads, report.borrowed = self.workloads.observe()
+        report.usage = self.sample_usage()
         report.mismatches, report.checked = check(step.expect, report, after, self.s)
         return report
+
+    def sample_usage(self) -> dict[str, Any]:
+        """One usage sample of the cluster, taken and kept as the deployed node watcher takes it each minute (the
+        embedded store's history), read back as the usage route answers it; {} when it could not be taken."""
+        from datetime import UTC, datetime, timedelta
+
+        from idleshare.service.usage import document_of, sample_usage
+
+        now = datetime.now(UTC).replace(microsecond=0)
+        last = getattr(self, "_sampled_at", None)
+        if last is not None and now <= last:
+            now = last + timedelta(seconds=1)
+        self._sampled_at = now
+        if getattr(self, "_usage_reader", None) is None:  # as the deployed watcher reads it: its own RBAC only
+            self._usage_reader = self.stack.sim.watcher_adapter()
+        outcome = sample_usage(self.s.cluster.cluster_id, self._usage_reader, self.stack.store, now=now)
+        return dict(document_of(outcome) or {})
 
 
 def run(

@@ -82,6 +82,37 @@ class Kube:
             stack.server, stack.ca_pem, lambda: stack.idleshare_token, timeout=timeout, name="local"
         )
 
+    def watcher_adapter(self, *, timeout: float = 30.0, name: str = "idleshare-local-node-watcher") -> Any:
+        """A :class:`LightkubeCluster` as the node watcher runs: a ServiceAccount (``kube-system``) bound to the
+        watcher's ClusterRole of ``infra/k8s/rbac.yaml`` and nothing else (list/watch nodes, read Kueue's
+        ClusterQueues and Workloads)."""
+        from idleshare import names
+        from idleshare.adapters.kube import LightkubeCluster
+
+        ns = "kube-system"
+        self.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts",
+                     {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}, ok=(201, 409))  # fmt: skip
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": names.K8S_WATCHER_CLUSTER_ROLE,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+        }
+        self.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding, ok=(201, 409))
+        token = self.request(
+            "POST",
+            f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+            ok=(200, 201),
+        )["status"]["token"]
+        stack = self.stack
+        return LightkubeCluster(stack.server, stack.ca_pem, lambda: token, timeout=timeout, name="watcher")
+
     def close(self) -> None:
         self._http.close()
 

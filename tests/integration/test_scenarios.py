@@ -12,6 +12,7 @@ import yaml
 from devkit import scenario
 from devkit.embedded import Embedded
 from idleshare.cli.main import main
+from tests.integration.invariants import quantity
 
 pytestmark = pytest.mark.integration
 SCENARIOS = Path(__file__).parents[2] / "events" / "scenarios"
@@ -40,6 +41,18 @@ def test_scenario_expectations_hold(path: Path):
     assert [(r.title, r.failures) for r in reports if r.failures] == []
     assert [(r.title, r.mismatches) for r in reports if r.mismatches] == []
     assert sum(r.checked for r in reports) > 0
+    # And each step's usage was read back from Kueue as the deployed watcher reads it (its own RBAC), and adds up:
+    # a flavor's in use is its teams' in use, and idle is capacity - in use
+    for r in reports:
+        assert r.usage.get("flavors"), (r.title, "no usage sample")
+        for flavor, per in r.usage["flavors"].items():
+            for resource, v in per.items():
+                teams = sum(
+                    quantity(t["flavors"].get(flavor, {}).get(resource, {}).get("inUse", "0"))
+                    for t in r.usage["teams"].values()
+                )
+                assert quantity(v["inUse"]) == teams, (r.title, flavor, resource)
+                assert quantity(v["idle"]) == max(0, quantity(v["capacity"]) - quantity(v["inUse"])), (r.title, flavor)
 
 
 def test_a_wrong_expectation_fails_replay_with_a_diff(tmp_path, capsys):
