@@ -451,3 +451,44 @@ def test_the_command_prints_table_json_and_csv(
     assert "8.5" in capsys.readouterr().out
     assert seen[0] == ("c1", {"from": "2026-12-01", "to": "2026-12-04", "granularity": "day"})
     assert main(["usage", "--cluster", "c1", "--from", "2026-12-01"]) == 2
+
+
+def test_the_latest_sample_of_500_teams_is_stored_compressed_in_one_item_and_reads_back_equal() -> None:
+    # Given a sample of 500 teams x 8 flavors x 9 resources (MBs of JSON: over one DynamoDB item as text)
+    from idleshare.adapters.ports import UsageCursor
+    from idleshare.adapters.store.items import item_size
+
+    resources = ["nvidia.com/gpu", "cpu", "memory", "aws.amazon.com/neuron", "vpc.amazonaws.com/efa"] + [
+        f"nvidia.com/mig-{i}g.{i * 5}gb" for i in range(1, 5)
+    ]
+    flavors = [f"ml.p{i}.48xlarge" for i in range(8)]
+    cell = {"nominal": "8", "inUse": "12", "borrowed": "4", "lent": "0"}
+    sample = {
+        "cluster": "c1",
+        "sampledAt": T0.isoformat(),
+        "flavors": {
+            f: {r: {"capacity": "64", "pool": "16", "inUse": "40", "borrowed": "8", "idle": "24"} for r in resources}
+            for f in flavors
+        },
+        "teams": {
+            f"team-{t:03d}": {
+                "flavors": {f: {r: dict(cell) for r in resources} for f in flavors},
+                "workloads": {"pending": 1, "reserving": 0, "admitted": 2},
+                "preemptions": 0,
+            }
+            for t in range(500)
+        },
+        "idleWhilePending": [],
+    }
+    assert len(json.dumps(sample)) > 2_000_000
+    with fake_aws_env(), mock_aws():
+        table = create_table(boto3.resource("dynamodb", region_name="us-east-1"))
+        real = DynamoStore(table)
+        real.put_cluster(ClusterRecord("c1", "eks-c1"))
+        cursor = UsageCursor("c1", T0.isoformat(), T0.isoformat(), sample)
+        # When it is kept as the latest sample
+        real.add_usage("c1", expected_cursor=None, cursor=cursor, hours={})
+        # Then it fits one item (compressed) and reads back equal
+        (item,) = [i for i in table.scan()["Items"] if i["sk"] == "USAGE#LATEST"]
+        assert item_size(item) < 400_000 and "sample_z" in item
+        assert real.get_usage_cursor("c1").sample == sample

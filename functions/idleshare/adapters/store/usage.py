@@ -2,7 +2,8 @@
 
 Items (``CLUSTER#<id>`` partition)::
 
-    USAGE#LATEST            cursor_at, sampled_at, sample (JSON text), failure, updated_at   (no TTL: one per cluster)
+    USAGE#LATEST            cursor_at, sampled_at, sample (JSON text; over 64 KB: sample_z, zlib), failure, updated_at
+                            (no TTL: one per cluster)
     USAGE#H#<YYYY-MM-DDTHH> rows (JSON text: [[team, flavor, resource, allocated, borrowed], ...] amount-seconds as
                             exact fractions "n/d"), gaps (JSON text: [[start, end, reason], ...]), version, ttl
     USAGE#D#<YYYY-MM-DD>    the same, the day's hours summed (:meth:`UsageHistory.compact_usage_day`), ttl
@@ -27,7 +28,7 @@ from idleshare.adapters.errors import ConflictError, PermanentError
 from idleshare.adapters.ports import UsageBucket, UsageCursor, UsageKey
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
-from idleshare.adapters.store.items import ITEM_BUDGET, StoredItem, attribute_values, clip, item_size
+from idleshare.adapters.store.items import ITEM_BUDGET, StoredItem, attribute_values, clip, item_size, pack
 from idleshare.table import (
     PK,
     SK,
@@ -42,7 +43,7 @@ from idleshare.table import (
 )
 
 MAX_GAPS = 120  # per hour or day item
-MAX_SAMPLE_JSON = 300_000
+MAX_SAMPLE_TEXT = 64_000  # bytes of sample JSON above which it is stored compressed (USAGE#LATEST's sample_z)
 
 
 def merge_rows(
@@ -93,11 +94,15 @@ class UsageHistory(TableAccess):
             return None
         item = StoredItem(raw)
         sample_text = item.get_str("sample", "")
+        if raw.get("sample_z") is not None:  # a large sample, stored compressed
+            sample: dict[str, Any] | None = item.document("sample_z", item.get_bytes("sample_z"))
+        else:
+            sample = item.json_object("sample") if sample_text else None
         return UsageCursor(
             cluster_id=cluster_id,
             cursor_at=item.get_str("cursor_at"),
             sampled_at=item.get_str("sampled_at", ""),
-            sample=item.json_object("sample") if sample_text else None,
+            sample=sample,
             failure=item.get_str("failure", ""),
         )
 
@@ -123,22 +128,33 @@ class UsageHistory(TableAccess):
         op = "add_usage"
         pk = cluster_pk(cluster_id)
         now = self._now()
-        sample_text = "" if cursor.sample is None else json.dumps(cursor.sample, separators=(",", ":"))
-        if len(sample_text) > MAX_SAMPLE_JSON:
-            raise PermanentError(
-                f"{op}: the usage sample of {cluster_id} is {len(sample_text)} bytes of JSON "
-                f"(at most {MAX_SAMPLE_JSON})",
+        # the sample as JSON text when small, else zlib-compressed in one binary attribute (hundreds of teams: MBs
+        # of JSON, tens of KB compressed); more than one item holds is refused, naming the sizes
+        packed = (
+            None
+            if cursor.sample is None
+            else pack(
+                cursor.sample,
+                f"the usage sample of {cluster_id}",
+                max_parts=1,
                 operation=op,
-                status=413,
+                text_below=MAX_SAMPLE_TEXT,
             )
+        )
+        expression = "SET cursor_at = :c, failure = :f, updated_at = :t"
+        values: dict[str, Any] = {":c": cursor.cursor_at, ":f": clip(cursor.failure), ":t": now}
+        if packed is not None:
+            if isinstance(packed.inline, str):
+                expression += ", sampled_at = :s, #sample = :sample REMOVE sample_z"
+            else:
+                expression += ", sampled_at = :s, sample_z = :sample REMOVE #sample"
+            values |= {":s": cursor.sampled_at, ":sample": packed.inline}
         latest: dict[str, Any] = {
             "Key": {PK: pk, SK: USAGE_LATEST_SK},
-            "UpdateExpression": "SET cursor_at = :c, failure = :f, updated_at = :t"
-            + (", sampled_at = :s, #sample = :sample" if cursor.sample is not None else ""),
-            "ExpressionAttributeValues": {":c": cursor.cursor_at, ":f": clip(cursor.failure), ":t": now},
+            "UpdateExpression": expression,
+            "ExpressionAttributeValues": values,
         }
-        if cursor.sample is not None:
-            latest["ExpressionAttributeValues"] |= {":s": cursor.sampled_at, ":sample": sample_text}
+        if packed is not None:
             latest["ExpressionAttributeNames"] = {"#sample": "sample"}
         if expected_cursor is None:
             latest["ConditionExpression"] = f"attribute_not_exists({PK})"
