@@ -58,7 +58,7 @@ FAULTS = [
 ]
 
 
-PERMANENT = {"422 rejected"}  # the README's failure table: Kueue refusing the desired objects is not retried
+PERMANENT = {"422 rejected"}  # docs/operations.md's failure table: Kueue refusing the desired objects is not retried
 
 
 @pytest.mark.parametrize(("inject", "where", "message"), FAULTS)

@@ -829,7 +829,7 @@ def test_every_sample_body_in_events_api_is_accepted(world: World) -> None:
 
 
 def test_the_api_gateway_console_test_of_recalculate_is_accepted(world: World, monkeypatch: Any) -> None:
-    # Given what the README tells an operator to type into the console's Test tab
+    # Given what docs/operations.md tells an operator to type into the console's Test tab
     form = sample("console-test-recalculate.json")
     path = "/" + form["path"]["proxy"]
     query = dict(pair.split("=", 1) for pair in form["queryString"].split("&"))

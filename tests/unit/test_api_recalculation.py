@@ -231,7 +231,7 @@ def test_a_failed_recompute_answers_failed_then_done_after_the_retry(pipe: Pipel
 
 
 def test_a_request_sent_from_the_eventbridge_console_gets_a_receipt_too(pipe: Pipeline) -> None:
-    # the README's "Send events" JSON: detail {"cluster": "demo", "requestId": "console-1", ...}
+    # docs/operations.md's "Send events" JSON: detail {"cluster": "demo", "requestId": "console-1", ...}
     router.handler(json.loads((INBOUND / "idleshare-recalculation-requested.json").read_text()), CONTEXT)
     pipe.drain()
     reply = call("GET", "/clusters/demo/recalculations/console-1")

@@ -179,7 +179,7 @@ def _bus(args: argparse.Namespace) -> int:
             if result.get("ErrorCode"):
                 hint = ""
                 if result["ErrorCode"] == "NotAuthorizedForSourceException" or event["source"].startswith("aws."):
-                    hint = " (aws.* sources are AWS's own: replay them from the bus's archive, see the README)"
+                    hint = " (aws.* sources are AWS's own: replay them from the bus's archive, see docs/operations.md)"
                 failures.append(
                     f"{path}: {event['detail-type']}: {result['ErrorCode']}: {result.get('ErrorMessage', '')}{hint}"
                 )
