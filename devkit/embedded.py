@@ -241,10 +241,8 @@ class Embedded:
             queue=SqsRecomputeQueue(event_source.Deduplicating(self.sqs, self.time), self.queue_url, clock=self.time),
             publisher=CapturingPublisher(EventBridgePublisher(events, BUS_NAME), self.published),
             kube_for=lambda _cluster: self.kube,
-            # The recompute holds a message until its coalescing window closed (the deployed queue's delivery
-            # delay makes that wait zero); here it compares with this clock and waiting moves it on.
+            # a trailing message is handed back until its window closed: on this clock
             clock=self.time,
-            sleep=self.tick,
             returns=SqsRecordReturns(self.sqs),
         )
         wiring.install(self.deps)

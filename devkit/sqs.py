@@ -304,7 +304,7 @@ class EventSourceMapping:
         return self.invocations[done:]
 
     def deliver(self, *, max_wait: float | None = None, step: float = 1.0) -> Invocation | None:
-        """The next invocation: waits (on the clock) up to ``max_wait`` seconds (default: the delivery delay plus
+        """The next invocation: waits (on the clock) up to ``max_wait`` seconds (default: any delivery delay plus
         the longest backoff) for something visible, then runs one batch; None when nothing came."""
         wait = float(self.settings.delivery_delay + timings.RETRY_MAX_SECONDS) if max_wait is None else max_wait
         start = self.clock()

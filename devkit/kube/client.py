@@ -303,8 +303,10 @@ class Kube:
             self.request("PUT", f"/api/v1/namespaces/{name}/finalize", ns)
 
     def reset(self) -> None:
-        """An empty cluster again: no nodes, no Kueue objects, no namespaces but the system ones."""
-        for kind in ("Workload", "LocalQueue"):
+        """An empty cluster again: no nodes, no Jobs, no Kueue objects, no namespaces but the system ones. Jobs go
+        first: Kueue would make their Workloads again (no garbage collector runs here to take them with the
+        namespace), and an admitted Workload holds its ClusterQueue's finalizer."""
+        for kind in ("Job", "Workload", "LocalQueue"):
             self.delete_all(kind)
         for node in self.objects("Node"):
             if node["metadata"].get("finalizers"):

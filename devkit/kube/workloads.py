@@ -79,6 +79,46 @@ def workload(
     }
 
 
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def batch_job(
+    team: str,
+    name: str,
+    requests: Mapping[str, str | int],
+    *,
+    priority_class: str | None = None,
+    instance_type: str | None = None,
+    prefix: str = "hyperpod-ns-",
+) -> dict[str, Any]:
+    """What a user submits: a suspended ``batch/v1`` Job of one pod asking for ``requests`` (as requests and limits),
+    labelled with the team's LocalQueue (and ``priority_class``, a WorkloadPriorityClass name); Kueue makes its
+    Workload. ``instance_type``: the pod's node selector."""
+    labels = {QUEUE_LABEL: local_queue_of(team, prefix), "idleshare.io/team": team}
+    if priority_class:
+        labels[PRIORITY_LABEL] = priority_class
+    amounts = {k: str(v) for k, v in requests.items()}
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "train",
+                "image": "public.ecr.aws/docker/library/busybox:stable",
+                "resources": {"requests": amounts, "limits": dict(amounts)},
+            }
+        ],
+    }
+    if instance_type:
+        pod["nodeSelector"] = {"node.kubernetes.io/instance-type": instance_type}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace_of(team, prefix), "labels": labels},
+        "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {"spec": pod}},
+    }
+
+
 def submit(kube: Kube, wl: dict[str, Any]) -> dict[str, Any]:
     return kube.create(wl)
 

@@ -46,10 +46,9 @@ REGISTRAR_HANDLER = "idleshare.handlers.registrar.handler"
 # The node watcher (issue 16): invoked every minute per governed cluster, input {"cluster": "<id>"}.
 WATCHER_HANDLER = "idleshare.handlers.watcher.handler"
 
-# Coalescing (trailing edge): the router's SQS deduplication id is cluster + a window of this many
-# seconds, and the recompute queue holds every message as long (its delivery delay), so a window's
-# recompute is delivered only after the window has closed and sees every change made in it. Each message
-# also carries ``notBefore`` (its window's end): a recompute handed one early waits until then.
+# Coalescing (leading and trailing edge, idleshare.timings.COALESCE_SECONDS): per cluster and window of this many
+# seconds a leading message (recomputed at once) and a trailing one (``notBefore``: the window's end; handed back by
+# the recompute until then), each deduplicated by SQS.
 RECOMPUTE_COALESCE_SECONDS = 10
 
 # Server-side apply field manager (labels on the objects: idleshare.domain.kueue).

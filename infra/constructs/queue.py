@@ -1,13 +1,9 @@
 """The SQS FIFO recompute queue and its DLQ; the router's dead-letter queue.
 
-The router sends one message per cluster with MessageGroupId = cluster id (recomputes of one cluster
-never run concurrently) and a MessageDeduplicationId per cluster per short window (a burst coalesces
-into one recompute), so content-based deduplication is off.
-
-Every message is held for the coalescing window (the queue's delivery delay, equal to the dedup window)
-so the window's one recompute runs after the window has closed: SQS drops a later message of the same
-window as a duplicate, and without the delay a change made in the window after its message had been
-consumed would wait for the 5-minute schedule (trailing-edge coalescing).
+The router sends, per change, a leading and a trailing message with MessageGroupId = cluster id (recomputes of one
+cluster never run concurrently) and a MessageDeduplicationId per cluster, window and edge (a burst coalesces into at
+most two recomputes a window), so content-based deduplication is off. The queue delays nothing: the leading message
+is recomputed at once, the trailing one is handed back by the recompute until its window has closed.
 
 Every value comes from ``idleshare.timings`` (what the devkit's event source mapping uses too): a failed
 record is handed back by the recompute with a short backoff (``ChangeMessageVisibility``), so the queue's

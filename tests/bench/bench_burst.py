@@ -5,17 +5,16 @@ random, each preceded by the node change it reports, delivered as fast as this p
 handler in-process, SQS FIFO on moto, the recompute handler fed batches of 10 like the SQS event source
 (polled every ``--poll-every`` events and at the end), one real kube-apiserver + etcd per cluster (Kueue's
 CRDs and idleshare's RBAC, no Kueue manager; 4 nodes, two quotas each; ``--others`` sets how many besides the
-big one: each apiserver takes seconds and ~400 MB to start), DynamoDB Local. Real clock: the router's 10-second dedup windows are real windows.
-moto's queue has no delivery delay, so a recompute can be polled before its window closed: the rig counts
-those holds instead of sleeping them (the deployed queue delays deliveries by the window).
+big one: each apiserver takes seconds and ~400 MB to start), DynamoDB Local. The deployed queue on the wall clock
+plus the waits skipped (``devkit.sqs.WallClock``): a trailing message's wait for its window costs no time.
 
 Printed: events per second (router alone, and end to end), recomputes per cluster and per event, and the
 router's time per event as a ratio to its floor measured in the same run, between the burst's events —
 the cluster lookup by HyperPod ARN (two DynamoDB GetItems) plus one SQS SendMessage (to a queue of its
 own), called directly. Checked afterwards (exit 1 if
 not): every cluster's stored pool is exactly a fresh ``idleshare plan`` of its nodes and quotas, the
-cluster holds exactly its objects, history is complete, and no cluster was recomputed more often than
-the (dedup window, poll) slots its events fell in.
+cluster holds exactly its objects, history is complete, and the big cluster was recomputed at most twice per
+coalescing window (leading and trailing edge).
 
 Usage: ``uv run python tests/bench/bench_burst.py [--scale 0.1] [--poll-every 500]``.
 """

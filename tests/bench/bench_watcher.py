@@ -2,8 +2,8 @@
 team's ClusterQueue, on the real stack (etcd + kube-apiserver + Kueue), through idleshare's real pieces:
 
 watcher (``service/watcher.py``, idleshare's RBAC user) -> ``Node Changed`` -> router handler (as the bus rule
-would invoke it) -> SQS FIFO (moto; delivered ``RECOMPUTE_COALESCE_SECONDS`` after it was sent, as the
-deployed queue's delivery delay does) -> recompute handler -> server-side apply -> the ClusterQueue.
+would invoke it) -> SQS FIFO (moto, the deployed queue, polled as the event source mapping does: the leading
+message at once) -> recompute handler -> server-side apply -> the ClusterQueue.
 
 An isolated change (nothing else in its coalescing window: the changes are spaced by a window) is recomputed on
 the leading edge, at once; target (issue 24): median and p95 <= 3 s, also shown as a ratio to the window. Also reported: the watcher's cost per cluster per month at

@@ -39,8 +39,6 @@ from idleshare.api import app as admin_api
 from idleshare.parse.kueue_config import read_kueue_config
 from tests.e2e.conftest import GPU, P5, Cluster, p5_nodes, quota
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_GPUS = 4
 API_CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="e2e-fairness")
 PRIORITIES = [{"Name": "inference", "Weight": 100}, {"Name": "training", "Weight": 10}]
@@ -48,31 +46,7 @@ PRIORITIES = [{"Name": "inference", "Weight": 100}, {"Name": "training", "Weight
 
 def job(team: str, name: str, gpus: int = JOB_GPUS, priority: str | None = None) -> dict[str, Any]:
     """A team's ``batch/v1`` Job of one pod asking for ``gpus`` GPUs, queued in the team's LocalQueue."""
-    labels = {QUEUE_LABEL: wl.local_queue_of(team), "idleshare.io/team": team}
-    if priority:
-        labels[PRIORITY_LABEL] = f"{priority}-priority"
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": wl.namespace_of(team), "labels": labels},
-        "spec": {
-            "parallelism": 1,
-            "completions": 1,
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "train",
-                            "image": "public.ecr.aws/docker/library/busybox:stable",
-                            "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return wl.batch_job(team, name, {GPU: gpus}, priority_class=f"{priority}-priority" if priority else None)
 
 
 class Jobs(Cluster):

@@ -16,72 +16,23 @@ import pytest
 
 from devkit.kube import workloads as wl
 from devkit.kube.client import Kube
-from idleshare import names
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.service.usage import latest_usage, sample_usage
 from tests.e2e.conftest import GPU, P5, Cluster, p5_nodes, quota
 
-SA_NAMESPACE = "default"
 SA_NAME = "idleshare-usage-e2e"
 _last = [datetime(2000, 1, 1, tzinfo=UTC)]
 
 
 def job(team: str, name: str, gpus: int) -> dict[str, Any]:
     """A batch/v1 Job of one pod asking for ``gpus`` p5 GPUs, queued in the team's LocalQueue."""
-    resources = {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": wl.namespace_of(team),
-            "labels": {"kueue.x-k8s.io/queue-name": wl.local_queue_of(team)},
-        },
-        "spec": {
-            "parallelism": 1,
-            "completions": 1,
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "nodeSelector": {"node.kubernetes.io/instance-type": P5},
-                    "containers": [
-                        {
-                            "name": "train",
-                            "image": "public.ecr.aws/docker/library/busybox:stable",
-                            "resources": resources,
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return wl.batch_job(team, name, {GPU: gpus}, instance_type=P5)
 
 
 @pytest.fixture
-def watcher(kube: Kube, kube_stack: Any) -> Iterator[LightkubeCluster]:
+def watcher(kube: Kube) -> Iterator[LightkubeCluster]:
     """The adapter as a ServiceAccount bound to the node watcher's ClusterRole (infra/k8s/rbac.yaml) only."""
-    kube.request("POST", f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts",
-                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA_NAME}}, ok=(201, 409))  # fmt: skip
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": SA_NAME},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": names.K8S_WATCHER_CLUSTER_ROLE,
-        },
-        "subjects": [{"kind": "ServiceAccount", "name": SA_NAME, "namespace": SA_NAMESPACE}],
-    }
-    kube.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding, ok=(201, 409))
-    token = kube.request(
-        "POST",
-        f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{SA_NAME}/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-        ok=(200, 201),
-    )["status"]["token"]
-    adapter = LightkubeCluster(kube_stack.server, kube_stack.ca_pem, lambda: token, timeout=30, name="watcher")
+    adapter = kube.watcher_adapter(name=SA_NAME)
     yield adapter
     adapter.close()
 

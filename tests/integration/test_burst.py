@@ -94,7 +94,6 @@ class Stats:
     batches: int = 0
     records: int = 0
     failures: int = 0
-    held: int = 0  # recomputes the handler would have held for their window (see BurstRig)
     router_seconds: float = 0.0
     drain_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -163,10 +162,7 @@ class BurstRig:
                 queue=self.queue,
                 publisher=EventBridgePublisher(events, "idleshare"),
                 kube_for=self._kube_for,
-                # The deployed queue delays every delivery by the coalescing window, so the recompute never has
-                # to hold a message: a hold is counted (and advances the clock).
                 clock=clock,
-                sleep=self._held,
                 returns=SqsRecordReturns(sqs),
             )
         )
@@ -201,10 +197,6 @@ class BurstRig:
     @now.setter
     def now(self, value: float) -> None:
         self.time.advance(value - self.time())
-
-    def _held(self, seconds: float) -> None:
-        self.stats.held += 1
-        self.time.advance(seconds)
 
     def close(self) -> None:
         wiring.install(None)

@@ -58,7 +58,6 @@ class Harness:
             publisher=CapturingPublisher(EventBridgePublisher(events, "idleshare"), self.published),
             kube_for=lambda c: self.kube,
             clock=self.time,
-            sleep=self.time.advance,
             returns=SqsRecordReturns(sqs),
         )
         self.esm = event_source.EventSourceMapping(sqs, self.queue_url, recompute.handler, self.time)

@@ -16,7 +16,7 @@ from idleshare import timings
 from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.adapters.ports import QueuedRecord, RecomputeMessage
 from idleshare.parse.errors import InputError
-from tests.unit.test_recompute_reliability import Returns, _deliver_each
+from tests.unit.test_recompute_reliability import Returns, _deliver_each, deliver_all
 
 WINDOW = timings.COALESCE_SECONDS
 
@@ -133,23 +133,9 @@ def test_the_records_behind_an_early_trailing_one_come_back_with_it():
         queued(3, {"cluster": "other"}),
     ]
 
-    def deliver(handle):  # the FIFO processor: a failed record fails its group's later records
-        failed, groups = [], set()
-        for rec in records:
-            cluster = json.loads(rec.body)["cluster"]
-            if cluster in groups:
-                failed.append({"itemIdentifier": rec.message_id})
-                continue
-            try:
-                handle(rec.message_id)
-            except Exception:
-                failed.append({"itemIdentifier": rec.message_id})
-                groups.add(cluster)
-        return {"batchItemFailures": failed}
-
     clock = [106.0]
     recomputes, returns = Recomputes(clock), Returns()
-    recomputes.run_batch(records, deliver, returns=returns, clock=lambda: clock[0])
+    recomputes.run_batch(records, deliver_all(records), returns=returns, clock=lambda: clock[0])
     # Then both of demo's come back in 4 s (not with a failure's backoff), and other is recomputed
     assert returns.calls == [("arn:q", [("h1", 4), ("h2", 4)])]
     assert recomputes.calls == [("other", 106.0)]

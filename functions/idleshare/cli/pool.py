@@ -65,23 +65,7 @@ def show(args: argparse.Namespace) -> int:
 
 def excluded_nodes(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
     """Every excluded node and its reason (``GET .../excluded-nodes``, following ``NextToken``)."""
-    route = [*path, "excluded-nodes"]
-    nodes: dict[str, Any] = {}
-    query: dict[str, object] = {"limit": EXCLUDED_PAGE_MAX}
-    seen: set[str] = set()
-    while True:
-        page = api.get(route, query)
-        found = page.get("excludedNodes") if isinstance(page, dict) else None
-        if not isinstance(found, dict):
-            raise CommandError(f"GET /{'/'.join(route)}: unexpected response: no excludedNodes object")
-        nodes.update(found)
-        token = page.get("NextToken")
-        if not token:
-            return nodes
-        if token in seen:  # a server bug must not loop forever
-            raise CommandError(f"GET /{'/'.join(route)}: the API repeated NextToken {str(token)[:40]!r}")
-        seen.add(token)
-        query["NextToken"] = token
+    return api.merged_pages([*path, "excluded-nodes"], "excludedNodes", {"limit": EXCLUDED_PAGE_MAX})
 
 
 def explain(args: argparse.Namespace) -> int:

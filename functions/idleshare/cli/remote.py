@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -156,17 +156,31 @@ class ApiClient:
     def pages(self, path: Sequence[str], key: str, query: Mapping[str, object] | None = None) -> list[Any]:
         """Every item of a paginated list (follows ``NextToken`` until the API stops returning one)."""
         items: list[Any] = []
+        for found in self._pages(path, key, query, list):
+            items.extend(found)
+        return items
+
+    def merged_pages(self, path: Sequence[str], key: str, query: Mapping[str, object] | None = None) -> dict[str, Any]:
+        """Every entry of a paginated object (``key`` holds a JSON object on each page), merged."""
+        entries: dict[str, Any] = {}
+        for found in self._pages(path, key, query, dict):
+            entries.update(found)
+        return entries
+
+    def _pages(self, path: Sequence[str], key: str, query: Mapping[str, object] | None, kind: type) -> Iterator[Any]:
+        """Each page's ``key`` (of type ``kind``), following ``NextToken`` until the API stops returning one."""
         params = dict(query or {})
         seen: set[str] = set()
+        what = "list" if kind is list else "object"
         while True:
             page = self.get(path, params)
             found = page.get(key) if isinstance(page, dict) else None
-            if not isinstance(found, list):
-                raise CommandError(f"GET {_path(path)}: unexpected response: no {key} list")
-            items.extend(found)
+            if not isinstance(found, kind):
+                raise CommandError(f"GET {_path(path)}: unexpected response: no {key} {what}")
+            yield found
             token = page.get("NextToken")
             if not token:
-                return items
+                return
             if token in seen:  # a server bug must not loop forever
                 raise CommandError(f"GET {_path(path)}: the API repeated NextToken {str(token)[:40]!r}")
             seen.add(token)

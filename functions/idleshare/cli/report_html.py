@@ -18,13 +18,14 @@ from __future__ import annotations
 import functools
 import html
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
 from idleshare.cli.present import human_text, short_resource
 from idleshare.domain.model import is_accelerator
 from idleshare.domain.quantity import QuantityError, exact, format_quantity, parse_quantity
+from idleshare.domain.usage import parse_time
 
 # The page fetches nothing, and says so to the browser: no script runs, nothing loads from anywhere.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -503,16 +504,6 @@ def _why(teams: dict[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------------------- history
-def _time(text: object) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _history(history: Json | None, note: str | None) -> str:
     out = ['<section id="usage-history"><h2>Usage over the period</h2>']
     rows = [r for r in (history or {}).get("rows") or [] if isinstance(r, Mapping)]
@@ -584,15 +575,15 @@ def _history_chart(
     step = timedelta(seconds=GRANULARITY_SECONDS.get(str(history.get("granularity")), 3600))
     buckets: dict[datetime, list[tuple[str, str, Fraction]]] = {}
     for r in rows:
-        start = _time(r.get("start"))
+        start = parse_time(r.get("start"))
         if start is None or (str(r.get("flavor", "")), str(r.get("resource", ""))) != (flavor, resource):
             continue
         team = str(r.get("team", ""))
         stack = buckets.setdefault(start, [])
         stack.append((team, "allocatedHours", amount(r.get("allocatedHours")) or Fraction(0)))
         stack.append((team, "borrowedHours", amount(r.get("borrowedHours")) or Fraction(0)))
-    begin = _time(history.get("from")) or (min(buckets) if buckets else None)
-    end = _time(history.get("to")) or (max(buckets) + step if buckets else None)
+    begin = parse_time(history.get("from")) or (min(buckets) if buckets else None)
+    end = parse_time(history.get("to")) or (max(buckets) + step if buckets else None)
     if begin is None or end is None or end <= begin:
         return ""
     width, height, left, bottom, top = 1040, 200, 48, 22, 8
@@ -621,7 +612,7 @@ def _history_chart(
             f'<text x="{left - 4}" y="{y(value) + 4:.1f}" text-anchor="end">{e(_hours(value))}</text>'
         )
     for g in gaps:
-        g_start, g_end = _time(g.get("start")), _time(g.get("end"))
+        g_start, g_end = parse_time(g.get("start")), parse_time(g.get("end"))
         if g_start is None or g_end is None:
             continue
         parts.append(

@@ -39,8 +39,6 @@ class Dependencies:
     kube_for: Any = None  # Callable[[ClusterRecord], KubeCluster]
     clock: Callable[[], float] = time.time
     """Epoch seconds: what a queued message's ``notBefore`` is compared with (the devkit's simulated clock)."""
-    sleep: Callable[[float], None] = time.sleep
-    """How the recompute waits for a coalescing window to close."""
     ledgers: RequestLedgers = field(default_factory=RequestLedgers)
     """The idempotency records of explicit recalculation requests (one persistence layer per table)."""
     returns: RecordReturns | None = None
