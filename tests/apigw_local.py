@@ -56,7 +56,10 @@ class Principal:
     secret_key: str
     token: str | None = None
     account: str = "123456789012"
-    user_arn: str = "arn:aws:iam::123456789012:user/idleshare-admin"
+
+    @property
+    def user_arn(self) -> str:
+        return f"arn:aws:iam::{self.account}:user/idleshare-admin"
 
     @property
     def caller(self) -> str:

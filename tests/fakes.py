@@ -1,8 +1,8 @@
-"""In-memory fakes of the ports (``adapters/ports.py``, and the watcher's in ``service/watcher.py``) for handler
-and service unit tests, one per adapter: :class:`FakeStore` (DynamoStore), :class:`FakeQueue`
-(SqsRecomputeQueue), :class:`FakePublisher` (EventBridgePublisher), :class:`FakeKube` (LightkubeCluster).
-Typed and checked by mypy against the ports they stand for (the assertions at the end), so a port that
-changes breaks its fake; each behaves as its adapter does where a test can tell."""
+"""In-memory fakes of the ports (``adapters/ports.py``) for handler and service unit tests, one per adapter:
+:class:`FakeStore` (DynamoStore), :class:`FakeQueue` (SqsRecomputeQueue), :class:`FakePublisher`
+(EventBridgePublisher), :class:`FakeKube` (LightkubeCluster). Typed and checked by mypy against the ports they
+stand for (the assertions at the end), so a port that changes breaks its fake; each behaves as its adapter does
+where a test can tell."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from devkit.lambda_context import LambdaContext
-from idleshare import names
-from idleshare.adapters.errors import ConflictError, NotFoundError, RetryableError
+from idleshare.adapters.errors import ConflictError, NotFoundError, RetryableError, StaleVersionError
 from idleshare.adapters.ports import (
     ClusterRecord,
     PoolRecord,
@@ -25,12 +24,14 @@ from idleshare.adapters.ports import (
     UsageCursor,
     WatchBookmark,
 )
+from idleshare.adapters.store.errors import AlreadyExistsError
 from idleshare.runtime import wiring
 
 
 class FakeStore:
-    """The store: clusters, quotas, pools with history, receipts, and the watch bookmark of one cluster
-    (``lease``, ``rv``, ``nodes``; ``taken_over``: another invocation claimed it, saves are refused)."""
+    """The store: clusters, quotas, pools with history, receipts, the watch bookmark of one cluster (``lease``,
+    ``rv``, ``nodes``; ``taken_over``: another invocation claimed it, saves are refused) and the usage history
+    (``cursors``, ``hours``, ``days``; ``conflict``: the next ``add_usage`` loses the race)."""
 
     def __init__(self, clusters: Iterable[ClusterRecord] = (), *, bookmark: WatchBookmark | None = None) -> None:
         self.clusters = {c.cluster_id: c for c in clusters}
@@ -45,6 +46,10 @@ class FakeStore:
         self.nodes = bookmark.nodes if bookmark else None
         self.saves: list[tuple[str, bool]] = []  # (resource version, with the nodes) of each save_watch
         self.taken_over = False
+        self.cursors: dict[str, UsageCursor] = {}
+        self.hours: dict[tuple[str, str], UsageBucket] = {}
+        self.days: dict[tuple[str, str], UsageBucket] = {}
+        self.conflict = False
 
     # -- Store ----------------------------------------------------------------------------------------
 
@@ -66,6 +71,9 @@ class FakeStore:
 
     def put_cluster(self, cluster: ClusterRecord) -> None:
         self.clusters[cluster.cluster_id] = cluster
+
+    def delete_cluster(self, cluster_id: str) -> bool:
+        return self.clusters.pop(cluster_id, None) is not None
 
     def set_quotas(self, cluster_id: str, bodies: list[dict[str, Any]]) -> None:
         self.quotas[cluster_id] = {b["Name"]: StoredQuota(b["Name"], 1, b) for b in bodies}
@@ -111,19 +119,52 @@ class FakeStore:
             self.writes += 1
 
     def list_history(
-        self,
-        cluster_id: str,
-        limit: int = 20,
-        newest_first: bool = True,
-        *,
-        include_pool: bool = True,
-        before_generation: int | None = None,
+        self, cluster_id: str, limit: int = 20, *, include_pool: bool = True, before_generation: int | None = None
     ) -> list[PoolRecord]:
         entries = [
             h for h in self.history.get(cluster_id, []) if before_generation is None or h.generation < before_generation
         ]
-        entries.sort(key=lambda h: h.generation, reverse=newest_first)
+        entries.sort(key=lambda h: h.generation, reverse=True)
         return [h if include_pool else replace(h, pool={}) for h in entries[:limit]]
+
+    # -- AdminStore: versions as SageMaker's TargetVersion (1 on create, +1 per update) --------------------
+
+    def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> StoredQuota:
+        quotas = self.quotas.setdefault(cluster_id, {})
+        if body["Name"] in quotas:
+            raise AlreadyExistsError(f"a compute quota named {body['Name']!r} already exists", field="Name")
+        quotas[body["Name"]] = StoredQuota(body["Name"], 1, dict(body))
+        self.writes += 1
+        return quotas[body["Name"]]
+
+    def update_quota(self, cluster_id: str, name: str, body: Mapping[str, Any], target_version: int) -> StoredQuota:
+        current = _at_version(self.get_quota(cluster_id, name), target_version, f"compute quota {name!r}")
+        self.quotas[cluster_id][name] = replace(current, version=current.version + 1, body={**body, "Name": name})
+        self.writes += 1
+        return self.quotas[cluster_id][name]
+
+    def delete_quota(self, cluster_id: str, name: str, target_version: int | None = None) -> None:
+        _at_version(self.get_quota(cluster_id, name), target_version, f"compute quota {name!r}")
+        del self.quotas[cluster_id][name]
+        self.writes += 1
+
+    def put_scheduler_config(
+        self, cluster_id: str, body: Mapping[str, Any], target_version: int | None = None
+    ) -> StoredQuota:
+        if target_version is not None:
+            version = _at_version(self.scheduler.get(cluster_id), target_version, "the scheduler config").version + 1
+        elif cluster_id in self.scheduler:
+            raise AlreadyExistsError(f"cluster {cluster_id!r} already has a scheduler config", field="SchedulerConfig")
+        else:
+            version = 1
+        self.scheduler[cluster_id] = StoredQuota("scheduler", version, dict(body))
+        self.writes += 1
+        return self.scheduler[cluster_id]
+
+    def delete_scheduler_config(self, cluster_id: str, target_version: int | None = None) -> None:
+        _at_version(self.scheduler.get(cluster_id), target_version, "the scheduler config")
+        del self.scheduler[cluster_id]
+        self.writes += 1
 
     def put_receipt(self, receipt: RecalculationReceipt) -> None:
         self.receipts[(receipt.cluster_id, receipt.request_id)] = receipt
@@ -148,6 +189,53 @@ class FakeStore:
             self.nodes = copy.deepcopy(dict(nodes))
         self.saves.append((resource_version, nodes is not None))
 
+    # -- UsageHistoryStore, UsageReader ------------------------------------------------------------------
+
+    def get_usage_cursor(self, cluster_id: str) -> UsageCursor | None:
+        return self.cursors.get(cluster_id)
+
+    def add_usage(self, cursor: UsageCursor, hours: Mapping[str, UsageBucket], *, expected: str | None) -> None:
+        from idleshare.adapters.store.usage import merge_gaps, merge_rows
+
+        cluster_id = cursor.cluster_id
+        current = self.cursors.get(cluster_id)
+        if self.conflict or (current.cursor_at if current else None) != expected:
+            self.conflict = False
+            raise ConflictError("the usage cursor moved", operation="add_usage")
+        if cursor.sample is None and current is not None:
+            cursor = replace(cursor, sample=current.sample, sampled_at=current.sampled_at)
+        self.cursors[cluster_id] = cursor
+        for hour, delta in hours.items():
+            old = self.hours.get((cluster_id, hour), UsageBucket(hour))
+            self.hours[(cluster_id, hour)] = UsageBucket(
+                hour, merge_rows(old.rows, delta.rows), merge_gaps(old.gaps, delta.gaps)
+            )
+
+    def compact_usage_day(self, cluster_id: str, day: str) -> UsageBucket:
+        from idleshare.adapters.store.usage import merge_gaps, merge_rows
+
+        bucket = UsageBucket(day)
+        for (cid, hour), b in sorted(self.hours.items()):
+            if cid == cluster_id and hour.startswith(day):
+                bucket = UsageBucket(day, merge_rows(bucket.rows, b.rows), merge_gaps(bucket.gaps, b.gaps))
+        self.days[(cluster_id, day)] = bucket
+        return bucket
+
+    def usage_buckets(self, cluster_id: str, granularity: str, first: str, last: str) -> list[UsageBucket]:
+        source = self.hours if granularity == "hour" else self.days
+        return [b for (cid, key), b in sorted(source.items()) if cid == cluster_id and first <= key <= last]
+
+
+def _at_version(current: StoredQuota | None, target: int | None, what: str) -> StoredQuota:
+    """``current`` when it exists and is at ``target`` (None: any version): NotFoundError, StaleVersionError."""
+    if current is None:
+        raise NotFoundError(f"{what} not found", status=404)
+    if target is not None and current.version != target:
+        raise StaleVersionError(
+            f"{what} is at version {current.version}, not {target}", current_version=current.version
+        )
+    return current
+
 
 class FakeQueue:
     """The recompute queue: what was sent, in order."""
@@ -156,14 +244,7 @@ class FakeQueue:
         self.sent: list[tuple[str, str]] = []
         self.request_ids: list[str | None] = []  # the explicit request id of each message (None: none)
 
-    def enqueue(
-        self,
-        cluster_id: str,
-        reason: str,
-        dedup_window_seconds: int = names.RECOMPUTE_COALESCE_SECONDS,
-        *,
-        request_id: str | None = None,
-    ) -> str:
+    def enqueue(self, cluster_id: str, reason: str, *, request_id: str | None = None) -> str:
         self.sent.append((cluster_id, reason))
         self.request_ids.append(request_id)
         return request_id or f"req-{len(self.sent)}"
@@ -280,9 +361,7 @@ class FakeKube:
             raise NotFoundError(f"ConfigMap {namespace}/{name} not found", operation="get config map", status=404)
         return dict(found)
 
-    # -- NodeWatchSource ------------------------------------------------------------------------------
-
-    # -- UsageSource (issue 21): ``objects`` holds the ClusterQueues (with status), ``workloads`` the Workloads ----
+    # -- UsageSource: ``objects`` holds the ClusterQueues (with status), ``workloads`` the Workloads ---------
 
     def list_cluster_queues(self) -> list[dict[str, Any]]:
         self._reachable("list ClusterQueue")
@@ -291,6 +370,8 @@ class FakeKube:
     def list_workloads(self) -> list[dict[str, Any]]:
         self._reachable("list Workload")
         return copy.deepcopy(self.workloads)
+
+    # -- NodeWatchSource ------------------------------------------------------------------------------
 
     def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
         self.lists += 1
@@ -304,64 +385,6 @@ class FakeKube:
         if isinstance(step, Exception):
             raise step
         yield from step
-
-
-class FakeUsageStore:
-    """The usage history (``adapters/store/usage.py``) in memory, with the pool it reads (``pools``)."""
-
-    def __init__(self, clusters: Iterable[ClusterRecord] = ()) -> None:
-        self.clusters = {c.cluster_id: c for c in clusters}
-        self.pools: dict[str, PoolRecord] = {}
-        self.cursors: dict[str, UsageCursor] = {}
-        self.hours: dict[tuple[str, str], UsageBucket] = {}
-        self.days: dict[tuple[str, str], UsageBucket] = {}
-        self.conflict = False  # the next add_usage loses the race
-
-    def get_cluster(self, cluster_id: str) -> ClusterRecord | None:
-        return self.clusters.get(cluster_id)
-
-    def get_pool(self, cluster_id: str) -> PoolRecord | None:
-        return self.pools.get(cluster_id)
-
-    def get_usage_cursor(self, cluster_id: str) -> UsageCursor | None:
-        return self.cursors.get(cluster_id)
-
-    def add_usage(
-        self,
-        cluster_id: str,
-        *,
-        expected_cursor: str | None,
-        cursor: UsageCursor,
-        hours: Mapping[str, UsageBucket],
-    ) -> None:
-        from idleshare.adapters.store.usage import merge_gaps, merge_rows
-
-        current = self.cursors.get(cluster_id)
-        if self.conflict or (current.cursor_at if current else None) != expected_cursor:
-            self.conflict = False
-            raise ConflictError("the usage cursor moved", operation="add_usage")
-        if cursor.sample is None and current is not None:
-            cursor = replace(cursor, sample=current.sample, sampled_at=current.sampled_at)
-        self.cursors[cluster_id] = cursor
-        for hour, delta in hours.items():
-            old = self.hours.get((cluster_id, hour), UsageBucket(hour))
-            self.hours[(cluster_id, hour)] = UsageBucket(
-                hour, merge_rows(old.rows, delta.rows), merge_gaps(old.gaps, delta.gaps)
-            )
-
-    def compact_usage_day(self, cluster_id: str, day: str) -> UsageBucket:
-        from idleshare.adapters.store.usage import merge_gaps, merge_rows
-
-        bucket = UsageBucket(day)
-        for (cid, hour), b in sorted(self.hours.items()):
-            if cid == cluster_id and hour.startswith(day):
-                bucket = UsageBucket(day, merge_rows(bucket.rows, b.rows), merge_gaps(bucket.gaps, b.gaps))
-        self.days[(cluster_id, day)] = bucket
-        return bucket
-
-    def usage_buckets(self, cluster_id: str, granularity: str, first: str, last: str) -> list[UsageBucket]:
-        source = self.hours if granularity == "hour" else self.days
-        return [b for (cid, key), b in sorted(source.items()) if cid == cluster_id and first <= key <= last]
 
 
 # -- the router on fakes ------------------------------------------------------------------------------
@@ -394,19 +417,9 @@ def router_dependencies(clusters: Iterable[ClusterRecord] = ROUTER_CLUSTERS) -> 
 
 
 if TYPE_CHECKING:  # each fake is what its ports say (mypy checks this module: pyproject's [tool.mypy])
-    from idleshare.adapters.ports import EventPublisher, KubeCluster, RecomputeQueue, Store
-    from idleshare.service.watcher import BatchPublisher, NodeWatchSource, WatchStore
+    from idleshare.adapters.ports import ClusterConnection, EventBus, FullStore, RecomputeQueue
 
-    _store: Store = FakeStore()
-    _watch_store: WatchStore = FakeStore()
+    _store: FullStore = FakeStore()
     _queue: RecomputeQueue = FakeQueue()
-    _publisher: EventPublisher = FakePublisher()
-    _batch_publisher: BatchPublisher = FakePublisher()
-    _kube: KubeCluster = FakeKube([])
-    _watch_source: NodeWatchSource = FakeKube([])
-    from idleshare.adapters.ports import UsageSource
-    from idleshare.service.usage import UsageHistoryStore, UsageReader
-
-    _usage_source: UsageSource = FakeKube([])
-    _usage_store: UsageHistoryStore = FakeUsageStore()
-    _usage_reader: UsageReader = FakeUsageStore()
+    _publisher: EventBus = FakePublisher()
+    _kube: ClusterConnection = FakeKube([])

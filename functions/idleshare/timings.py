@@ -12,6 +12,8 @@ answering (a Lambda timeout, an out-of-memory kill): the batch is visible again
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 COALESCE_SECONDS = 10
 """The coalescing window: each change sends a leading message (recomputed at once) and a trailing one (recomputed
 once the window has closed), deduplicated per cluster and window, so a window costs at most two recomputes and its
@@ -72,7 +74,38 @@ DEFAULT_MAX_RECEIVE_COUNT = min_receive_count()
 
 
 # =====================================================================================================================
-# AWS SDK clients (issue 20 §5) — appended section: read by ``runtime/wiring.py`` (``client_config``).
+# The node watcher (``handlers/watcher.py``, ``infra/constructs/watcher.py``) and the alarms' windows.
+# =====================================================================================================================
+
+WATCHER_SCHEDULE_MINUTES = 1
+"""One watcher invocation per cluster this often; each holds the watch until its deadline, then the next takes over."""
+WATCHER_FUNCTION_TIMEOUT_SECONDS = 90
+"""The watcher function's timeout: the watch is held until :data:`WATCHER_STOP_BEFORE_SECONDS` before it."""
+WATCHER_STOP_BEFORE_SECONDS = 10
+"""Left for the last publish and checkpoint."""
+WATCHER_MEMORY_MB = 256
+WATCHER_ALARM_MINUTES = 5
+"""The "watch not running" alarm: a cluster watched less than half of this many minutes (or not reported at all)."""
+IDLE_WHILE_PENDING_ALARM_MINUTES = 15
+"""The idle-while-pending alarm: accelerators idle in a flavor while a team's workload asking for it is pending,
+this many minutes in a row."""
+
+# =====================================================================================================================
+# Explicit recalculation requests (``POST /clusters/{c}/recalculate``).
+# =====================================================================================================================
+
+API_GATEWAY_TIMEOUT_SECONDS = 29
+"""The admin API answers within API Gateway's integration timeout (its function's own timeout is 30 s)."""
+API_MAX_WAIT_SECONDS = 25
+"""``waitSeconds`` at most this (0..25): a request waiting for its recompute still answers within API Gateway's."""
+RECALC_RECEIPT_TTL_SECONDS = 24 * 3600
+"""How long ``GET .../recalculations/{requestId}`` can find a receipt."""
+RECALC_IDEMPOTENCY_SECONDS = 3600
+"""How long a request's idempotency record answers a redelivery of the same ``requestId`` (EventBridge's
+at-least-once delivery, SQS redeliveries): after that the same id recomputes again."""
+
+# =====================================================================================================================
+# AWS SDK clients: read by ``runtime/wiring.py`` (``client_config``).
 #
 # Every boto3 client a function builds has explicit connect / read timeouts and botocore's "standard" retry mode
 # (throttling and transient errors retried with jittered exponential backoff), sized so that one call's worst case —
@@ -81,8 +114,6 @@ DEFAULT_MAX_RECEIVE_COUNT = min_receive_count()
 # within its own timeout (router, API, registrar), hand the record back and retry within the run (recompute), or
 # still checkpoint before its timeout (watcher). botocore's defaults are 60 s connect, 60 s read, "legacy" retries.
 # =====================================================================================================================
-
-from dataclasses import dataclass  # noqa: E402  (this section is appended: the file's head is not ours to edit)
 
 SDK_MAX_BACKOFF_SECONDS = 20
 """botocore's cap on one backoff of the standard retry mode (``botocore.retries.standard.ExponentialBackoff``)."""
@@ -106,11 +137,7 @@ class ClientTimings:
 
 
 ROUTER_FUNCTION_TIMEOUT_SECONDS = 30
-API_GATEWAY_TIMEOUT_SECONDS = 29
-"""The admin API answers within API Gateway's integration timeout (its function's own timeout is 30 s)."""
 REGISTRAR_FUNCTION_TIMEOUT_SECONDS = 30
-WATCHER_FUNCTION_TIMEOUT_SECONDS = 90
-"""= ``names.WATCHER_TIMEOUT_SECONDS`` (checked by tests/unit/test_clients.py)."""
 
 ROUTER_CLIENT = ClientTimings(connect_seconds=1, read_seconds=3, attempts=3)
 """15 s worst case per call: the router's two calls (the cluster's registry item, SendMessage) fit its 30 s."""
@@ -124,7 +151,7 @@ RECOMPUTE_CLIENT = ClientTimings(connect_seconds=3, read_seconds=10, attempts=3)
 has time to hand the record back and retry it (the function's 300 s never run out on one call)."""
 WATCHER_CLIENT = ClientTimings(connect_seconds=1, read_seconds=2, attempts=2)
 """7 s worst case per call: the last PutEvents and the checkpoint fit in the 10 s the watch leaves before the
-function's timeout (``names.WATCHER_STOP_BEFORE_SECONDS``)."""
+function's timeout (:data:`WATCHER_STOP_BEFORE_SECONDS`)."""
 DEFAULT_CLIENT = RECOMPUTE_CLIENT
 """Outside a deployed function (tests, the devkit, the local replay): the most patient of the above."""
 

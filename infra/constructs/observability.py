@@ -15,7 +15,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 
 from constructs import Construct
-from idleshare import names
+from idleshare import names, timings
 
 PERIOD = Duration.minutes(5)
 NS = names.METRICS_NAMESPACE
@@ -23,7 +23,7 @@ NS = names.METRICS_NAMESPACE
 # matches only metrics with exactly its dimensions.
 GAUGE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, "service")
 EXCLUDED_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_REASON, "service")
-# Usage (issue 21), emitted by the node watcher's invocation every minute: per team and flavor, per team, per flavor.
+# Usage, emitted by the node watcher's invocation every minute: per team and flavor, per team, per flavor.
 TEAM_DIMS = (
     names.METRIC_DIM_CLUSTER,
     names.METRIC_DIM_TEAM,
@@ -49,6 +49,40 @@ def search(metric: str, dims: tuple[str, ...], label: str) -> cw.MathExpression:
 def search_graph(title: str, metric: str, dims: tuple[str, ...], label: str) -> cw.GraphWidget:
     """A half-width graph of every time series of `metric` (see `search`)."""
     return cw.GraphWidget(title=title, left=[search(metric, dims, label)], width=12)
+
+
+Graph = tuple[str, str, tuple[str, ...], str]  # search_graph's title, metric, dimensions, label
+POOL_GRAPHS: tuple[tuple[Graph, Graph], ...] = (
+    (
+        ("Unallocated capacity per flavor (the cohort's own)", names.METRIC_UNALLOCATED, GAUGE_DIMS, "unallocated"),
+        (
+            "Teams' borrowing limits added up per flavor (each bounds one team: the sum can exceed the pool)",
+            names.METRIC_BORROW_LIMIT_SUM,
+            GAUGE_DIMS,
+            "sum of borrowing limits",
+        ),
+    ),
+    (
+        ("Shortfall per flavor", names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall"),
+        ("Excluded nodes by reason", names.METRIC_EXCLUDED_NODES, EXCLUDED_DIMS, "excluded"),
+    ),
+)
+"""The pool as the recompute last wrote it, two graphs a row."""
+USAGE_GRAPHS: tuple[tuple[Graph, Graph], ...] = (
+    (
+        ("Accelerators in use per team and flavor", names.METRIC_TEAM_IN_USE, TEAM_DIMS, "in use"),
+        ("Accelerators borrowed per team and flavor", names.METRIC_TEAM_BORROWED, TEAM_DIMS, "borrowed"),
+    ),
+    (
+        ("Pending workloads per team", names.METRIC_TEAM_PENDING_WORKLOADS, TEAM_ONLY_DIMS, "pending"),
+        ("Idle accelerators while work is pending", names.METRIC_IDLE_WHILE_PENDING, GAUGE_DIMS, "idle+pending"),
+    ),
+    (
+        ("Idle accelerators per flavor", names.METRIC_FLAVOR_IDLE, GAUGE_DIMS, "idle"),
+        ("Borrowed accelerators per flavor", names.METRIC_FLAVOR_BORROWED, GAUGE_DIMS, "borrowed"),
+    ),
+)
+"""Usage read back from Kueue every minute, two graphs a row."""
 
 
 def emf_metric(metric: str, statistic: str, dims: dict[str, str] | None = None, label: str | None = None) -> cw.Metric:
@@ -196,7 +230,7 @@ class Observability(Construct):
         self.idle_while_pending_alarms = [
             alarm(
                 f"IdleWhilePendingAlarm-{cluster_id}",
-                f"Cluster {cluster_id}: accelerators idle in a flavor for {names.IDLE_WHILE_PENDING_ALARM_MINUTES} "
+                f"Cluster {cluster_id}: accelerators idle in a flavor for {timings.IDLE_WHILE_PENDING_ALARM_MINUTES} "
                 "minutes while a team's workloads asking for that flavor are pending (the waste idleshare exists to "
                 "remove). Which team, flavor and Kueue pending reason: GET /clusters/{c}/usage (idleWhilePending), "
                 "`idleshare usage --cluster c`, or the node watcher's log line 'accelerators idle while work is "
@@ -208,25 +242,14 @@ class Observability(Construct):
                     using_metrics={},
                 ),
                 above=0,
-                periods=names.IDLE_WHILE_PENDING_ALARM_MINUTES,
+                periods=timings.IDLE_WHILE_PENDING_ALARM_MINUTES,
             )
             for cluster_id in cluster_ids
         ]
 
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
-        self.dashboard.add_widgets(
-            search_graph("Unallocated capacity per flavor", names.METRIC_UNALLOCATED, GAUGE_DIMS, "unallocated"),
-            search_graph(
-                "Borrowable capacity per flavor (sum of borrow limits)",
-                names.METRIC_BORROWABLE,
-                GAUGE_DIMS,
-                "borrowable",
-            ),
-        )
-        self.dashboard.add_widgets(
-            search_graph("Shortfall per flavor", names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall"),
-            search_graph("Excluded nodes by reason", names.METRIC_EXCLUDED_NODES, EXCLUDED_DIMS, "excluded"),
-        )
+        for row in POOL_GRAPHS:
+            self.dashboard.add_widgets(*(search_graph(*graph) for graph in row))
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="Recompute duration",
@@ -258,22 +281,8 @@ class Observability(Construct):
                 width=8,
             ),
         )
-        self.dashboard.add_widgets(
-            search_graph("Accelerators in use per team and flavor", names.METRIC_TEAM_IN_USE, TEAM_DIMS, "in use"),
-            search_graph(
-                "Accelerators borrowed per team and flavor", names.METRIC_TEAM_BORROWED, TEAM_DIMS, "borrowed"
-            ),
-        )
-        self.dashboard.add_widgets(
-            search_graph("Pending workloads per team", names.METRIC_TEAM_PENDING_WORKLOADS, TEAM_ONLY_DIMS, "pending"),
-            search_graph(
-                "Idle accelerators while work is pending", names.METRIC_IDLE_WHILE_PENDING, GAUGE_DIMS, "idle+pending"
-            ),
-        )
-        self.dashboard.add_widgets(
-            search_graph("Idle accelerators per flavor", names.METRIC_FLAVOR_IDLE, GAUGE_DIMS, "idle"),
-            search_graph("Borrowed accelerators per flavor", names.METRIC_FLAVOR_BORROWED, GAUGE_DIMS, "borrowed"),
-        )
+        for row in USAGE_GRAPHS:
+            self.dashboard.add_widgets(*(search_graph(*graph) for graph in row))
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(
                 title="Alarms",

@@ -23,19 +23,19 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 
 from constructs import Construct
-from idleshare import names
+from idleshare import names, timings
 from infra.config import ClusterConfig
 from infra.constructs.eks_access import access_entries, cluster_arn
 from infra.constructs.events import invoke_role, invoke_schedule
 
-TIMEOUT = Duration.seconds(names.WATCHER_TIMEOUT_SECONDS)
-MEMORY = names.WATCHER_MEMORY_MB
+TIMEOUT = Duration.seconds(timings.WATCHER_FUNCTION_TIMEOUT_SECONDS)
+MEMORY = timings.WATCHER_MEMORY_MB
 # DynamoDB actions: the claim and checkpoints are UpdateItem (both items in one transaction, which IAM
 # authorises item by item), the saved node views are read with GetItem.
 TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem")  # + parts
-ALARM_PERIOD = Duration.minutes(names.WATCHER_ALARM_MINUTES)
+ALARM_PERIOD = Duration.minutes(timings.WATCHER_ALARM_MINUTES)
 # Seconds of watch expected per alarm period: ~60 per minute; below half of it the watch is not running.
-ALARM_THRESHOLD = names.WATCHER_ALARM_MINUTES * 60 / 2
+ALARM_THRESHOLD = timings.WATCHER_ALARM_MINUTES * 60 / 2
 
 
 class NodeWatcher(Construct):
@@ -77,7 +77,7 @@ class NodeWatcher(Construct):
                 self,
                 f"Schedule-{cluster_id}",
                 description=f"idleshare node watcher for cluster {cluster_id}: one invocation a minute",
-                minutes=names.WATCHER_SCHEDULE_MINUTES,
+                minutes=timings.WATCHER_SCHEDULE_MINUTES,
                 function=function,
                 role=self.schedule_role,
                 payload={"cluster": cluster_id},
@@ -103,7 +103,7 @@ class NodeWatcher(Construct):
                 f"WatchNotRunning-{cluster_id}",
                 alarm_description=(
                     f"Cluster {cluster_id}: the node watch is not running (less than half of the last "
-                    f"{names.WATCHER_ALARM_MINUTES} minutes watched): node changes reach idleshare only through "
+                    f"{timings.WATCHER_ALARM_MINUTES} minutes watched): node changes reach idleshare only through "
                     "the scheduled recompute. See the node watcher's logs (NodeWatchFailures)."
                 ),
                 metric=metric(names.METRIC_NODE_WATCH_SECONDS, cluster_id, label=False),
@@ -125,7 +125,7 @@ class NodeWatcher(Construct):
             ),
             cw.GraphWidget(
                 title="Node watcher: Node Changed published",
-                left=[metric(names.METRIC_NODE_WATCH_EVENTS, i) for i in ids],
+                left=[metric(names.METRIC_NODE_CHANGES_PUBLISHED, i) for i in ids],
                 width=8,
             ),
             cw.GraphWidget(

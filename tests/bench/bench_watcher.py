@@ -72,7 +72,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     from devkit.kube.stack import running
     from devkit.lambda_context import LambdaContext
     from devkit.sqs import Deduplicating, EventSourceMapping, WallClock, create_queue
-    from idleshare import names
+    from idleshare import names, timings
     from idleshare.adapters.aws import SqsRecomputeQueue
     from idleshare.adapters.ports import ClusterRecord
     from idleshare.adapters.sqs_records import SqsRecordReturns
@@ -83,7 +83,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     from tests.unit.test_api import k8s_node
 
     changes = 4 if quick else CHANGES
-    window = names.RECOMPUTE_COALESCE_SECONDS
+    window = timings.COALESCE_SECONDS
     with running() as stack, mock_aws(), moto_table() as store:
         admin = Kube.admin(stack)
         admin.seed_nodes([k8s_node(f"p5-{i}") for i in range(4)])
@@ -162,8 +162,8 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     median = statistics.median(latencies)
     p95 = sorted(latencies)[max(0, round(0.95 * len(latencies)) - 1)]
     target = ISOLATED_TARGET_SECONDS
-    billed = names.WATCHER_SCHEDULE_MINUTES * 60 + 5  # a minute of watch, plus the overlap until the handover
-    cost = monthly_cost(names.WATCHER_MEMORY_MB, billed)
+    billed = timings.WATCHER_SCHEDULE_MINUTES * 60 + 5  # a minute of watch, plus the overlap until the handover
+    cost = monthly_cost(timings.WATCHER_MEMORY_MB, billed)
     if trigger == "health":
         report.add(
             bc.Row("health", f"HyperPod health event -> borrowingLimit, median of {changes}", f"{median:.2f} s",
@@ -180,7 +180,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
                p95 / window, f"<= {target:.1f} s", p95 <= target),
         bc.Row("watcher", f"Node Changed published for {changes} changes", str(watch_report.published),
                "", None, f"== {changes}", watch_report.published == changes),
-        bc.Row("watcher", f"cost per cluster-month ({names.WATCHER_MEMORY_MB} MB arm64, {billed} s/min)",
+        bc.Row("watcher", f"cost per cluster-month ({timings.WATCHER_MEMORY_MB} MB arm64, {billed} s/min)",
                f"${cost:.2f}"),
     )  # fmt: skip
 

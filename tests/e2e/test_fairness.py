@@ -33,7 +33,7 @@ from devkit.kube.client import Kube
 from devkit.kube.stack import KubeStack, StackError, ensure_built
 from devkit.lambda_context import LambdaContext
 from devkit.scenario import _event
-from idleshare import names
+from idleshare import timings
 from idleshare.adapters.errors import PermanentError
 from idleshare.api import app as admin_api
 from idleshare.parse.kueue_config import read_kueue_config
@@ -423,7 +423,7 @@ def test_a_weight_and_fair_share_changed_through_the_admin_api_reach_kueue(fair)
     # Given the two teams, weights 1 and 3
     teams(fair, alpha=(50, 1), beta=(100, 3))
     cid = fair.spec.cluster_id
-    window = names.RECOMPUTE_COALESCE_SECONDS
+    window = timings.COALESCE_SECONDS
     # When beta's weight is changed through the admin API (UpdateComputeQuota)
     t0 = fair.pipeline.clock[0]
     version = fair.quota_version("beta-quota")

@@ -731,7 +731,7 @@ def test_dashboard_shows_pool_nodes_recompute_and_dlq(public) -> None:
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for needle in (
         "Unallocated capacity per flavor",
-        "Borrowable capacity per flavor",
+        'MetricName=\\\\\\"BorrowLimitSum\\\\\\"',
         "Shortfall per flavor",
         "Excluded nodes by reason",
         "Recompute duration",

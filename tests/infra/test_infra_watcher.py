@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from idleshare import names
+from idleshare import names, timings
 from infra.constructs.eks_access import RBAC_MANIFEST
 from tests.infra.conftest import as_list, policy_statements
 
@@ -22,7 +22,10 @@ def _watcher(public: Any) -> tuple[str, dict[str, Any]]:
 def test_function_sizing_and_environment(public: Any) -> None:
     _, fn = _watcher(public)
     props = fn["Properties"]
-    assert props["Timeout"] == names.WATCHER_TIMEOUT_SECONDS and props["MemorySize"] == names.WATCHER_MEMORY_MB
+    assert (
+        props["Timeout"] == timings.WATCHER_FUNCTION_TIMEOUT_SECONDS
+        and props["MemorySize"] == timings.WATCHER_MEMORY_MB
+    )
     assert set(props["Environment"]["Variables"]) >= set(names.FUNCTION_ENV[names.WATCHER_HANDLER])
 
 
@@ -38,7 +41,10 @@ def test_one_schedule_per_cluster_every_minute(public: Any) -> None:
     for s in schedules:
         assert s["ScheduleExpression"] == "rate(1 minute)" and s["Target"]["Arn"] == {"Fn::GetAtt": [logical, "Arn"]}
         # the Lambda outlives the schedule's period: invocations overlap and hand over without a gap
-        assert names.WATCHER_TIMEOUT_SECONDS - names.WATCHER_STOP_BEFORE_SECONDS > 60 * names.WATCHER_SCHEDULE_MINUTES
+        assert (
+            timings.WATCHER_FUNCTION_TIMEOUT_SECONDS - timings.WATCHER_STOP_BEFORE_SECONDS
+            > 60 * timings.WATCHER_SCHEDULE_MINUTES
+        )
 
 
 def test_least_privilege(public: Any) -> None:
@@ -104,4 +110,4 @@ def test_watch_not_running_alarm_and_dashboard(public: Any) -> None:
         assert alarm["TreatMissingData"] == "breaching" and alarm["ComparisonOperator"] == "LessThanThreshold"
         assert {d["Name"] for d in alarm["Dimensions"]} == {names.METRIC_DIM_CLUSTER, "service"}
     body = json.dumps(next(iter(public.resources("AWS::CloudWatch::Dashboard").values())))
-    assert "Node watcher" in body and names.METRIC_NODE_WATCH_EVENTS in body
+    assert "Node watcher" in body and names.METRIC_NODE_CHANGES_PUBLISHED in body

@@ -87,7 +87,7 @@ class GenerationLog:
         if self.seen:
             assert generation >= self.seen[-1], f"generation went back from {self.seen[-1]} to {generation}"
         self.seen.append(generation)
-        history = self.store.list_history(self.cluster_id, limit=100_000, newest_first=False, include_pool=False)
+        history = self.store.list_history(self.cluster_id, limit=100_000, include_pool=False)[::-1]
         assert [h.generation for h in history] == list(range(1, generation + 1)), "history has a gap or extra"
         stamps = [h.computed_at for h in history]
         assert stamps == sorted(stamps), "history computed_at goes back in time"

@@ -82,9 +82,9 @@ class CountingQueue(SqsRecomputeQueue):
         self.rig = rig
         self.slots: dict[str, set[tuple[int, int]]] = defaultdict(set)
 
-    def enqueue(self, cluster_id: str, reason: str, dedup_window_seconds: int = 10, **kwargs: Any) -> str:
-        self.slots[cluster_id].add((int(self.clock() // dedup_window_seconds), self.rig.polls))
-        return super().enqueue(cluster_id, reason, dedup_window_seconds, **kwargs)
+    def enqueue(self, cluster_id: str, reason: str, **kwargs: Any) -> str:
+        self.slots[cluster_id].add((int(self.clock() // self.window_seconds), self.rig.polls))
+        return super().enqueue(cluster_id, reason, **kwargs)
 
 
 @dataclass

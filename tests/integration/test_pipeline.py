@@ -159,7 +159,7 @@ def test_node_goes_not_ready_capacity_leaves_and_limits_shrink_in_the_cluster(ha
     assert harness.cq_gpu("a") == "8"
     pool = harness.store.get_pool("demo")
     assert pool.generation == 2 and pool.pool["excludedNodes"] == {"p5-0": "NotReady"}
-    assert [h.generation for h in harness.store.list_history("demo", newest_first=False)] == [1, 2]
+    assert [h.generation for h in reversed(harness.store.list_history("demo"))] == [1, 2]
 
 
 def test_quota_raised_unallocated_shrinks(harness):

@@ -36,7 +36,7 @@ KINDS = {
     names.API_HANDLER: (timings.API_CLIENT, timings.API_GATEWAY_TIMEOUT_SECONDS),
     names.REGISTRAR_HANDLER: (timings.REGISTRAR_CLIENT, timings.REGISTRAR_FUNCTION_TIMEOUT_SECONDS),
     names.RECOMPUTE_HANDLER: (timings.RECOMPUTE_CLIENT, timings.RECOMPUTE_BUDGET_SECONDS),
-    names.WATCHER_HANDLER: (timings.WATCHER_CLIENT, names.WATCHER_STOP_BEFORE_SECONDS),
+    names.WATCHER_HANDLER: (timings.WATCHER_CLIENT, timings.WATCHER_STOP_BEFORE_SECONDS),
 }
 
 
@@ -120,10 +120,9 @@ def test_one_calls_worst_case_fits_its_function(handler: str) -> None:
 
 
 def test_the_watcher_keeps_time_for_its_last_checkpoint() -> None:
-    assert timings.WATCHER_FUNCTION_TIMEOUT_SECONDS == names.WATCHER_TIMEOUT_SECONDS
     # the checkpoint's reserve holds one DynamoDB call at worst, inside the time the watch leaves
     assert timings.WATCHER_CLIENT.worst_case_seconds() < timings.WATCHER_CHECKPOINT_RESERVE_SECONDS
-    assert timings.WATCHER_CHECKPOINT_RESERVE_SECONDS < names.WATCHER_STOP_BEFORE_SECONDS
+    assert timings.WATCHER_CHECKPOINT_RESERVE_SECONDS < timings.WATCHER_STOP_BEFORE_SECONDS
 
 
 def test_outside_lambda_the_default_settings_apply(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -302,6 +302,6 @@ def test_every_gauge_carries_exactly_the_dimensions_the_dashboard_and_alarms_que
         )
         for m in emitted
     }
-    for name in ("Unallocated", "Shortfall", "Borrowable"):
+    for name in ("Unallocated", "Shortfall", "BorrowLimitSum"):
         assert dims[name] == sorted(GAUGE_DIMS), name
     assert dims["ExcludedNodes"] == sorted(EXCLUDED_DIMS)

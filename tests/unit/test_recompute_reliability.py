@@ -11,19 +11,11 @@ import pytest
 from idleshare import timings
 from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord, QueuedRecord
-from idleshare.service.recompute import EXCLUDED_SAMPLE, ClusterReadError, Recomputer
-from tests.builders import quota_body
-from tests.fakes import FakeKube, FakePublisher, FakeStore
+from idleshare.service.recompute import EXCLUDED_SAMPLE, ClusterReadError
+from tests.unit import test_handlers
 from tests.unit.test_handlers import cq, gpu_limit, node
 
-
-@pytest.fixture
-def cluster():
-    store = FakeStore([ClusterRecord("demo", "demo-eks")])
-    store.set_quotas("demo", [quota_body("a", 8, enabled=True), quota_body("b", 8, "Lend", enabled=True)])
-    kube = FakeKube([node(f"p5-{i}") for i in range(4)])
-    publisher = FakePublisher()
-    return store, kube, publisher, Recomputer(store, lambda c: kube, publisher)
+cluster = test_handlers.cluster  # the fixture: cluster demo (4 p5 nodes, teams a and b) on fakes, and its Recomputer
 
 
 def test_a_node_that_cannot_be_read_is_excluded_as_unreadable_and_the_rest_counts(cluster):

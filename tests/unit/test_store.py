@@ -588,7 +588,7 @@ def test_list_history_order_limit_and_projection(store: DynamoStore) -> None:
     assert [h.generation for h in newest] == [5, 4, 3]
     assert newest[0].pool == pool_record(5).pool
     assert newest[0].extra["expires_at"] == int(T0.timestamp()) + 30 * 86400
-    assert [h.generation for h in store.list_history(C, newest_first=False)] == [1, 2, 3, 4, 5]
+    assert [h.generation for h in reversed(store.list_history(C))] == [1, 2, 3, 4, 5]
     light = store.list_history(C, limit=2, include_pool=False)
     assert [h.generation for h in light] == [5, 4] and light[0].pool == {}
     assert store.list_history(C, limit=0) == []

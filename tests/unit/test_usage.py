@@ -20,7 +20,7 @@ from idleshare.domain.usage import derive_usage, hours_text, sample_document, sp
 from idleshare.service.admin import BadRequestError
 from idleshare.service.usage import MAX_INTERVAL_SECONDS, sample_usage, split_hours, usage_report
 from tests.aws_env import create_table, fake_aws_env
-from tests.fakes import FakeKube, FakeUsageStore
+from tests.fakes import FakeKube, FakeStore
 
 P5, G5 = "ml.p5.48xlarge", "ml.g5.8xlarge"
 GPU = "nvidia.com/gpu"
@@ -268,7 +268,7 @@ def _history(store: Any, kube: FakeKube) -> None:
 def store(request: pytest.FixtureRequest) -> Any:
     clusters = [ClusterRecord("c1", "eks-c1")]
     if request.param == "fake":
-        fake = FakeUsageStore(clusters)
+        fake = FakeStore(clusters)
         fake.pools["c1"] = PoolRecord("c1", 1, "d", pool({P5: 32}, {P5: 16}), "t")
         yield fake
         return
@@ -342,7 +342,7 @@ def test_the_latest_sample_and_a_failed_one(store: Any) -> None:
 
 
 def test_a_cluster_never_sampled_is_a_gap_not_zero() -> None:
-    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    store = FakeStore([ClusterRecord("c1", "eks")])
     report = usage_report(store, "c1", "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", now=T0)
     assert report["rows"] == []
     assert [g["reason"] for g in report["gaps"]] == ["NoSample: never sampled"]
@@ -354,7 +354,7 @@ def test_a_cluster_never_sampled_is_a_gap_not_zero() -> None:
      ("2026-01-01T00:00:00Z", "2026-12-01T00:00:00Z", "hour", "to"), ("2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", "week", "granularity")],
 )  # fmt: skip
 def test_bad_periods_are_refused_naming_the_field(start: str, end: str, granularity: str, field: str) -> None:
-    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    store = FakeStore([ClusterRecord("c1", "eks")])
     with pytest.raises(BadRequestError) as err:
         usage_report(store, "c1", start, end, granularity, now=T0)
     assert err.value.errors[0].loc == field
@@ -375,7 +375,7 @@ def test_adjacent_gaps_with_one_reason_merge() -> None:
 
 
 def test_interval_above_the_limit_is_a_gap() -> None:
-    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    store = FakeStore([ClusterRecord("c1", "eks")])
     kube = _kube()
     _minute(store, kube, 0)
     out = sample_usage("c1", kube, store, now=T0 + timedelta(seconds=MAX_INTERVAL_SECONDS + 1))
@@ -384,7 +384,7 @@ def test_interval_above_the_limit_is_a_gap() -> None:
 
 
 def test_a_kube_failure_is_not_raised() -> None:
-    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    store = FakeStore([ClusterRecord("c1", "eks")])
     kube = _kube()
     kube.down = True
     out = _minute(store, kube, 0)
@@ -402,7 +402,7 @@ def test_the_route_answers_the_latest_sample_and_the_period(monkeypatch: pytest.
     from idleshare.runtime import wiring
     from tests.unit.test_api import CONTEXT, proxy_event
 
-    store = FakeUsageStore([ClusterRecord("c1", "eks")])
+    store = FakeStore([ClusterRecord("c1", "eks")])
     store.pools["c1"] = PoolRecord("c1", 1, "d", pool({P5: 32}, {P5: 16}), "t")
     kube = _kube()
     now = datetime.now(UTC).replace(microsecond=0)
@@ -487,7 +487,7 @@ def test_the_latest_sample_of_500_teams_is_stored_compressed_in_one_item_and_rea
         real.put_cluster(ClusterRecord("c1", "eks-c1"))
         cursor = UsageCursor("c1", T0.isoformat(), T0.isoformat(), sample)
         # When it is kept as the latest sample
-        real.add_usage("c1", expected_cursor=None, cursor=cursor, hours={})
+        real.add_usage(cursor, {}, expected=None)
         # Then it fits one item (compressed) and reads back equal
         (item,) = [i for i in table.scan()["Items"] if i["sk"] == "USAGE#LATEST"]
         assert item_size(item) < 400_000 and "sample_z" in item

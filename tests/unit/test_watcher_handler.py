@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from devkit.lambda_context import LambdaContext
-from idleshare import names
+from idleshare import names, timings
 from idleshare.handlers import watcher as handler_module
 from idleshare.runtime import wiring
 from tests.fakes import FakeKube, FakePublisher, FakeStore
@@ -24,7 +24,7 @@ CONTEXT = LambdaContext(
     function_name="w",
     memory_limit_in_mb=256,
     aws_request_id="req-1",
-    remaining_ms=(names.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000,  # two seconds of watching
+    remaining_ms=(timings.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000,  # two seconds of watching
 )
 
 
@@ -56,7 +56,7 @@ def test_watches_the_named_cluster_and_reports(installed: Any, capsys: pytest.Ca
     assert [e["change"] for e in installed.publisher.details] == ["Cordoned"]
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
     metrics = {m["Name"] for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
-    assert {names.METRIC_NODE_WATCH_SECONDS, names.METRIC_NODE_WATCH_EVENTS} <= metrics
+    assert {names.METRIC_NODE_WATCH_SECONDS, names.METRIC_NODE_CHANGES_PUBLISHED} <= metrics
     dims = {tuple(sorted(ds)) for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for ds in d["Dimensions"]}
     assert dims == {(names.METRIC_DIM_CLUSTER, "service")}  # what the "watch not running" alarm reads
 
@@ -73,7 +73,6 @@ def test_refuses_an_input_naming_no_governed_cluster(installed: Any, event: Any)
 
 def test_publishing_stops_in_time_for_the_last_checkpoint(installed: Any) -> None:
     # Given a bus that does not answer, and an invocation with 2 s of watching left before its stop margin
-    from idleshare import timings
     from tests.unit.test_watcher import StuckPublisher
 
     stuck = StuckPublisher()

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from idleshare import names
+from idleshare import names, timings
 from idleshare.adapters.errors import (
     AdapterError,
     PermanentError,
@@ -46,19 +46,19 @@ class SqsRecomputeQueue:
     an event-triggered message of the same window; its body carries ``"receipt": true`` and the
     request id, and the recompute writes a receipt for it."""
 
-    def __init__(self, client: Any, queue_url: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        client: Any,
+        queue_url: str,
+        clock: Callable[[], float] = time.time,
+        window_seconds: int = timings.COALESCE_SECONDS,
+    ) -> None:
         self.client = client
         self.queue_url = queue_url
         self.clock = clock
+        self.window_seconds = window_seconds
 
-    def enqueue(
-        self,
-        cluster_id: str,
-        reason: str,
-        dedup_window_seconds: int = names.RECOMPUTE_COALESCE_SECONDS,
-        *,
-        request_id: str | None = None,
-    ) -> str:
+    def enqueue(self, cluster_id: str, reason: str, *, request_id: str | None = None) -> str:
         if request_id:
             message = RecomputeMessage(cluster_id, reason, request_id=request_id, receipt=True)
             dedup_id = f"{cluster_id}-req-{hashlib.sha256(request_id.encode()).hexdigest()[:40]}"
@@ -73,12 +73,12 @@ class SqsRecomputeQueue:
                 raise translate(exc, "sqs:SendMessage") from exc
             return request_id
         request_id = str(uuid.uuid4())
-        window = int(self.clock() // dedup_window_seconds)
+        window = int(self.clock() // self.window_seconds)
         # leading edge: the window's first change is recomputed at once; trailing edge: one more recompute once
         # the window has closed (notBefore), which sees every change made in it (timings.COALESCE_SECONDS)
         leading = RecomputeMessage(cluster_id, reason, request_id=request_id)
         trailing = RecomputeMessage(
-            cluster_id, reason, request_id=request_id, not_before=(window + 1) * dedup_window_seconds
+            cluster_id, reason, request_id=request_id, not_before=(window + 1) * self.window_seconds
         )
         entries = [
             {

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from idleshare import names
+from idleshare import timings
 from idleshare.adapters.ports import RequestAnswer, RequestLedger
 
 RECORD_KEY_PREFIX = "idleshare.handlers.recompute.once_per_request.<locals>.recalculate"
@@ -44,7 +44,7 @@ class PowertoolsLedger:
         self.config = IdempotencyConfig(
             event_key_jmespath="[cluster, requestId]",
             raise_on_no_idempotency_key=True,
-            expires_after_seconds=names.RECALC_IDEMPOTENCY_SECONDS,
+            expires_after_seconds=timings.RECALC_IDEMPOTENCY_SECONDS,
             use_local_cache=False,  # a warm container must not answer from memory what the table no longer holds
         )
         prefix = f"{os.getenv('AWS_LAMBDA_FUNCTION_NAME', 'test-func')}.{RECORD_KEY_PREFIX}"

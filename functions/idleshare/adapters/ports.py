@@ -1,4 +1,9 @@
-"""What the handlers need from the outside world; adapters implement these, tests fake them."""
+"""What the services need from the outside world, every port in one place: adapters implement them, tests fake
+them (``tests/fakes.py``, checked against them by mypy), and ``runtime/wiring.py`` holds one of each.
+
+A service asks for the narrowest port that does its job (the router a :class:`Store`, the watcher a
+:class:`WatchStore`); the wiring holds what implements them all (:class:`FullStore`, :class:`ClusterConnection`,
+:class:`EventBus`)."""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
-from idleshare import names
 from idleshare.parse.errors import FieldError, InputError
 
 RESPECT, TAKE = "Respect", "Take"
@@ -18,7 +22,8 @@ FIELD_OWNERSHIP_MODES = (RESPECT, TAKE)
 
 @dataclass(frozen=True, slots=True)
 class ClusterRecord:
-    """A governed cluster: idleshare's id <-> EKS cluster name <-> HyperPod cluster ARN."""
+    """A governed cluster: idleshare's id <-> EKS cluster name <-> HyperPod cluster ARN (None: plain EKS), and
+    where idleshare writes in it: the teams' namespaces (``<namespace_prefix><team>``) and the cohort they share."""
 
     cluster_id: str
     eks_cluster_name: str
@@ -120,16 +125,10 @@ class UsageStore(Protocol):
 
     def get_usage_cursor(self, cluster_id: str) -> UsageCursor | None: ...
 
-    def add_usage(
-        self,
-        cluster_id: str,
-        *,
-        expected_cursor: str | None,
-        cursor: UsageCursor,
-        hours: Mapping[str, UsageBucket],
-    ) -> None:
-        """Move the cursor (only while it is still ``expected_cursor``; None: no cursor yet) and add each hour's
-        amount-seconds and gaps to its stored hour, in one transaction; ConflictError when the cursor moved."""
+    def add_usage(self, cursor: UsageCursor, hours: Mapping[str, UsageBucket], *, expected: str | None) -> None:
+        """Move the cluster's cursor to ``cursor`` (only while it is still at ``expected``; None: no cursor yet) and
+        add each hour's amount-seconds and gaps to its stored hour, in one transaction; ConflictError when the
+        cursor moved."""
         ...
 
     def compact_usage_day(self, cluster_id: str, day: str) -> UsageBucket:
@@ -139,6 +138,20 @@ class UsageStore(Protocol):
     def usage_buckets(self, cluster_id: str, granularity: str, first: str, last: str) -> list[UsageBucket]:
         """The stored hours (``"hour"``) or days (``"day"``) from ``first`` to ``last`` (inclusive), in order."""
         ...
+
+
+class UsageHistoryStore(UsageStore, Protocol):
+    """What the usage sample writes to (``service/usage.py``): the history, and the pool it reads the cohort from."""
+
+    def get_pool(self, cluster_id: str) -> PoolRecord | None: ...
+
+
+class UsageReader(Protocol):
+    """What the usage reports read (``GET /clusters/{c}/usage``)."""
+
+    def get_cluster(self, cluster_id: str) -> ClusterRecord | None: ...
+    def get_usage_cursor(self, cluster_id: str) -> UsageCursor | None: ...
+    def usage_buckets(self, cluster_id: str, granularity: str, first: str, last: str) -> list[UsageBucket]: ...
 
 
 class UsageSource(Protocol):
@@ -153,7 +166,21 @@ class UsageSource(Protocol):
         ...
 
 
+class ClusterDirectory(Protocol):
+    """The cluster registry as the registrar keeps it (``service/registry.py``; ``adapters/store/registry.py``)."""
+
+    def get_cluster(self, cluster_id: str) -> ClusterRecord | None: ...
+    def list_clusters(self) -> list[ClusterRecord]: ...
+    def put_cluster(self, cluster: ClusterRecord) -> None: ...
+    def delete_cluster(self, cluster_id: str) -> bool:
+        """Deregister the cluster (its pools, history and quotas stay); False when it was not registered."""
+        ...
+
+
 class Store(Protocol):
+    """What the pipeline (router, recompute) reads and writes: the registry, the policies, the pool and its
+    receipts."""
+
     def get_cluster(self, cluster_id: str) -> ClusterRecord | None: ...
     def find_cluster(
         self, *, eks_cluster_name: str | None = None, hyperpod_arn: str | None = None
@@ -200,17 +227,36 @@ class AdminStore(Store, Protocol):
     ) -> StoredQuota: ...
     def delete_scheduler_config(self, cluster_id: str, target_version: int | None = None) -> None: ...
     def list_history(
-        self,
-        cluster_id: str,
-        limit: int = 20,
-        newest_first: bool = True,
-        *,
-        include_pool: bool = True,
-        before_generation: int | None = None,
-    ) -> list[PoolRecord]: ...
+        self, cluster_id: str, limit: int = 20, *, include_pool: bool = True, before_generation: int | None = None
+    ) -> list[PoolRecord]:
+        """Past generations, newest first, at most ``limit``; ``include_pool=False`` leaves the pools out;
+        ``before_generation`` keeps only the generations below it (the next page)."""
+        ...
+
+
+class WatchStore(Protocol):
+    """The node watcher's bookmark of a cluster (``service/watcher.py``; ``adapters/store/watch.py``)."""
+
+    def claim_watch(self, cluster_id: str, owner: str) -> WatchBookmark:
+        """Take the cluster's watch over (the lease number goes up) and return where the last holder left it."""
+        ...
+
+    def save_watch(
+        self, cluster_id: str, lease: int, resource_version: str, nodes: Mapping[str, Any] | None = None
+    ) -> None:
+        """Checkpoint (``nodes`` None: the views are unchanged); ConflictError (operation ``save_watch``) once a
+        newer claim took the lease."""
+        ...
+
+
+class FullStore(AdminStore, ClusterDirectory, WatchStore, UsageHistoryStore, UsageReader, Protocol):
+    """Everything idleshare keeps in its table (``DynamoStore``): what ``runtime.wiring.Dependencies.store`` holds,
+    each service taking the part it needs."""
 
 
 class KubeCluster(Protocol):
+    """What the recompute reads from and writes to a cluster."""
+
     def list_nodes(self, page_size: int = 500) -> Iterator[dict[str, Any]]:
         """Every Node object (dict), read page by page with limit/continue."""
         ...
@@ -235,21 +281,46 @@ class KubeCluster(Protocol):
         ...
 
 
+class NodeWatchSource(Protocol):
+    """The cluster's nodes as the node watcher lists and watches them."""
+
+    def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+        """Every Node object and the list's ``resourceVersion`` (where a watch starts from)."""
+        ...
+
+    def watch_nodes(
+        self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """One watch request: ``(type, node)`` events after ``resource_version`` (``BOOKMARK`` events carry only
+        a ``resourceVersion``); ResourceExpiredError (410 Gone) when that version is too old."""
+        ...
+
+
+class ClusterConnection(KubeCluster, NodeWatchSource, UsageSource, Protocol):
+    """A governed cluster's API server as idleshare reaches it (``LightkubeCluster``): what
+    ``runtime.wiring.Dependencies.kube_for`` returns."""
+
+
 class EventPublisher(Protocol):
     def publish(self, detail_type: str, detail: dict[str, Any], resources: Iterable[str] = ()) -> None: ...
 
 
+class BatchPublisher(Protocol):
+    def publish_batch(self, events: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Put ``(detail-type, detail)`` events on the bus, as few PutEvents calls as its limits allow; returns
+        the calls made."""
+        ...
+
+
+class EventBus(EventPublisher, BatchPublisher, Protocol):
+    """idleshare's event bus (``EventBridgePublisher``): what ``runtime.wiring.Dependencies.publisher`` holds."""
+
+
 class RecomputeQueue(Protocol):
-    def enqueue(
-        self,
-        cluster_id: str,
-        reason: str,
-        dedup_window_seconds: int = names.RECOMPUTE_COALESCE_SECONDS,
-        *,
-        request_id: str | None = None,
-    ) -> str:
-        """Ask for one recompute of the cluster. ``request_id`` (an explicit recalculation request) makes
-        the message carry it, never deduplicated with others, and the recompute writes a receipt for it."""
+    def enqueue(self, cluster_id: str, reason: str, *, request_id: str | None = None) -> str:
+        """Ask for one recompute of the cluster (coalesced per window: ``timings.COALESCE_SECONDS``).
+        ``request_id`` (an explicit recalculation request) makes the message carry it, never deduplicated with
+        others, and the recompute writes a receipt for it."""
         ...
 
 

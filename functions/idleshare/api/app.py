@@ -21,7 +21,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.logging import correlation_paths
 
-from idleshare import names
+from idleshare import names, timings
 from idleshare.adapters.errors import (
     AdapterError,
     ConflictError,
@@ -285,7 +285,7 @@ def get_excluded_nodes(
 )
 def recalculate(
     cluster: Cluster,
-    wait_seconds: Annotated[int, Query(alias="waitSeconds", ge=0, le=names.API_MAX_WAIT_SECONDS)] = 0,
+    wait_seconds: Annotated[int, Query(alias="waitSeconds", ge=0, le=timings.API_MAX_WAIT_SECONDS)] = 0,
     body: Annotated[RecalculateBody | None, Body()] = None,
 ) -> Response[Any]:
     request = None if body is None else requests.parse(requests.Recalculate, body)

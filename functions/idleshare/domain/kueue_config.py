@@ -44,11 +44,6 @@ REQUIRED_FRAMEWORKS = ("batch/job",)
 DEFAULT_FRAMEWORKS = ("batch/job",)
 """What Kueue enables when the Configuration lists no framework."""
 
-FAIR_SHARE_WITHOUT_KUEUE_FAIR_SHARING = "FairShareWithoutKueueFairSharing"
-KUEUE_FAIR_SHARING_WITH_FAIR_SHARE_DISABLED = "KueueFairSharingWithFairShareDisabled"
-KUEUE_INTEGRATION_MISSING = "KueueIntegrationMissing"
-KUEUE_CONFIG_UNREADABLE = "KueueConfigUnreadable"
-
 
 @dataclass(frozen=True, slots=True)
 class KueueConfig:
@@ -65,6 +60,17 @@ class KueueConfigReading:
 
     config: KueueConfig | None
     problem: str = ""
+
+
+# The pool's issues about Kueue's configuration (:func:`kueue_config_issues`).
+FAIR_SHARE_WITHOUT_KUEUE_FAIR_SHARING = "FairShareWithoutKueueFairSharing"
+"""FairShare Enabled while Kueue's fair sharing is off: the weights do nothing (a warning)."""
+KUEUE_FAIR_SHARING_WITH_FAIR_SHARE_DISABLED = "KueueFairSharingWithFairShareDisabled"
+"""FairShare Disabled while Kueue's fair sharing is on: borrowing is evened out anyway (a warning)."""
+KUEUE_INTEGRATION_MISSING = "KueueIntegrationMissing"
+"""A framework of :data:`REQUIRED_FRAMEWORKS` not enabled: the teams' Jobs are not queued (an error)."""
+KUEUE_CONFIG_UNREADABLE = "KueueConfigUnreadable"
+"""Kueue's Configuration could not be read: nothing above is checked (a warning)."""
 
 
 def kueue_config_issues(reading: KueueConfigReading | None, scheduler: SchedulerConfig) -> list[Issue]:

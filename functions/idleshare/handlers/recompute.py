@@ -28,6 +28,7 @@ def handler(event: dict[str, Any], context: Any) -> Any:
     from idleshare.service.recompute import Recomputer
 
     deps, settings = dependencies(), read()
+    assert deps.kube_for is not None, "the recompute needs access to the governed clusters"
     recomputer = Recomputer(
         deps.store,
         deps.kube_for,

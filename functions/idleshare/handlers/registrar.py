@@ -24,7 +24,6 @@ from idleshare import names
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime.observability import logger
 from idleshare.runtime.wiring import dependencies
-from idleshare.service.registry import ClusterDirectory
 
 PHYSICAL_ID = "idleshare-cluster-registry"
 RESPONSE_TIMEOUT_SECONDS = 20
@@ -69,13 +68,6 @@ def _clusters(properties: Any, where: str) -> tuple[ClusterRecord, ...] | None:
         raise ValueError(f"{where}.Clusters: {exc}") from None
 
 
-def _directory() -> ClusterDirectory:
-    store = dependencies().store
-    if not isinstance(store, ClusterDirectory):
-        raise TypeError(f"the store ({type(store).__name__}) cannot deregister clusters")
-    return store
-
-
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from idleshare.runtime.env import settings
@@ -89,12 +81,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if configured is None:
             configured = settings(handler=names.REGISTRAR_HANDLER).clusters
         if kind == "Delete":
-            removed = deregister_clusters(_directory(), (c.cluster_id for c in configured))
+            removed = deregister_clusters(dependencies().store, (c.cluster_id for c in configured))
             logger.info("clusters deregistered", extra={"request": kind, "deregistered": removed})
             data = {"Deregistered": ",".join(removed)}
         else:
             previous = _clusters(event.get("OldResourceProperties"), "OldResourceProperties") or ()
-            done = reconcile_clusters(_directory(), configured, previous=previous)
+            done = reconcile_clusters(dependencies().store, configured, previous=previous)
             logger.info(
                 "clusters registered",
                 extra={"request": kind, "written": done.registered, "deregistered": done.deregistered},

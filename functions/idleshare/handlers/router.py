@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from idleshare import names
 from idleshare.parse.errors import InputError
 from idleshare.parse.events import parse_event
 from idleshare.runtime.observability import logger, metrics, tracer
@@ -21,17 +22,17 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         typed = parse_event(event)
     except InputError as exc:
         logger.warning("dropped malformed event", extra={"reason": str(exc), "detail_type": _dt(event)})
-        metrics.add_metric(name="EventsDropped", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=names.METRIC_EVENTS_DROPPED, unit=MetricUnit.Count, value=1)
         return {"enqueued": [], "dropped": "Malformed"}
     deps = dependencies()
     assert deps.queue is not None, "the router needs the recompute queue"
     outcome = route(typed, deps.store, deps.queue, reason=typed.detail_type)
     if outcome.dropped_reason:
         logger.warning("dropped event", extra={"reason": outcome.dropped_reason, "detail_type": typed.detail_type})
-        metrics.add_metric(name="EventsDropped", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=names.METRIC_EVENTS_DROPPED, unit=MetricUnit.Count, value=1)
         return {"enqueued": [], "dropped": outcome.dropped_reason}
     logger.info("recompute requested", extra={"clusters": outcome.enqueued, "detail_type": typed.detail_type})
-    metrics.add_metric(name="RecomputesRequested", unit=MetricUnit.Count, value=len(outcome.enqueued))
+    metrics.add_metric(name=names.METRIC_RECOMPUTES_REQUESTED, unit=MetricUnit.Count, value=len(outcome.enqueued))
     return {"enqueued": list(outcome.enqueued)}
 
 

@@ -1,7 +1,7 @@
-"""Node watcher Lambda: holds a watch on one governed cluster's nodes for this invocation (issue 16).
+"""Node watcher Lambda: holds a watch on one governed cluster's nodes for this invocation.
 
 EventBridge Scheduler invokes it every minute per cluster with ``{"cluster": "<id>"}``; the watch is held
-until ``names.WATCHER_STOP_BEFORE_SECONDS`` before the function's timeout, and the next invocation takes it
+until ``timings.WATCHER_STOP_BEFORE_SECONDS`` before the function's timeout, and the next invocation takes it
 over from the last checkpoint (``service/watcher.py``). Waiting for its publishes is bounded by the time the
 invocation has left, less ``timings.WATCHER_CHECKPOINT_RESERVE_SECONDS`` for the last checkpoint: events not
 on the bus by then are not checkpointed, and the next invocation publishes them again. Every invocation reports, per cluster, how long the
@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from idleshare import names, timings
-from idleshare.adapters.ports import ClusterRecord
+from idleshare import timings
+from idleshare.adapters.ports import ClusterRecord, UsageHistoryStore, UsageSource
 from idleshare.runtime.metrics import emit_watch, watch_failed
 from idleshare.runtime.observability import logger
 from idleshare.runtime.wiring import dependencies, governed_cluster
@@ -30,12 +30,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     cluster = _cluster(event)
     deps = dependencies()
     assert deps.publisher is not None, "the node watcher needs idleshare's event bus"
+    assert deps.kube_for is not None, "the node watcher needs access to the governed clusters"
     try:
         kube = deps.kube_for(cluster)
     except Exception:
         watch_failed(cluster.cluster_id)
         raise
-    sample_usage_once(cluster, kube, deps.store)  # issue 21: Kueue's accounting read back, once a minute per cluster
+    sample_usage_once(cluster, kube, deps.store)  # Kueue's accounting read back, once a minute per cluster
     remaining = context.get_remaining_time_in_millis() / 1000.0
     now = time.monotonic()
     publish_until = now + remaining - timings.WATCHER_CHECKPOINT_RESERVE_SECONDS
@@ -43,9 +44,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         report = watch_cluster(
             cluster.cluster_id,
             kube,
-            deps.store,  # type: ignore[arg-type]  # DynamoStore: claim_watch / save_watch
-            deps.publisher,  # type: ignore[arg-type]  # EventBridgePublisher: publish_batch
-            deadline=now + max(0.0, remaining - names.WATCHER_STOP_BEFORE_SECONDS),
+            deps.store,
+            deps.publisher,
+            deadline=now + max(0.0, remaining - timings.WATCHER_STOP_BEFORE_SECONDS),
             owner=str(getattr(context, "aws_request_id", "") or "local"),
             publish_time_left=lambda: publish_until - time.monotonic(),
         )
@@ -56,7 +57,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return report.summary()
 
 
-def sample_usage_once(cluster: ClusterRecord, kube: Any, store: Any) -> None:
+def sample_usage_once(cluster: ClusterRecord, kube: UsageSource, store: UsageHistoryStore) -> None:
     """The minute's usage sample (``service/usage.py``) before the watch: a failure to read the cluster is a gap in
     the history, any other failure is logged and counted; neither stops the node watch."""
     from idleshare.runtime.metrics import emit_usage, usage_failed

@@ -31,10 +31,10 @@ class RecomputeReport(BatchEvents):
         logger.info(
             "trailing recompute handed back until its window closes", extra={"cluster": cluster_id, "seconds": seconds}
         )
-        metrics.add_metric(name="TrailingRecomputesDeferred", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=names.METRIC_TRAILING_DEFERRED, unit=MetricUnit.Count, value=1)
 
     def coalesced(self, cluster_id: str) -> None:
-        metrics.add_metric(name="RecomputesCoalesced", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=names.METRIC_RECOMPUTES_COALESCED, unit=MetricUnit.Count, value=1)
 
     def deduplicated(self, cluster_id: str, answer: RequestAnswer) -> None:
         logger.info(
@@ -46,7 +46,7 @@ class RecomputeReport(BatchEvents):
                 "changed": answer.changed,
             },
         )
-        metrics.add_metric(name="RecalculationsDeduplicated", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=names.METRIC_RECALCULATIONS_DEDUPLICATED, unit=MetricUnit.Count, value=1)
 
     def failed_permanently(self, cluster_id: str, error: PermanentError) -> None:
         logger.error("recompute failed permanently", extra={"cluster": cluster_id, "error": str(error)})
@@ -60,7 +60,7 @@ class RecomputeReport(BatchEvents):
             "too little time left to recompute: handed back",
             extra={"cluster": cluster_id, "remainingSeconds": round(remaining_seconds, 1)},
         )
-        metrics.add_metric(name="RecomputesOutOfTime", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=names.METRIC_RECOMPUTES_OUT_OF_TIME, unit=MetricUnit.Count, value=1)
 
     def handed_back(self, delays: dict[str, int], changed: int) -> None:
         extra = {"records": len(delays), "changed": changed, "backoffSeconds": sorted(set(delays.values()))}
@@ -68,7 +68,7 @@ class RecomputeReport(BatchEvents):
             logger.warning("failed records not all handed back with their backoff", extra=extra)
         else:
             logger.info("failed records handed back", extra=extra)
-        metrics.add_metric(name="RecordsHandedBack", unit=MetricUnit.Count, value=len(delays))
+        metrics.add_metric(name=names.METRIC_RECORDS_HANDED_BACK, unit=MetricUnit.Count, value=len(delays))
 
 
 def emit_recompute(outcome: Outcome) -> None:
@@ -86,7 +86,7 @@ def emit_recompute(outcome: Outcome) -> None:
             "summary": result.summary() if result else "",
         },
     )
-    metrics.add_metric(name="ObjectsApplied", unit=MetricUnit.Count, value=outcome.applied)
+    metrics.add_metric(name=names.METRIC_OBJECTS_APPLIED, unit=MetricUnit.Count, value=outcome.applied)
     metrics.add_metric(name=names.METRIC_RECOMPUTE_DURATION, unit=MetricUnit.Milliseconds, value=outcome.duration_ms)
     if result is None:
         return
@@ -103,11 +103,11 @@ def emit_recompute(outcome: Outcome) -> None:
                 continue
             if not result.capacity[flavor][resource] and not result.shortfall[flavor][resource]:
                 continue
-            borrowable = sum(float(g.borrowing_limit[flavor][resource]) for g in result.teams.values())
+            borrow_limits = sum(float(g.borrowing_limit[flavor][resource]) for g in result.teams.values())
             for name, value in (
                 (names.METRIC_UNALLOCATED, float(result.unallocated[flavor][resource])),
                 (names.METRIC_SHORTFALL, float(result.shortfall[flavor][resource])),
-                (names.METRIC_BORROWABLE, borrowable),
+                (names.METRIC_BORROW_LIMIT_SUM, borrow_limits),
             ):
                 gauge(outcome.cluster_id, name, value, flavor=flavor, resource=resource)
     for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
@@ -157,7 +157,7 @@ def emit_watch(report: WatchReport) -> None:
     else:
         logger.info("node watch handed over", extra=extra)
     gauge(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds, unit=MetricUnit.Seconds)
-    gauge(report.cluster_id, names.METRIC_NODE_WATCH_EVENTS, report.published)
+    gauge(report.cluster_id, names.METRIC_NODE_CHANGES_PUBLISHED, report.published)
     gauge(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
     gauge(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
 

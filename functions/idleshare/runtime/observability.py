@@ -20,7 +20,8 @@ from idleshare import names
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
-F = TypeVar("F", bound=Callable[..., Any])
+E = TypeVar("E")
+R = TypeVar("R")
 
 # Libraries that log credentials at DEBUG: botocore prints each signed request's headers
 # (Authorization, X-Amz-Security-Token) and, when presigning the EKS token, the canonical query
@@ -51,16 +52,16 @@ class LazyTracer:
             self._tracer = Tracer(service=self._service)
         return self._tracer
 
-    def capture_lambda_handler(self, handler: F) -> F:
-        traced: list[Callable[..., Any]] = []
+    def capture_lambda_handler(self, handler: Callable[[E, Any], R]) -> Callable[[E, Any], R]:
+        traced: list[Callable[[E, Any], R]] = []
 
         @functools.wraps(handler)
-        def wrapper(event: Any, context: Any) -> Any:
+        def wrapper(event: E, context: Any) -> R:
             if not traced:
                 traced.append(self.get().capture_lambda_handler(handler))
             return traced[0](event, context)
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.get(), name)

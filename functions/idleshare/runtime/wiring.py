@@ -16,27 +16,40 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import boto3
 
 from idleshare import names, timings
 from idleshare.adapters.idempotency import RequestLedgers
-from idleshare.adapters.ports import ClusterRecord, EventPublisher, KubeCluster, RecomputeQueue, RecordReturns, Store
+from idleshare.adapters.ports import (
+    ClusterConnection,
+    ClusterRecord,
+    EventBus,
+    FullStore,
+    RecomputeQueue,
+    RecordReturns,
+)
 from idleshare.runtime.env import HANDLER_VARIABLE, check_at_cold_start, settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from botocore.config import Config
+
+    from idleshare.adapters.eks_auth import EksConnector
 
 check_at_cold_start()
 
 
 @dataclass
 class Dependencies:
-    store: Store
+    """What the deployed functions reach the outside world through, one of each port (``adapters/ports.py``); a
+    function that needs one left None says so at its first invocation."""
+
+    store: FullStore
     queue: RecomputeQueue | None = None
-    publisher: EventPublisher | None = None
-    kube_for: Any = None  # Callable[[ClusterRecord], KubeCluster]
+    publisher: EventBus | None = None
+    kube_for: Callable[[ClusterRecord], ClusterConnection] | None = None
+    """The connection to a governed cluster's API server (one per cluster, reused by warm starts)."""
     clock: Callable[[], float] = time.time
     """Epoch seconds: what a queued message's ``notBefore`` is compared with (the devkit's simulated clock)."""
     ledgers: RequestLedgers = field(default_factory=RequestLedgers)
@@ -113,10 +126,10 @@ def _from_environment() -> Dependencies:
     publisher = (
         EventBridgePublisher(boto3.client("events", config=config), e.event_bus_name) if e.event_bus_name else None
     )
-    connectors: dict[str, Any] = {}
-    clients: dict[str, KubeCluster] = {}
+    connectors: dict[str, EksConnector] = {}
+    clients: dict[str, ClusterConnection] = {}
 
-    def kube_for(cluster: ClusterRecord) -> KubeCluster:
+    def kube_for(cluster: ClusterRecord) -> ClusterConnection:
         from idleshare.adapters.eks_auth import EksConnector
         from idleshare.adapters.kube import LightkubeCluster
 

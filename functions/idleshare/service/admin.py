@@ -25,10 +25,10 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-from idleshare import names
+from idleshare import names, timings
 from idleshare.adapters.errors import AdapterError, NotFoundError, PermanentError
 from idleshare.adapters.ports import (
     AdminStore,
@@ -178,25 +178,18 @@ def _by_reason(excluded: Mapping[str, str]) -> dict[str, int]:
 
 
 # -------------------------------------------------------------------------------------- service
+@dataclass
 class Admin:
-    """The admin operations over the store and idleshare's bus (``publisher`` None: read-only)."""
+    """The admin operations over the store and idleshare's bus (``publisher`` None: read-only); a recalculation
+    waits for its receipt on ``clock`` and ``sleep``, polling every ``poll_interval`` seconds."""
 
-    def __init__(
-        self,
-        store: AdminStore,
-        publisher: EventPublisher | None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        poll_interval: float = 0.5,
-        new_request_id: Callable[[], str] = lambda: str(uuid.uuid4()),
-    ) -> None:
-        self.store = store
-        self.publisher = publisher
-        self.clock = clock
-        self.sleep = sleep
-        self.poll_interval = poll_interval
-        self.new_request_id = new_request_id
+    store: AdminStore
+    publisher: EventPublisher | None
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    poll_interval: float = 0.5
+    new_request_id: Callable[[], str] = lambda: str(uuid.uuid4())
 
     # ------------------------------------------------------------------------------- plumbing
     def cluster(self, cluster_id: str) -> ClusterRecord:
@@ -464,7 +457,7 @@ class Admin:
         if found is None:
             raise NotFoundError(
                 f"no receipt for recalculation {request_id!r} of cluster {cluster_id!r} yet: the recompute has "
-                f"not run (or the receipt expired after {names.RECALC_RECEIPT_TTL_SECONDS // 3600} h)",
+                f"not run (or the receipt expired after {timings.RECALC_RECEIPT_TTL_SECONDS // 3600} h)",
                 operation="get_receipt",
             )
         return receipt_json(found)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -128,25 +128,22 @@ def _changes(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass
 class Recomputer:
-    def __init__(
-        self,
-        store: Store,
-        kube_for: Callable[[ClusterRecord], KubeCluster],
-        publisher: EventPublisher | None,
-        *,
-        tolerated_taint_keys: frozenset[str] | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.store = store
-        self.kube_for = kube_for
-        self.publisher = publisher
-        self.tolerated = tolerated_taint_keys
-        self.clock = clock
+    """Recomputes a cluster's pool from its nodes and policies and writes it to the store, the cluster (through
+    ``kube_for``) and the bus (``publisher`` None: no event); ``tolerated_taint_keys`` None: the defaults."""
+
+    store: Store
+    kube_for: Callable[[ClusterRecord], KubeCluster]
+    publisher: EventPublisher | None
+    _: KW_ONLY
+    tolerated_taint_keys: frozenset[str] | None = None
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def settings_for(self, cluster: ClusterRecord) -> Settings:
         base = Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix)
-        return base if self.tolerated is None else replace(base, tolerated_taint_keys=self.tolerated)
+        tolerated = self.tolerated_taint_keys
+        return base if tolerated is None else replace(base, tolerated_taint_keys=tolerated)
 
     def recompute(self, cluster_id: str, *, request_id: str | None = None) -> Outcome:
         """One recompute; with ``request_id`` (an explicit recalculation request) also its receipt:

@@ -5,27 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
-from idleshare.adapters.ports import ClusterRecord
-
-
-@runtime_checkable
-class ClusterDirectory(Protocol):
-    """The registry part of the store the registrar uses (``adapters/store/registry.py``)."""
-
-    def get_cluster(self, cluster_id: str) -> ClusterRecord | None: ...
-    def list_clusters(self) -> list[ClusterRecord]: ...
-    def put_cluster(self, cluster: ClusterRecord) -> None: ...
-    def delete_cluster(self, cluster_id: str) -> bool: ...
+from idleshare.adapters.ports import ClusterDirectory, ClusterRecord
 
 
-class _Writes(Protocol):
-    def get_cluster(self, cluster_id: str) -> ClusterRecord | None: ...
-    def put_cluster(self, cluster: ClusterRecord) -> None: ...
-
-
-def register_clusters(store: _Writes, clusters: Iterable[ClusterRecord]) -> list[str]:
+def register_clusters(store: ClusterDirectory, clusters: Iterable[ClusterRecord]) -> list[str]:
     """Write each cluster whose registry entry is missing or different; returns the ids written.
     Idempotent: a second run with the same clusters reads and writes nothing."""
     written = []

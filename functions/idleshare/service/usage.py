@@ -20,10 +20,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import Any
 
 from idleshare.adapters.errors import AdapterError, ConflictError, NotFoundError
-from idleshare.adapters.ports import PoolRecord, UsageBucket, UsageCursor, UsageKey, UsageSource, UsageStore
+from idleshare.adapters.ports import (
+    UsageBucket,
+    UsageCursor,
+    UsageHistoryStore,
+    UsageKey,
+    UsageReader,
+    UsageSource,
+)
 from idleshare.domain.usage import UsageSample, allocations, derive_usage, hours_text, parse_time, sample_document
 from idleshare.parse.errors import FieldError
 from idleshare.service.admin import BadRequestError
@@ -34,10 +41,6 @@ MAX_REPORT_DAYS = {"hour": 62, "day": 400}
 GRANULARITIES = ("hour", "day")
 NO_SAMPLE = "NoSample"
 SAMPLE_FAILED = "SampleFailed"
-
-
-class UsageHistoryStore(UsageStore, Protocol):
-    def get_pool(self, cluster_id: str) -> PoolRecord | None: ...
 
 
 @dataclass(frozen=True)
@@ -133,9 +136,7 @@ def sample_usage(
         failure=failure,
     )
     try:
-        store.add_usage(
-            cluster_id, expected_cursor=cursor.cursor_at if cursor else None, cursor=new_cursor, hours=hours
-        )
+        store.add_usage(new_cursor, hours, expected=cursor.cursor_at if cursor else None)
     except ConflictError:
         return SampleOutcome(cluster_id, sample, failure, recorded=False, gap=gap)
     if previous is not None and previous.date() < now.date():
@@ -149,12 +150,6 @@ def sample_usage(
 
 
 # -- the read side ------------------------------------------------------------------------------------------
-
-
-class UsageReader(Protocol):
-    def get_cluster(self, cluster_id: str) -> Any: ...
-    def get_usage_cursor(self, cluster_id: str) -> UsageCursor | None: ...
-    def usage_buckets(self, cluster_id: str, granularity: str, first: str, last: str) -> list[UsageBucket]: ...
 
 
 def _known(store: UsageReader, cluster_id: str) -> None:

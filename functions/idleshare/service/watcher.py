@@ -48,13 +48,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from idleshare import names
 from idleshare.adapters.errors import AdapterError, ConflictError, ResourceExpiredError, RetryableError
-from idleshare.adapters.ports import WatchBookmark
+from idleshare.adapters.ports import BatchPublisher, NodeWatchSource, WatchBookmark, WatchStore
 from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL
 
 BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"
@@ -159,31 +159,6 @@ def change_detail(cluster_id: str, node: str, changes: Sequence[str], resource_v
         "changes": list(changes),
         "resourceVersion": resource_version,
     }
-
-
-# -- ports --------------------------------------------------------------------------------------------------
-
-
-class NodeWatchSource(Protocol):
-    """The cluster's nodes as :class:`idleshare.adapters.kube.LightkubeCluster` lists and watches them."""
-
-    def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]: ...
-
-    def watch_nodes(
-        self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True
-    ) -> Iterator[tuple[str, dict[str, Any]]]: ...
-
-
-class WatchStore(Protocol):
-    def claim_watch(self, cluster_id: str, owner: str) -> WatchBookmark: ...
-
-    def save_watch(
-        self, cluster_id: str, lease: int, resource_version: str, nodes: Mapping[str, Any] | None = None
-    ) -> None: ...
-
-
-class BatchPublisher(Protocol):
-    def publish_batch(self, events: Iterable[tuple[str, dict[str, Any]]]) -> int: ...
 
 
 # -- the run ------------------------------------------------------------------------------------------------
@@ -326,113 +301,150 @@ def watch_cluster(
     queued (tests, the local pipeline). ``publish_time_left``: the seconds (real time) waiting for the
     publisher may still take; None: no bound. Returns early when a newer invocation took the watch over."""
     started = clock()
-    report = WatchReport(cluster_id)
-    bookmark = store.claim_watch(cluster_id, owner)
-    report.lease = bookmark.lease
-    report.resumed_from = bookmark.resource_version
-    saved_nodes: dict[str, View] | None = dict(bookmark.nodes) if bookmark.nodes is not None else None
-    saved_rv = bookmark.resource_version if saved_nodes is not None else ""
-    known: dict[str, View] = dict(saved_nodes or {})
-    rv = saved_rv
-    dirty = False
-    batcher = _Batcher(publisher, report)
-
-    def time_left() -> float | None:
-        return None if publish_time_left is None else publish_time_left()
-
-    def emit(name: str, changes: list[str], version: str) -> None:
-        detail = change_detail(cluster_id, name, changes, version)
-        report.changes.update(changes)
-        batcher.put(detail)
-        if on_change is not None:
-            on_change(detail)
-
-    def checkpoint() -> None:
-        nonlocal saved_nodes, saved_rv, dirty
-        batcher.drain(time_left())  # events first: a checkpoint never gets ahead of what is on the bus
-        store.save_watch(cluster_id, report.lease, rv, dict(known) if dirty else None)
-        report.checkpoints += 1
-        saved_rv = rv
-        if dirty:
-            saved_nodes, dirty = dict(known), False
-
-    def relist() -> None:
-        nonlocal known, rv, dirty
-        listed, version = kube.list_nodes_snapshot()
-        report.relists += 1
-        fresh = {str((n.get("metadata") or {}).get("name", "")): node_view(n) for n in listed}
-        if saved_nodes is not None:  # changes made while nobody watched (or in the expired window)
-            for name in sorted(set(known) | set(fresh)):
-                changes = node_changes(known.get(name), fresh.get(name))
-                if changes:
-                    emit(name, changes, version)
-        known, rv, dirty = fresh, version, True
-        checkpoint()
-
+    watch = NodeWatch(
+        store.claim_watch(cluster_id, owner),
+        kube,
+        store,
+        publisher,
+        window_seconds=window_seconds,
+        on_change=on_change,
+        publish_time_left=publish_time_left,
+    )
     try:
-        while True:
-            remaining = deadline - clock()
-            if remaining < 1:
-                break
+        watch.run(deadline, clock, sleep)
+    finally:
+        watch.close()
+        watch.report.watched_seconds = max(0.0, clock() - started)
+    return watch.report
+
+
+class NodeWatch:
+    """One run of :func:`watch_cluster`, its state in fields: the last checkpoint (``saved_rv``, ``saved_nodes``:
+    None when nothing was ever saved), where the watch is now (``rv``; "" to list again) and each node's view there
+    (``known``; ``dirty`` when it differs from the checkpoint's)."""
+
+    def __init__(
+        self,
+        bookmark: WatchBookmark,
+        kube: NodeWatchSource,
+        store: WatchStore,
+        publisher: BatchPublisher,
+        *,
+        window_seconds: int = DEFAULT_WINDOW_SECONDS,
+        on_change: Callable[[dict[str, Any]], None] | None = None,
+        publish_time_left: Callable[[], float] | None = None,
+    ) -> None:
+        self.kube, self.store = kube, store
+        self.window_seconds, self.on_change, self.publish_time_left = window_seconds, on_change, publish_time_left
+        self.report = WatchReport(bookmark.cluster_id, lease=bookmark.lease, resumed_from=bookmark.resource_version)
+        self.saved_nodes: dict[str, View] | None = dict(bookmark.nodes) if bookmark.nodes is not None else None
+        self.saved_rv = bookmark.resource_version if self.saved_nodes is not None else ""
+        self.known: dict[str, View] = dict(self.saved_nodes or {})
+        self.rv = self.saved_rv
+        self.dirty = False
+        self.batcher = _Batcher(publisher, self.report)
+
+    def run(self, deadline: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+        """Watch (or list, when there is no ``rv``) and checkpoint until ``deadline``, a takeover, or no time left
+        to publish; a failure resumes from the last checkpoint (module docstring)."""
+        while (remaining := deadline - clock()) >= 1:
             try:
-                if not rv:
-                    relist()
-                    continue
-                report.watch_requests += 1
-                for kind, node in kube.watch_nodes(rv, timeout_seconds=max(1, min(window_seconds, int(remaining)))):
-                    version = str((node.get("metadata") or {}).get("resourceVersion") or rv)
-                    if kind == "BOOKMARK":
-                        report.bookmarks += 1
-                        rv = version
-                        continue
-                    name = str((node.get("metadata") or {}).get("name", ""))
-                    after = None if kind == "DELETED" else node_view(node)
-                    changes = node_changes(known.get(name), after)
-                    if changes:
-                        emit(name, changes, version)
-                        if after is None:
-                            known.pop(name, None)
-                        else:
-                            known[name] = after
-                        dirty = True
-                    else:
-                        report.ignored += 1
-                    rv = version
-                checkpoint()
+                if self.rv:
+                    self._watch(remaining)
+                else:
+                    self._relist()
             except ResourceExpiredError as exc:
-                report.failures.append(f"relist: {exc}")
-                try:
-                    batcher.drain(time_left())
-                except AdapterError as again:
-                    report.failures.append(str(again))
-                    if _replays(again):  # diff the relist against the checkpoint's views: their changes again
-                        known, dirty = dict(saved_nodes or {}), False
-                    if isinstance(again, PublishTimeout):
-                        rv = saved_rv
-                        break
-                rv = ""  # list again at once (the events seen so far are on the bus, or are derived again)
+                if self._recover(f"relist: {exc}", exc):
+                    break
+                self.rv = ""  # list again at once (the events seen so far are on the bus, or are derived again)
             except ConflictError as exc:
                 if exc.operation != "save_watch":
                     raise
-                report.superseded = True  # a newer invocation took the watch over: it resumes from our checkpoint
+                self.report.superseded = True  # a newer invocation took the watch over: it resumes from our checkpoint
                 break
             except AdapterError as exc:  # a watch request, a publish or a checkpoint failed
-                report.failures.append(str(exc))
-                lost, out_of_time = _replays(exc), isinstance(exc, PublishTimeout)
-                try:
-                    batcher.drain(time_left())
-                except AdapterError as again:
-                    report.failures.append(str(again))
-                    lost, out_of_time = lost or _replays(again), out_of_time or isinstance(again, PublishTimeout)
-                if lost:  # events that may not be on the bus: replay from the checkpoint, which publishes them again
-                    known = dict(saved_nodes or {})
-                    rv, dirty = saved_rv, False
-                if out_of_time:
+                if self._recover(str(exc), exc):
                     break  # no time left to publish: what is not checkpointed is the next invocation's
                 sleep(min(1.0, max(0.0, deadline - clock())))
-    finally:
-        left = time_left()
-        batcher.close(30.0 if left is None else min(30.0, left))
-        report.resource_version = rv
-        report.watched_seconds = max(0.0, clock() - started)
-    return report
+
+    def close(self) -> None:
+        """Stop the publisher (waiting at most the time left for publishing, 30 s at most) and report where the
+        watch stands."""
+        left = self._time_left()
+        self.batcher.close(30.0 if left is None else min(30.0, left))
+        self.report.resource_version = self.rv
+
+    def _time_left(self) -> float | None:
+        return None if self.publish_time_left is None else self.publish_time_left()
+
+    def _watch(self, remaining: float) -> None:
+        """One watch request from ``rv`` (at most ``window_seconds``), then a checkpoint."""
+        self.report.watch_requests += 1
+        timeout = max(1, min(self.window_seconds, int(remaining)))
+        for kind, node in self.kube.watch_nodes(self.rv, timeout_seconds=timeout):
+            meta = node.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or self.rv)
+            if kind == "BOOKMARK":
+                self.report.bookmarks += 1
+            else:
+                self._observe(str(meta.get("name", "")), None if kind == "DELETED" else node_view(node), version)
+            self.rv = version
+        self._checkpoint()
+
+    def _observe(self, name: str, after: View | None, version: str) -> None:
+        """A node's new view (None: deleted): published when it changed something the pool depends on."""
+        changes = node_changes(self.known.get(name), after)
+        if not changes:
+            self.report.ignored += 1
+            return
+        self._emit(name, changes, version)
+        if after is None:
+            self.known.pop(name, None)
+        else:
+            self.known[name] = after
+        self.dirty = True
+
+    def _relist(self) -> None:
+        """List the nodes, publish what changed since the checkpoint's views (none saved: nothing), checkpoint."""
+        listed, version = self.kube.list_nodes_snapshot()
+        self.report.relists += 1
+        fresh = {str((n.get("metadata") or {}).get("name", "")): node_view(n) for n in listed}
+        if self.saved_nodes is not None:  # changes made while nobody watched (or in the expired window)
+            for name in sorted(set(self.known) | set(fresh)):
+                changes = node_changes(self.known.get(name), fresh.get(name))
+                if changes:
+                    self._emit(name, changes, version)
+        self.known, self.rv, self.dirty = fresh, version, True
+        self._checkpoint()
+
+    def _emit(self, name: str, changes: list[str], version: str) -> None:
+        detail = change_detail(self.report.cluster_id, name, changes, version)
+        self.report.changes.update(changes)
+        self.batcher.put(detail)
+        if self.on_change is not None:
+            self.on_change(detail)
+
+    def _checkpoint(self) -> None:
+        self.batcher.drain(self._time_left())  # events first: a checkpoint never gets ahead of what is on the bus
+        self.store.save_watch(
+            self.report.cluster_id, self.report.lease, self.rv, dict(self.known) if self.dirty else None
+        )
+        self.report.checkpoints += 1
+        self.saved_rv = self.rv
+        if self.dirty:
+            self.saved_nodes, self.dirty = dict(self.known), False
+
+    def _recover(self, failure: str, exc: AdapterError) -> bool:
+        """After a failure: wait for what is queued to reach the bus; when events may not be on it, go back to the
+        checkpoint (its views and ``rv``), so they are derived and published again. True when there is no time
+        left to publish: the run ends there."""
+        self.report.failures.append(failure)
+        lost, out_of_time = _replays(exc), isinstance(exc, PublishTimeout)
+        try:
+            self.batcher.drain(self._time_left())
+        except AdapterError as again:
+            self.report.failures.append(str(again))
+            lost, out_of_time = lost or _replays(again), out_of_time or isinstance(again, PublishTimeout)
+        if lost:
+            self.known, self.rv, self.dirty = dict(self.saved_nodes or {}), self.saved_rv, False
+        return out_of_time

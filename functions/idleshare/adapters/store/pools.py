@@ -9,6 +9,7 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
+from idleshare import timings
 from idleshare.adapters.errors import ConflictError, PermanentError, RetryableError
 from idleshare.adapters.ports import PoolRecord, RecalculationReceipt
 from idleshare.adapters.store.base import TableAccess
@@ -41,7 +42,7 @@ from idleshare.table import (
 
 APPLY_STATUSES = ("Pending", "Applied", "Failed", "Conflict")  # Conflict: objects left to another field manager
 RECEIPT_STATUSES = ("Done", "Failed")
-RECEIPT_TTL_SECONDS = 24 * 3600  # idleshare.names.RECALC_RECEIPT_TTL_SECONDS
+RECEIPT_TTL_SECONDS = timings.RECALC_RECEIPT_TTL_SECONDS
 _POOL_READ_ATTEMPTS = 4  # reads of a POOL item whose parts a newer generation overwrote meanwhile
 
 
@@ -244,15 +245,9 @@ class Pools(TableAccess):
             return
 
     def list_history(
-        self,
-        cluster_id: str,
-        limit: int = 20,
-        newest_first: bool = True,
-        *,
-        include_pool: bool = True,
-        before_generation: int | None = None,
+        self, cluster_id: str, limit: int = 20, *, include_pool: bool = True, before_generation: int | None = None
     ) -> list[PoolRecord]:
-        """Past generations (including the current one), newest first by default; at most ``limit``.
+        """Past generations (including the current one), newest first; at most ``limit``.
         Entries carry the pool as computed (apply fields are the defaults: history is append-only);
         ``extra["expires_at"]`` is the item's TTL (epoch seconds). ``include_pool=False`` skips the pools.
         ``before_generation`` keeps only generations below it (the next page, newest first)."""
@@ -265,7 +260,7 @@ class Pools(TableAccess):
         )
         args: dict[str, Any] = {
             "KeyConditionExpression": Key(PK).eq(cluster_pk(cluster_id)) & sk_condition,
-            "ScanIndexForward": not newest_first,
+            "ScanIndexForward": False,
             "Limit": min(limit, 100),
         }
         if not include_pool:

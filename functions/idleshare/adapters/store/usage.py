@@ -117,15 +117,9 @@ class UsageHistory(TableAccess):
             item.corrupt(f"usage rows or gaps unreadable: {exc}")
         return UsageBucket(start=start, rows=rows, gaps=gaps)
 
-    def add_usage(
-        self,
-        cluster_id: str,
-        *,
-        expected_cursor: str | None,
-        cursor: UsageCursor,
-        hours: Mapping[str, UsageBucket],
-    ) -> None:
+    def add_usage(self, cursor: UsageCursor, hours: Mapping[str, UsageBucket], *, expected: str | None) -> None:
         op = "add_usage"
+        cluster_id = cursor.cluster_id
         pk = cluster_pk(cluster_id)
         now = self._now()
         # the sample as JSON text when small, else zlib-compressed in one binary attribute (hundreds of teams: MBs
@@ -156,11 +150,11 @@ class UsageHistory(TableAccess):
         }
         if packed is not None:
             latest["ExpressionAttributeNames"] = {"#sample": "sample"}
-        if expected_cursor is None:
+        if expected is None:
             latest["ConditionExpression"] = f"attribute_not_exists({PK})"
         else:
             latest["ConditionExpression"] = "cursor_at = :expected"
-            latest["ExpressionAttributeValues"][":expected"] = expected_cursor
+            latest["ExpressionAttributeValues"][":expected"] = expected
         updates: list[dict[str, Any]] = [{"Update": attribute_values(latest)}]
         for hour, delta in sorted(hours.items()):
             sk = usage_hour_sk(hour)
