@@ -63,7 +63,7 @@ class AdminApi(Construct):
         )
         integration = apigw.LambdaIntegration(handler)
         # API Gateway validates what it can (required parameters, modelled bodies); the handler
-        # validates every request body against its pydantic models.
+        # validates every request body against its schema (idleshare.parse.requests).
         self.methods = [
             resource.add_method(
                 "ANY",

@@ -291,10 +291,10 @@ def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) ->
             pipe.deliver()
             pipe.drain()
 
-    from idleshare.parse.requests import Recalculate
+    from idleshare.parse.requests import Recalculate, parse
 
     admin = Admin(pipe.store, pipe, clock=clock, sleep=sleep, poll_interval=0.5)
-    answer = admin.recalculate("demo", Recalculate(reason="x"), wait_seconds=25)
+    answer = admin.recalculate("demo", parse(Recalculate, {"reason": "x"}), wait_seconds=25)
     assert answer.done and answer.body["status"] == "Done" and len(clock.sleeps) == 2
 
 

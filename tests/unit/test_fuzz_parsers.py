@@ -206,27 +206,28 @@ quantity_text = st.one_of(
 )
 
 
+def quantity_or_refusal(value: Any) -> Any:
+    """The amount (exact, within bounds), or None after a ValueError that says something."""
+    try:
+        amount = parse_quantity_value(value)
+    except ValueError as error:
+        assert str(error)
+        return None
+    assert type(amount) in (int, Fraction) and 0 <= amount <= QUANTITY_MAX
+    return amount
+
+
 @settings(max_examples=300, deadline=None)
 @given(quantity_text)
 def test_fuzz_a_quantity_string_parses_only_when_kubernetes_would_accept_it(text: str) -> None:
-    try:
-        amount = parse_quantity_value(text)
-    except ValueError as error:
-        assert str(error)
-        return
-    assert K8S_QUANTITY.fullmatch(text), f"accepted {text!r}, which Kubernetes refuses"
-    assert type(amount) in (int, Fraction) and 0 <= amount <= QUANTITY_MAX
+    if quantity_or_refusal(text) is not None:
+        assert K8S_QUANTITY.fullmatch(text), f"accepted {text!r}, which Kubernetes refuses"
 
 
 @FUZZ
 @given(json_values | st.integers(min_value=-(2**70), max_value=2**70))
 def test_fuzz_a_quantity_value_of_any_json_type(value: Any) -> None:
-    try:
-        amount = parse_quantity_value(value)
-    except ValueError as error:
-        assert str(error)
-        return
-    assert type(amount) in (int, Fraction) and 0 <= amount <= QUANTITY_MAX
+    quantity_or_refusal(value)
 
 
 # ------------------------------------------------------------------------- quotas, scheduler config

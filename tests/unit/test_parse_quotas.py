@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,6 +34,7 @@ from idleshare.domain.model import (
 from idleshare.parse import quotas
 from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.schema import Shape, field_names
 from tests.corpus.make_corpus import (
     DELETE,
     LIST_ITEMS,
@@ -213,9 +217,13 @@ def test_every_enum_instance_type_is_accepted(name: str) -> None:
     assert quota.resources[0].instance_type == name
 
 
-# ------------------------------------------------------------- the models mirror botocore's shapes
+# ------------------------------------------------------------- the Shapes mirror botocore's shapes
 def members(shape: str) -> set[str]:
     return set(MODEL.shape_for(shape).members)
+
+
+def info(shape: type[Shape]) -> Any:
+    return msgspec.inspect.type_info(shape)
 
 
 @pytest.mark.parametrize(
@@ -235,8 +243,8 @@ def members(shape: str) -> set[str]:
         ),
     ],
 )
-def test_model_fields_are_exactly_the_botocore_members(name: str, expected: Callable[[], set[str]]) -> None:
-    assert set(quotas.SHAPES[name].model_fields) == expected()
+def test_shape_fields_are_exactly_the_botocore_members(name: str, expected: Callable[[], set[str]]) -> None:
+    assert set(quotas.SHAPES[name].__struct_encode_fields__) == expected()
 
 
 @pytest.mark.parametrize(
@@ -260,42 +268,75 @@ def test_model_fields_are_exactly_the_botocore_members(name: str, expected: Call
         ("ClusterSchedulerConfig", lambda: set()),
     ],
 )
-def test_model_required_fields_follow_botocore(name: str, required: Callable[[], set[str]]) -> None:
-    model = quotas.SHAPES[name]
-    assert {field for field, info in model.model_fields.items() if info.is_required()} == required()
+def test_shape_required_fields_follow_botocore(name: str, required: Callable[[], set[str]]) -> None:
+    assert {f.encode_name for f in info(quotas.SHAPES[name]).fields if f.required} == required()
 
 
-@pytest.mark.parametrize(
-    ("constant", "shape", "key"),
-    [
-        ("STRATEGIES", "ResourceSharingStrategy", "enum"),
-        ("PREEMPT_TEAM_TASKS", "PreemptTeamTasks", "enum"),
-        ("ACTIVATION_STATES", "ActivationState", "enum"),
-        ("FAIR_SHARE", "FairShare", "enum"),
-        ("IDLE_RESOURCE_SHARING", "IdleResourceSharing", "enum"),
-        ("INSTANCE_COUNT_MAX", "InstanceCount", "max"),
-        ("INSTANCE_COUNT_MAX", "AcceleratorsAmount", "max"),
-        ("INSTANCE_COUNT_MAX", "AcceleratorPartitionConfigCountInteger", "max"),
-        ("AMOUNT_MAX", "VCpuAmount", "max"),
-        ("AMOUNT_MAX", "MemoryInGiBAmount", "max"),
-        ("BORROW_LIMIT_MAX", "BorrowLimit", "max"),
-        ("FAIR_SHARE_WEIGHT_MAX", "FairShareWeight", "max"),
-        ("PRIORITY_WEIGHT_MAX", "PriorityWeight", "max"),
-        ("RESOURCE_LIST_MAX", "ComputeQuotaResourceConfigList", "max"),
-        ("RESOURCE_LIST_MAX", "AbsoluteBorrowLimitResourceList", "max"),
-        ("PRIORITY_CLASS_LIST_MAX", "PriorityClassList", "max"),
-        ("ENTITY_NAME_MIN", "EntityName", "min"),
-        ("ENTITY_NAME_MAX", "EntityName", "max"),
-        ("ENTITY_NAME_PATTERN", "EntityName", "pattern"),
-        ("TEAM_NAME_PATTERN", "ComputeQuotaTargetTeamName", "pattern"),
-        ("PRIORITY_CLASS_NAME_PATTERN", "ClusterSchedulerPriorityClassName", "pattern"),
-    ],
-)
-def test_written_out_constants_equal_botocore(constant: str, shape: str, key: str) -> None:
-    # Catches what behaviour alone cannot: an enum value botocore does not have.
-    expected = MODEL.shape_for(shape).metadata[key]
-    actual = getattr(quotas, constant)
-    assert (list(actual) if key == "enum" else actual) == expected
+def constraints(kind: Any) -> dict[str, Any]:
+    """The bounds a field's type carries, named as botocore's metadata names them (min, max, enum, pattern)."""
+    extra: dict[str, Any] = {}
+    while isinstance(kind, msgspec.inspect.UnionType | msgspec.inspect.Metadata):
+        if isinstance(kind, msgspec.inspect.Metadata):
+            extra |= kind.extra or {}
+            kind = kind.type
+        else:
+            (kind,) = [t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType)]
+    found: dict[str, Any] = {}
+    if isinstance(kind, msgspec.inspect.LiteralType):
+        found["enum"] = sorted(kind.values)
+    elif isinstance(kind, msgspec.inspect.IntType):
+        found |= {"min": kind.ge, "max": kind.le}
+    elif isinstance(kind, msgspec.inspect.StrType):
+        found |= {"min": kind.min_length, "max": kind.max_length}
+    elif isinstance(kind, msgspec.inspect.ListType):
+        found |= {"min": kind.min_length or 0, "max": kind.max_length}
+    elif isinstance(kind, msgspec.inspect.CustomType):
+        found |= {"min": getattr(kind.cls, "minimum", None), "max": getattr(kind.cls, "maximum", None)}
+    if "pattern" in extra:
+        found["pattern"] = extra["pattern"]
+    return {k: v for k, v in found.items() if v is not None}
+
+
+BOTOCORE_SHAPE = {"ComputeQuota": "CreateComputeQuotaRequest"}  # the others are named as botocore names them
+BOUNDED_MEMBERS = [
+    (name, field)
+    for name in (
+        "AcceleratorPartitionConfig",
+        "ComputeQuotaResourceConfig",
+        "ResourceSharingConfig",
+        "ComputeQuotaConfig",
+        "ComputeQuotaTarget",
+        "ComputeQuota",
+        "SchedulerConfig",
+        "PriorityClass",
+    )
+    for field, member in MODEL.shape_for(BOTOCORE_SHAPE.get(name, name)).members.items()
+    if member.type_name != "structure" and field not in ("ClusterArn", "Description", "Tags")  # accepted, ignored
+]
+
+
+@pytest.mark.parametrize(("name", "field"), BOUNDED_MEMBERS)
+def test_every_bound_on_a_field_is_botocores(name: str, field: str) -> None:
+    # Catches what behaviour alone cannot: an enum value botocore does not have, a bound botocore changed.
+    member = MODEL.shape_for(BOTOCORE_SHAPE.get(name, name)).members[field]
+    expected = {k: sorted(v) if k == "enum" else v for k, v in member.metadata.items() if k in BOUND_KINDS}
+    if member.type_name in ("integer", "long", "float", "double", "list"):
+        expected.setdefault("min", 0)  # where botocore states no minimum, a count, an amount or a length is >= 0
+    (ours,) = [f.type for f in info(quotas.SHAPES[name]).fields if f.encode_name == field]
+    assert constraints(ours) == expected
+
+
+BOUND_KINDS = ("min", "max", "enum", "pattern")
+
+
+def test_the_bounded_members_cover_every_bound_kind() -> None:
+    kinds = {
+        kind
+        for name, field in BOUNDED_MEMBERS
+        for kind in MODEL.shape_for(BOTOCORE_SHAPE.get(name, name)).members[field].metadata
+        if kind in BOUND_KINDS
+    }
+    assert kinds == set(BOUND_KINDS) and len(BOUNDED_MEMBERS) >= 20
 
 
 NAME_PATTERNS = [
@@ -307,7 +348,7 @@ NAME_PATTERNS = [
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab09-_A.", max_size=14))
 def test_the_linear_name_pattern_accepts_exactly_what_botocore_does(name: str) -> None:
-    linear = re.compile(quotas._DNS_LABEL_LINEAR)
+    linear = re.compile(quotas.DNS_LABEL)
     for pattern in NAME_PATTERNS:
         assert (re.fullmatch(pattern, name) is None) == (linear.fullmatch(name) is None)
 
@@ -324,7 +365,7 @@ def test_a_long_almost_valid_name_is_rejected_quickly() -> None:
 
 
 def test_list_response_members_are_accepted() -> None:
-    assert members("ComputeQuotaSummary") <= set(quotas.SHAPES["ComputeQuota"].model_fields)
+    assert members("ComputeQuotaSummary") <= set(quotas.SHAPES["ComputeQuota"].__struct_encode_fields__)
     listed = [{**QUOTA_BASE, "Status": "Created", "ComputeQuotaVersion": 1}]
     doc = {"ComputeQuotaSummaries": listed, "NextToken": "abc"}
     assert set(doc) <= members("ListComputeQuotasResponse")
@@ -720,7 +761,12 @@ json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.decimals() | st.text(max_size=20),
     lambda children: (
         st.lists(children, max_size=5)
-        | st.dictionaries(st.sampled_from([*quotas._KNOWN_KEYS, "x"]) | st.text(max_size=10), children, max_size=6)
+        | st.dictionaries(
+            st.sampled_from([*sorted(field_names(quotas.ComputeQuotaList, quotas.ClusterSchedulerConfig)), "x"])
+            | st.text(max_size=10),
+            children,
+            max_size=6,
+        )
     ),
     max_leaves=12,
 )
@@ -785,3 +831,48 @@ def test_fuzz_mutated_quotas_parse_or_raise_input_error(mutations: list[tuple[Pa
             for entry in (*quota.resources, *quota.absolute_borrow_limits):
                 for amount in (entry.vcpu, entry.memory_gib):
                     assert amount is None or type(amount) in (int, Fraction)
+
+
+# ------------------------------------------------------------------------ the schema and its refusal
+def msgspec_refusal(document: Any, kind: Any) -> str | None:
+    """Where msgspec itself stops on ``document`` (its first problem), as our path, or None if it accepts it."""
+    try:
+        msgspec.convert(document, kind, strict=True, dec_hook=lambda t, v: t.check(v))
+    except msgspec.ValidationError as exc:
+        message, _, where = str(exc).partition(" - at `$")
+        path = where.rstrip("`")
+        named = re.match(r"Object (?:contains unknown|missing required) field `(.*)`", message)
+        return (path + "." + named.group(1) if path else named.group(1)) if named else path
+    return None
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(QUOTA_PATHS), json_values), max_size=3))
+def test_a_refusal_names_where_msgspec_stopped_and_an_acceptance_names_nothing(mutations: list[Any]) -> None:
+    doc = QUOTA_BASE
+    for path, value in mutations:
+        try:
+            doc = mutate(doc, path, value)
+        except (KeyError, IndexError, TypeError):
+            continue
+    document = [doc]
+    where = msgspec_refusal(document, list[quotas.ComputeQuota])
+    try:
+        parse_quotas(document)
+    except InputError as error:
+        assert where is None or where in [e.loc for e in error.errors], (where, error.errors)
+    else:
+        assert where is None
+
+
+def test_idleshare_plan_loads_no_pydantic_whatever_the_quotas() -> None:
+    # the whole command's start-up is its cost on a small cluster (docs/decisions.md: the schema library)
+    code = (
+        "import sys; from idleshare.cli.plan import plan_from_bytes\n"
+        "plan_from_bytes(b'[]', b'[]')\n"
+        "try: plan_from_bytes(b'[]', b'[{\"Name\": 5}]')\n"
+        "except ValueError: pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'pydantic_core', 'lightkube'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,4 +1,4 @@
-"""The admin API's request models (idleshare.parse.requests): the one validation path of a write, used by
+"""The admin API's request Shapes (idleshare.parse.requests): the one validation path of a write, used by
 the API, the CLI and the OpenAPI document. Every problem of a body is reported together, each naming its
 field with the message the API answers in its 422. Given / When / Then."""
 
@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from idleshare.parse.errors import InputError
@@ -42,7 +43,7 @@ def errors(model: Any, body: Any) -> dict[str, str]:
 
 def test_a_valid_create_keeps_what_was_sent_exactly() -> None:
     request = parse(CreateQuota, QUOTA | {"Description": "research", "Tags": [{"Key": "owner", "Value": ""}]})
-    assert request.ComputeQuotaTarget is not None and request.ComputeQuotaTarget.TeamName == "a"
+    assert request.fields.ComputeQuotaTarget.TeamName == "a"
     given = request.given()
     assert given["ComputeQuotaConfig"] is QUOTA["ComputeQuotaConfig"]  # stored as sent: 0.1 stays Decimal("0.1")
     assert set(given) == {"Name", "ComputeQuotaConfig", "ComputeQuotaTarget", "Description", "Tags"}
@@ -79,7 +80,7 @@ def test_every_problem_of_a_body_is_reported_together_naming_its_field() -> None
         ("Description", "line\u0000", "character 4 ('\\x00') is not allowed"),
         ("Description", 5, "must be a string (got 5)"),
         ("Tags", [{"Key": "a*b", "Value": ""}], "character 1 ('*') is not allowed"),
-        ("Tags", [{"Key": "k", "Value": "v" * 257}], "must be 0 to 256 characters (got 257)"),
+        ("Tags", [{"Key": "k", "Value": "v" * 257}], "must be at most 256 characters (got 257)"),
         ("Tags", [{"Key": "k", "Value": "v"}] * 51, "must have at most 50 items (got 51)"),
         ("Tags", {"Key": "k"}, "must be an array (got an object)"),
     ],
@@ -103,20 +104,26 @@ def test_a_create_needs_name_config_and_target_and_checks_what_botocore_cannot_s
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({}, "required field is missing"),
-        ({"TargetVersion": None}, "must not be null (omit the field instead)"),
         ({"TargetVersion": "1"}, 'must be an integer (got "1")'),
         ({"TargetVersion": True}, "must be an integer (got true)"),
         ({"TargetVersion": 1.0}, "must be an integer (got 1.0)"),
-        ({"TargetVersion": -1}, f"must be between 0 and {MAX_INT32} (got -1)"),
-        ({"TargetVersion": MAX_INT32 + 1}, f"must be between 0 and {MAX_INT32} (got {MAX_INT32 + 1})"),
+        ({"TargetVersion": -1}, "must be >= 0 (got -1)"),
+        ({"TargetVersion": MAX_INT32 + 1}, f"must be <= {MAX_INT32} (got {MAX_INT32 + 1})"),
     ],
 )
 def test_target_version_is_botocores_integer(body: dict[str, Any], message: str) -> None:
     assert errors(UpdateQuota, body) == {"TargetVersion": message}
-    if body:  # optional in a scheduler config, never null nor out of bounds
-        assert errors(SchedulerConfigRequest, {"SchedulerConfig": {}} | body) == {"TargetVersion": message}
-    assert parse(UpdateQuota, {"TargetVersion": MAX_INT32}).TargetVersion == MAX_INT32
+    assert errors(SchedulerConfigRequest, {"SchedulerConfig": {}} | body) == {"TargetVersion": message}
+    assert parse(UpdateQuota, {"TargetVersion": MAX_INT32}).fields.TargetVersion == MAX_INT32
+
+
+def test_target_version_is_required_in_an_update_and_never_null() -> None:
+    assert errors(UpdateQuota, {}) == {"TargetVersion": "required field is missing"}
+    assert errors(UpdateQuota, {"TargetVersion": None}) == {"TargetVersion": "must be an integer (got null)"}
+    assert errors(SchedulerConfigRequest, {"SchedulerConfig": {}, "TargetVersion": None}) == {
+        "TargetVersion": "must not be null (omit the field instead)"
+    }
+    assert parse(SchedulerConfigRequest, {"SchedulerConfig": {}}).fields.target_version() is None
 
 
 def test_an_update_neither_renames_nor_retags_and_keeps_only_what_it_carries() -> None:
@@ -125,27 +132,26 @@ def test_an_update_neither_renames_nor_retags_and_keeps_only_what_it_carries() -
         "Tags": "tags are set when the quota is created (UpdateComputeQuota has no Tags)",
     }
     request = parse(UpdateQuota, {"TargetVersion": 3, "ActivationState": "Disabled"})
-    assert request.given("TargetVersion") == {"ActivationState": "Disabled"} and request.TargetVersion == 3
+    assert request.given("TargetVersion") == {"ActivationState": "Disabled"} and request.fields.TargetVersion == 3
 
 
 def test_a_scheduler_config_names_each_field_and_duplicate_priority_classes() -> None:
     classes = [{"Name": "training", "Weight": 10}, {"Name": "training", "Weight": 1}]
     assert errors(SchedulerConfigRequest, {"SchedulerConfig": {"PriorityClasses": classes}, "Name": "x"}) == {
-        "Name": "unknown field",
-        "SchedulerConfig.PriorityClasses[1].Name": 'duplicate priority class "training" '
-        "(also SchedulerConfig.PriorityClasses[0])",
+        "Name": "not accepted here: a cluster has one scheduler config, the cluster in the path",
+        "SchedulerConfig.PriorityClasses[1].Name": 'duplicate priority class "training" (also PriorityClasses[0])',
     }
     assert errors(SchedulerConfigRequest, {"SchedulerConfig": None}) == {
-        "SchedulerConfig": "must not be null (omit the field instead)"
+        "SchedulerConfig": "must be an object (got null)"
     }
     assert errors(SchedulerConfigRequest, {"SchedulerConfig": {"FairShare": "On", "Bogus": 1}}) == {
-        "SchedulerConfig.FairShare": 'must be one of Enabled, Disabled (got "On")',
+        "SchedulerConfig.FairShare": 'must be one of Disabled, Enabled (got "On")',
         "SchedulerConfig.Bogus": "unknown field",
     }
 
 
 def test_a_recalculation_reason_is_an_optional_bounded_string() -> None:
-    assert parse(Recalculate, {}).reason is None and parse(Recalculate, {"reason": None}).reason is None
+    assert parse(Recalculate, {}).fields.reason is None and parse(Recalculate, {"reason": None}).fields.reason is None
     assert errors(Recalculate, {"reason": 5, "why": "x"}) == {
         "reason": "must be a string (got 5)",
         "why": "unknown field",
@@ -168,7 +174,7 @@ def test_a_quota_name_alone_is_checked_as_botocores_entity_name() -> None:
     )
 
 
-def test_the_openapi_request_schemas_are_the_models_self_contained() -> None:
+def test_the_openapi_request_schemas_are_the_shapes_self_contained() -> None:
     from idleshare.api.schemas import schema
 
     create = schema(CreateQuota)
@@ -178,10 +184,35 @@ def test_the_openapi_request_schemas_are_the_models_self_contained() -> None:
     assert '"maxItems": 50' in json.dumps(create["properties"]["Tags"])
 
 
+SAMPLES = Path(__file__).resolve().parents[2] / "events" / "api"
+
+
+@pytest.mark.parametrize(
+    ("model", "sample", "field", "beyond"),
+    [
+        (CreateQuota, "create-compute-quota.json", "Name", "a" * 64),
+        (UpdateQuota, "update-compute-quota.json", "TargetVersion", MAX_INT32 + 1),
+        (SchedulerConfigRequest, "put-scheduler-config.json", "TargetVersion", -1),
+        (Recalculate, "recalculate.json", "reason", "x" * 1025),
+    ],
+)
+def test_the_openapi_schema_accepts_and_refuses_what_the_shape_does(
+    model: Any, sample: str, field: str, beyond: Any
+) -> None:
+    from idleshare.api.schemas import schema
+
+    body = json.loads((SAMPLES / sample).read_text())
+    parse(model, body)
+    jsonschema.validate(body, schema(model))  # what a client generated from the document sends is accepted
+    assert field in errors(model, body | {field: beyond})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(body | {field: beyond}, schema(model))
+
+
 # --------------------------------------------------------------- botocore bounds, from the bad-input corpus
 # tests/corpus (derived from botocore's service model; see test_corpus.py): every file breaking a numeric
 # bound, a list length or a string length of the SageMaker shapes, as a create, an update and a scheduler
-# config write. The request models are the one gate: the store stores what it is given.
+# config write. The request Shapes are the one gate: the store stores what it is given.
 REPO = Path(__file__).resolve().parents[2]
 CORPUS: dict[str, dict[str, str]] = json.loads((REPO / "tests" / "corpus" / "expected.json").read_text())
 BOUND_VIOLATIONS = ("above-max", "below-min", "too-many-items", "too-long", "too-short")

@@ -1,6 +1,6 @@
 """Admin API Lambda: API Gateway REST proxy (IAM auth) -> Powertools ``APIGatewayRestResolver``.
 
-The routes are ``/work/notes/api-contract.md``'s (and the README's): compute quotas in SageMaker's shapes,
+The routes (docs/operations.md, "Admin HTTP API"): compute quotas in SageMaker's shapes,
 the scheduler config, the read side (pool, grants with their derivation, history, excluded nodes) and
 recalculation requests with their receipts; ``/openapi.json`` and ``/swagger`` serve the generated
 OpenAPI document. Each route is one call into :class:`idleshare.service.admin.Admin`; errors are mapped
@@ -115,6 +115,11 @@ READ = _responses(200, 400, 404)
 WRITE = _responses(200, 400, 404, 409, 413, 422)
 
 
+def _read(path: str, summary: str, tag: str, description: str | None = None) -> Callable[[F], F]:
+    """A GET route: 200, or 400 / 404 with the error body."""
+    return app.get(path, summary=summary, description=description, tags=[tag], responses=READ)
+
+
 # ---------------------------------------------------------------------------------------- clusters
 @app.get("/clusters", summary="The governed clusters", tags=["clusters"], responses=_responses(200))
 def list_clusters() -> dict[str, Any]:
@@ -132,12 +137,7 @@ def create_quota(cluster: Cluster, body: Annotated[CreateQuotaBody, Body()]) -> 
     return _json(201, _admin().create_quota(cluster, requests.parse(requests.CreateQuota, body)))
 
 
-@app.get(
-    "/clusters/<cluster>/compute-quotas",
-    summary="List compute quotas (ListComputeQuotas)",
-    tags=["compute quotas"],
-    responses=READ,
-)
+@_read("/clusters/<cluster>/compute-quotas", "List compute quotas (ListComputeQuotas)", "compute quotas")
 def list_quotas(
     cluster: Cluster,
     name_contains: Annotated[str | None, Query(alias="NameContains", min_length=1, max_length=63)] = None,
@@ -154,12 +154,7 @@ def list_quotas(
     )
 
 
-@app.get(
-    "/clusters/<cluster>/compute-quotas/<name>",
-    summary="Describe a compute quota (DescribeComputeQuota)",
-    tags=["compute quotas"],
-    responses=READ,
-)
+@_read("/clusters/<cluster>/compute-quotas/<name>", "Describe a compute quota (DescribeComputeQuota)", "compute quotas")
 def describe_quota(cluster: Cluster, name: QuotaName) -> dict[str, Any]:
     return _admin().describe_quota(cluster, name)
 
@@ -186,11 +181,10 @@ def delete_quota(cluster: Cluster, name: QuotaName, version: TargetVersionQuery 
 
 
 # -------------------------------------------------------------------------------- scheduler config
-@app.get(
+@_read(
     "/clusters/<cluster>/scheduler-config",
-    summary="The scheduler config (the defaults, version 0, when none is stored)",
-    tags=["scheduler config"],
-    responses=READ,
+    "The scheduler config (the defaults, version 0, when none is stored)",
+    "scheduler config",
 )
 def get_scheduler_config(cluster: Cluster) -> dict[str, Any]:
     return _admin().get_scheduler_config(cluster)
@@ -218,36 +212,28 @@ def delete_scheduler_config(cluster: Cluster, version: TargetVersionQuery = None
 
 
 # ---------------------------------------------------------------------------------------- read side
-@app.get(
+@_read(
     "/clusters/<cluster>/pool",
-    summary="The current lendable pool",
-    description=(
-        f"The pool document; `excludedNodes` holds the first {POOL_EXCLUDED_SAMPLE} by name, `excludedSummary` "
-        "counts them all (per reason) and names the route that lists them: GET /clusters/{cluster}/excluded-nodes."
-    ),
-    tags=["pool"],
-    responses=READ,
+    "The current lendable pool",
+    "pool",
+    f"The pool document; `excludedNodes` holds the first {POOL_EXCLUDED_SAMPLE} by name, `excludedSummary` counts "
+    "them all (per reason) and names the route that lists them: GET /clusters/{cluster}/excluded-nodes.",
 )
 def get_pool(cluster: Cluster) -> dict[str, Any]:
     return _admin().pool(cluster)
 
 
-@app.get(
-    "/clusters/<cluster>/grants",
-    summary="Every team's limits with their derivation (why)",
-    tags=["pool"],
-    responses=READ,
-)
+@_read("/clusters/<cluster>/grants", "Every team's limits with their derivation (why)", "pool")
 def get_grants(cluster: Cluster) -> dict[str, Any]:
     return _admin().grants(cluster)
 
 
-@app.get("/clusters/<cluster>/grants/<team>", summary="One team's limits and why", tags=["pool"], responses=READ)
+@_read("/clusters/<cluster>/grants/<team>", "One team's limits and why", "pool")
 def get_grant(cluster: Cluster, team: Annotated[str, Path(max_length=63)]) -> dict[str, Any]:
     return _admin().grant(cluster, team)
 
 
-@app.get("/clusters/<cluster>/history", summary="Past generations, newest first", tags=["pool"], responses=READ)
+@_read("/clusters/<cluster>/history", "Past generations, newest first", "pool")
 def get_history(
     cluster: Cluster,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
@@ -256,15 +242,12 @@ def get_history(
     return _admin().history(cluster, limit=limit, next_token=next_token)
 
 
-@app.get(
+@_read(
     "/clusters/<cluster>/excluded-nodes",
-    summary="Nodes left out of the capacity, with the reason (sorted by name, paginated)",
-    description=(
-        "A page of `excludedNodes` ({node: reason}), sorted by node name; `total` and `byReason` count them all. "
-        "`NextToken` in the answer continues with the next page."
-    ),
-    tags=["pool"],
-    responses=READ,
+    "Nodes left out of the capacity, with the reason (sorted by name, paginated)",
+    "pool",
+    "A page of `excludedNodes` ({node: reason}), sorted by node name; `total` and `byReason` count them all. "
+    "`NextToken` in the answer continues with the next page.",
 )
 def get_excluded_nodes(
     cluster: Cluster,
@@ -293,28 +276,24 @@ def recalculate(
     return _json(200 if answer.done else 202, answer.body)
 
 
-@app.get(
+@_read(
     "/clusters/<cluster>/recalculations/<request_id>",
-    summary="The receipt of a recalculation request (404 until the recompute has run)",
-    tags=["recalculation"],
-    responses=READ,
+    "The receipt of a recalculation request (404 until the recompute has run)",
+    "recalculation",
 )
 def get_recalculation(cluster: Cluster, request_id: Annotated[str, Path(max_length=128)]) -> dict[str, Any]:
     return _admin().receipt(cluster, request_id)
 
 
 # ------------------------------------------------------------------------------------------- usage
-@app.get(
+@_read(
     "/clusters/<cluster>/usage",
-    summary="Usage read back from Kueue: the latest sample, or allocated / borrowed hours over a period",
-    description=(
-        "Without from/to: the latest sample (per flavor capacity, pool, inUse, borrowed, idle; per team nominal, "
-        "inUse, borrowed, lent, workloads, preemptions; idleWhilePending). With from and to (ISO 8601): "
-        "allocatedHours and borrowedHours per bucket (granularity hour or day), team, flavor and resource, and the "
-        "gaps no sample covers, with their reason."
-    ),
-    tags=["usage"],
-    responses=READ,
+    "Usage read back from Kueue: the latest sample, or allocated / borrowed hours over a period",
+    "usage",
+    "Without from/to: the latest sample (per flavor capacity, pool, inUse, borrowed, idle; per team nominal, inUse, "
+    "borrowed, lent, workloads, preemptions; idleWhilePending). With from and to (ISO 8601): allocatedHours and "
+    "borrowedHours per bucket (granularity hour or day), team, flavor and resource, and the gaps no sample covers, "
+    "with their reason.",
 )
 def get_usage(
     cluster: Cluster,

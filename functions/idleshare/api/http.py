@@ -1,7 +1,7 @@
 """HTTP plumbing of the admin API: the error body every non-2xx answer carries, the checks made before a
 request reaches the router (IAM identity, body size, content type), and exceptions -> status codes.
 
-Error body (``/work/notes/api-contract.md``)::
+Error body (docs/operations.md, "Admin HTTP API")::
 
     {"message": str, "errors": [{"field": "ComputeQuotaConfig.ComputeQuotaResources[0].Count", "message": str}]}
 

@@ -9,7 +9,6 @@ file exits 2 naming the field with the API's message and changes nothing.
 from __future__ import annotations
 
 import argparse
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +18,7 @@ from idleshare.cli.main import UsageError
 from idleshare.parse.errors import FieldError, InputError
 
 if TYPE_CHECKING:
-    from idleshare.parse.requests import Request
+    from idleshare.parse.requests import Accepted, Request
 
 R = TypeVar("R", bound="Request")
 
@@ -118,20 +117,13 @@ def _quotas(cluster: str) -> list[str]:
 
 
 def _load(path: str, flag: str) -> object:
+    from idleshare.parse.quotas import decode
+
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return json.loads(raw.decode("utf-8-sig"), parse_float=Decimal)
-    except UnicodeDecodeError as exc:
-        raise InputError(path, [FieldError("", f"not UTF-8 text (byte {exc.start})")]) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            path, [FieldError("", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")]
-        ) from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError(path, [FieldError("", f"invalid JSON: {exc}")]) from None
+    return decode(raw, path)
 
 
 def _check_name(name: str) -> None:
@@ -142,7 +134,7 @@ def _check_name(name: str) -> None:
         raise UsageError(f"--name {name!r}: {problem}")
 
 
-def _parse(model: type[R], body: dict[str, Any], source: str) -> R:
+def _parse(model: type[R], body: dict[str, Any], source: str) -> Accepted[R]:
     """``body`` as the API will parse it: an InputError naming ``source`` (the file) and each field."""
     from idleshare.parse.requests import parse
 
@@ -178,7 +170,7 @@ def _update_body(document: object, source: str, name: str, target_version: int |
         raise UsageError(f"--target-version: must be >= 1 (got {version})")
     patch["TargetVersion"] = version
     if len(patch) == 1:
-        fields = ", ".join(k for k in UpdateQuota.model_fields if k != "TargetVersion")
+        fields = ", ".join(k for k in UpdateQuota.__struct_fields__ if k != "TargetVersion")
         raise InputError(source, [FieldError("", f"nothing to change: give one of {fields}")])
     body: dict[str, Any] = _jsonable(_parse(UpdateQuota, patch, source).given())
     return body

@@ -3,7 +3,7 @@
 Every parser in ``idleshare.parse`` (quotas, scheduler config, nodes) turns whatever went wrong —
 JSON syntax, a missing field, a bound, a duplicate — into an :class:`InputError` that names the
 input (``source``) and the path of every offending field. Nothing else escapes a parser: no
-pydantic ``ValidationError``, no ``json.JSONDecodeError``, no traceback.
+msgspec or pydantic ``ValidationError``, no ``json.JSONDecodeError``, no traceback.
 """
 
 from __future__ import annotations

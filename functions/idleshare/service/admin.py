@@ -4,8 +4,8 @@ recalculation requests with their receipts.
 
 Rules this module keeps:
 
-- A write takes a typed request (:mod:`idleshare.parse.requests`: the API parsed the body with those
-  models, every key, bound and botocore shape checked there). What needs the cluster record is checked
+- A write takes an accepted request (:mod:`idleshare.parse.requests`: the API parsed the body with its
+  Shape, every key, bound and botocore shape checked there). What needs the cluster record is checked
   here: the team's queue names under the cluster's namespace prefix (:class:`InputError` naming
   ``ComputeQuotaTarget.TeamName``, the API answers 422); a request wrong as a whole (a bad paging token)
   raises :class:`BadRequestError` (400). Nothing is stored and nothing is published when a check fails.
@@ -41,7 +41,8 @@ from idleshare.adapters.ports import (
 from idleshare.domain.model import Settings
 from idleshare.domain.naming import team_name_problem
 from idleshare.parse.errors import FieldError, InputError
-from idleshare.parse.requests import SOURCE, CreateQuota, Recalculate, SchedulerConfigRequest, UpdateQuota
+from idleshare.parse.quotas import SchedulerConfig
+from idleshare.parse.requests import SOURCE, Accepted, CreateQuota, Recalculate, SchedulerConfigRequest, UpdateQuota
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ DEFAULT_HISTORY_LIMIT = 20
 EXCLUDED_PAGE_MAX = 1000  # excluded nodes a page of GET excluded-nodes holds (~300 KB at most: 253-char names)
 POOL_EXCLUDED_SAMPLE = 100  # excluded nodes GET pool shows (the first by name; counts per reason for all)
 
-_BARE_SCHEDULER_KEYS = frozenset({"PriorityClasses", "FairShare", "IdleResourceSharing"})
+_BARE_SCHEDULER_KEYS = frozenset(SchedulerConfig.__struct_fields__)
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
     "PriorityClasses": [],
     "FairShare": "Enabled",
@@ -216,7 +217,7 @@ class Admin:
         return {"Clusters": [cluster_json(c) for c in self.store.list_clusters()]}
 
     # --------------------------------------------------------------------------------- quotas
-    def create_quota(self, cluster_id: str, request: CreateQuota) -> dict[str, Any]:
+    def create_quota(self, cluster_id: str, request: Accepted[CreateQuota]) -> dict[str, Any]:
         """CreateComputeQuota minus ClusterArn: version 1, a fresh ComputeQuotaId, ``Compute Quota Changed``."""
         cluster = self.cluster(cluster_id)
         document = request.given()
@@ -269,15 +270,15 @@ class Admin:
             out["NextToken"] = _encode_token({"after": page[-1]["Name"]})
         return out
 
-    def update_quota(self, cluster_id: str, name: str, request: UpdateQuota) -> dict[str, Any]:
+    def update_quota(self, cluster_id: str, name: str, request: Accepted[UpdateQuota]) -> dict[str, Any]:
         """UpdateComputeQuota: fields not given keep their value; a stale TargetVersion -> StaleVersionError."""
         cluster = self.cluster(cluster_id)
         current = self._quota(cluster_id, name)
-        document = {k: v for k, v in current.body.items() if k in CreateQuota.model_fields and v is not None}
+        document = {k: v for k, v in current.body.items() if k in CreateQuota.__struct_fields__ and v is not None}
         document.update(request.given("TargetVersion"))
         _raise(_team_name_errors(document, cluster))
         publisher = self._writable()
-        stored = self.store.update_quota(cluster_id, name, document, target_version=request.TargetVersion)
+        stored = self.store.update_quota(cluster_id, name, document, target_version=request.fields.TargetVersion)
         self._publish(
             publisher,
             names.DT_QUOTA_CHANGED,
@@ -300,11 +301,11 @@ class Admin:
         self.cluster(cluster_id)
         return scheduler_json(cluster_id, self.store.get_scheduler_config(cluster_id))
 
-    def put_scheduler_config(self, cluster_id: str, request: SchedulerConfigRequest) -> dict[str, Any]:
+    def put_scheduler_config(self, cluster_id: str, request: Accepted[SchedulerConfigRequest]) -> dict[str, Any]:
         """No TargetVersion: create (one already there -> AlreadyExistsError); with it: update."""
         self.cluster(cluster_id)
         publisher = self._writable()
-        version = request.TargetVersion
+        version = request.fields.target_version()
         stored = self.store.put_scheduler_config(cluster_id, request.given("TargetVersion"), target_version=version)
         operation = "CreateClusterSchedulerConfig" if version is None else "UpdateClusterSchedulerConfig"
         self._publish(
@@ -427,11 +428,13 @@ class Admin:
         return out
 
     # ---------------------------------------------------------------------------- recalculate
-    def recalculate(self, cluster_id: str, request: Recalculate | None, wait_seconds: int = 0) -> RecalcAnswer:
+    def recalculate(
+        self, cluster_id: str, request: Accepted[Recalculate] | None, wait_seconds: int = 0
+    ) -> RecalcAnswer:
         """Publish ``Recalculation Requested`` with a fresh requestId; with ``wait_seconds``, poll for its
         receipt (written by the recompute) until it arrives or the time is up."""
         self.cluster(cluster_id)
-        reason = request.reason if request is not None else None
+        reason = request.fields.reason if request is not None else None
         publisher = self._writable()
         request_id = self.new_request_id()
         publisher.publish(
