@@ -1,11 +1,13 @@
 """`make demo`: a day in the life of a HyperPod cluster, locally, no AWS account.
 
-Plays ``events/scenarios/day-in-the-life.yaml`` through idleshare's real router and recompute handlers
-on embedded services (moto in-process, a real kube-apiserver + Kueue on 127.0.0.1, built from pinned
-modules on the first run): after each step, the pool, each
-team's borrow limits with the bound that set them, and the Kueue objects that changed.
+Plays ``events/scenarios/day-in-the-life.yaml``, then ``events/scenarios/fair-sharing.yaml`` (two teams
+contending for the idle GPUs by weight, a team's high-priority Job preempting its own low-priority one) through
+idleshare's real router and recompute handlers on embedded services (moto in-process, one real kube-apiserver +
+Kueue on 127.0.0.1, built from pinned modules on the first run): after each step, the pool, each team's borrow
+limits with the bound that set them, the Kueue objects that changed, what Kueue did with the teams' Jobs, and,
+when teams borrow side by side, the shares Kueue gave them and why.
 
-``python -m devkit.demo [--all-resources] [--format json] [SCENARIO]``
+``python -m devkit.demo [--all-resources] [SCENARIO ...]``
 """
 
 from __future__ import annotations
@@ -14,12 +16,17 @@ import argparse
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from devkit import scenario as scenarios
+from devkit.embedded import one_stack
 from devkit.report import render_step, summary_line
 
-DEFAULT = scenarios.REPO / "events" / "scenarios" / "day-in-the-life.yaml"
+DEFAULT = [
+    scenarios.REPO / "events" / "scenarios" / "day-in-the-life.yaml",
+    scenarios.REPO / "events" / "scenarios" / "fair-sharing.yaml",
+]
 
 
 def intro(sc: scenarios.Scenario) -> str:
@@ -28,7 +35,7 @@ def intro(sc: scenarios.Scenario) -> str:
         for n in sc.nodes.get("items", [])
     )
     lines = [
-        f"idleshare demo: {sc.description or sc.name}",
+        f"idleshare demo: {sc.description or sc.name} ({Path(sc.source).name})",
         f"cluster: {sum(types.values())} nodes: " + ", ".join(f"{n} x {t}" for t, n in sorted(types.items())),
         "teams:",
     ]
@@ -41,8 +48,17 @@ def intro(sc: scenarios.Scenario) -> str:
             borrow = f", BorrowLimit {sharing.get('BorrowLimit', 50)}%"
             for a in sharing.get("AbsoluteBorrowLimits", []):
                 borrow += f", at most {a.get('Accelerators', a.get('Count'))} on {a['InstanceType']}"
+        weight = q.get("ComputeQuotaTarget", {}).get("FairShareWeight")
+        borrow += f", weight {weight}" if weight is not None else ""
         lines.append(
             f"  {q['ComputeQuotaTarget']['TeamName']:<12} {sharing.get('Strategy', 'LendAndBorrow')}{borrow}: {entries}"
+        )
+    config = (sc.scheduler_config or {}).get("SchedulerConfig", sc.scheduler_config or {})
+    if config:
+        classes = ", ".join(f"{c.get('Name')} {c.get('Weight')}" for c in config.get("PriorityClasses") or [])
+        lines.append(
+            f"scheduler: FairShare {config.get('FairShare', 'Enabled')}, IdleResourceSharing "
+            f"{config.get('IdleResourceSharing', 'Enabled')}" + (f", priority classes {classes}" if classes else "")
         )
     lines.append("Each step goes through the real router -> SQS FIFO -> recompute -> DynamoDB -> Kubernetes API.")
     return "\n".join(lines)
@@ -60,15 +76,27 @@ def _entry(e: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devkit.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", nargs="?", default=str(DEFAULT))
+    parser.add_argument("scenario", nargs="*", default=[str(p) for p in DEFAULT])
     parser.add_argument("--all-resources", action="store_true", help="cpu, memory and efa too")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        sc = scenarios.load(args.scenario)
+        loaded = [scenarios.load(path) for path in args.scenario]  # every file checked before anything runs
     except scenarios.InputError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
+    bad = 0
+    with one_stack():  # one cluster for every scenario, emptied between them
+        for sc in loaded:
+            bad += play(sc, all_resources=args.all_resources)
+    elapsed = time.perf_counter() - started
+    print(f"{len(loaded)} scenario(s); {elapsed:.1f} s")
+    print("Next: `idleshare replay events/scenarios/*.yaml --local`, `idleshare plan --help`, events/README.md")
+    return 1 if bad else 0
+
+
+def play(sc: scenarios.Scenario, *, all_resources: bool) -> int:
+    """One scenario, step by step as each is ready; how many expectations failed or recomputes failed."""
     print(intro(sc) + "\n")
     previous: list[scenarios.StepReport] = []
     aliases = scenarios.NodeRefs(sc.nodes).aliases()
@@ -78,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             render_step(
                 report,
                 previous[-1] if previous else None,
-                all_resources=args.all_resources,
+                all_resources=all_resources,
                 total=len(sc.steps),
                 aliases=aliases,
             )
@@ -87,11 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         previous.append(report)
 
     reports = scenarios.run(sc, on_step=show)
-    elapsed = time.perf_counter() - started
-    print(f"{summary_line(reports)}; {elapsed:.1f} s")
-    print("Next: `idleshare replay events/scenarios/*.yaml --local`, `idleshare plan --help`, events/README.md")
-    bad = sum(len(r.mismatches) + len(r.failures) for r in reports)
-    return 1 if bad else 0
+    print(f"{sc.name}: {summary_line(reports)}\n", flush=True)
+    return sum(len(r.mismatches) + len(r.failures) for r in reports)
 
 
 if __name__ == "__main__":

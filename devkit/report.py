@@ -8,6 +8,12 @@ from devkit.scenario import StepReport, bound_of, is_accelerator
 from idleshare.cli.present import short_resource
 
 BOUND_SHORT = {"percentage": "%", "absolute": "abs", "pool": "pool", "strategy": "-", "disabled": "off"}
+PREEMPTED_BY = {
+    "InCohortFairSharing": "by fair sharing",
+    "InCohortReclamation": "its lender reclaimed the quota",
+    "InClusterQueue": "by the team's higher-priority work",
+}
+"""Kueue's Preempted reasons, said."""
 
 
 def _table(rows: list[list[str]], header: list[str], indent: str = "  ") -> list[str]:
@@ -104,6 +110,7 @@ def render_step(
             lines.append(f"  ! {issue.get('code')}: {issue.get('message')}")
     lines += render_changes(report.kueue_changes, all_resources)
     lines += render_workloads(report)
+    lines += render_fair_sharing(report, previous)
     lines += render_usage(report.usage)
     if report.mismatches:
         lines.append(f"  ✗ {len(report.mismatches)} of {report.checked} expectations failed:")
@@ -175,10 +182,17 @@ def render_workloads(report: StepReport) -> list[str]:
                 f"{len(admitted)} admitted ({', '.join(admitted)})"
                 + (f", borrowing {', '.join(borrowed)}" if borrowed else "")
             )
-        for state in ("Preempted", "Finished"):
-            names = [w["name"] for w in ws if w["state"] == state]
-            if names:
-                parts.append(f"{len(names)} {state.lower()} ({', '.join(names)})")
+        preempted: dict[str, list[str]] = {}
+        for w in ws:
+            if w["state"] == "Preempted":
+                preempted.setdefault(w.get("reason") or "?", []).append(w["name"])
+        for reason, names in sorted(preempted.items()):
+            parts.append(
+                f"{len(names)} preempted, {PREEMPTED_BY.get(reason, reason)}, queued again ({', '.join(names)})"
+            )
+        names = [w["name"] for w in ws if w["state"] == "Finished"]
+        if names:
+            parts.append(f"{len(names)} finished ({', '.join(names)})")
         for w in ws:
             if w["state"] == "Pending":
                 reason = w["message"].removeprefix("couldn't assign flavors to pod set main: ")
@@ -187,6 +201,87 @@ def render_workloads(report: StepReport) -> list[str]:
                 parts.append(f"{w['name']} pending: {reason}")
         out.append(f"    {team:<{width}}  " + "; ".join(parts))
     return out
+
+
+def render_fair_sharing(report: StepReport, previous: StepReport | None = None) -> list[str]:
+    """When two or more teams borrow and Kueue just decided something (a Job's state or what a team borrows changed
+    since ``previous``): how Kueue shared the borrowed capacity and why — each team's weight, what it borrows beside
+    its limit, and its dominant resource share (borrowed x 1000 / lendable / weight, the largest over resources)
+    worked out beside the one Kueue reports. Kueue admits the next borrowed work to the team of the lowest share,
+    and preempts borrowed work of a higher share while the preemptor's share stays at or below it."""
+    if previous is not None and previous.borrowed == report.borrowed:
+        states = [(w["name"], w["state"]) for w in report.workloads]
+        if states == [(w["name"], w["state"]) for w in previous.workloads]:
+            return []
+    fs = report.fair_sharing or {}
+    borrowers = sorted(t for t, per in report.borrowed.items() if any(is_accelerator(r) for r in _resources(per)))
+    if len(borrowers) < 2:
+        return []
+    lendable = {r: int(q) for r, q in (fs.get("lendable") or {}).items()}
+    teams = fs.get("teams") or {}
+    fair = any((teams.get(t) or {}).get("weightedShare") is not None for t in borrowers)
+    if fair:
+        out = [
+            "  fair sharing (Kueue): share = borrowed x 1000 / lendable / weight, of the largest resource; the lowest",
+            "    share borrows next; borrowed work of a higher share is preempted while the borrower's stays at or below it",
+        ]
+    else:
+        out = ["  fair sharing: off in Kueue (no shares): first come, first served, up to each team's borrowing limit"]
+    rows = []
+    for team in borrowers:
+        info = teams.get(team) or {}
+        per_resource = _resources(report.borrowed[team])
+        weight = info.get("weight")
+        where = ", ".join(
+            f"{q} {short_resource(r)} on {_flavor_short(f)} (limit {_limit(report, team, f, r)})"
+            for f, per in sorted(report.borrowed[team].items())
+            for r, q in sorted(per.items())
+            if is_accelerator(r)
+        )
+        row = [team, f"weight {weight if weight is not None else '- (1)'}", f"borrows {where}"]
+        if fair:
+            row.append(_share(per_resource, lendable, weight, info.get("weightedShare")))
+        rows.append(row)
+    out += _table(rows, ["team", "weight", "borrowed", *(["share"] if fair else [])], "    ")[1:]
+    return out
+
+
+def _resources(per_flavor: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Borrowed per resource name, summed over flavors as Kueue adds them up for the share (exact quantities)."""
+    from idleshare.domain.quantity import parse_quantity
+
+    out: dict[str, Any] = {}
+    for per in per_flavor.values():
+        for r, q in per.items():
+            out[r] = out.get(r, 0) + parse_quantity(str(q))
+    return {r: q for r, q in out.items() if q}
+
+
+def _limit(report: StepReport, team: str, flavor: str, resource: str) -> str:
+    limit = report.pool.get("teams", {}).get(team, {}).get("borrowingLimit", {}).get(flavor, {}).get(resource)
+    if limit is None:
+        return "?"
+    bound = bound_of(report.pool, team, flavor, resource) or "?"
+    return f"{limit} {BOUND_SHORT.get(bound, bound)}"
+
+
+def _share(per_resource: dict[str, Any], lendable: dict[str, int], weight: str | None, kueue: Any) -> str:
+    """The dominant resource share worked out (Kueue's rule: the largest over resources of borrowed x 1000 /
+    lendable, divided by the weight; weight 0 borrowing: infinite), beside the one Kueue reports."""
+    w = float(weight) if weight is not None else 1.0
+    best: tuple[float, str, Any] | None = None
+    for r, b in sorted(per_resource.items()):
+        if lendable.get(r, 0) > 0:
+            ratio = float(b) * 1000 / lendable[r]
+            if best is None or ratio > best[0]:
+                best = (ratio, r, b)
+    told = f"Kueue's share {kueue}" if kueue is not None else "no share from Kueue"
+    if best is None:
+        return told
+    ratio, r, b = best
+    if w == 0:
+        return f"weight 0: infinite while it borrows ({told})"
+    return f"{b} x 1000 / {lendable[r]} {short_resource(r)} / {weight or 1} = {ratio / w:.1f} -> {told}"
 
 
 def render_changes(changes: list[dict[str, Any]], all_resources: bool) -> list[str]:

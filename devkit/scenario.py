@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,7 +47,18 @@ ACTIONS = (
     "finish",
 )
 TEAM_FIELDS = ("nominal", "borrowingLimit", "lendingLimit", "bound")
-EXPECT_KEYS = ("unallocated", "cohort", "excludedNodes", "teams", "dropped", "changed", "routed", "workloads")
+EXPECT_KEYS = (
+    "unallocated",
+    "cohort",
+    "excludedNodes",
+    "teams",
+    "dropped",
+    "changed",
+    "routed",
+    "workloads",
+    "workloadCounts",
+    "borrowed",
+)
 WORKLOAD_STATES = ("Admitted", "Pending", "Preempted", "Finished")
 WATCHED_KINDS = ("cordon", "uncordon", "node", "nodeHealth", "event", "events")
 """Steps after which the node watcher takes a pass (the others change no node)."""
@@ -185,6 +197,8 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
         parse_scheduler_config(json.dumps(sc_doc), sc_src if sc_src != source else f"{source}: schedulerConfig")
 
     refs = NodeRefs(nodes_doc)
+    # the SchedulerConfig as each step sees it (a schedulerConfig step merges into it): its priority classes
+    current_sc = _scheduler_body(sc_doc)
     raw_steps = doc.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         raise InputError(source, [FieldError("steps", "must be a non-empty list")])
@@ -240,6 +254,7 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
                 raise InputError(
                     source, [FieldError(loc, "must be a SchedulerConfig object (merged into the current)")]
                 )
+            current_sc = _merge(current_sc, _scheduler_body(arg))
         elif kind in ("cordon", "uncordon"):
             arg = {"name": refs.resolve(arg, source, loc), "change": kind}
         elif kind == "node":
@@ -257,7 +272,7 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
                 "repairAction": str(arg.get("repairAction", "None")),
             }
         elif kind == "submit":
-            arg = _parse_submit(arg, source, loc)
+            arg = _parse_submit(arg, source, loc, priority_class_names(current_sc))
         elif kind == "finish":
             names = arg if isinstance(arg, list) else [arg]
             if not names or not all(isinstance(n, str) and n for n in names):
@@ -286,26 +301,55 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
     )
 
 
-def _parse_submit(arg: Any, source: str, loc: str) -> list[dict[str, Any]]:
-    """``submit``: one workload or a list, each ``{team, name, requests: {gpu: 8, cpu: 4}, count: 1,
-    instanceType: ml.p5.48xlarge}`` (the node selector a job pins its instance type with; optional)."""
+def _scheduler_body(doc: Any) -> dict[str, Any]:
+    """The SchedulerConfig itself, bare or wrapped as ``{SchedulerConfig: …}`` (as the store keeps it)."""
+    if not isinstance(doc, dict):
+        return {}
+    inner = doc.get("SchedulerConfig", doc)
+    return dict(inner) if isinstance(inner, dict) else {}
+
+
+def priority_class_names(scheduler_config: Mapping[str, Any]) -> list[str]:
+    """The ``Name`` of every priority class the SchedulerConfig lists, in its order."""
+    classes = scheduler_config.get("PriorityClasses")
+    if not isinstance(classes, list):
+        return []
+    return [c["Name"] for c in classes if isinstance(c, dict) and isinstance(c.get("Name"), str)]
+
+
+SUBMIT_FIELDS = ("team", "name", "requests", "count", "instanceType", "priorityClass")
+JOB_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _parse_submit(arg: Any, source: str, loc: str, priority_classes: list[str] | None = None) -> list[dict[str, Any]]:
+    """``submit``: one Job or a list, each ``{team, name, requests: {gpu: 8, cpu: 4}, count: 1,
+    instanceType: ml.p5.48xlarge, priorityClass: inference}``: ``instanceType`` the node selector a job pins its
+    instance type with, ``priorityClass`` the ``Name`` of one of the SchedulerConfig's PriorityClasses as the step
+    sees it (``priority_classes``); both optional."""
     items = arg if isinstance(arg, list) else [arg]
+    known = priority_classes or []
     out = []
     for j, item in enumerate(items):
         at = f"{loc}[{j}]" if isinstance(arg, list) else loc
         if not isinstance(item, dict):
             raise InputError(source, [FieldError(at, "must be {team, name, requests, count}")])
-        fields = ("team", "name", "requests", "count", "instanceType")
-        unknown = [k for k in item if k not in fields]
+        unknown = [k for k in item if k not in SUBMIT_FIELDS]
         if unknown:
-            raise InputError(source, [FieldError(f"{at}.{unknown[0]}", f"unknown field ({', '.join(fields)})")])
+            raise InputError(source, [FieldError(f"{at}.{unknown[0]}", f"unknown field ({', '.join(SUBMIT_FIELDS)})")])
         if "instanceType" in item and (not isinstance(item["instanceType"], str) or not item["instanceType"]):
             raise InputError(
                 source, [FieldError(f"{at}.instanceType", "must be an instance type, e.g. ml.p5.48xlarge")]
             )
+        if "priorityClass" in item:
+            _check_priority_class(item["priorityClass"], known, source, f"{at}.priorityClass")
         for key in ("team", "name"):
             if not isinstance(item.get(key), str) or not item[key]:
                 raise InputError(source, [FieldError(f"{at}.{key}", "required: a non-empty string")])
+        if not JOB_NAME.fullmatch(item["name"]):
+            raise InputError(
+                source,
+                [FieldError(f"{at}.name", "must be a Job name: lower-case letters, digits and '-', at most 63")],
+            )
         requests = item.get("requests")
         if not isinstance(requests, dict) or not requests:
             raise InputError(source, [FieldError(f"{at}.requests", "required: resource -> quantity, e.g. {gpu: 8}")])
@@ -321,9 +365,31 @@ def _parse_submit(arg: Any, source: str, loc: str) -> list[dict[str, Any]]:
                 "requests": {full_resource(str(r)): str(v) for r, v in requests.items()},
                 "count": count,
                 **({"instanceType": item["instanceType"]} if "instanceType" in item else {}),
+                **({"priorityClass": item["priorityClass"]} if "priorityClass" in item else {}),
             }
         )
     return out
+
+
+def _check_priority_class(value: Any, known: list[str], source: str, loc: str) -> None:
+    """A priority class is named as the SchedulerConfig names it; the Job carries the WorkloadPriorityClass
+    idleshare writes for it."""
+    from devkit.kube.workloads import priority_class_object
+
+    listed = f"its PriorityClasses: {', '.join(known)}" if known else "it lists no PriorityClasses"
+    if not isinstance(value, str) or not value:
+        raise InputError(
+            source, [FieldError(loc, f"must be the Name of one of the SchedulerConfig's priority classes ({listed})")]
+        )
+    if value in known:
+        return
+    hint = ""
+    objects = {priority_class_object(k): k for k in known}
+    if value in objects:
+        hint = f"; {value!r} is the WorkloadPriorityClass idleshare writes for {objects[value]!r}: name the class"
+    raise InputError(
+        source, [FieldError(loc, f"no priority class {value!r} in the SchedulerConfig at this step ({listed}){hint}")]
+    )
 
 
 class NodeRefs:
@@ -410,6 +476,30 @@ def _check_expect(expect: Any, source: str, loc: str, refs: NodeRefs) -> None:
                     source,
                     [FieldError(f"{loc}.workloads", f"must map workload -> one of {', '.join(WORKLOAD_STATES)}")],
                 )
+        elif key == "workloadCounts":
+            if not isinstance(value, dict):
+                raise InputError(source, [FieldError(f"{loc}.workloadCounts", "must map team -> state -> count")])
+            for team, counts in value.items():
+                at = f"{loc}.workloadCounts.{team}"
+                if not isinstance(counts, dict) or not counts:
+                    raise InputError(
+                        source, [FieldError(at, f"must map state ({', '.join(WORKLOAD_STATES)}) -> count")]
+                    )
+                for state, n in counts.items():
+                    if state not in WORKLOAD_STATES:
+                        raise InputError(
+                            source,
+                            [FieldError(f"{at}.{state}", f"unknown state (one of {', '.join(WORKLOAD_STATES)})")],
+                        )
+                    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                        raise InputError(source, [FieldError(f"{at}.{state}", "must be a whole number, 0 or more")])
+        elif key == "borrowed":
+            if not isinstance(value, dict):
+                raise InputError(
+                    source, [FieldError(f"{loc}.borrowed", "must map team -> flavor -> resource -> quantity")]
+                )
+            for team, flavors in value.items():
+                _table(flavors, source, f"{loc}.borrowed.{team}", lambda v, at: _number(v, source, at))
         elif key in ("changed", "routed") and not isinstance(value, bool):
             raise InputError(source, [FieldError(f"{loc}.{key}", "must be true or false")])
 
@@ -455,9 +545,13 @@ class StepReport:
     mismatches: list[str] = field(default_factory=list)
     checked: int = 0
     workloads: list[dict[str, Any]] = field(default_factory=list)
-    """What Kueue decided, after the step: ``{team, name, state, message}`` for every submitted workload."""
+    """What Kueue decided, after the step: ``{team, name, state, reason, message[, priorityClass]}`` for every
+    submitted Job."""
     borrowed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     """``{team: {flavor: {resource: quantity}}}`` borrowed from the cohort (the ClusterQueues' status)."""
+    fair_sharing: dict[str, Any] = field(default_factory=dict)
+    """Why Kueue shared so (:attr:`devkit.kube.workloads.Observed.fair_sharing`): the cohort's lendable resources,
+    each team's weight and the dominant resource share Kueue reports."""
     usage: dict[str, Any] = field(default_factory=dict)
     """The usage sample the deployed node watcher would take after the step (``GET /clusters/{c}/usage``'s shape):
     per flavor capacity, in use, borrowed, idle; per team in use, borrowed, lent; idle while pending."""
@@ -478,6 +572,7 @@ class StepReport:
             "failures": self.failures,
             "workloads": self.workloads,
             "borrowed": self.borrowed,
+            "fairSharing": self.fair_sharing,
             "usage": self.usage,
             "expectations": {"checked": self.checked, "mismatches": self.mismatches},
         }
@@ -591,7 +686,10 @@ class Runner:
                 return "recalculate", [_event(c, "Recalculation Requested", {"cluster": cid, "reason": "scenario"})]
             if kind == "submit":  # teams submit work to Kueue directly: no event reaches idleshare
                 self.workloads.submit(arg)
-                return "submit " + ", ".join(f"{w['name']} ({w['team']})" for w in arg), []
+                return "submit " + ", ".join(
+                    f"{w['name']} ({w['team']}" + (f", {w['priorityClass']}" if "priorityClass" in w else "") + ")"
+                    for w in arg
+                ), []
             if kind == "finish":
                 self.workloads.finish(arg)
                 return "finish " + ", ".join(arg), []
@@ -627,7 +725,12 @@ class Runner:
         after = stack.kueue_objects()
         report.kueue_changes = kueue_changes(self.before, after)
         self.before = after
-        report.workloads, report.borrowed = self.workloads.observe()
+        observed = self.workloads.observe()
+        report.workloads, report.borrowed, report.fair_sharing = (
+            observed.workloads,
+            observed.borrowed,
+            observed.fair_sharing,
+        )
         report.usage = self.sample_usage()
         report.mismatches, report.checked = check(step.expect, report, after, self.s)
         return report
@@ -795,6 +898,21 @@ def check(
     states = {w["name"]: w["state"] for w in report.workloads}
     for name, want in (expect.get("workloads") or {}).items():
         compare(f"workload {name}", want, states.get(name), quantity=False)
+    for team, counts in (expect.get("workloadCounts") or {}).items():
+        # exact: a state the expectation leaves out is expected to have no workload of the team
+        for state in WORKLOAD_STATES:
+            named = [w["name"] for w in report.workloads if w["team"] == team and w["state"] == state]
+            n += 1
+            if len(named) != counts.get(state, 0):
+                bad.append(
+                    f"team {team} {state} workloads: expected {counts.get(state, 0)}, got {len(named)}"
+                    + (f" ({', '.join(named)})" if named else "")
+                )
+    for team, flavors in (expect.get("borrowed") or {}).items():
+        for flavor, per in flavors.items():
+            for r, want in per.items():
+                got = report.borrowed.get(team, {}).get(flavor, {}).get(full_resource(r), "0")
+                compare(f"team {team} borrows {flavor}/{r}", want, got)
     for flavor, per in (expect.get("unallocated") or {}).items():
         for r, want in per.items():
             got = (

@@ -1,9 +1,14 @@
-"""Teams' work as Kueue sees it: submit ``Workload`` s to a team's LocalQueue, finish them, and read what the
-real Kueue decided — admitted (and how much the team borrows), pending with Kueue's own reason, preempted.
+"""Teams' work as Kueue sees it: submit ``Workload`` s or ``batch/v1`` Jobs to a team's LocalQueue, finish them,
+and read what the real Kueue decided — admitted (and how much the team borrows), pending with Kueue's own
+reason, preempted.
 
 A ``Workload`` here is what Kueue's job integrations create for a Job; submitting it directly keeps the
 tests about admission alone (no kubelet or scheduler runs: Kueue admits by quota). What a Job controller
 does when Kueue evicts its workload — stop the pods, then release the quota — is :func:`release_evicted`.
+A Job (:func:`batch_job`, what users submit, and what the scenarios' ``submit`` steps create) goes through
+Kueue's Job integration instead: Kueue makes its Workload (resolving its priority class), unsuspends the Job
+when it admits it and suspends it again when it preempts it — with no pods running here, Kueue then releases
+the quota itself and the Job queues again.
 """
 
 from __future__ import annotations
@@ -83,18 +88,25 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
+def priority_class_object(name: str) -> str:
+    """The WorkloadPriorityClass idleshare writes for the SchedulerConfig's priority class ``name`` (its ``Name``):
+    what a Job names in ``kueue.x-k8s.io/priority-class``."""
+    return f"{name}-priority"
+
+
 def batch_job(
     team: str,
     name: str,
     requests: Mapping[str, str | int],
     *,
+    count: int = 1,
     priority_class: str | None = None,
     instance_type: str | None = None,
     prefix: str = "hyperpod-ns-",
 ) -> dict[str, Any]:
-    """What a user submits: a suspended ``batch/v1`` Job of one pod asking for ``requests`` (as requests and limits),
-    labelled with the team's LocalQueue (and ``priority_class``, a WorkloadPriorityClass name); Kueue makes its
-    Workload. ``instance_type``: the pod's node selector."""
+    """What a user submits: a suspended ``batch/v1`` Job of ``count`` pods (parallelism and completions) each asking
+    for ``requests`` (as requests and limits), labelled with the team's LocalQueue (and ``priority_class``, a
+    WorkloadPriorityClass name); Kueue makes its Workload. ``instance_type``: the pods' node selector."""
     labels = {QUEUE_LABEL: local_queue_of(team, prefix), "idleshare.io/team": team}
     if priority_class:
         labels[PRIORITY_LABEL] = priority_class
@@ -115,8 +127,62 @@ def batch_job(
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name, "namespace": namespace_of(team, prefix), "labels": labels},
-        "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {"spec": pod}},
+        "spec": {"parallelism": count, "completions": count, "suspend": True, "template": {"spec": pod}},
     }
+
+
+def _owned_by_job(w: Mapping[str, Any]) -> str | None:
+    for o in w["metadata"].get("ownerReferences") or []:
+        if o.get("kind") == "Job":
+            return str(o.get("name"))
+    return None
+
+
+def workload_of_job(kube: Kube, job: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Workload Kueue made for ``job`` (its owner), or None while there is none."""
+    meta = job["metadata"]
+    return next((w for w in kube.objects("Workload", meta["namespace"]) if _owned_by_job(w) == meta["name"]), None)
+
+
+def job_running(kube: Kube, job: Mapping[str, Any]) -> bool:
+    """Kueue admitted the Job: it unsuspended it (and has not suspended it again)."""
+    current = kube.get("Job", job["metadata"]["name"], job["metadata"]["namespace"])
+    return current is not None and current["spec"].get("suspend") is False
+
+
+def settle_jobs(kube: Kube, jobs: Iterable[Mapping[str, Any]], *, quiet: float = 1.0, timeout: float = 60.0) -> None:
+    """Until Kueue decided about every Job (its Workload exists and no eviction is half done: a preempted Job's
+    quota is released once Kueue has suspended it) and nothing moved for ``quiet`` seconds. Kueue writes a reason
+    on the first pending Workload of a queue it tried; the ones behind it wait without one, so a pending Workload
+    counts as decided once nothing moves."""
+    wanted = [(j["metadata"]["namespace"], j["metadata"]["name"]) for j in jobs]
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        workloads: dict[tuple[str, str], dict[str, Any]] = {}
+        suspended: dict[tuple[str, str], Any] = {}
+        for ns in sorted({ns for ns, _ in wanted}):
+            for w in kube.objects("Workload", ns):
+                if (owner := _owned_by_job(w)) is not None:
+                    workloads[(ns, owner)] = w
+            for j in kube.objects("Job", ns):
+                suspended[(ns, j["metadata"]["name"])] = j["spec"].get("suspend")
+        snapshot = []
+        for key in wanted:
+            w = workloads.get(key)
+            conds = conditions(w) if w else {}
+            evicting = conds.get("QuotaReserved", {}).get("status") == "True" and (
+                conds.get("Evicted", {}).get("status") == "True"
+            )
+            state = state_of(w).state if w else ""
+            snapshot.append((key[1], suspended.get(key), state, w is not None and not evicting))
+        if snapshot != last:
+            last, since = snapshot, time.monotonic()
+        elif all(s[3] for s in snapshot) and time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"Kueue did not settle the Jobs in {timeout:.0f} s: {last}")
 
 
 def submit(kube: Kube, wl: dict[str, Any]) -> dict[str, Any]:
@@ -313,18 +379,54 @@ def cluster_queue_usage(kube: Kube, team: str, prefix: str = "hyperpod-ns-") -> 
     return out
 
 
-class Workloads:
-    """The teams' work in a scenario (``submit`` / ``finish`` steps) on the real cluster.
+@dataclass
+class Observed:
+    """What Kueue did after a scenario step (:meth:`Workloads.observe`)."""
 
-    After every step :meth:`observe` waits until Kueue has decided about each workload and plays the Job
-    controller's part for those Kueue evicted (the pods stop, the quota is released): a preempted workload
-    queues again, as a Job's does."""
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+    """``{team, name, state, reason, message, priorityClass}`` for every submitted Job, in submission order."""
+    borrowed: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    """``{team: {flavor: {resource: quantity}}}`` each team's ClusterQueue borrows from the cohort (its status)."""
+    fair_sharing: dict[str, Any] = field(default_factory=dict)
+    """Why Kueue shared the borrowed capacity so: ``{"lendable": {resource: quantity}, "teams": {team: {"weight":
+    "1" | None, "weightedShare": int | None}}}`` — each ClusterQueue's ``spec.fairSharing.weight`` (None: Kueue's
+    default 1) and the dominant resource share Kueue reports in its status (None: Kueue's fair sharing is off);
+    ``lendable``: what the cohort's ClusterQueues and the Cohort itself may lend, per resource over every flavor
+    (Kueue's denominator of the share)."""
+
+
+def lendable(objects: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Per resource name, summed over flavors: what the Cohort holds and each ClusterQueue may lend (its
+    ``lendingLimit``, else its ``nominalQuota``) — Kueue's denominator of a ClusterQueue's dominant resource share
+    in a one-level cohort. Whole units (``1k`` cpu, ``2Gi`` memory as bytes)."""
+    from idleshare.domain.quantity import parse_quantity
+
+    out: dict[str, int] = {}
+    for obj in objects:
+        if obj.get("kind") == "ClusterQueue" and not (obj.get("spec") or {}).get("cohortName"):
+            continue  # not in a cohort: lends nothing
+        if obj.get("kind") not in ("ClusterQueue", "Cohort"):
+            continue
+        for group in (obj.get("spec") or {}).get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                for res in flavor.get("resources") or []:
+                    amount = res.get("lendingLimit", res.get("nominalQuota", "0"))
+                    out[res["name"]] = out.get(res["name"], 0) + int(parse_quantity(str(amount)))
+    return out
+
+
+class Workloads:
+    """The teams' work in a scenario (``submit`` / ``finish`` steps) on the real cluster, as users submit it:
+    ``batch/v1`` Jobs in the team's LocalQueue, with the priority class they name. After every step
+    :meth:`observe` waits until Kueue has decided about each Job (a Job Kueue preempted queues again)."""
 
     def __init__(self, kube: Any, *, source: str = "scenario") -> None:
         self.kube = kube if isinstance(kube, Kube) else None
         self.source = source
         self.submitted: dict[str, dict[str, Any]] = {}
-        self.preempted: set[str] = set()
+        """Job name -> the Job as submitted."""
+        self.priority: dict[str, str] = {}
+        """Job name -> the SchedulerConfig priority class it names."""
 
     def _require(self, what: str) -> Kube:
         if self.kube is None:
@@ -334,60 +436,79 @@ class Workloads:
     def submit(self, items: Iterable[Mapping[str, Any]]) -> None:
         kube = self._require("submit")
         for item in items:
+            if item["name"] in self.submitted:
+                raise RuntimeError(f"{self.source}: submit {item['name']!r}: a Job of that name was submitted before")
             wait_active(kube, item["team"])
-            body = workload(
+            pc = item.get("priorityClass")
+            body = batch_job(
                 item["team"],
                 item["name"],
                 item["requests"],
                 count=int(item.get("count", 1)),
                 instance_type=item.get("instanceType"),
+                priority_class=priority_class_object(pc) if pc else None,
             )
             kube.create(body)
             self.submitted[item["name"]] = body
-            # one after the other, as people submit: Kueue orders ties in creation time arbitrarily
-            settle(kube, [(body["metadata"]["namespace"], item["name"])], quiet=0.3)
+            if pc:
+                self.priority[item["name"]] = pc
+            kube.wait_for(lambda body=body: workload_of_job(kube, body), f"the Workload of Job {item['name']}")
+            # one after the other, as people submit (Kueue orders ties in creation time arbitrarily), each decided
+            # with whatever it preempted before the next
+            settle_jobs(kube, self.submitted.values(), quiet=0.3)
 
     def finish(self, names: Iterable[str]) -> None:
+        """Each Job's Workload is marked Finished, as Kueue's Job integration does when the Job completes: Kueue
+        releases its quota."""
         kube = self._require("finish")
         for name in names:
             if name not in self.submitted:
                 raise RuntimeError(f"{self.source}: finish {name!r}: no workload of that name was submitted")
-            finish(kube, self.submitted[name])
+            current = workload_of_job(kube, self.submitted[name])
+            if current is None:
+                raise RuntimeError(f"{self.source}: finish {name!r}: Kueue made no Workload for the Job")
+            finish(kube, current)
 
-    def observe(self, timeout: float = 30.0) -> tuple[list[dict[str, Any]], dict[str, dict[str, dict[str, str]]]]:
-        """``([{team, name, state, message}], {team: {flavor: {resource: borrowed}}})`` once Kueue settled."""
+    def observe(self) -> Observed:
+        """Once Kueue has settled: every Job's state, what each team borrows, and the shares Kueue gave them."""
         if self.kube is None or not self.submitted:
-            return [], {}
+            return Observed()
         kube = self.kube
-        keys = [(b["metadata"]["namespace"], n) for n, b in self.submitted.items()]
-        deadline = time.monotonic() + timeout
-        while True:
-            settle(kube, keys, quiet=1.0, timeout=max(1.0, deadline - time.monotonic()))
-            evicted = []
-            for name, body in self.submitted.items():
-                current = kube.get("Workload", name, body["metadata"]["namespace"]) or {}
-                conds = conditions(current)
-                if conds.get("Evicted", {}).get("status") == "True" and (current.get("status") or {}).get("admission"):
-                    evicted.append(body)
-                    self.preempted.add(name)
-            if not evicted or time.monotonic() > deadline:
-                break
-            for body in evicted:
-                release_evicted(kube, body)
-        out = []
-        teams = set()
+        settle_jobs(kube, self.submitted.values(), quiet=1.0)
+        out = Observed()
+        teams: list[str] = []
         for name, body in self.submitted.items():
-            current = kube.get("Workload", name, body["metadata"]["namespace"])
-            st = state_of(current) if current else WorkloadState("?", name, "Gone")
-            state = st.state
-            if name in self.preempted and state in (PENDING, EVICTED, PREEMPTED):
-                state = PREEMPTED  # preempted, queued again
-            teams.add(body["metadata"]["labels"]["idleshare.io/team"])
-            out.append({"team": st.team, "name": name, "state": state, "message": st.message})
-        borrowed: dict[str, dict[str, dict[str, str]]] = {}
+            team = body["metadata"]["labels"]["idleshare.io/team"]
+            if team not in teams:
+                teams.append(team)
+            current = workload_of_job(kube, body)
+            st = state_of(current) if current else WorkloadState(team, name, "Gone")
+            out.workloads.append(
+                {
+                    "team": team,
+                    "name": name,
+                    "state": st.state,
+                    "reason": st.reason,
+                    "message": st.message,
+                    **({"priorityClass": self.priority[name]} if name in self.priority else {}),
+                }
+            )
+        queues = {cq["metadata"]["name"]: cq for cq in kube.objects("ClusterQueue")}
+        shares: dict[str, Any] = {}
         for team in sorted(teams):
             for flavor, per in cluster_queue_usage(kube, team).items():
                 for resource, usage in per.items():
                     if usage["borrowed"] not in ("0", ""):
-                        borrowed.setdefault(team, {}).setdefault(flavor, {})[resource] = usage["borrowed"]
-        return out, borrowed
+                        out.borrowed.setdefault(team, {}).setdefault(flavor, {})[resource] = usage["borrowed"]
+            cq = queues.get(cluster_queue_of(team), {})
+            weight = ((cq.get("spec") or {}).get("fairSharing") or {}).get("weight")
+            share = ((cq.get("status") or {}).get("fairSharing") or {}).get("weightedShare")
+            shares[team] = {
+                "weight": None if weight is None else str(weight),
+                "weightedShare": None if share is None else int(share),
+            }
+        out.fair_sharing = {
+            "lendable": {r: str(q) for r, q in sorted(lendable([*queues.values(), *kube.objects("Cohort")]).items())},
+            "teams": shares,
+        }
+        return out

@@ -46,7 +46,9 @@ PRIORITIES = [{"Name": "inference", "Weight": 100}, {"Name": "training", "Weight
 
 def job(team: str, name: str, gpus: int = JOB_GPUS, priority: str | None = None) -> dict[str, Any]:
     """A team's ``batch/v1`` Job of one pod asking for ``gpus`` GPUs, queued in the team's LocalQueue."""
-    return wl.batch_job(team, name, {GPU: gpus}, priority_class=f"{priority}-priority" if priority else None)
+    return wl.batch_job(
+        team, name, {GPU: gpus}, priority_class=wl.priority_class_object(priority) if priority else None
+    )
 
 
 class Jobs(Cluster):
@@ -55,44 +57,13 @@ class Jobs(Cluster):
     jobs: dict[str, dict[str, Any]]
 
     def workload_of(self, name: str) -> dict[str, Any] | None:
-        ns = self.jobs[name]["metadata"]["namespace"]
-        for w in self.kube.objects("Workload", ns):
-            if any(o.get("kind") == "Job" and o.get("name") == name for o in w["metadata"].get("ownerReferences", [])):
-                return w
-        return None
+        return wl.workload_of_job(self.kube, self.jobs[name])
 
     def running(self, name: str) -> bool:
-        """Kueue admitted the Job: it unsuspended it (and has not suspended it again)."""
-        current = self.kube.get("Job", name, self.jobs[name]["metadata"]["namespace"])
-        return current is not None and current["spec"].get("suspend") is False
-
-    def _snapshot(self) -> list[tuple[str, bool, str, str]]:
-        out = []
-        for name in self.jobs:
-            w = self.workload_of(name)
-            st = wl.state_of(w) if w else None
-            reserved = bool(w and wl.conditions(w).get("QuotaReserved", {}).get("status") == "True")
-            evicting = bool(w and reserved and wl.conditions(w).get("Evicted", {}).get("status") == "True")
-            # Kueue writes a reason on the first pending Workload of a queue it tried; the ones behind it wait
-            # without one: a Workload that exists, not half evicted, counts as decided once nothing moves
-            decided = st is not None and not evicting
-            out.append((name, self.running(name), st.state if st else "", "decided" if decided else "open"))
-        return out
+        return wl.job_running(self.kube, self.jobs[name])
 
     def settle_jobs(self, quiet: float = 1.0, timeout: float = 60.0) -> None:
-        """Until Kueue decided about every Job (admitted, or pending with a reason; no eviction half done) and
-        nothing moved for ``quiet`` seconds."""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        since = time.monotonic()
-        while time.monotonic() < deadline:
-            snap = self._snapshot()
-            if snap != last:
-                last, since = snap, time.monotonic()
-            elif all(s[3] == "decided" for s in snap) and time.monotonic() - since >= quiet:
-                return
-            time.sleep(0.1)
-        raise TimeoutError(f"Kueue did not settle the Jobs in {timeout:.0f} s: {last}")
+        wl.settle_jobs(self.kube, self.jobs.values(), quiet=quiet, timeout=timeout)
 
     def submit_jobs(self, team: str, names: list[str], priority: str | None = None) -> None:
         """``team`` submits one Job per name, one after the other (each decided before the next)."""

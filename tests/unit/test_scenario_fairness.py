@@ -1,0 +1,269 @@
+"""Scenario steps for weights and priorities: a ``submit`` naming a priority class (the SchedulerConfig's ``Name``,
+as the step sees it, carried on the Job as the WorkloadPriorityClass idleshare writes), the expectations that check
+what Kueue did per team (``workloadCounts``, ``borrowed``), and the step report's fair-sharing lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devkit import scenario
+from devkit.kube.workloads import PRIORITY_LABEL, batch_job, lendable, priority_class_object
+from devkit.report import render_fair_sharing
+from idleshare.domain.kueue import desired_objects
+from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings, Snapshot
+from idleshare.domain.pool import compute
+from idleshare.parse.errors import InputError
+from tests.builders import P5, entry, nodes, quota
+
+CLASSES = [{"Name": "inference", "Weight": 100}, {"Name": "training", "Weight": 10}]
+
+
+def doc(*steps: dict[str, Any], scheduler_config: Any = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"quotas": [], "steps": [{"title": "first", "recalculate": True}, *steps]}
+    if scheduler_config is not None:
+        out["schedulerConfig"] = scheduler_config
+    return out
+
+
+def job(**fields: Any) -> dict[str, Any]:
+    return {"team": "serving", "name": "chat", "requests": {"gpu": 4}, **fields}
+
+
+def refused(document: dict[str, Any]) -> tuple[str, str]:
+    with pytest.raises(InputError) as err:
+        scenario.parse(document, "s.yaml")
+    assert err.value.source == "s.yaml" and len(err.value.errors) == 1
+    return err.value.errors[0].loc, err.value.errors[0].message
+
+
+# -- submit: priorityClass ------------------------------------------------------------------------------------------
+
+
+def test_a_submitted_job_names_a_priority_class_as_the_scheduler_config_does():
+    sc = scenario.parse(
+        doc(
+            {"submit": [job(priorityClass="inference"), job(name="eval")]},
+            scheduler_config={"PriorityClasses": CLASSES},
+        ),
+        "s.yaml",
+    )
+    items = sc.steps[1].arg
+    assert items[0]["priorityClass"] == "inference"
+    assert "priorityClass" not in items[1]
+
+
+def test_the_job_carries_the_workload_priority_class_idleshare_writes_for_that_name():
+    # idleshare's own objects for a SchedulerConfig with the two classes
+    config = SchedulerConfig(priority_classes=tuple(PriorityClass(c["Name"], c["Weight"]) for c in CLASSES))
+    result = compute(
+        Snapshot(
+            nodes=tuple(nodes("p5", P5, 1)),
+            quotas=(quota("a", entry(P5, count=1)),),
+            scheduler_config=config,
+            settings=Settings(),
+        )
+    )
+    written = {
+        o["metadata"]["name"]: o["value"]
+        for o in desired_objects(result, config, Settings())
+        if o["kind"] == "WorkloadPriorityClass"
+    }
+    # the Job a scenario submits for each class names one of them, with that class's weight
+    for c in CLASSES:
+        label = batch_job("a", "j", {"nvidia.com/gpu": 1}, priority_class=priority_class_object(c["Name"]))
+        assert written[label["metadata"]["labels"][PRIORITY_LABEL]] == c["Weight"]
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (
+            100,
+            "must be the Name of one of the SchedulerConfig's priority classes (its PriorityClasses: inference, training)",
+        ),
+        ("", "must be the Name of one of"),
+        (["inference"], "must be the Name of one of"),
+        (
+            "batch",
+            "no priority class 'batch' in the SchedulerConfig at this step (its PriorityClasses: inference, training)",
+        ),
+        ("inference-priority", "'inference-priority' is the WorkloadPriorityClass idleshare writes for 'inference'"),
+    ],
+)
+def test_a_bad_or_unknown_priority_class_is_refused_naming_the_field(value, says):
+    loc, message = refused(
+        doc({"submit": [job(name="eval"), job(priorityClass=value)]}, scheduler_config={"PriorityClasses": CLASSES})
+    )
+    assert loc == "steps[1].submit[1].priorityClass"
+    assert says in message
+
+
+def test_without_priority_classes_a_priority_class_is_unknown():
+    loc, message = refused(doc({"submit": job(priorityClass="inference")}))
+    assert loc == "steps[1].submit.priorityClass"
+    assert "it lists no PriorityClasses" in message
+
+
+def test_the_classes_are_those_of_the_scheduler_config_at_the_step():
+    # Given classes set by a schedulerConfig step (wrapped, as the store keeps it), then replaced by another
+    steps = (
+        {"schedulerConfig": {"SchedulerConfig": {"PriorityClasses": CLASSES}}},
+        {"submit": job(priorityClass="training")},
+        {"schedulerConfig": {"PriorityClasses": [{"Name": "inference", "Weight": 100}]}},
+        {"submit": job(name="later", priorityClass="training")},
+    )
+    # Then a Job may name training after the first and not after the second
+    loc, message = refused(doc(*steps))
+    assert loc == "steps[4].submit.priorityClass" and "its PriorityClasses: inference" in message
+    assert scenario.parse(doc(*steps[:2]), "s.yaml").steps[2].arg[0]["priorityClass"] == "training"
+
+
+@pytest.mark.parametrize(
+    ("fields", "loc"),
+    [
+        ({"name": "Chat_1"}, "steps[1].submit.name"),
+        ({"priority": "inference"}, "steps[1].submit.priority"),
+        ({"count": 0}, "steps[1].submit.count"),
+    ],
+)
+def test_other_bad_submit_fields_are_named(fields, loc):
+    assert refused(doc({"submit": job(**fields)}, scheduler_config={"PriorityClasses": CLASSES}))[0] == loc
+
+
+# -- expectations: what Kueue did per team --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expect", "loc"),
+    [
+        ({"workloadCounts": {"alpha": {"Running": 1}}}, "steps[1].expect.workloadCounts.alpha.Running"),
+        ({"workloadCounts": {"alpha": {"Admitted": -1}}}, "steps[1].expect.workloadCounts.alpha.Admitted"),
+        ({"workloadCounts": {"alpha": {"Admitted": True}}}, "steps[1].expect.workloadCounts.alpha.Admitted"),
+        ({"workloadCounts": {"alpha": 3}}, "steps[1].expect.workloadCounts.alpha"),
+        ({"borrowed": {"alpha": {P5: {"gpu": "lots"}}}}, f"steps[1].expect.borrowed.alpha.{P5}.gpu"),
+        ({"borrowed": {"alpha": 8}}, "steps[1].expect.borrowed.alpha"),
+    ],
+)
+def test_bad_workload_expectations_are_named(expect, loc):
+    assert refused(doc({"recalculate": True, "expect": expect}))[0] == loc
+
+
+def report(workloads: list[tuple[str, str, str]], borrowed: dict[str, Any] | None = None) -> scenario.StepReport:
+    r = scenario.StepReport(1, "t", "submit")
+    r.workloads = [{"team": t, "name": n, "state": s, "reason": "", "message": ""} for t, n, s in workloads]
+    r.borrowed = borrowed or {}
+    return r
+
+
+def check(expect: dict[str, Any], r: scenario.StepReport) -> tuple[list[str], int]:
+    sc = scenario.parse(doc({"recalculate": True, "expect": expect}), "s.yaml")
+    return scenario.check(sc.steps[1].expect, r, {}, sc)
+
+
+def test_workload_counts_are_exact_and_borrowed_is_kueues_per_flavor():
+    r = report(
+        [
+            ("alpha", "a1", "Admitted"),
+            ("alpha", "a2", "Preempted"),
+            ("alpha", "a3", "Pending"),
+            ("beta", "b1", "Admitted"),
+        ],
+        {"alpha": {P5: {"nvidia.com/gpu": "8"}}},
+    )
+    # Given the counts as they are, and the borrowed GPUs: every expectation holds (one per state, per team)
+    bad, n = check(
+        {
+            "workloadCounts": {"alpha": {"Admitted": 1, "Preempted": 1, "Pending": 1}},
+            "borrowed": {"alpha": {P5: {"gpu": 8}}},
+        },
+        r,
+    )
+    assert bad == [] and n == 5
+    # A state left out is expected to be empty; a team that borrows nothing borrows 0
+    bad, _ = check(
+        {"workloadCounts": {"alpha": {"Admitted": 1, "Pending": 1}}, "borrowed": {"beta": {P5: {"gpu": 8}}}}, r
+    )
+    assert bad == [
+        "team alpha Preempted workloads: expected 0, got 1 (a2)",
+        f"team beta borrows {P5}/gpu: expected 8, got 0",
+    ]
+
+
+# -- the report: the shares Kueue gave and why ---------------------------------------------------------------------
+
+
+def shared(weights: dict[str, Any], shares: dict[str, Any]) -> scenario.StepReport:
+    r = report([], {"alpha": {P5: {"nvidia.com/gpu": "8"}}, "beta": {P5: {"nvidia.com/gpu": "24"}}})
+    r.fair_sharing = {
+        "lendable": {"nvidia.com/gpu": "84", "cpu": "400"},
+        "teams": {t: {"weight": weights[t], "weightedShare": shares[t]} for t in weights},
+    }
+    r.pool = {
+        "teams": {
+            "alpha": {
+                "borrowingLimit": {P5: {"nvidia.com/gpu": "24"}},
+                "why": {P5: {"nvidia.com/gpu": {"bound": "percentage"}}},
+            },
+            "beta": {
+                "borrowingLimit": {P5: {"nvidia.com/gpu": "40"}},
+                "why": {P5: {"nvidia.com/gpu": {"bound": "pool"}}},
+            },
+        }
+    }
+    return r
+
+
+def test_two_borrowers_are_shown_with_their_weights_limits_and_shares_worked_out():
+    lines = render_fair_sharing(shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96}))
+    text = "\n".join(lines)
+    assert "fair sharing (Kueue)" in lines[0]
+    assert "alpha  weight 1  borrows 8 gpu on p5 (limit 24 %)" in text
+    assert "8 x 1000 / 84 gpu / 1 = 95.2 -> Kueue's share 96" in text
+    assert "beta   weight 3  borrows 24 gpu on p5 (limit 40 pool)" in text
+    assert "24 x 1000 / 84 gpu / 3 = 95.2 -> Kueue's share 96" in text
+
+
+def test_no_fair_sharing_lines_for_one_borrower_and_first_come_first_served_when_kueues_is_off():
+    one = shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96})
+    one.borrowed.pop("beta")
+    assert render_fair_sharing(one) == []
+    off = render_fair_sharing(shared({"alpha": None, "beta": None}, {"alpha": None, "beta": None}))
+    assert "off in Kueue" in off[0] and "first come, first served" in off[0]
+    assert "weight - (1)" in off[1] and "share" not in off[1]
+
+
+def test_lendable_is_the_cohorts_own_and_what_each_queue_in_it_may_lend_over_flavors():
+    def cq(name: str, cohort: str | None, flavors: dict[str, dict[str, str]]) -> dict[str, Any]:
+        return {
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {
+                **({"cohortName": cohort} if cohort else {}),
+                "resourceGroups": [
+                    {
+                        "flavors": [
+                            {"name": f, "resources": [{"name": "nvidia.com/gpu", **v}]} for f, v in flavors.items()
+                        ]
+                    }
+                ],
+            },
+        }
+
+    objects = [
+        {**cq("pool", None, {P5: {"nominalQuota": "32"}, "g5": {"nominalQuota": "28"}}), "kind": "Cohort"},
+        cq("a", "pool", {P5: {"nominalQuota": "8", "lendingLimit": "8"}}),
+        cq("b", "pool", {P5: {"nominalQuota": "16"}}),
+        cq("dont-lend", "pool", {"g5": {"nominalQuota": "4", "lendingLimit": "0"}}),
+        cq("alone", None, {P5: {"nominalQuota": "100"}}),
+    ]
+    assert lendable(objects) == {"nvidia.com/gpu": 32 + 28 + 8 + 16}
+
+
+def test_the_shares_are_shown_again_only_when_kueue_decided_something():
+    before = shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96})
+    same = shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96})
+    assert render_fair_sharing(same, before) == []
+    same.workloads = [{"team": "beta", "name": "b1", "state": "Admitted", "reason": "", "message": ""}]
+    assert render_fair_sharing(same, before) != []
