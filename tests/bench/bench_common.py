@@ -56,6 +56,28 @@ def script_main(argv: list[str], run: Callable[..., object], *, dynamodb: bool =
     return 1 if report.failed else 0
 
 
+def sized_run(
+    measure: Callable[..., dict[str, Any]],
+    detail: Callable[[dict[str, Any]], str],
+    rows: Callable[[dict[str, Any]], list[Row]],
+    *,
+    size: int,
+    quick_size: int,
+    **options: Any,
+) -> Callable[..., dict[str, Any]]:
+    """The ``run(report, endpoint, *, quick=False, stack=None)`` of a benchmark on the real stack (``bench_all`` and
+    :func:`script_main` call it): ``measure(size, endpoint, stack=stack, **options)`` (``quick_size`` with ``quick``),
+    its ``detail`` printed, its ``rows`` into the report; it returns the measurement."""
+
+    def run(report: Report, endpoint: str, *, quick: bool = False, stack: Any = None) -> dict[str, Any]:
+        m = measure(quick_size if quick else size, endpoint, stack=stack, **options)
+        print(detail(m), flush=True)
+        report.add(*rows(m))
+        return m
+
+    return run
+
+
 DDB_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 KUBE_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 MB = 1024 * 1024

@@ -157,23 +157,19 @@ def rows(m: dict[str, Any]) -> list[bc.Row]:
     ]
 
 
-def run(report: bc.Report, endpoint: str, *, quick: bool = False, stack: Any = None) -> dict[str, Any]:
-    m = measure(QUICK_SIZE if quick else SIZE, endpoint, stack=stack)
+def detail(m: dict[str, Any]) -> str:
     i, t, j = m["initial"], m["traced"], m["json"]
-    print(
+    return (
         f"memory of a {m['n']}-node recompute (child process; nodes seeded in {m['seed_ms'] / 1000:.1f} s): max RSS {i['rss'] / bc.MB:.0f} MB "
         f"(after imports {i['rss_before'] / bc.MB:.0f} MB; recompute {i['ms']:.0f} ms), "
         f"tracemalloc peak {t['traced_peak'] / bc.MB:.0f} MB (1 node changed); json.loads of the NodeList "
-        f"({j['bytes'] / bc.MB:.0f} MB): {j['size'] / bc.MB:.0f} MB held, RSS +{j['rss_delta'] / bc.MB:.0f} MB",
-        flush=True,
+        f"({j['bytes'] / bc.MB:.0f} MB): {j['size'] / bc.MB:.0f} MB held, RSS +{j['rss_delta'] / bc.MB:.0f} MB"
     )
-    report.add(*rows(m))
-    return m
 
 
-def main(argv: list[str]) -> int:
-    return bc.script_main(argv, run)
+run = bc.sized_run(measure, detail, rows, size=SIZE, quick_size=QUICK_SIZE)
+"""For ``bench_all`` and the script: :func:`measure` at :data:`SIZE` nodes (``--quick``: :data:`QUICK_SIZE`)."""
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(bc.script_main(sys.argv[1:], run))

@@ -24,7 +24,7 @@ from idleshare.adapters.errors import (
     RetryableError,
 )
 from idleshare.adapters.kube import LightkubeCluster
-from idleshare.domain.kueue_diff import diff
+from idleshare.domain.kueue_diff import diff, object_identity
 from idleshare.parse.nodes import node_from_dict
 from tests.kube.fixtures import FakeConnector, make_node
 from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
@@ -86,11 +86,24 @@ def test_nodes_are_listed_page_by_page(kube, proxy, adapter):
     assert len(lists) == 3
     assert [r.query.get("limit") for r in lists] == ["500"] * 3
     assert "continue" not in lists[0].query and all(r.query.get("continue") for r in lists[1:])
+    # as consistent reads (no resourceVersion: the state as of the request, not whatever the cache last held)
+    assert not [r for r in lists if "resourceVersion" in r.query or "resourceVersionMatch" in r.query]
     assert sorted(n["metadata"]["name"] for n in nodes) == [f"node-{i:04d}" for i in range(1200)]
     # And each dict carries what the node parser needs, as the server stored it
     parsed = [node_from_dict(n) for n in nodes]
     assert sum(not n.ready for n in parsed) == 12
     assert parsed[1].instance_type == "ml.p5.48xlarge" and parsed[1].allocatable["nvidia.com/gpu"] == 8
+
+
+def test_a_node_changed_just_before_a_list_is_listed_as_changed(kube, adapter):
+    # Given nodes read once (the API server's watch cache holds them)
+    kube.seed_nodes([make_node(f"n{i}") for i in range(5)])
+    assert not any(node_from_dict(n).unschedulable for n in adapter.list_nodes(page_size=2))
+    # When one is cordoned and the nodes are listed at once, as the recompute its event triggers does
+    kube.set_node(make_node("n3", unschedulable=True))
+    listed = {n["metadata"]["name"]: node_from_dict(n) for n in adapter.list_nodes(page_size=2)}
+    # Then the list shows the change (a level-triggered recompute must see what triggered it)
+    assert [name for name, n in listed.items() if n.unschedulable] == ["n3"]
 
 
 def test_an_error_on_a_later_page_is_translated(kube, proxy, adapter):
@@ -232,6 +245,47 @@ def test_list_managed_returns_every_kind_with_kind_and_api_version(adapter):
         (o["kind"], o["metadata"]["name"]) for o in wanted
     )
     assert {o["apiVersion"] for o in managed if o["kind"] == "Namespace"} == {"v1"}
+
+
+def test_list_managed_reads_what_the_diff_needs_and_not_kueues_status(kube, proxy, adapter, monkeypatch):
+    # Given idleshare's objects, each ClusterQueue with the status Kueue writes (and its managedFields entry)
+    wanted = desired()
+    sync(adapter, wanted)
+    kube.wait_for(lambda: all(cq.get("status") for cq in kube.objects("ClusterQueue")), "Kueue's status")
+    kinds = ("Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
+    full = [o for kind in kinds for o in kube.objects(kind, labels="app.kubernetes.io/managed-by=idleshare")]
+    assert any(m["manager"] != "idleshare" for o in full for m in o["metadata"].get("managedFields", []))
+    # When listed one object a page
+    monkeypatch.setattr("idleshare.adapters.kube.DEFAULT_PAGE_SIZE", 1)
+    proxy.clear_requests()
+    managed = adapter.list_managed()
+    # Then every object came, page by page, without its status, with idleshare's managedFields entries only
+    assert any(r.query.get("continue") for r in proxy.requests if "clusterqueues" in r.path)
+    assert not [r for r in proxy.requests if "resourceVersion" in r.query]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in managed) == sorted(
+        (o["kind"], o["metadata"]["name"]) for o in full
+    )
+    assert not [o for o in managed if "status" in o]
+    assert {m["manager"] for o in managed for m in o["metadata"].get("managedFields", [])} == {"idleshare"}
+    research = cq_named(managed, "research")
+    stored = kube.get("ClusterQueue", RESEARCH_CQ)
+    assert research["spec"] == stored["spec"] and research["metadata"]["labels"] == stored["metadata"]["labels"]
+    # And the diff finds in them what it finds in the whole objects: nothing, a changed quota, a field no longer
+    # set (idleshare's managedFields entry says it owns it), a team gone
+    changed, unset = copy.deepcopy(wanted), copy.deepcopy(wanted)
+    gpu_entry(cq_named(changed, "research"))["nominalQuota"] = "16"
+    del cq_named(unset, "research")["spec"]["fairSharing"]
+    gone = [o for o in wanted if o["metadata"]["labels"].get("idleshare.io/team") != "nlp"]
+
+    def decided(case: list[dict[str, Any]], current: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+        to_apply, to_delete = diff(case, current)
+        return [object_identity(o) for o in to_apply], [object_identity(o) for o in to_delete]
+
+    for case in (wanted, changed, unset, gone):
+        assert decided(case, managed) == decided(case, full)
+    assert decided(wanted, managed) == ([], [])
+    assert decided(unset, managed) == ([("ClusterQueue", "", RESEARCH_CQ)], [])
+    assert len(decided(gone, managed)[1]) == 2  # nlp's LocalQueue and ClusterQueue
 
 
 # -- another field manager -------------------------------------------------------------------------

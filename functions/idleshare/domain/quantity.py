@@ -37,6 +37,7 @@ class QuantityError(ValueError):
     """Not a quantity string; the message says why."""
 
 
+@functools.lru_cache(maxsize=4096)  # a cluster's objects repeat a few amounts: diffing and checking them re-reads them
 def parse_quantity(text: str) -> Amount:
     """A Kubernetes quantity string -> its exact value, rounded up to 1m: ``"1.5Gi"`` -> 1610612736,
     ``"100m"`` -> Fraction(1, 10), ``"1e3"`` -> 1000. Raises :class:`QuantityError`."""
