@@ -62,10 +62,11 @@ test: lint npm kube-stack browser deploy-check
 
 # Branch coverage of the deployed code (functions/idleshare) over the same run as `make test` (xdist workers and the
 # Python subprocesses the tests start combined; settings in pyproject.toml [tool.coverage]): the total, then per package.
+# Hypothesis draws from a fixed seed here, so that two runs of the same tests measure the same lines.
 COVERAGE_PACKAGES := domain parse adapters service runtime handlers api cli
 coverage: sync npm kube-stack browser
 	rm -f .coverage .coverage.*
-	$(RUN) pytest -n $(PYTEST_WORKERS) --cov --cov-report= tests/unit tests/kube tests/e2e tests/bench tests/integration tests/infra
+	$(RUN) pytest -n $(PYTEST_WORKERS) --cov --cov-report= --hypothesis-seed=0 tests/unit tests/kube tests/e2e tests/bench tests/integration tests/infra
 	@$(RUN) coverage report --skip-covered | tail -n 4
 	@for pkg in $(COVERAGE_PACKAGES); do \
 		printf 'idleshare.%-9s %s%%\n' "$$pkg" "$$($(RUN) coverage report --include="functions/idleshare/$$pkg/*" --format=total)"; \
