@@ -7,12 +7,13 @@ UV ?= uv
 RUN := $(UV) run --frozen
 PYTEST_WORKERS ?= 2
 
-.PHONY: help bootstrap sync npm kube-stack browser demo plan test lint unit kube integration infra synth bench clean
+.PHONY: help bootstrap sync npm kube-stack browser demo plan test coverage lint unit kube integration infra synth bench clean
 
 help:
 	@echo "make demo   - the main job, local, no AWS account"
 	@echo "make test   - lint + every test suite (what CI runs)"
 	@echo "make bench  - benchmarks (ratios against floors measured in the same run)"
+	@echo "make coverage - branch coverage of functions/idleshare over every suite"
 
 # uv from PyPI when the machine has none (installs in seconds).
 bootstrap:
@@ -59,6 +60,19 @@ integration: sync npm kube-stack
 test: lint npm kube-stack browser deploy-check
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/e2e tests/bench tests/integration tests/infra
 
+# Branch coverage of the deployed code (functions/idleshare) over the same run as `make test` (xdist workers and the
+# Python subprocesses the tests start combined; settings in pyproject.toml [tool.coverage]): the total, then per package.
+# Hypothesis draws from a fixed seed here, so that two runs of the same tests measure the same lines.
+COVERAGE_PACKAGES := domain parse adapters service runtime handlers api cli
+coverage: sync npm kube-stack browser
+	rm -f .coverage .coverage.*
+	$(RUN) pytest -n $(PYTEST_WORKERS) --cov --cov-report= --hypothesis-seed=0 tests/unit tests/kube tests/e2e tests/bench tests/integration tests/infra
+	@$(RUN) coverage report --skip-covered | tail -n 4
+	@for pkg in $(COVERAGE_PACKAGES); do \
+		printf 'idleshare.%-9s %s%%\n' "$$pkg" "$$($(RUN) coverage report --include="functions/idleshare/$$pkg/*" --format=total)"; \
+	done
+	@printf 'idleshare (top)    %s%%\n' "$$($(RUN) coverage report --include='functions/idleshare/*.py' --format=total)"
+
 # Rehearse `cdk deploy` (infra/deploy_check.py): synth as a new shell would run it, check what a first
 # deploy needs (access entry vs rbac.yaml, each function's variables, alarm actions), import every
 # handler from the asset on Python 3.12 (the Lambda runtime's; pyenv's on this machine kind).
@@ -75,4 +89,4 @@ bench: sync npm kube-stack
 	$(RUN) python tests/bench/bench_all.py
 
 clean:
-	rm -rf .build cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .build cdk.out .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

@@ -12,18 +12,18 @@ from infra.config import IdleshareConfig
 from infra.constructs.api import AdminApi
 from infra.constructs.eks_access import EksAccess
 from infra.constructs.events import Events
-from infra.constructs.functions import IdleshareFunction, retention
+from infra.constructs.functions import DEFAULT_MEMORY, DEFAULT_TIMEOUT, IdleshareFunction, retention
 from infra.constructs.network import Network
 from infra.constructs.observability import Observability
 from infra.constructs.queue import RecomputeQueue, RouterDeadLetterQueue
 from infra.constructs.registry import ClusterRegistry
 from infra.constructs.storage import Storage
-from infra.constructs.watcher import MEMORY as WATCHER_MEMORY
-from infra.constructs.watcher import TIMEOUT as WATCHER_TIMEOUT
 from infra.constructs.watcher import NodeWatcher
 
-# The recompute's timings, its queue's and its event source mapping's: idleshare.timings (the devkit uses them too).
-RECOMPUTE_TIMEOUT = Duration.seconds(timings.RECOMPUTE_TIMEOUT_SECONDS)
+# The timeout (s) and memory (MB) of the functions that need more than the default: the recompute's are
+# idleshare.timings' (its queue's and event source mapping's are too; the devkit uses them), the node watcher's names'.
+RECOMPUTE_SIZE = (timings.RECOMPUTE_TIMEOUT_SECONDS, timings.RECOMPUTE_MEMORY_MB)
+WATCHER_SIZE = (names.WATCHER_TIMEOUT_SECONDS, names.WATCHER_MEMORY_MB)
 
 # Each role's grants are exactly what its flows call: tests/iam runs every flow under the synthesized
 # policy with moto's IAM enforcement. IAM authorises a TransactWriteItems by each item's action
@@ -54,6 +54,17 @@ SQS_POLL = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 SQS_RETURN = ("sqs:ChangeMessageVisibility",)
 
 
+DESCRIPTIONS = {
+    names.ROUTER_HANDLER: "idleshare: route trigger events to the recompute queue",
+    names.RECOMPUTE_HANDLER: "idleshare: recompute a cluster's lendable pool and write it to Kueue",
+    names.API_HANDLER: "idleshare: admin HTTP API",
+    names.REGISTRAR_HANDLER: "idleshare: register the configured clusters (deploy time)",
+    names.WATCHER_HANDLER: (
+        "idleshare: watch a cluster's nodes, publish Node Changed (one invocation per cluster per minute)"
+    ),
+}
+
+
 def _allow(principal: iam.IGrantable, actions: tuple[str, ...], *resources: str) -> None:
     principal.grant_principal.add_to_principal_policy(
         iam.PolicyStatement(actions=list(actions), resources=list(resources))
@@ -72,6 +83,13 @@ class IdleshareStack(Stack):
         queue = RecomputeQueue(self, "RecomputeQueue", max_receive_count=config.dlq_max_receive_count)
         router_dlq = RouterDeadLetterQueue(self, "RouterDlq")
         network = Network(self, "Network", config=config.vpc) if config.vpc is not None else None
+        self._output(names.OUTPUT_TABLE_NAME, storage.table.table_name, "Main DynamoDB table")
+        self._output(names.OUTPUT_IDEMPOTENCY_TABLE_NAME, storage.idempotency_table.table_name, "Idempotency table")
+        self._output(names.OUTPUT_QUEUE_URL, queue.queue.queue_url, "Recompute FIFO queue")
+        self._output(names.OUTPUT_DLQ_URL, queue.dlq.queue_url, "Recompute dead-letter queue")
+        self._output(
+            names.OUTPUT_ROUTER_DLQ_URL, router_dlq.queue.queue_url, "Router dead-letter queue (events not routed)"
+        )
 
         # Each function's own configuration only (names.FUNCTION_ENV; the bus is added once it exists).
         values = {
@@ -83,47 +101,26 @@ class IdleshareStack(Stack):
             names.ENV_CLUSTERS: config.clusters_env(),
         }
 
-        def function(construct_id: str, handler: str, description: str, **props) -> IdleshareFunction:
+        def function(construct_id: str, handler: str, seconds: int = 0, mb: int = DEFAULT_MEMORY, vpc: bool = False):
             return IdleshareFunction(
                 self,
                 construct_id,
                 code=code,
                 handler=handler,
-                description=description,
+                description=DESCRIPTIONS[handler],
                 environment={k: values[k] for k in names.FUNCTION_ENV[handler] if k in values},
                 log_retention_days=config.log_retention_days,
-                **props,
+                timeout=Duration.seconds(seconds) if seconds else DEFAULT_TIMEOUT,
+                memory_size=mb,
+                placement=network.placement if vpc and network is not None else None,
             )
 
-        router = function(
-            "Router",
-            names.ROUTER_HANDLER,
-            "idleshare: route trigger events to the recompute queue",
-            timeout=Duration.seconds(timings.ROUTER_FUNCTION_TIMEOUT_SECONDS),
-        )
-        recompute = function(
-            "Recompute",
-            names.RECOMPUTE_HANDLER,
-            "idleshare: recompute a cluster's lendable pool and write it to Kueue",
-            timeout=RECOMPUTE_TIMEOUT,
-            memory_size=timings.RECOMPUTE_MEMORY_MB,
-            placement=network.placement if network is not None else None,
-        )
-        api_handler = function("AdminApi", names.API_HANDLER, "idleshare: admin HTTP API")
-        registrar = function(
-            "Registrar",
-            names.REGISTRAR_HANDLER,
-            "idleshare: register the configured clusters (deploy time)",
-            timeout=Duration.seconds(timings.REGISTRAR_FUNCTION_TIMEOUT_SECONDS),
-        )
-        watcher = function(
-            "NodeWatcher",
-            names.WATCHER_HANDLER,
-            "idleshare: watch a cluster's nodes, publish Node Changed (one invocation per cluster per minute)",
-            timeout=WATCHER_TIMEOUT,
-            memory_size=WATCHER_MEMORY,
-            placement=network.placement if network is not None else None,
-        )
+        # The functions that talk to Kubernetes run in the cluster's VPC when the config gives one.
+        router = function("Router", names.ROUTER_HANDLER, timings.ROUTER_FUNCTION_TIMEOUT_SECONDS)
+        recompute = function("Recompute", names.RECOMPUTE_HANDLER, *RECOMPUTE_SIZE, vpc=True)
+        api_handler = function("AdminApi", names.API_HANDLER)
+        registrar = function("Registrar", names.REGISTRAR_HANDLER, timings.REGISTRAR_FUNCTION_TIMEOUT_SECONDS)
+        watcher = function("NodeWatcher", names.WATCHER_HANDLER, *WATCHER_SIZE, vpc=True)
 
         events = Events(
             self,
@@ -133,6 +130,9 @@ class IdleshareStack(Stack):
             archive_retention_days=config.archive_retention_days,
             dead_letter_queue=router_dlq.queue,
         )
+        self._output(names.OUTPUT_EVENT_BUS_NAME, events.bus.event_bus_name, "idleshare's event bus")
+        self._output(names.OUTPUT_EVENT_BUS_ARN, events.bus.event_bus_arn, "idleshare's event bus ARN")
+        self._output(names.OUTPUT_ARCHIVE_NAME, events.archive.archive_name, "Archive of every trigger (replay)")
         for fn in (router, recompute, api_handler, registrar, watcher):
             if names.ENV_EVENT_BUS_NAME in names.FUNCTION_ENV[fn.handler]:
                 fn.function.add_environment(names.ENV_EVENT_BUS_NAME, events.bus.event_bus_name)
@@ -167,18 +167,17 @@ class IdleshareStack(Stack):
         api = AdminApi(
             self, "AdminApiGateway", handler=api_handler.function, log_retention=retention(config.log_retention_days)
         )
+        self._output(names.OUTPUT_API_URL, api.api.url, "Admin API base URL (SigV4, execute-api)")
+        self._output(names.OUTPUT_RECOMPUTE_ROLE_ARN, recompute.role.role_arn, "Role mapped by the EKS access entries")
+        # what the dashboard and alarms watch: the functions' errors and durations, the queues' depth
+        watched = {"recompute": recompute.function, "router": router.function, "api_handler": api_handler.function}
+        watched |= {"queue": queue.queue, "dlq": queue.dlq, "router_dlq": router_dlq.queue}
+        cluster_ids = [c.id for c in config.clusters]
         observability = Observability(
-            self,
-            "Observability",
-            cluster_ids=[c.id for c in config.clusters],
-            recompute=recompute.function,
-            router=router.function,
-            api_handler=api_handler.function,
-            queue=queue.queue,
-            dlq=queue.dlq,
-            router_dlq=router_dlq.queue,
-            alarm_email=config.alarm_email,
+            self, "Observability", cluster_ids=cluster_ids, alarm_email=config.alarm_email, **watched
         )
+        self._output(names.OUTPUT_ALARM_TOPIC_ARN, observability.topic.topic_arn, "SNS topic of the alarms")
+        self._output(names.OUTPUT_DASHBOARD_NAME, observability.dashboard.dashboard_name, "CloudWatch dashboard")
 
         # The node watcher: a schedule per cluster, its grants, EKS access, alarm and dashboard widgets.
         self.node_watcher = NodeWatcher(
@@ -200,18 +199,6 @@ class IdleshareStack(Stack):
         self.registrar, self.registry = registrar, registry
         self.observability = observability
 
-        for key, value, description in (
-            (names.OUTPUT_EVENT_BUS_NAME, events.bus.event_bus_name, "idleshare's event bus"),
-            (names.OUTPUT_EVENT_BUS_ARN, events.bus.event_bus_arn, "idleshare's event bus ARN"),
-            (names.OUTPUT_ARCHIVE_NAME, events.archive.archive_name, "Archive of every trigger (replay)"),
-            (names.OUTPUT_API_URL, api.api.url, "Admin API base URL (SigV4, execute-api)"),
-            (names.OUTPUT_TABLE_NAME, storage.table.table_name, "Main DynamoDB table"),
-            (names.OUTPUT_IDEMPOTENCY_TABLE_NAME, storage.idempotency_table.table_name, "Idempotency table"),
-            (names.OUTPUT_QUEUE_URL, queue.queue.queue_url, "Recompute FIFO queue"),
-            (names.OUTPUT_DLQ_URL, queue.dlq.queue_url, "Recompute dead-letter queue"),
-            (names.OUTPUT_ROUTER_DLQ_URL, router_dlq.queue.queue_url, "Router dead-letter queue (events not routed)"),
-            (names.OUTPUT_RECOMPUTE_ROLE_ARN, recompute.role.role_arn, "Role mapped by the EKS access entries"),
-            (names.OUTPUT_ALARM_TOPIC_ARN, observability.topic.topic_arn, "SNS topic of the alarms"),
-            (names.OUTPUT_DASHBOARD_NAME, observability.dashboard.dashboard_name, "CloudWatch dashboard"),
-        ):
-            CfnOutput(self, key, value=value, description=description)
+    def _output(self, key: str, value: str, description: str) -> None:
+        """An output of the stack: the CLI reads the API's URL, the tests and the operator the others."""
+        CfnOutput(self, key, value=value, description=description)

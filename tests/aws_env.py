@@ -62,6 +62,37 @@ def create_idempotency_table(ddb: Any, name: str) -> Any:
     return ddb.Table(name) if hasattr(ddb, "Table") else name
 
 
+CLOSED_PORT_URL = "http://127.0.0.1:9"
+"""An endpoint nothing listens on: every call to it fails to connect at once."""
+
+
+def unreachable_client(service: str, region: str, config: Any) -> Any:
+    """A boto3 ``service`` client with ``config`` (timeouts, retries) pointed at :data:`CLOSED_PORT_URL`."""
+    import boto3
+
+    return boto3.client(
+        service,
+        region_name=region,
+        endpoint_url=CLOSED_PORT_URL,
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+        config=config,
+    )
+
+
+def all_items(table: Any, **query: Any) -> list[dict[str, Any]]:
+    """Every item of a boto3 ``Table`` a Scan returns, or a Query given ``query`` (``KeyConditionExpression``, ...),
+    page after page (a page holds at most 1 MB: a large pool takes several)."""
+    read = table.query if query else table.scan
+    items: list[dict[str, Any]] = []
+    while True:
+        page = read(**query)
+        items += page["Items"]
+        if "LastEvaluatedKey" not in page:
+            return items
+        query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def fifo_queue(sqs: Any, name: str = "recompute.fifo", *, visibility_timeout: int = 0) -> str:
     """A FIFO queue as the recompute queue is (no content-based deduplication), a message not deleted visible
     again after ``visibility_timeout`` seconds (0: at once); its URL. ``sqs``: a boto3 SQS client (moto)."""

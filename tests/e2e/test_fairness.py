@@ -38,6 +38,7 @@ from idleshare.adapters.errors import PermanentError
 from idleshare.api import app as admin_api
 from idleshare.parse.kueue_config import read_kueue_config
 from tests.e2e.conftest import GPU, P5, Cluster, p5_nodes, quota
+from tests.unit.test_api import proxy_event
 
 JOB_GPUS = 4
 API_CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="e2e-fairness")
@@ -98,7 +99,7 @@ class Jobs(Cluster):
         """One admin API request (the API Lambda's handler); a write's published events then routed and
         recomputed by the pipeline, one second of queue clock later (inside the coalescing window)."""
         before = len(self.pipeline.published)
-        reply = admin_api.handler(api_event(method, path, body), API_CONTEXT)
+        reply = admin_api.handler(proxy_event(method, path, body=body), API_CONTEXT)
         assert reply["statusCode"] in (200, 201), reply
         events = self.pipeline.published[before:]
         if method != "GET":
@@ -116,36 +117,6 @@ class Jobs(Cluster):
         record = self.pipeline.store.get_pool(self.spec.cluster_id)
         assert record is not None
         return [i["code"] for i in record.pool.get("issues", [])]
-
-
-def api_event(method: str, path: str, body: Any) -> dict[str, Any]:
-    """What API Gateway (REST, Lambda proxy, IAM-signed) hands the admin API Lambda."""
-    raw = json.dumps(body) if body is not None else None
-    headers = {
-        "Host": "abc123.execute-api.us-west-2.amazonaws.com",
-        **({"Content-Type": "application/json"} if raw else {}),
-    }
-    identity = {"caller": "AIDAEXAMPLE", "userArn": "arn:aws:iam::111122223333:user/admin", "sourceIp": "198.51.100.7"}
-    return {
-        "resource": "/{proxy+}",
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {k: [v] for k, v in headers.items()},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": {"proxy": path.lstrip("/")},
-        "requestContext": {
-            "resourcePath": "/{proxy+}",
-            "httpMethod": method,
-            "requestId": f"req-{time.monotonic_ns()}",
-            "path": f"/v1{path}",
-            "stage": "v1",
-            "identity": identity,
-        },
-        "body": raw,
-        "isBase64Encoded": False,
-    }
 
 
 @contextlib.contextmanager

@@ -64,12 +64,18 @@ def gpu(usage: dict[str, Any], team: str) -> dict[str, str]:
     return usage["teams"][team]["flavors"][P5][GPU]
 
 
-def test_borrowed_and_lent_equal_what_kueue_admitted(make_cluster: Any, watcher: LightkubeCluster) -> None:
-    # Given 3 p5 nodes (24 GPUs): alpha and beta (Lend) one node each: 8 unallocated, the cohort's own quota
-    cluster = make_cluster(p5_nodes(3))
-    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
+def alpha_borrows_from_beta(make_cluster: Any, nodes: int, borrow_limit: int = 100) -> Cluster:
+    """``nodes`` p5 nodes; alpha and beta (Lend) one node's nominal each, alpha borrowing up to ``borrow_limit``%."""
+    cluster = make_cluster(p5_nodes(nodes))
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=borrow_limit))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
     cluster.wait_active("alpha", "beta")
+    return cluster
+
+
+def test_borrowed_and_lent_equal_what_kueue_admitted(make_cluster: Any, watcher: LightkubeCluster) -> None:
+    # Given 3 p5 nodes (24 GPUs): alpha and beta (Lend) one node each: 8 unallocated, the cohort's own quota
+    cluster = alpha_borrows_from_beta(make_cluster, 3)
     # When alpha runs Jobs of 8 (its nominal), 8 and 4 GPUs
     submit(cluster, "alpha", "own", 8, admitted=1)
     submit(cluster, "alpha", "borrow-8", 8, admitted=2)
@@ -87,10 +93,7 @@ def test_borrowed_and_lent_equal_what_kueue_admitted(make_cluster: Any, watcher:
 
 def test_a_reclaim_is_counted_as_a_preemption_and_borrowed_drops(make_cluster: Any, watcher: LightkubeCluster) -> None:
     # Given 2 p5 nodes, nothing unallocated: alpha borrows beta's whole idle quota
-    cluster = make_cluster(p5_nodes(2))
-    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
-    cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
-    cluster.wait_active("alpha", "beta")
+    cluster = alpha_borrows_from_beta(make_cluster, 2)
     submit(cluster, "alpha", "own", 8, admitted=1)
     submit(cluster, "alpha", "borrowed", 8, admitted=2)
     before = sample(cluster, watcher)
@@ -115,11 +118,8 @@ def test_idle_while_pending_rises_when_a_borrower_waits_behind_its_limit(
     make_cluster: Any, watcher: LightkubeCluster
 ) -> None:
     # Given 4 p5 nodes (32 GPUs); alpha may borrow 50% of the 24 it sees: 12
-    cluster = make_cluster(p5_nodes(4))
-    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50))
-    cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
+    cluster = alpha_borrows_from_beta(make_cluster, 4, borrow_limit=50)
     assert cluster.limit("alpha", P5, GPU) == "12"
-    cluster.wait_active("alpha", "beta")
     submit(cluster, "alpha", "own", 8, admitted=1)
     submit(cluster, "alpha", "borrow-8", 8, admitted=2)
     submit(cluster, "alpha", "borrow-4", 4, admitted=3)

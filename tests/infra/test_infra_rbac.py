@@ -1,5 +1,6 @@
 """The Kubernetes RBAC manifest documented for `kubectl apply` grants exactly what idleshare needs: the recompute's
-group and the node watcher's group, each its own ClusterRole and binding (four documents, keyed by kind and name)."""
+group and the node watcher's group, each its own ClusterRole and binding (four documents, keyed by kind and name);
+and the stack's EKS access entries map each function's role to its own group in every cluster."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ ROLES = [
     pytest.param(names.K8S_CLUSTER_ROLE, names.K8S_GROUP, RECOMPUTE_RULES, id="recompute"),
     pytest.param(names.K8S_WATCHER_CLUSTER_ROLE, names.K8S_WATCHER_GROUP, WATCHER_RULES, id="node-watcher"),
 ]
+GROUP_OF = {names.RECOMPUTE_HANDLER: names.K8S_GROUP, names.WATCHER_HANDLER: names.K8S_WATCHER_GROUP}
 
 
 def _documents() -> list[dict[str, Any]]:
@@ -74,3 +76,18 @@ def test_manifest_has_only_the_two_roles_and_their_bindings() -> None:
             ("ClusterRoleBinding", names.K8S_WATCHER_CLUSTER_ROLE),
         ]
     )
+
+
+def test_each_function_that_talks_to_kubernetes_has_its_own_group_in_every_cluster(private: Any) -> None:
+    # (test_deploy_check.py: every group an access entry names is bound by rbac.yaml; here: not the other's group)
+    role_of = {
+        fn["Properties"]["Role"]["Fn::GetAtt"][0]: fn["Properties"]["Handler"]
+        for fn in private.resources("AWS::Lambda::Function").values()
+    }
+    entries = sorted(
+        (e["Properties"]["ClusterName"], role_of[e["Properties"]["PrincipalArn"]["Fn::GetAtt"][0]], group)
+        for e in private.resources("AWS::EKS::AccessEntry").values()
+        for group in e["Properties"]["KubernetesGroups"]
+    )
+    clusters = [c.eks_cluster_name for c in private.stack.config.clusters]
+    assert entries == sorted((c, handler, group) for c in clusters for handler, group in GROUP_OF.items())

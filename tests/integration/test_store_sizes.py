@@ -25,6 +25,7 @@ from idleshare.adapters.errors import PermanentError
 from idleshare.adapters.ports import PoolRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.adapters.store.items import ITEM_LIMIT, MAX_POOL_PARTS, PART_SIZE, item_size
+from tests.aws_env import all_items
 
 pytestmark = pytest.mark.integration
 
@@ -148,15 +149,8 @@ def store(ddb_table: Any) -> DynamoStore:
 
 
 def stored_items(table: Any) -> list[dict[str, Any]]:
-    """Every item of the cluster, read back (a Query page holds at most 1 MB)."""
-    items: list[dict[str, Any]] = []
-    args: dict[str, Any] = {"KeyConditionExpression": Key("pk").eq(f"CLUSTER#{C}"), "ConsistentRead": True}
-    while True:
-        page = table.query(**args)
-        items += page["Items"]
-        if "LastEvaluatedKey" not in page:
-            return items
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    """Every item of the cluster, read back."""
+    return all_items(table, KeyConditionExpression=Key("pk").eq(f"CLUSTER#{C}"), ConsistentRead=True)
 
 
 def largest_item(table: Any) -> tuple[int, str]:

@@ -308,35 +308,29 @@ def _groups(n_groups: int, n_res: int, n_flavors: int) -> list[dict[str, Any]]:
     return groups
 
 
-CQ_CASES = [
+CEL_CASES = [  # Kueue's CEL rules (x-kubernetes-validations)
     ("cel-borrowing-no-cohort", m_no_cohort, "spec", "borrowingLimit must be nil when cohort is empty"),
-    (
-        "cel-covered-mismatch",
-        m_covered_mismatch,
-        "spec.resourceGroups[0]",
-        "flavors must have the same number of resources as the coveredResources",
-    ),
-    ("unknown-field", m_unknown, "spec.cohort", "field not declared in schema"),
+    ("cel-covered-mismatch", m_covered_mismatch, "spec.resourceGroups[0]", "same number of resources as the covered"),
+    ("cel-preference", m_preference, "spec.flavorFungibility", "whenCanBorrow and whenCanPreempt are TryNextFlavor"),
+]
+BOUND_CASES = [  # the OpenAPI schema's bounds
     ("too-many-groups", m_too_many_groups, "spec.resourceGroups", "Too many: 17: must have at most 16 items"),
-    (
-        "too-many-covered",
-        m_too_many_covered,
-        "spec.resourceGroups[0].coveredResources",
-        "Too many: 65: must have at most 64 items",
-    ),
+    ("too-many-covered", m_too_many_covered, "spec.resourceGroups[0].coveredResources", "65: must have at most 64"),
+    ("min-items", m_empty_covered, "spec.resourceGroups[0].coveredResources", "should have at least 1 items"),
     ("required-flavors", m_missing_flavors, "spec.resourceGroups[0].flavors", "Required value"),
+]
+FIELD_CASES = [  # its fields and values, list-map keys and the object's metadata
+    ("unknown-field", m_unknown, "spec.cohort", "field not declared in schema"),
     ("enum", m_bad_enum, "spec.queueingStrategy", 'Unsupported value: "FIFO"'),
     ("pattern", m_bad_cohort_name, "spec.cohortName", "should match"),
-    (
-        "cel-preference",
-        m_preference,
-        "spec.flavorFungibility",
-        "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
-    ),
     ("list-map-duplicate", m_duplicate_flavor, "spec.resourceGroups[0].flavors", "duplicate entries for key"),
     ("metadata-name", m_bad_name, "metadata.name", "RFC 1123 subdomain"),
+]
+CQ_CASES = [
+    *CEL_CASES,
+    *BOUND_CASES,
+    *FIELD_CASES,
     ("metadata-label", m_bad_label, "metadata.labels", "a valid label must be an empty string"),
-    ("min-items", m_empty_covered, "spec.resourceGroups[0].coveredResources", "should have at least 1 items"),
 ]
 
 

@@ -58,7 +58,6 @@ def client_error(code: str, status: int = 400) -> ClientError:
 def test_translate_aws(exc: Exception, kind: type[AdapterError]) -> None:
     out = translate_aws(exc, operation="sqs:SendMessage", subject="queue 'q'")
     assert type(out) is kind
-    assert out.retryable is (kind is RetryableError)
     assert str(out).startswith("sqs:SendMessage queue 'q': ")
     assert out.operation == "sqs:SendMessage"
 
@@ -66,10 +65,6 @@ def test_translate_aws(exc: Exception, kind: type[AdapterError]) -> None:
 def test_an_adapter_error_is_returned_as_it_is() -> None:
     error = RetryableError("x")
     assert translate_aws(error, operation="op") is error
-
-
-def test_the_status_is_kept() -> None:
-    assert translate_aws(client_error("ThrottlingException", 400), operation="op").status == 400
 
 
 def test_the_queue_and_bus_translate_with_the_same_classification() -> None:

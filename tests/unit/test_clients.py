@@ -19,6 +19,7 @@ from idleshare import names, timings
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime import wiring
 from idleshare.runtime.env import HANDLER_VARIABLE
+from tests.aws_env import CLOSED_PORT_URL, fake_aws_env, unreachable_client
 
 REGION = "eu-west-1"
 CLUSTERS = '[{"id": "c1", "eks_cluster_name": "eks-1"}]'
@@ -41,12 +42,8 @@ KINDS = {
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
+def aws() -> Iterator[None]:
+    with fake_aws_env(AWS_DEFAULT_REGION=REGION, AWS_REGION=REGION), mock_aws():
         yield
 
 
@@ -188,16 +185,9 @@ def test_a_silent_endpoint_fails_after_the_attempts_and_read_timeouts(silent_ser
 
 def test_a_refused_connection_is_retried_the_configured_number_of_times() -> None:
     config = wiring.client_config(names.RECOMPUTE_HANDLER)
-    client = boto3.client(
-        "sqs",
-        region_name=REGION,
-        endpoint_url="http://127.0.0.1:9",
-        aws_access_key_id="x",
-        aws_secret_access_key="y",
-        config=config,
-    )
+    client = unreachable_client("sqs", REGION, config)
     attempts: list[str] = []
     client.meta.events.register("before-send.sqs.SendMessage", lambda **_: attempts.append("sent"))
     with pytest.raises(EndpointConnectionError):
-        client.send_message(QueueUrl="http://127.0.0.1:9/1/q", MessageBody="x")
+        client.send_message(QueueUrl=f"{CLOSED_PORT_URL}/1/q", MessageBody="x")
     assert len(attempts) == timings.RECOMPUTE_CLIENT.attempts

@@ -61,7 +61,9 @@ def test_an_explicit_recalculation_is_one_message_due_at_once() -> None:
     assert "notBefore" not in sent["body"] and sent["body"]["receipt"] is True
 
 
-def queued(i: int, body: dict[str, Any]) -> QueuedRecord:
+def queued(i: int, cluster: str, not_before: float | None = None) -> QueuedRecord:
+    """Message ``m<i>`` for ``cluster``: a leading one, or a trailing one due at ``not_before``."""
+    body: dict[str, Any] = {"cluster": cluster} | ({"notBefore": not_before} if not_before is not None else {})
     return QueuedRecord(f"m{i}", json.dumps(body), receipt_handle=f"h{i}", queue_arn="arn:q")
 
 
@@ -95,7 +97,7 @@ def run(records: list[QueuedRecord], now: float, takes: float = 0.0) -> tuple[Re
 
 def test_the_leading_message_recomputes_at_once_and_the_early_trailing_one_is_handed_back_until_its_window_ends():
     # Given a window's two messages delivered 3.5 s into a window ending at 110
-    records = [queued(1, {"cluster": "demo"}), queued(2, {"cluster": "demo", "notBefore": 110})]
+    records = [queued(1, "demo"), queued(2, "demo", 110)]
     recomputes, answer, returns = run(records, now=106.5)
     # Then the leading one is recomputed now, the trailing one handed back for the 4 s left (its cluster waits)
     assert recomputes.calls == [("demo", 106.5)]
@@ -105,7 +107,7 @@ def test_the_leading_message_recomputes_at_once_and_the_early_trailing_one_is_ha
 
 def test_a_trailing_message_due_recomputes_even_after_a_leading_one_in_the_same_batch():
     # Given the two messages delivered after the window closed, the leading recompute taking 2 s
-    records = [queued(1, {"cluster": "demo"}), queued(2, {"cluster": "demo", "notBefore": 110})]
+    records = [queued(1, "demo"), queued(2, "demo", 110)]
     recomputes, answer, _ = run(records, now=109.0, takes=2.0)
     # Then the leading recompute started before the window's end cannot answer the trailing one: it runs again
     assert recomputes.calls == [("demo", 109.0), ("demo", 111.0)]
@@ -113,12 +115,7 @@ def test_a_trailing_message_due_recomputes_even_after_a_leading_one_in_the_same_
 
 
 def test_a_recompute_after_the_windows_end_answers_every_message_of_the_cluster():
-    records = [
-        queued(1, {"cluster": "demo", "notBefore": 110}),
-        queued(2, {"cluster": "demo"}),
-        queued(3, {"cluster": "demo", "notBefore": 120}),
-        queued(4, {"cluster": "other"}),
-    ]
+    records = [queued(1, "demo", 110), queued(2, "demo"), queued(3, "demo", 120), queued(4, "other")]
     recomputes, answer, _ = run(records, now=125.0)
     assert recomputes.calls == [("demo", 125.0), ("other", 125.0)]
     assert answer["batchItemFailures"] == []
@@ -127,11 +124,7 @@ def test_a_recompute_after_the_windows_end_answers_every_message_of_the_cluster(
 def test_the_records_behind_an_early_trailing_one_come_back_with_it():
     # Given a trailing message 4 s early followed by the next window's messages of the same cluster (FIFO: they
     # fail behind it) and another cluster's
-    records = [
-        queued(1, {"cluster": "demo", "notBefore": 110}),
-        queued(2, {"cluster": "demo"}),
-        queued(3, {"cluster": "other"}),
-    ]
+    records = [queued(1, "demo", 110), queued(2, "demo"), queued(3, "other")]
 
     clock = [106.0]
     recomputes, returns = Recomputes(clock), Returns()
@@ -142,7 +135,7 @@ def test_the_records_behind_an_early_trailing_one_come_back_with_it():
 
 
 def test_a_far_off_not_before_waits_one_window_at_most():
-    records = [queued(1, {"cluster": "demo", "notBefore": 1e12})]
+    records = [queued(1, "demo", 1e12)]
     _, _, returns = run(records, now=100.0)
     assert returns.calls == [("arn:q", [("h1", WINDOW)])]
 

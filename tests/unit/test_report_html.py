@@ -43,51 +43,28 @@ def pool_doc() -> dict[str, Any]:
 
 def usage_doc() -> dict[str, Any]:
     """GET usage: ml-research borrows 6 p5 GPUs of nlp's idle nominal; infra borrows g5 GPUs and MIG slices."""
+
+    def use(nominal: str, in_use: str, borrowed: str, lent: str) -> dict[str, str]:
+        return {"nominal": nominal, "inUse": in_use, "borrowed": borrowed, "lent": lent}
+
+    def team(flavors: dict[str, Any], pending: int, reserving: int, admitted: int, preemptions: int) -> dict[str, Any]:
+        workloads = {"pending": pending, "reserving": reserving, "admitted": admitted}
+        return {"flavors": flavors, "workloads": workloads, "preemptions": preemptions}
+
+    p5, g5, p4d, trn1 = "ml.p5.48xlarge", "ml.g5.12xlarge", "ml.p4d.24xlarge", "ml.trn1.32xlarge"
+    gpu, mig, neuron = "nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "aws.amazon.com/neurondevice"
+    research = {
+        p5: {gpu: use("24", "30", "6", "0"), "cpu": use("574350m", "400", "0", "0")},
+        g5: {gpu: use("0", "10", "10", "0")},
+        trn1: {neuron: use("0", "16", "16", "0")},
+    }
+    infra = {g5: {gpu: use("0", "4", "4", "0")}, p4d: {mig: use("0", "20", "20", "0")}}
+    infra[trn1] = {neuron: use("64", "48", "0", "0")}
     teams = {
-        "ml-research": {
-            "flavors": {
-                "ml.p5.48xlarge": {
-                    "nvidia.com/gpu": {"nominal": "24", "inUse": "30", "borrowed": "6", "lent": "0"},
-                    "cpu": {"nominal": "574350m", "inUse": "400", "borrowed": "0", "lent": "0"},
-                },
-                "ml.g5.12xlarge": {"nvidia.com/gpu": {"nominal": "0", "inUse": "10", "borrowed": "10", "lent": "0"}},
-                "ml.trn1.32xlarge": {
-                    "aws.amazon.com/neurondevice": {"nominal": "0", "inUse": "16", "borrowed": "16", "lent": "0"}
-                },
-            },
-            "workloads": {"pending": 1, "reserving": 0, "admitted": 5},
-            "preemptions": 2,
-        },
-        "nlp": {
-            "flavors": {
-                "ml.p5.48xlarge": {"nvidia.com/gpu": {"nominal": "16", "inUse": "4", "borrowed": "0", "lent": "6"}},
-                "ml.g5.12xlarge": {"nvidia.com/gpu": {"nominal": "8", "inUse": "8", "borrowed": "0", "lent": "0"}},
-            },
-            "workloads": {"pending": 0, "reserving": 0, "admitted": 3},
-            "preemptions": 0,
-        },
-        "infra": {
-            "flavors": {
-                "ml.g5.12xlarge": {"nvidia.com/gpu": {"nominal": "0", "inUse": "4", "borrowed": "4", "lent": "0"}},
-                "ml.p4d.24xlarge": {
-                    "nvidia.com/mig-1g.5gb": {"nominal": "0", "inUse": "20", "borrowed": "20", "lent": "0"}
-                },
-                "ml.trn1.32xlarge": {
-                    "aws.amazon.com/neurondevice": {"nominal": "64", "inUse": "48", "borrowed": "0", "lent": "0"}
-                },
-            },
-            "workloads": {"pending": 2, "reserving": 1, "admitted": 4},
-            "preemptions": 0,
-        },
-        "vision": {
-            "flavors": {
-                "ml.p4d.24xlarge": {
-                    "nvidia.com/mig-1g.5gb": {"nominal": "112", "inUse": "100", "borrowed": "0", "lent": "0"}
-                }
-            },
-            "workloads": {"pending": 0, "reserving": 0, "admitted": 2},
-            "preemptions": 1,
-        },
+        "ml-research": team(research, pending=1, reserving=0, admitted=5, preemptions=2),
+        "nlp": team({p5: {gpu: use("16", "4", "0", "6")}, g5: {gpu: use("8", "8", "0", "0")}}, 0, 0, 3, 0),
+        "infra": team(infra, pending=2, reserving=1, admitted=4, preemptions=0),
+        "vision": team({p4d: {mig: use("112", "100", "0", "0")}}, 0, 0, 2, 1),
     }
 
     def flavor(capacity: str, pool: str, in_use: str, borrowed: str, idle: str) -> dict[str, str]:

@@ -60,9 +60,8 @@ class StaleVersionError(PermanentError):
 
 
 class AuthExpiredError(RetryableError):
-    """The API server refused the bearer token (HTTP 401): sign a new token, then retry."""
-
-    invalidate_token: bool = True
+    """The API server refused the bearer token (HTTP 401) twice: the cached token is already invalidated, so the
+    next attempt signs a new one."""
 
 
 # ------------------------------------------------------------------------------ AWS SDK (botocore) errors
