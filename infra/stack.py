@@ -23,7 +23,7 @@ from infra.constructs.watcher import NodeWatcher
 # The timeout (s) and memory (MB) of the functions that need more than the default: the recompute's are
 # idleshare.timings' (its queue's and event source mapping's are too; the devkit uses them), the node watcher's names'.
 RECOMPUTE_SIZE = (timings.RECOMPUTE_TIMEOUT_SECONDS, timings.RECOMPUTE_MEMORY_MB)
-WATCHER_SIZE = (names.WATCHER_TIMEOUT_SECONDS, names.WATCHER_MEMORY_MB)
+WATCHER_SIZE = (timings.WATCHER_FUNCTION_TIMEOUT_SECONDS, timings.WATCHER_MEMORY_MB)
 
 # Each role's grants are exactly what its flows call: tests/iam runs every flow under the synthesized
 # policy with moto's IAM enforcement. IAM authorises a TransactWriteItems by each item's action

@@ -112,6 +112,7 @@ METRIC_DIM_FLAVOR = "flavor"
 METRIC_DIM_RESOURCE = "resource"
 METRIC_DIM_REASON = "reason"
 METRIC_DIM_TEAM = "team"
+METRIC_DIM_ISSUE = "issue"
 
 # The router (counts).
 METRIC_EVENTS_DROPPED = "EventsDropped"  # inbound events malformed or naming no governed cluster
@@ -123,6 +124,7 @@ METRIC_SHORTFALL = "Shortfall"  # nominal quota granted beyond the eligible node
 METRIC_BORROW_LIMIT_SUM = "BorrowLimitSum"  # the teams' borrowing limits added up: each bounds one team, so the
 # sum can exceed what there is to borrow (Unallocated plus what the teams lend)
 METRIC_EXCLUDED_NODES = "ExcludedNodes"  # per (cluster, reason)
+METRIC_POOL_ISSUES = "PoolIssues"  # per (cluster, issue): the pool's named issues (a quota, the Kueue it writes for)
 METRIC_FOREIGN_FIELD_MANAGER = "ForeignFieldManagerConflicts"  # objects left to another field manager (cluster)
 # The recompute's run (counts, dimension service; the duration in milliseconds).
 METRIC_RECOMPUTE_DURATION = "RecomputeDuration"

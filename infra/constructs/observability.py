@@ -23,6 +23,7 @@ NS = names.METRICS_NAMESPACE
 # matches only metrics with exactly its dimensions.
 GAUGE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, "service")
 EXCLUDED_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_REASON, "service")
+ISSUE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_ISSUE, "service")
 # Usage, emitted by the node watcher's invocation every minute: per team and flavor, per team, per flavor.
 TEAM_DIMS = (
     names.METRIC_DIM_CLUSTER,
@@ -65,6 +66,20 @@ POOL_GRAPHS: tuple[tuple[Graph, Graph], ...] = (
     (
         ("Shortfall per flavor", names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall"),
         ("Excluded nodes by reason", names.METRIC_EXCLUDED_NODES, EXCLUDED_DIMS, "excluded"),
+    ),
+    (
+        (
+            "The pool's issues by name (a quota, the Kueue it writes for)",
+            names.METRIC_POOL_ISSUES,
+            ISSUE_DIMS,
+            "issues",
+        ),
+        (
+            "Objects left to another field manager",
+            names.METRIC_FOREIGN_FIELD_MANAGER,
+            (names.METRIC_DIM_CLUSTER, "service"),
+            "objects",
+        ),
     ),
 )
 """The pool as the recompute last wrote it, two graphs a row."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 

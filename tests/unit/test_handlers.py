@@ -266,7 +266,7 @@ def test_objects_left_to_another_field_manager_are_counted_with_the_alarms_dimen
     from idleshare.service.recompute import Outcome
 
     monkeypatch.delenv("POWERTOOLS_SERVICE_NAME", raising=False)
-    result = SimpleNamespace(flavors=[], resources=[], excluded_nodes={}, summary=lambda: "", teams={})
+    result = SimpleNamespace(flavors=[], resources=[], excluded_nodes={}, summary=lambda: "", teams={}, issues=())
     emit_recompute(Outcome("c1", 3, True, result=result, conflicts=["ClusterQueue/a: .spec x owned by gitops"]))
     emitted = [_json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     (foreign,) = [m for m in emitted if _names.METRIC_FOREIGN_FIELD_MANAGER in m]

@@ -72,8 +72,8 @@ class RecomputeReport(BatchEvents):
 
 
 def emit_recompute(outcome: Outcome) -> None:
-    """A recompute's log line, counters and gauges (per flavor and accelerator, excluded nodes, objects
-    left to another field manager)."""
+    """A recompute's log line, counters and gauges (per flavor and accelerator, excluded nodes, the pool's
+    named issues, objects left to another field manager)."""
     result = outcome.result
     logger.info(
         "recomputed",
@@ -112,6 +112,8 @@ def emit_recompute(outcome: Outcome) -> None:
                 gauge(outcome.cluster_id, name, value, flavor=flavor, resource=resource)
     for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
         gauge(outcome.cluster_id, names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
+    for code, count in Counter(issue.code for issue in result.issues).items():
+        gauge(outcome.cluster_id, names.METRIC_POOL_ISSUES, float(count), issue=code)
     # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
 
