@@ -187,10 +187,18 @@ def _checked(item: object, where: str, errors: list[FieldError]) -> _Node | None
     try:
         return schema.convert(item, _Node, where)
     except InputError as exc:
-        errors += [
-            FieldError(where + ("" if not e.loc or e.loc[0] == "[" else ".") + e.loc, e.message) for e in exc.errors
-        ]
+        errors += [FieldError(where + _below(e.loc), e.message) for e in exc.errors]
         return None
+
+
+_LABEL_KEYS = tuple(f.encode_name for f in msgspec.structs.fields(_Labels))
+
+
+def _below(loc: str) -> str:
+    """A path inside an item, after the item's place; a label's key quoted (``labels["node.kubernetes.io/..."]``)."""
+    for key in _LABEL_KEYS:
+        loc = loc.replace(f"labels.{key}", f"labels[{json.dumps(key)}]")
+    return "" if not loc else (loc if loc[0] == "[" else f".{loc}")
 
 
 def _where(prefix: str, index: int | None, name: object) -> str:

@@ -17,7 +17,6 @@ every part that passed. Nothing but :class:`~idleshare.parse.errors.InputError` 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from fractions import Fraction
@@ -191,20 +190,11 @@ def show(value: object) -> str:
 
 
 def loc(path: Path) -> str:
-    """``("ComputeQuotas", 1, "Name")`` -> ``ComputeQuotas[1].Name``; a key that is not a name is quoted:
-    ``("labels", "node.kubernetes.io/instance-type")`` -> ``labels["node.kubernetes.io/instance-type"]``."""
+    """``("ComputeQuotas", 1, "Name")`` -> ``ComputeQuotas[1].Name``."""
     text = ""
     for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif _NAME.fullmatch(part) is None:
-            text += f"[{json.dumps(part)}]"
-        else:
-            text += f".{part}" if text else part
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
     return text
-
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
 def _enum(values: tuple[Any, ...], title: str, value: object) -> str:
