@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from fractions import Fraction
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -568,3 +570,23 @@ def test_fuzz_any_json_value_gives_nodes_or_an_input_error(document: Any) -> Non
 @given(st.binary(max_size=64) | st.text(max_size=64))
 def test_fuzz_any_text_gives_nodes_or_an_input_error(raw: bytes | str) -> None:
     _only_input_errors(raw)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(node_like, max_size=4))
+def test_fuzz_every_item_msgspec_refuses_is_named_in_the_schema_words(items: list[Any]) -> None:
+    # msgspec says only where it stopped, in its own words (`str`); the walk of the same Structs names each item
+    refused = set()
+    for index, item in enumerate(items):
+        try:
+            msgspec.convert(item, nodes_module._Node)
+        except msgspec.ValidationError:
+            refused.add(index)
+    try:
+        parse_nodes(items)
+    except InputError as exc:
+        assert not any("`" in e.message for e in exc.errors), exc.errors
+        named = {int(re.match(r"items\[(\d+)\]", e.loc)[1]) for e in exc.errors}
+    else:
+        named = set()
+    assert refused <= named
