@@ -454,6 +454,18 @@ def test_invalid_json_says_where(text: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000,
+        '{"items": [' + "[" * 100_000,
+        '[{"metadata": {"name": "a"}, "x": ' + "[" * 5000 + "]" * 5000 + "}]",  # where nothing reads, too
+    ],
+)
+def test_json_nested_too_deeply_is_an_input_error_not_a_traceback(text: str) -> None:
+    assert errors_of(text) == ["invalid JSON: nested too deeply"]
+
+
+@pytest.mark.parametrize(
     ("raw", "expected"),
     [
         ('{"kind": "Node", "metadata": {"name": "a"}}', 'kind: must be one of List, NodeList (got "Node")'),

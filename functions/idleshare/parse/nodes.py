@@ -252,7 +252,7 @@ def parse_nodes(raw: bytes | str | list[Any] | dict[str, Any], source: str = "no
             items = msgspec.convert(raw, _NodeList).items
         else:
             raise InputError(source, [FieldError("", f"expected JSON text, an object or an array, got {show(raw)}")])
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         items = _refused_items(raw, source)
     if items is None:
         raise InputError(source, [FieldError("items", f"required field missing: {SHAPE_HINT}")])
@@ -271,6 +271,8 @@ def _refused_items(raw: object, source: str) -> list[object]:
         except msgspec.ValidationError as exc:  # a number beyond a double's range
             problem, _, at = str(exc).partition(" - at `$")
             raise InputError(source, [FieldError("", f"invalid JSON: {problem.lower()} at {at.rstrip('`')}")]) from None
+        except RecursionError:
+            raise InputError(source, [FieldError("", "invalid JSON: nested too deeply")]) from None
     if isinstance(document, list):
         return document
     if not isinstance(document, dict):
