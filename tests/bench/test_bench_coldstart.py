@@ -1,6 +1,6 @@
 """What keeps the handlers' cold start light, checked without timing anything: which modules an import
-loads (no pydantic in the router: its events are Powertools' EventBridgeEvent data class, not the parser
-models), the lazily built tracer, and the cold-start benchmark's own code at a tiny size."""
+loads (no pydantic in the router: its events are msgspec Structs, not Powertools' parser models), the lazily
+built tracer, and the cold-start benchmark's own code at a tiny size."""
 
 from __future__ import annotations
 

@@ -144,6 +144,21 @@ def test_webhook_rules_catch_what_the_crd_does_not(mutate, message):
 
 
 @pytest.mark.parametrize(
+    ("weight", "ok"),
+    # the cases tests/kube/test_crds.py proves against the real webhook, and what no quantity is
+    [
+        *[(0, True), ("0", True), ("1n", False), ("1e-10", False), ("2n", True), ("0.5", True), ("-1", False)],
+        *[(1, True), ("1.5x", True), (True, True), (None, True)],
+    ],
+)
+def test_webhook_fair_sharing_weight_floor_is_read_to_1n(weight, ok):
+    _, objs = objects(CLUSTER, QUOTAS)
+    cq = next(o for o in objs if o["kind"] == "ClusterQueue")
+    cq["spec"]["fairSharing"] = {"weight": weight}
+    assert (webhook_violations(cq) == []) is ok
+
+
+@pytest.mark.parametrize(
     ("value", "resource", "text"),
     [
         (8, GPU, "8"),

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from idleshare.domain.model import INSTANCE_TYPE_LABEL, PriorityClass, SchedulerConfig, Settings
+from idleshare.domain.model import INSTANCE_TYPE_LABEL, Amount, PriorityClass, SchedulerConfig, Settings
 from idleshare.domain.naming import cluster_queue_name, local_queue_name, namespace_name
 from idleshare.domain.pool import PoolResult, TeamGrant
-from idleshare.domain.quantity import format_quantity, parse_quantity
+from idleshare.domain.quantity import QuantityError, format_quantity, parse_quantity
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -153,19 +153,18 @@ MAX_RESOURCES = 256
 MAX_PAIRS_PER_GROUP = 512
 
 
-_EXACT = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)")
-_SUFFIX: dict[str, Fraction] = {
-    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
-    **{s: Fraction(10 ** (3 * i)) for i, s in enumerate("kMGTPE", 1)},
-    **{s + "i": Fraction(2 ** (10 * i)) for i, s in enumerate("KMGTPE", 1)},
-}  # fmt: skip
+NANO = 9
+"""Kubernetes keeps a quantity to 1n (rounding up): a fair-sharing weight may be ``2n``."""
 
 
-def _exact_quantity(value: Any) -> Fraction | None:
-    """A quantity's exact value, below 1m too (a fair-sharing weight may be ``2n``); None if not one.
-    (lightkube's parser rounds up to 1m, which would hide Kueue's weight floor of 1e-9.)"""
-    match = _EXACT.fullmatch(str(value)) if value is not None and not isinstance(value, bool) else None
-    return Fraction(match[1]) * _SUFFIX[match[2]] if match else None
+def _weight(value: Any) -> Amount | None:
+    """A fair-sharing weight's value as Kubernetes stores it (to 1n); None if not a quantity."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return parse_quantity(str(value), NANO)
+    except QuantityError:
+        return None
 
 
 def is_label_key(name: str) -> bool:
@@ -178,9 +177,10 @@ def is_label_key(name: str) -> bool:
 def webhook_violations(obj: Manifest) -> list[str]:
     """Rules of Kueue's ClusterQueue / Cohort webhooks that the CRD schema does not carry.
 
-    The rules on values read quantities with the domain's parser (the one the node parser uses, proven
+    The rules on values read quantities with the domain's one parser (the one the node parser uses, proven
     to read what lightkube's reads): no negative quota or limit, a ClusterQueue's lendingLimit at most its
-    nominalQuota (a Cohort's may exceed it). A fair-sharing weight must be 0 or above 1e-9.
+    nominalQuota (a Cohort's may exceed it). A fair-sharing weight, read to 1n as Kubernetes keeps it, must
+    be 0 or above 1e-9.
     Each rule is proven against the real Kueue webhook in ``tests/kube/test_crds.py``.
     """
     kind = obj.get("kind")
@@ -227,7 +227,7 @@ def webhook_violations(obj: Manifest) -> list[str]:
                 capped = kind == "ClusterQueue" and lend is not None and nominal is not None
                 if capped and parse_quantity(str(lend)) > parse_quantity(str(nominal)):
                     errors.append(f"{at}.lendingLimit: must be less than or equal to the nominalQuota")
-    weight = _exact_quantity(spec.get("fairSharing", {}).get("weight"))
+    weight = _weight(spec.get("fairSharing", {}).get("weight"))
     if weight is not None and weight != 0 and weight <= Fraction(1, 10**9):
         errors.append(f"{kind}/{name}: spec.fairSharing.weight: must be 0 or more than 1e-9")
     return errors

@@ -1,10 +1,12 @@
 """Exact quantity arithmetic: rounding rules of SPEC §2, Kubernetes quantity strings both ways, and
 the forms an operator reads.
 
-``parse_quantity`` reads what lightkube's ``parse_quantity`` reads, to the same exact value (rounded
-up to 1m, as Kubernetes does), without lightkube's import of its HTTP stack: ``idleshare.parse.nodes``
-calls it for every allocatable value. The printer and the parser are both checked against lightkube's parser in
-the tests (round trips and agreement on generated strings).
+``parse_quantity``, the one quantity parser, reads what lightkube's ``parse_quantity`` reads, to the same
+exact value (rounded up to 1m), without lightkube's import of its HTTP stack, and Kubernetes' sub-milli
+suffixes ``n`` and ``u`` besides: ``idleshare.parse.nodes`` calls it for every allocatable value, the Kueue
+webhook rules (``idleshare.domain.kueue``) at Kubernetes' own precision (1n) for a fair-sharing weight. The
+printer and the parser are both checked against lightkube's parser in the tests (round trips and agreement
+on generated strings).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ _BINARY_SUFFIXES = (("Ei", 1024**6), ("Pi", 1024**5), ("Ti", 1024**4), ("Gi", 10
 # lightkube's grammar: a number (sign, digits, fraction, lowercase exponent; or ".5" unsigned), then a suffix.
 # Unlike lightkube's ``re.match``, the whole string must match ("1\nGi" is not 1).
 _QUANTITY = re.compile(r"(?:([+-]?)(\d+)(?:\.(\d*))?|\.(\d+))(?:e([+-]?\d+))?(.*)", re.ASCII | re.DOTALL)
-# suffix -> (base, power): decimal SI (lightkube also reads Z and Y) and binary SI
+# suffix -> (base, power): decimal SI (lightkube also reads Z and Y; Kubernetes also n and u) and binary SI
 _MULTIPLIERS: dict[str, tuple[int, int]] = {
-    "m": (10, -3), "": (10, 0), "k": (10, 3), "M": (10, 6), "G": (10, 9), "T": (10, 12), "P": (10, 15),
+    "n": (10, -9), "u": (10, -6), "m": (10, -3), "": (10, 0), "k": (10, 3), "M": (10, 6), "G": (10, 9), "T": (10, 12), "P": (10, 15),
     "E": (10, 18), "Z": (10, 21), "Y": (10, 24),
     "Ki": (1024, 1), "Mi": (1024, 2), "Gi": (1024, 3), "Ti": (1024, 4), "Pi": (1024, 5), "Ei": (1024, 6),
     "Zi": (1024, 7), "Yi": (1024, 8),
@@ -38,9 +40,11 @@ class QuantityError(ValueError):
 
 
 @functools.lru_cache(maxsize=4096)  # a cluster's objects repeat a few amounts: diffing and checking them re-reads them
-def parse_quantity(text: str) -> Amount:
-    """A Kubernetes quantity string -> its exact value, rounded up to 1m: ``"1.5Gi"`` -> 1610612736,
-    ``"100m"`` -> Fraction(1, 10), ``"1e3"`` -> 1000. Raises :class:`QuantityError`."""
+def parse_quantity(text: str, precision: int = 3) -> Amount:
+    """A Kubernetes quantity string -> its exact value, rounded up (away from zero) to ``10^-precision``: 1m by
+    default, as lightkube does; 9 (1n) is Kubernetes' own precision. ``"1.5Gi"`` -> 1610612736,
+    ``"100m"`` -> Fraction(1, 10), ``"1e3"`` -> 1000, ``"2n"`` -> Fraction(1, 1000) (at precision 9:
+    Fraction(2, 10**9)). Raises :class:`QuantityError`."""
     match = _QUANTITY.fullmatch(text)
     if match is None or match[6] not in _MULTIPLIERS:
         raise QuantityError("not a quantity")
@@ -56,11 +60,12 @@ def parse_quantity(text: str) -> Amount:
     magnitude = len(digits) + power + (scale if base == 10 else 3 * scale)  # about log10 of the value
     if magnitude > _MAX_DIGITS or len(digits) > 4000:
         raise QuantityError("number too large")
-    if magnitude < -4:  # well under 1m (1024^k is a little over 1000^k): rounds up, away from zero, to 1m
-        return Fraction(-1 if sign == "-" else 1, 1000)  # (sign is None for ".5")
+    unit = 10**precision
+    if magnitude < -precision - 1:  # well under the unit (1024^k is a little over 1000^k): rounds up to it
+        return Fraction(-1 if sign == "-" else 1, unit)  # (sign is None for ".5")
     value = Fraction(int(digits)) * Fraction(10) ** power * Fraction(base) ** scale
-    milli = math.ceil(value * 1000)
-    return exact(Fraction(-milli if sign == "-" else milli, 1000))
+    units = math.ceil(value * unit)
+    return exact(Fraction(-units if sign == "-" else units, unit))
 
 
 def exact(value: Amount) -> Amount:

@@ -1,52 +1,55 @@
-"""Kubernetes Node objects -> :class:`idleshare.domain.model.Node`.
+"""Kubernetes Node objects -> :class:`idleshare.domain.model.Node`: the one node schema.
 
 Accepts what ``kubectl get nodes -o json`` prints (``kind: List``), a ``NodeList`` from the API
 (``kind: NodeList``, with ``metadata.resourceVersion`` / ``continue``), or a bare JSON array of Node
-objects, as JSON text or already decoded; ``node_from_dict`` takes one decoded Node (the pipeline
-reads the API page by page). Real node objects carry a lot the engine never looks at (managedFields,
-images, addresses, nodeInfo, ...): the TypedDicts below declare only the fields idleshare reads, so
-pydantic-core parses the JSON in Rust and builds Python objects only for those fields.
+objects, as JSON text or already decoded (``parse_nodes``: ``idleshare plan``); ``node_from_dict`` and
+``cluster_node`` take one decoded Node (the recompute reads the API page by page). Real node objects carry a
+lot the engine never looks at (managedFields, images, addresses, nodeInfo, ...): the Structs below declare
+only the fields idleshare reads, so msgspec decodes the JSON in C and skips everything else (~90% of a real
+node's bytes) without building Python objects for it.
 
 Decisions:
 
 - types are strict (a number is not a name, ``"true"`` is not a boolean); an item's ``kind``, when
   present, must be ``Node`` (``kubectl get pods -o json`` must not parse as nodes without capacity);
-- allocatable values are quantity strings, parsed with lightkube's parser (exact ``Decimal``, which
-  rounds up to 1m as Kubernetes does) and turned into ``int`` when whole, else ``Fraction``; a plain
-  JSON integer is accepted too (Kubernetes accepts unquoted quantities); floats, negative amounts and
-  anything lightkube rejects are errors. Parsed strings are cached: a flavor's nodes share them;
+  unknown members are ignored;
+- allocatable values are quantity strings, read by :func:`idleshare.domain.quantity.parse_quantity` (exact,
+  rounded up to 1m as Kubernetes does), an ``int`` when whole, else a ``Fraction``; a plain JSON integer is
+  accepted too (Kubernetes accepts unquoted quantities); floats, negative amounts, amounts over 2^63-1 and
+  anything the quantity grammar refuses are errors. Parsed strings are cached: a flavor's nodes share them;
 - ``ready`` is the ``Ready`` condition being ``"True"``; no Ready condition means not ready;
 - the instance type is ``node.kubernetes.io/instance-type``, else ``beta.kubernetes.io/instance-type``;
 - two nodes with one name are an error.
 
-Every problem becomes an :class:`~idleshare.parse.errors.InputError` whose locations name the node by
-index and name, e.g. ``items[3] (ip-10-0-1-5).status.allocatable["memory"]: invalid quantity "1.2.3Gi"``.
+msgspec stops at the first problem; a document it refuses is read again item by item, each item walked
+against the same Structs (:func:`idleshare.parse.schema.convert`), so every bad node is named. Every problem
+becomes an :class:`~idleshare.parse.errors.InputError` whose locations name the node by index and name, e.g.
+``items[3] (ip-10-0-1-5).status.allocatable["memory"]: invalid quantity "1.2.3Gi"``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from idleshare.domain.model import Amount, Node, Taint
 from idleshare.domain.quantity import QuantityError, parse_quantity
+from idleshare.parse import schema
 from idleshare.parse.errors import MAX_ERRORS as MAX_ERRORS  # the cap of every parser's error list
 from idleshare.parse.errors import FieldError, InputError, capped
+from idleshare.parse.schema import show
 
 BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"
 SHAPE_HINT = "expected a List or NodeList (`kubectl get nodes -o json`) or a JSON array of Node objects"
 
 
-# The fields idleshare reads, as msgspec Structs: msgspec decodes the JSON in C, skips everything
-# else (managedFields, images, annotations, ...: ~90% of a real node's bytes) without building Python
-# objects for it, and checks types strictly (a number is not a name, "true" is not a boolean). Any
-# refusal is reported by ``idleshare.parse.node_report`` (pydantic, every field named), loaded only then.
+# -- the schema: the fields idleshare reads -------------------------------------------------------------
 class _Labels(msgspec.Struct):
-    # a label present is a string (null is refused, as pydantic's report does); UNSET: absent
+    # a label present is a string (null is refused); UNSET: absent
     instance_type: str | msgspec.UnsetType = msgspec.field(
         default=msgspec.UNSET, name="node.kubernetes.io/instance-type"
     )
@@ -81,7 +84,7 @@ class _Condition(msgspec.Struct):
 
 
 class _Status(msgspec.Struct):
-    allocatable: dict[str, Any] | None = None  # values checked and parsed below, each error named
+    allocatable: dict[str, Any] | None = None  # each value read by parse_quantity_value, each error named
     conditions: list[_Condition] | None = None
 
 
@@ -101,10 +104,7 @@ _LIST_DECODER = msgspec.json.Decoder(_NodeList)
 _ARRAY_DECODER = msgspec.json.Decoder(list[_Node])
 
 
-class _QuantityError(ValueError):
-    pass
-
-
+# -- quantities ------------------------------------------------------------------------------------------
 QUANTITY_MAX = 2**63 - 1
 """Kubernetes quantities are int64-backed: a node reporting more (``10^30``, ``9000Ei``) is garbage."""
 
@@ -114,11 +114,11 @@ def _parse_quantity_string(text: str) -> Amount:
     try:
         value = parse_quantity(text)
     except QuantityError:
-        raise _QuantityError(f"invalid quantity {json.dumps(text[:40])}") from None
+        raise ValueError(f"invalid quantity {show(text)}") from None
     if value < 0:
-        raise _QuantityError(f"negative quantity {json.dumps(text)}")
+        raise ValueError(f"negative quantity {show(text)}")
     if value > QUANTITY_MAX:
-        raise _QuantityError(f"quantity {json.dumps(text[:40])} out of range (at most 2^63-1)")
+        raise ValueError(f"quantity {show(text)} out of range (at most 2^63-1)")
     return value
 
 
@@ -131,29 +131,14 @@ def parse_quantity_value(value: object) -> Amount:
         return _parse_quantity_string(value)
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
-            raise _QuantityError(f"negative quantity {value}")
+            raise ValueError(f"negative quantity {value}")
         if value > QUANTITY_MAX:
-            raise _QuantityError(f"quantity out of range (at most 2^63-1, got a {value.bit_length()}-bit integer)")
+            raise ValueError(f"quantity out of range (at most 2^63-1, got a {value.bit_length()}-bit integer)")
         return value
-    raise _QuantityError(f"expected a quantity string, got {json_type(value)}")
+    raise ValueError(f"must be a quantity string (got {show(value)})")
 
 
-def json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {json.dumps(value[:40])}"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    return type(value).__name__  # pragma: no cover - JSON has no other types
-
-
+# -- reading ---------------------------------------------------------------------------------------------
 def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
     meta = raw.metadata
     labels = meta.labels
@@ -171,7 +156,7 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
             for resource, value in quantities.items():
                 try:
                     allocatable[resource] = parse_quantity_value(value)
-                except _QuantityError as exc:
+                except ValueError as exc:
                     ok = False
                     errors.append(FieldError(f"{where}.status.allocatable[{json.dumps(resource)}]", str(exc)))
             if not ok:
@@ -197,15 +182,48 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
     )
 
 
-def _convert(items: Sequence[_Node], prefix: str, source: str) -> tuple[Node, ...]:
+def _checked(item: object, where: str, errors: list[FieldError]) -> _Node | None:
+    """A decoded item as a ``_Node``, or None after naming each of its problems (at ``where``)."""
+    try:
+        return schema.convert(item, _Node, where)
+    except InputError as exc:
+        errors += [FieldError(where + _below(e.loc), e.message) for e in exc.errors]
+        return None
+
+
+_LABEL_KEYS = tuple(f.encode_name for f in msgspec.structs.fields(_Labels))
+
+
+def _below(loc: str) -> str:
+    """A path inside an item, after the item's place; a label's key quoted (``labels["node.kubernetes.io/..."]``)."""
+    for key in _LABEL_KEYS:
+        loc = loc.replace(f"labels.{key}", f"labels[{json.dumps(key)}]")
+    return "" if not loc else (loc if loc[0] == "[" else f".{loc}")
+
+
+def _where(prefix: str, index: int | None, name: object) -> str:
+    """``items[3] (ip-10-0-1-5)``: the item's place, and its name when it has one."""
+    at = prefix if index is None else f"{prefix}[{index}]"
+    return f"{at} ({name})" if isinstance(name, str) and name else at
+
+
+def _name_of(item: object) -> object:
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
+def _convert(items: Sequence[_Node | object], prefix: str, source: str) -> tuple[Node, ...]:
+    """The nodes of ``items``: decoded ``_Node`` s, or (a document msgspec refused) decoded JSON values,
+    each checked here so that every bad one is named."""
     errors: list[FieldError] = []
     nodes: list[Node] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(items):
-        name = item.metadata.name
-        where = f"{prefix}[{index}] ({name})"
-        node = _to_node(item, where, errors)
-        first = seen.setdefault(name, index)
+        name = item.metadata.name if isinstance(item, _Node) else _name_of(item)
+        where = _where(prefix, index, name)
+        raw = item if isinstance(item, _Node) else _checked(item, where, errors)
+        node = _to_node(raw, where, errors) if raw is not None else None
+        first = seen.setdefault(name, index) if isinstance(name, str) and name else index
         if first != index:
             errors.append(FieldError(f"{where}.metadata.name", f"duplicate node name (also {prefix}[{first}])"))
         if node is not None:
@@ -224,33 +242,70 @@ def parse_nodes(raw: bytes | str | list[Any] | dict[str, Any], source: str = "no
     """
     if isinstance(raw, (bytearray, memoryview)):
         raw = bytes(raw)
-    items: list[_Node] | None
+    items: Sequence[_Node | object] | None
     try:
         if isinstance(raw, (bytes, str)):
-            items = _ARRAY_DECODER.decode(raw) if first_char(raw) == "[" else _LIST_DECODER.decode(raw).items
+            items = _ARRAY_DECODER.decode(raw) if _first_char(raw) == "[" else _LIST_DECODER.decode(raw).items
         elif isinstance(raw, list):
             items = msgspec.convert(raw, list[_Node])
         elif isinstance(raw, dict):
             items = msgspec.convert(raw, _NodeList).items
         else:
-            raise InputError(
-                source, [FieldError("", f"expected JSON text, an object or an array, got {json_type(raw)}")]
-            )
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise InputError(source, _report(raw, exc)) from None
+            raise InputError(source, [FieldError("", f"expected JSON text, an object or an array, got {show(raw)}")])
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        items = _refused_items(raw, source)
     if items is None:
         raise InputError(source, [FieldError("items", f"required field missing: {SHAPE_HINT}")])
     return _convert(items, "items", source)
 
 
+def _refused_items(raw: object, source: str) -> list[object]:
+    """The items of a document msgspec refused, as decoded JSON values for :func:`_convert` to check one by one;
+    ``InputError`` if the document itself is not JSON, not a list of nodes, or its envelope is wrong."""
+    document = raw
+    if isinstance(raw, (bytes, str)):
+        try:
+            document = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise InputError(source, [FieldError("", _json_problem(raw, str(exc)))]) from None
+        except msgspec.ValidationError as exc:  # a number beyond a double's range
+            problem, _, at = str(exc).partition(" - at `$")
+            raise InputError(source, [FieldError("", f"invalid JSON: {problem.lower()} at {at.rstrip('`')}")]) from None
+        except RecursionError:
+            raise InputError(source, [FieldError("", "invalid JSON: nested too deeply")]) from None
+    if isinstance(document, list):
+        return document
+    if not isinstance(document, dict):
+        raise InputError(source, [FieldError("", f"{SHAPE_HINT}, got {show(document)}")])
+    items = document.get("items")
+    envelope = {**document, "items": []} if isinstance(items, list) else document
+    schema.convert(envelope, _NodeList, source)  # raises naming ``kind`` / ``items``
+    if not isinstance(items, list):
+        raise InputError(source, [FieldError("items", f"required field missing: {SHAPE_HINT}")])
+    return items
+
+
+def _json_problem(raw: bytes | str, problem: str) -> str:
+    """msgspec's reason JSON text is not JSON, with the line and column it refers to."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    reason, _, byte = problem.removeprefix("JSON is malformed: ").partition(" (byte ")
+    at = int(byte.rstrip(")")) if byte else len(data)
+    if not byte:
+        reason = "unexpected end of input" if "truncated" in reason else reason
+    line = data.count(b"\n", 0, at) + 1
+    column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+    return f"invalid JSON at line {line} column {column}: {reason}"
+
+
 def node_from_dict(obj: dict[str, Any], source: str = "node") -> Node:
     """One Node object as the Kubernetes API returns it (a decoded dict) -> :class:`Node`."""
-    try:
-        item = msgspec.convert(obj, _Node)
-    except msgspec.ValidationError as exc:
-        raise InputError(source, _report(obj, exc, single=True)) from None
     errors: list[FieldError] = []
-    node = _to_node(item, f"node ({item.metadata.name})", errors)
+    where = _where("node", None, _name_of(obj))
+    try:
+        item: _Node | None = msgspec.convert(obj, _Node)
+    except msgspec.ValidationError:
+        item = _checked(obj, where, errors)
+    node = _to_node(item, where, errors) if item is not None else None
     if node is None or errors:
         raise InputError(source, errors)
     return node
@@ -265,22 +320,13 @@ def cluster_node(obj: object, position: int) -> tuple[Node, InputError | None]:
             raise InputError(f"node #{position}", [FieldError("", "a Node object is required")])
         return node_from_dict(obj, source=f"node #{position}"), None
     except InputError as exc:
-        meta = obj.get("metadata") if isinstance(obj, dict) else None
-        name = meta.get("name") if isinstance(meta, dict) else None
+        name = _name_of(obj)
         if not isinstance(name, str) or not name:
             name = f"<unreadable node #{position}>"
         return Node(name=name, instance_type=None, allocatable={}, unreadable=True), exc
 
 
-def _report(raw: object, exc: Exception, *, single: bool = False) -> list[FieldError]:
-    """Every bad field of a document msgspec refused (pydantic names them all; loaded only now)."""
-    from idleshare.parse import node_report
-
-    errors = node_report.field_errors(raw, single=single)
-    return errors or [FieldError("", str(exc))]  # pydantic found nothing: msgspec's own message
-
-
-def first_char(text: bytes | str) -> str:
+def _first_char(text: bytes | str) -> str:
     for ch in text[:4096] if isinstance(text, str) else text[:4096].decode("utf-8", "replace"):
         if not ch.isspace() and ch != "\ufeff":
             return ch

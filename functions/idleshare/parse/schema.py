@@ -4,7 +4,9 @@ An input's schema is a tree of :class:`Shape` s — frozen msgspec Structs that 
 their bounds as types: ``Annotated[int, Meta(ge=0, le=10_000)]``, a ``Literal`` enum (``Meta(title=...)`` names it), a
 string's ``pattern`` and length, a list's length, and :class:`Checked` scalars for what msgspec cannot bound (an exact
 JSON number, text by Unicode category). What the types cannot say (a name listed twice) is the Shape's
-:meth:`Shape.rules`. The same types give the OpenAPI document (:func:`json_schema`).
+:meth:`Shape.rules`. The same types give the OpenAPI document (:func:`json_schema`). The schemas of what other
+systems send (a Kubernetes Node, an inbound event) are plain msgspec Structs declaring only what idleshare reads: their
+unknown keys are ignored.
 
 :func:`convert` validates with msgspec, in C, which stops at the first problem. When it refuses, the document is walked
 against the same types (``msgspec.inspect``) to name every problem at once, each with its path and what the value must
@@ -198,6 +200,8 @@ def loc(path: Path) -> str:
 def _enum(values: tuple[Any, ...], title: str, value: object) -> str:
     import difflib
 
+    if len(values) == 1:
+        return f"must be {values[0]} (got {show(value)})"
     if len(values) <= 12:
         return f"must be one of {', '.join(map(str, values))} (got {show(value)})"
     hint = difflib.get_close_matches(value, sorted(values), n=1) if isinstance(value, str) and len(value) <= 100 else []
@@ -233,8 +237,14 @@ class _Walk:
             self.check(value, t.type, path, {**meta, **(t.extra_json_schema or {}), **(t.extra or {})})
         elif isinstance(t, mi.UnionType):
             options = [o for o in t.types if not isinstance(o, mi.NoneType)]
-            if value is not None or len(options) == len(t.types):
-                self.check(value, options[0], path, meta)  # the schemas' unions are all ``X | None``
+            fitting = [o for o in options if _fits(value, o)]  # the option of the value's JSON kind
+            if value is None and len(options) < len(t.types):
+                return
+            if len(options) > 1 and not fitting:
+                kinds = " or ".join(dict.fromkeys(_KINDS[type(_bare(o))][1] for o in options))
+                self.fail(path, f"must be {kinds} (got {show(value)})")
+            else:
+                self.check(value, (fitting or options)[0], path, meta)
         elif isinstance(t, mi.StructType):
             self.struct(value, t, path)
         elif isinstance(t, mi.ListType):
@@ -252,6 +262,15 @@ class _Walk:
                 self.fail(path, _enum(t.values, meta.get("title", "allowed"), value))
         elif isinstance(t, mi.IntType):
             self.integer(value, t, path)
+        elif isinstance(t, mi.BoolType):
+            if not isinstance(value, bool):
+                self.fail(path, f"must be true or false (got {show(value)})")
+        elif isinstance(t, mi.DictType):
+            if not isinstance(value, dict):
+                self.fail(path, f"must be an object (got {show(value)})")
+            else:
+                for key, item in value.items():
+                    self.check(item, t.value_type, (*path, str(key)), {})
         elif isinstance(t, mi.StrType):
             self.string(value, t, path, meta)
         elif isinstance(t, mi.CustomType):
@@ -275,7 +294,7 @@ class _Walk:
                 self.fail((*path, name), NULL)
             else:
                 self.check(value[name], field.type, (*path, name), {})
-        for key in value:
+        for key in value if t.forbid_unknown_fields else ():
             if key not in fields:
                 text = str(key)
                 self.fail((*path, text if len(text) <= 100 else text[:97] + "..."), self.unknown(text, t))
@@ -309,6 +328,8 @@ class _Walk:
     def string(self, value: object, t: mi.StrType, path: Path, meta: dict[str, Any]) -> None:
         if not isinstance(value, str):
             self.fail(path, f"must be a string (got {show(value)})")
+        elif t.min_length == 1 and value == "":
+            self.fail(path, "must not be empty")
         elif t.min_length is not None and len(value) < t.min_length:
             self.fail(path, f"must be at least {t.min_length} characters (got {show(value)})")
         elif t.max_length is not None and len(value) > t.max_length:
@@ -352,6 +373,24 @@ def _python_type(t: mi.Type) -> Any:
         return list[_python_type(t.item_type)]  # type: ignore[misc]
     assert isinstance(t, mi.StructType), t
     return t.cls
+
+
+# a type -> the Python type of the JSON values it reads, and their kind in words
+_KINDS: dict[type, tuple[Any, str]] = {
+    mi.StrType: (str, "a string"), mi.LiteralType: (str, "a string"), mi.IntType: (int, "an integer"),
+    mi.BoolType: (bool, "true or false"), mi.ListType: (list | tuple, "an array"),
+    mi.StructType: (dict, "an object"), mi.DictType: (dict, "an object"),
+}  # fmt: skip
+
+
+def _bare(t: mi.Type) -> mi.Type:
+    return _bare(t.type) if isinstance(t, mi.Metadata) else t
+
+
+def _fits(value: object, t: mi.Type) -> bool:
+    """``value`` is of the JSON kind ``t`` reads (a string, an integer, a boolean, an array, an object)."""
+    kind = _KINDS.get(type(_bare(t)), (object, ""))[0]
+    return isinstance(value, kind) and not (isinstance(value, bool) and kind is int)
 
 
 def _admits_null(t: mi.Type) -> bool:

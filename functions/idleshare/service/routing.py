@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from idleshare.adapters.ports import ClusterRecord, RecomputeQueue, Store
-from idleshare.parse.events import ClusterRef, RecalculationRequestedEvent, cluster_ref, hyperpod_arn_ok
+from idleshare.parse.events import ClusterRef, Event, RecalculationRequestedEvent, cluster_ref, hyperpod_arn_ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +30,7 @@ def resolve(ref: ClusterRef, store: Store) -> list[ClusterRecord]:
     return [c for c in candidates if c is not None][:1]
 
 
-def route(event: Any, store: Store, queue: RecomputeQueue, *, reason: str) -> RouteOutcome:
+def route(event: Event, store: Store, queue: RecomputeQueue, *, reason: str) -> RouteOutcome:
     """Enqueue one recompute per concerned cluster; an event naming no governed cluster is dropped.
     A ``Recalculation Requested`` event carrying a ``requestId`` passes it on: its message is never
     deduplicated with others and the recompute writes a receipt for it."""
