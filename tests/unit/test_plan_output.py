@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,27 @@ def test_the_command_writes_the_same_bytes_as_before(real_shaped: tuple[bytes, b
 )
 def test_edge_cases_are_written_as_json_wrote_them(document: Any) -> None:
     assert json_bytes(document) == json.dumps(document, indent=2).encode()
+
+
+def test_plan_starts_without_what_it_never_uses(tmp_path: Path) -> None:
+    """`idleshare plan` on a small cluster costs its start-up: no help-width lookup through shutil (bz2, lzma), no
+    OpenSSL for a digest it never takes, no pydantic, no Kubernetes client. Its help still fits the terminal."""
+    nodes, quotas = tmp_path / "nodes.json", tmp_path / "quotas.json"
+    nodes.write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
+    quotas.write_text("[]")
+    code = (
+        "import sys; from idleshare.cli.main import main\n"
+        f"assert main(['plan', '--nodes', {str(nodes)!r}, '--quotas', {str(quotas)!r}, '--format', 'json']) == 0\n"
+        "heavy = {'shutil', 'hashlib', 'pydantic', 'lightkube', 'botocore'}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & heavy), file=sys.stderr)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stderr.strip() == "[]"
+    # the help is what argparse's own formatter prints at the same width
+    show = "import argparse, sys; import idleshare.cli.main as m\n{}m.build_parser('plan').parse_args(['plan', '--help'])"
+    env = {**os.environ, "COLUMNS": "50"}
+    ours, stock = (
+        subprocess.run([sys.executable, "-c", show.format(patch)], capture_output=True, text=True, env=env).stdout
+        for patch in ("", "m._Help = argparse.HelpFormatter\n")
+    )
+    assert ours == stock and "--nodes NODES.json" in ours

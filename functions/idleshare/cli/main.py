@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -70,14 +71,34 @@ class CommandError(Exception):
     """The command ran but failed (remote error, mismatch): exit 1 with this message."""
 
 
+class _Help(argparse.HelpFormatter):
+    """argparse's help, sized as argparse sizes it (``$COLUMNS``, else the terminal, less 2) without importing
+    ``shutil`` (and with it bz2 and lzma): argparse builds a formatter on every ``add_argument``, so that import
+    was a twentieth of `idleshare plan`'s start, for help it never prints."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        if width is None:
+            try:
+                width = int(os.environ["COLUMNS"])
+            except (KeyError, ValueError):
+                try:
+                    width = os.get_terminal_size(1).columns  # standard output's terminal
+                except OSError:
+                    width = 80
+            width -= 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``command="plan"`` only `plan`'s part: `idleshare plan` imports none of
     the remote commands' modules (HTTP, SigV4, botocore), so it starts as fast as the engine can."""
     import importlib
 
-    parser = argparse.ArgumentParser(prog="idleshare", description="Share idle GPU capacity through Kueue.")
+    parser = argparse.ArgumentParser(
+        prog="idleshare", description="Share idle GPU capacity through Kueue.", formatter_class=_Help
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("plan", help="compute the lendable pool and the Kueue objects from files")
+    p = sub.add_parser("plan", help="compute the lendable pool and the Kueue objects from files", formatter_class=_Help)
     p.add_argument("--nodes", required=True, metavar="NODES.json", help="`kubectl get nodes -o json` output")
     p.add_argument("--quotas", required=True, metavar="QUOTAS.json", help="SageMaker compute quotas (JSON array)")
     p.add_argument("--scheduler-config", metavar="SC.json", help="SageMaker SchedulerConfig")

@@ -9,7 +9,6 @@ generation's change summary.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -75,5 +74,7 @@ def pool_document(result: PoolResult) -> dict[str, Any]:
 def digest(document: Mapping[str, Any], manifests: Sequence[Mapping[str, Any]]) -> str:
     """The change digest of a generation: SHA-256 of the pool document and the desired objects as
     canonical JSON (sorted keys, no spaces). Equal digests: nothing to store, nothing new to announce."""
+    import hashlib  # here, not at import: `idleshare plan` never digests, and OpenSSL's start is 3 ms of its start
+
     body = json.dumps({"pool": document, "manifests": manifests}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(body.encode()).hexdigest()
