@@ -374,7 +374,7 @@ def _parse_submit(arg: Any, source: str, loc: str, priority_classes: list[str] |
 def _check_priority_class(value: Any, known: list[str], source: str, loc: str) -> None:
     """A priority class is named as the SchedulerConfig names it; the Job carries the WorkloadPriorityClass
     idleshare writes for it."""
-    from devkit.kube.workloads import priority_class_object
+    from idleshare.domain.naming import priority_class_name
 
     listed = f"its PriorityClasses: {', '.join(known)}" if known else "it lists no PriorityClasses"
     if not isinstance(value, str) or not value:
@@ -384,7 +384,7 @@ def _check_priority_class(value: Any, known: list[str], source: str, loc: str) -
     if value in known:
         return
     hint = ""
-    objects = {priority_class_object(k): k for k in known}
+    objects = {priority_class_name(k): k for k in known}
     if value in objects:
         hint = f"; {value!r} is the WorkloadPriorityClass idleshare writes for {objects[value]!r}: name the class"
     raise InputError(

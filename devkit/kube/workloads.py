@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devkit.kube.client import KUEUE, Kube
+from idleshare.domain.model import Settings
+from idleshare.domain.naming import cluster_queue_name, local_queue_name, priority_class_name
 
 ADMITTED, PENDING, PREEMPTED, EVICTED, FINISHED = "Admitted", "Pending", "Preempted", "Evicted", "Finished"
 
@@ -28,11 +30,11 @@ def namespace_of(team: str, prefix: str = "hyperpod-ns-") -> str:
 
 
 def local_queue_of(team: str, prefix: str = "hyperpod-ns-") -> str:
-    return f"{prefix}{team}-localqueue"
+    return local_queue_name(team, Settings(namespace_prefix=prefix))
 
 
 def cluster_queue_of(team: str, prefix: str = "hyperpod-ns-") -> str:
-    return f"{prefix}{team}-clusterqueue"
+    return cluster_queue_name(team, Settings(namespace_prefix=prefix))
 
 
 def workload(
@@ -86,12 +88,6 @@ def workload(
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-
-
-def priority_class_object(name: str) -> str:
-    """The WorkloadPriorityClass idleshare writes for the SchedulerConfig's priority class ``name`` (its ``Name``):
-    what a Job names in ``kueue.x-k8s.io/priority-class``."""
-    return f"{name}-priority"
 
 
 def batch_job(
@@ -446,7 +442,7 @@ class Workloads:
                 item["requests"],
                 count=int(item.get("count", 1)),
                 instance_type=item.get("instanceType"),
-                priority_class=priority_class_object(pc) if pc else None,
+                priority_class=priority_class_name(pc) if pc else None,
             )
             kube.create(body)
             self.submitted[item["name"]] = body

@@ -10,7 +10,7 @@ prefix). Item keys (the store's module docstring lists each item's attributes)::
     pk                sk
     CLUSTER#<id>      META | QUOTA#<name> | TEAM#<team> | SCHEDULER | POOL | HISTORY#<generation:010d>
                       | RECALC#<request id> | WATCH | WATCH#NODES
-                      | USAGE#LATEST | USAGE#H#<YYYY-MM-DDTHH> | USAGE#D#<YYYY-MM-DD>   (usage, issue 21)
+                      | USAGE#LATEST | USAGE#H#<YYYY-MM-DDTHH> | USAGE#D#<YYYY-MM-DD>   (usage)
                       | PART#<owner sk>#<index:03d>   (a part of a large document: PART#POOL#000,
                         PART#HISTORY#<generation:010d>#000, PART#WATCH#NODES#000; no other prefix matches)
     REGISTRY          CLUSTER#<id> | EKS#<eks cluster name> | ARN#<hyperpod cluster arn>
@@ -45,7 +45,7 @@ RECEIPT_PREFIX = "RECALC#"
 WATCH_SK = "WATCH"
 WATCH_NODES_SK = "WATCH#NODES"
 PART_PREFIX = "PART#"  # the parts of a document too large for one item: PART#<owner sk>#<index:03d>
-# Usage read back from Kueue (issue 21): the latest sample, hourly and daily accumulations (chargeback).
+# Usage read back from Kueue: the latest sample, hourly and daily accumulations (chargeback).
 USAGE_PREFIX = "USAGE#"
 USAGE_LATEST_SK = "USAGE#LATEST"  # the last sample (JSON) and the cursor (when the last sample was attempted)
 USAGE_HOUR_PREFIX = "USAGE#H#"  # USAGE#H#<YYYY-MM-DDTHH> (UTC): amount-seconds per team/flavor/resource, gaps

@@ -162,7 +162,7 @@ checkpointed past: the next invocation publishes them again from the last checkp
 
 
 # =====================================================================================================================
-# Kubernetes writes (issue 24 §1) — appended section: read by ``adapters/kube.py`` (``LightkubeCluster``) and
+# Kubernetes writes: read by ``adapters/kube.py`` (``LightkubeCluster``) and
 # ``service/apply.py``.
 # =====================================================================================================================
 

@@ -1,4 +1,4 @@
-"""The node watcher (issue 16): its schedules, permissions, EKS access, alarm and dashboard widget.
+"""The node watcher: its schedules, permissions, EKS access, alarm and dashboard widget.
 
 One EventBridge Scheduler schedule per governed cluster invokes the watcher Lambda every minute with
 ``{"cluster": "<id>"}``; each invocation holds a watch on that cluster's nodes until shortly before its

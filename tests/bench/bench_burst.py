@@ -1,4 +1,4 @@
-"""Benchmark: a burst of node events through the whole pipeline (issue 6, "Bursts").
+"""Benchmark: a burst of node events through the whole pipeline.
 
 10,000 HyperPod node health events for one cluster and 100 for each of 4 others, interleaved at
 random, each preceded by the node change it reports, delivered as fast as this process can: the router

@@ -44,9 +44,9 @@ from tests.bench.synthetic import make_cluster
 
 TARGET = 3.0
 STARTUP_TARGET = 8.0
-"""issue 24: the empty cluster's whole process <= 8x ``python -c pass`` (was 12x)."""
+"""The empty cluster's whole process <= 8x ``python -c pass`` (was 12x)."""
 PROCESS_TARGET = 0.5
-"""issue 24: 20k real-shaped nodes, 200 teams, the whole process <= 0.5x ``json.load`` of the file (was 1x)."""
+"""20k real-shaped nodes, 200 teams, the whole process <= 0.5x ``json.load`` of the file (was 1x)."""
 PROCESS_NODES = 20_000
 CHECKED_SIZE = 5_000
 SIZES = (1_000, 5_000, 20_000)

@@ -28,7 +28,7 @@ recompute must do is list the nodes. Also printed, for scale: the adapter's own 
 (``LightkubeCluster.list_nodes``) and ``json.loads`` of the same NodeList bytes in memory. Seeding the nodes
 (``Kube.seed_nodes``, 8 workers) is timed and reported, in no ratio.
 
-Targets (issue 24; at 5k nodes, 200 teams, each a ratio to that floor, :data:`TIME_TARGETS`): first run <= 2x,
+Targets (at 5k nodes, 200 teams, each a ratio to that floor, :data:`TIME_TARGETS`): first run <= 2x,
 one node changed <= 1x, no-op <= 0.35x; a missed one makes the run exit 1.
 
 Usage: ``uv run python tests/bench/bench_recompute.py [--quick]``.
@@ -56,7 +56,7 @@ RUNS = 3
 """Timed recomputes of each kind after the first run (one node changed, no-op), of which the best counts, as for the
 floor (best of :data:`LIST_RUNS`): the machine is shared, and one slow run is noise, not the recompute."""
 TIME_TARGETS = {"initial": 2.0, "changed": 1.0, "noop": 0.35}
-"""issue 24: each recompute's time as a ratio to ``kubectl get nodes -o json`` (first run, one node changed, no-op),
+"""Each recompute's time as a ratio to ``kubectl get nodes -o json`` (first run, one node changed, no-op),
 checked at :data:`SIZE` nodes and more (a smaller cluster's floor is a few requests: its ratio means nothing)."""
 
 

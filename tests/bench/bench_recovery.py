@@ -1,4 +1,4 @@
-"""Recovery from each fault class (issue 20): the recovery suite (``tests/integration/test_recovery.py``: the real
+"""Recovery from each fault class: the recovery suite (``tests/integration/test_recovery.py``: the real
 router and recompute, DynamoDB Local, the real kube-apiserver + Kueue behind the fault proxy, the deployed queue's
 semantics on a controllable clock) run once, its measured table printed: fault end -> the right borrowingLimit in
 the ClusterQueue, against the bound (the coalescing window + 30 s) as a ratio.

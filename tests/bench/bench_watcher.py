@@ -1,4 +1,4 @@
-"""Node watcher latency (issue 16): from ``kubectl cordon`` / ``uncordon`` to the new ``borrowingLimit`` in the
+"""Node watcher latency: from ``kubectl cordon`` / ``uncordon`` to the new ``borrowingLimit`` in the
 team's ClusterQueue, on the real stack (etcd + kube-apiserver + Kueue), through idleshare's real pieces:
 
 watcher (``service/watcher.py``, idleshare's RBAC user) -> ``Node Changed`` -> router handler (as the bus rule
@@ -6,7 +6,7 @@ would invoke it) -> SQS FIFO (moto, the deployed queue, polled as the event sour
 message at once) -> recompute handler -> server-side apply -> the ClusterQueue.
 
 An isolated change (nothing else in its coalescing window: the changes are spaced by a window) is recomputed on
-the leading edge, at once; target (issue 24): median and p95 <= 3 s, also shown as a ratio to the window. Also reported: the watcher's cost per cluster per month at
+the leading edge, at once; target: median and p95 <= 3 s, also shown as a ratio to the window. Also reported: the watcher's cost per cluster per month at
 its memory size (one invocation a minute, each billed for about a minute).
 
 Usage: ``uv run python tests/bench/bench_watcher.py [--quick]`` (or ``bench_all.py --only watcher``).
@@ -31,7 +31,7 @@ from tests.bench import bench_common as bc
 CHANGES = 20
 CLUSTER = "local"
 TEAM_CQ = "hyperpod-ns-a-clusterqueue"
-ISOLATED_TARGET_SECONDS = 3.0  # issue 24: an isolated change, event -> limit, p95
+ISOLATED_TARGET_SECONDS = 3.0  # an isolated change, event -> limit, p95
 # Lambda arm64 price (us-east-1, first tier) per GB-second and per request; EventBridge Scheduler per invocation.
 GB_SECOND = 0.0000133334
 PER_REQUEST = 0.20 / 1_000_000

@@ -70,7 +70,7 @@ def test_the_rows_flag_a_no_op_that_writes() -> None:
     assert rows["no-op 5k: k8s req / writes"].ok is False
     assert rows["1 node changed 5k: k8s req / writes"].ok is None
     assert rows["no-op 5k: time"].ratio == pytest.approx(2.0)
-    # and at 5k nodes each time has issue 24's target: first run <= 2x kubectl, one node changed <= 1x, no-op <= 0.35x
+    # and at 5k nodes each time has its target: first run <= 2x kubectl, one node changed <= 1x, no-op <= 0.35x
     assert rows["first run 5k: time"].ok is True and rows["first run 5k: time"].target == "<= 2x"
     assert rows["1 node changed 5k: time"].ok is False and rows["1 node changed 5k: time"].target == "<= 1x"
     assert rows["no-op 5k: time"].ok is False and rows["no-op 5k: time"].target == "<= 0.35x"

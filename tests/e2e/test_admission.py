@@ -1,4 +1,4 @@
-"""Kueue admission by the limits idleshare wrote (issue 12 §4): each case asserts what the real Kueue did.
+"""Kueue admission by the limits idleshare wrote: each case asserts what the real Kueue did.
 
 Kueue v0.19's words for "this team's borrowing limit is reached" are those of any quota shortage —
 ``insufficient unused quota for <resource> in flavor <f>, N more needed`` — so each case also shows that the

@@ -1,4 +1,4 @@
-"""A fair distribution of idle capacity, in the real Kueue, with real ``batch/v1`` Jobs (issue 22 §4).
+"""A fair distribution of idle capacity, in the real Kueue, with real ``batch/v1`` Jobs.
 
 Every team's work is a Job labelled ``kueue.x-k8s.io/queue-name`` (and ``kueue.x-k8s.io/priority-class``):
 Kueue's Job integration suspends it, makes its Workload, and unsuspends the Job when it admits it — so "running"
@@ -35,6 +35,7 @@ from devkit.scenario import _event
 from idleshare import timings
 from idleshare.adapters.errors import PermanentError
 from idleshare.api import app as admin_api
+from idleshare.domain.naming import priority_class_name
 from idleshare.parse.kueue_config import read_kueue_config
 from tests.e2e.conftest import GPU, P5, Cluster, p5_nodes, quota
 from tests.unit.test_api import proxy_event
@@ -46,9 +47,7 @@ PRIORITIES = [{"Name": "inference", "Weight": 100}, {"Name": "training", "Weight
 
 def job(team: str, name: str, gpus: int = JOB_GPUS, priority: str | None = None) -> dict[str, Any]:
     """A team's ``batch/v1`` Job of one pod asking for ``gpus`` GPUs, queued in the team's LocalQueue."""
-    return wl.batch_job(
-        team, name, {GPU: gpus}, priority_class=wl.priority_class_object(priority) if priority else None
-    )
+    return wl.batch_job(team, name, {GPU: gpus}, priority_class=priority_class_name(priority) if priority else None)
 
 
 class Jobs(Cluster):

@@ -1,5 +1,5 @@
 """Another controller manages idleshare's ClusterQueues too (HyperPod task governance, an admin's GitOps):
-idleshare does not fight it for a field unless told to (issue 12 §3), on the real apiserver."""
+idleshare does not fight it for a field unless told to, on the real apiserver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Usage read back from the real Kueue (issue 21 §5): teams submit real ``batch/v1`` Jobs (label
+"""Usage read back from the real Kueue: teams submit real ``batch/v1`` Jobs (label
 ``kueue.x-k8s.io/queue-name``), Kueue's job integration makes their Workloads and admits, holds back or preempts
 them by the limits idleshare wrote; the usage sample — taken as the node watcher takes it, with exactly the watcher's
 ClusterRole (a ServiceAccount bound to it: nothing else) — equals what Kueue admitted.

@@ -21,7 +21,7 @@ RECOMPUTE_RULES = [
 ]
 WATCHER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
-    # the usage sample (issue 21): Kueue's accounting, read-only
+    # the usage sample: Kueue's accounting, read-only
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "workloads"], "verbs": ["get", "list"]},
 ]
 ROLES = [

@@ -272,7 +272,7 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
             with running_as(roles, names.API_HANDLER, resolve):
                 for path in ("pool", "grants", f"grants/{team}", "history", "excluded-nodes"):
                     call("GET", f"/clusters/demo/{path}")
-                # usage over a period (issue 21): Query on the USAGE# items, GetItem on the cursor
+                # usage over a period: Query on the USAGE# items, GetItem on the cursor
                 call(
                     "GET", "/clusters/demo/usage", query={"from": "2026-12-01T00:00:00Z", "to": "2026-12-02T00:00:00Z"}
                 )

@@ -1,4 +1,4 @@
-"""Invariants the fault and burst tests check after injecting something (issue 6).
+"""Invariants the fault and burst tests check after injecting something.
 
 - :func:`nominal_by_team` / :func:`assert_nominal_unchanged`: no team's nominal quota changed;
 - :func:`assert_borrow_within_pool`: no borrow limit above the pool it was computed from, the pool
@@ -49,7 +49,7 @@ def assert_nominal_unchanged(before: dict[str, Any], after: dict[str, Any]) -> N
 
 
 def pool_seen_by(pool: dict[str, Any], team: str, flavor: str, resource: str) -> Decimal:
-    """SPEC §2 pool_i(f, r), from the stored pool alone."""
+    """docs/spec.md §2 pool_i(f, r), from the stored pool alone."""
     seen = Decimal(0)
     if pool.get("idleResourceSharing") == "Enabled":
         seen += quantity(pool.get("unallocated", {}).get(flavor, {}).get(resource, "0"))

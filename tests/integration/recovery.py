@@ -29,7 +29,7 @@ FAULT_SECONDS = 61.0
 """How long each fault lasts, in clock seconds: several retries in backoff, and it ends 1 s after one of them (the
 retries fall at 10, 12, 16, 24, 40, 60 s), so the next is a whole backoff cap away: the worst case."""
 BOUND_SECONDS = timings.COALESCE_SECONDS + 30
-"""Fault end -> the right borrowingLimit in the ClusterQueue, at most (issue 20)."""
+"""Fault end -> the right borrowingLimit in the ClusterQueue, at most."""
 CLIENT_TIMEOUT = 2.0
 NODES = "^/api/v1/nodes$"
 CQ_A = "^/apis/kueue.x-k8s.io/v1beta2/clusterqueues/hyperpod-ns-a-clusterqueue$"

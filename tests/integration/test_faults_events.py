@@ -1,6 +1,6 @@
 """Event faults through the running pipeline: duplicates, reordering, replays of old events, events for
 unknown or deleted clusters, a recompute killed between persist and apply, and drift in the cluster.
-Events are triggers, not state (SPEC §4): whatever arrives, the pool follows the cluster as it is."""
+Events are triggers, not state (docs/spec.md §4): whatever arrives, the pool follows the cluster as it is."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recovery in seconds (issue 20): for each fault class, the time from the fault's end until the right
+"""Recovery in seconds: for each fault class, the time from the fault's end until the right
 ``borrowingLimit`` is in the ClusterQueue, on the real stack with the deployed queue's semantics
 (``tests/integration/recovery.py``), is at most the coalescing window + 30 s; nothing reaches the DLQ; the
 generation's event is published exactly once. ``IDLESHARE_RECOVERY_TABLE=path`` writes the measured table (JSON)

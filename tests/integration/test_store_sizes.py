@@ -1,4 +1,4 @@
-"""Never freeze, at any size (issue 20, part 3): pools of 20k, 50k and 100k nodes with none, a quarter or all of
+"""Never freeze, at any size: pools of 20k, 50k and 100k nodes with none, a quarter or all of
 them excluded and 500 teams, and the node watcher's checkpoint at 20k, 50k and 100k nodes, written and read back
 through :class:`DynamoStore` against the real DynamoDB Local (which enforces DynamoDB's 400 KB item limit and the
 transaction's limits, unlike an approximation of them). Every item written is measured, as DynamoDB counts it,

@@ -1,4 +1,4 @@
-"""SPEC §3: the objects idleshare builds are in sync with what the real apiserver stores after defaulting
+"""docs/spec.md §3: the objects idleshare builds are in sync with what the real apiserver stores after defaulting
 (CRD defaults, Kueue's mutating webhook) — so an unchanged pool sends nothing."""
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def test_the_server_would_catch_a_broken_engine_object(kube: Kube) -> None:
 
 
 def test_the_longest_team_name_gets_objects_the_apiserver_accepts(kube: Kube) -> None:
-    # SPEC §3 names: hyperpod-ns-<team>-localqueue is a label value on every job: 12 + 40 + 11 = 63
+    # docs/spec.md §3 names: hyperpod-ns-<team>-localqueue is a label value on every job: 12 + 40 + 11 = 63
     team = "a" + "b" * 38 + "c"
     result = compute(Snapshot(nodes=tuple(nodes("p5", P5, 2)), quotas=(quota(team, entry(P5, accelerators=8)),)))
     objects = desired_objects(result, SchedulerConfig(), Settings())

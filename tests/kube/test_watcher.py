@@ -1,4 +1,4 @@
-"""The node watcher against the real kube-apiserver, as idleshare's own RBAC user (issue 16).
+"""The node watcher against the real kube-apiserver, as idleshare's own RBAC user.
 
 Every change that can move the pool produces exactly one ``Node Changed`` per node change; heartbeats of
 1,000 nodes produce none; a 410 relists and still reports what changed; a watcher started after another

@@ -749,7 +749,7 @@ def test_without_a_bus_writes_are_refused_before_storing(world: World) -> None:
 # ------------------------------------------------------------------------------------------ the document
 CONTRACT_ROUTES = {
     ("get", "/clusters"),
-    ("get", "/clusters/{cluster}/usage"),  # issue 21: the latest sample, or hours over from/to
+    ("get", "/clusters/{cluster}/usage"),  # the latest sample, or hours over from/to
     ("post", "/clusters/{cluster}/compute-quotas"),
     ("get", "/clusters/{cluster}/compute-quotas"),
     ("get", "/clusters/{cluster}/compute-quotas/{name}"),

@@ -298,7 +298,7 @@ def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) ->
     assert answer.done and answer.body["status"] == "Done" and len(clock.sleeps) == 2
 
 
-# ------------------------------------------------------------------ idempotency records (SPEC §5)
+# ------------------------------------------------------------------ idempotency records (docs/spec.md §5)
 @pytest.fixture
 def idempotent(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The deployed recompute Lambda's idempotency table (Powertools' layout: ``id``, TTL ``expiration``)."""

@@ -1,4 +1,4 @@
-"""The built-in instance catalog against botocore's SageMaker model and shared/instance-specs.csv.
+"""The built-in instance catalog against botocore's SageMaker model and tests/data/instance-specs.csv.
 
 A botocore release that adds an accelerated ``ClusterInstanceType`` member (or any member, or a MIG
 profile) fails here until the catalog learns it.
@@ -7,7 +7,6 @@ profile) fails here until the catalog learns it.
 from __future__ import annotations
 
 import csv
-import os
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -27,13 +26,12 @@ ACCELERATED = re.compile(r"ml\.(p\d|g\d|gr\d|trn\d|inf\d)")
 NEURON_FAMILY = re.compile(r"ml\.(trn|inf)\d")
 
 
-def shared_dir() -> Path:
-    override = os.environ.get("IDLESHARE_SHARED_DIR")
-    return Path(override) if override else Path(__file__).parents[2].parent / "shared"
+SPECS_CSV = Path(__file__).parents[1] / "data" / "instance-specs.csv"
+"""The accelerated instance types' nominal specs the catalog was built from (its sources: ``instance-specs.md``)."""
 
 
 def csv_rows() -> list[dict[str, str]]:
-    path = shared_dir() / "instance-specs.csv"
+    path = SPECS_CSV
     with path.open(newline="") as handle:
         return list(csv.DictReader(handle))
 

@@ -1,5 +1,5 @@
 """The SchedulerConfig's fairness settings -> what idleshare writes into Kueue, and the Kueue Configuration they need
-(issue 22 §2-3): the mapping as tables, the Configuration parser, and the pool's named issues."""
+the mapping as tables, the Configuration parser, and the pool's named issues."""
 
 from __future__ import annotations
 

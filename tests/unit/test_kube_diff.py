@@ -1,4 +1,4 @@
-"""SPEC §3: only objects whose desired state differs are applied; only idleshare's leftovers are deleted."""
+"""docs/spec.md §3: only objects whose desired state differs are applied; only idleshare's leftovers are deleted."""
 
 from __future__ import annotations
 

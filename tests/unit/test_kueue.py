@@ -1,4 +1,4 @@
-"""SPEC §3: the Kueue objects a pool result stands for."""
+"""docs/spec.md §3: the Kueue objects a pool result stands for."""
 
 from __future__ import annotations
 
@@ -194,7 +194,7 @@ def test_rounding_is_always_down():
     ),
 )
 def test_the_integer_fast_paths_agree_with_exact_fractions(resource, percent, value):
-    # The reference: the SPEC's rounding applied to the exact product, as a Fraction throughout.
+    # The reference: docs/spec.md's rounding applied to the exact product, as a Fraction throughout.
     want = round_down(resource, Fraction(percent, 100) * Fraction(value))
     got = percent_of(resource, percent, value)
     assert got == want and type(got) is type(exact(want))

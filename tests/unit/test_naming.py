@@ -1,4 +1,4 @@
-"""SPEC §3 names: a team's namespace and queues must be valid Kubernetes names in its cluster."""
+"""docs/spec.md §3 names: a team's namespace and queues must be valid Kubernetes names in its cluster."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §2, rule by rule: Given a cluster and quotas, When the pool is computed, Then ..."""
+"""docs/spec.md §2, rule by rule: Given a cluster and quotas, When the pool is computed, Then ..."""
 
 from __future__ import annotations
 

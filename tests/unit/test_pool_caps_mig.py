@@ -1,11 +1,11 @@
-"""SPEC §2 on absolute borrow caps and mixed-MIG fleets (issue 13).
+"""docs/spec.md §2 on absolute borrow caps and mixed-MIG fleets.
 
 - an ``AbsoluteBorrowLimits`` field caps exactly the resource it names, at exactly the amount written;
   ``Count`` n caps every resource at n x S(f)[r], ``Count: 0`` included (borrow nothing of the flavor);
 - a ratio by an accelerator or a MIG profile r uses S(f, r), the most common allocatable among the
   flavor's nodes that expose r; the catalog after that; only then a (true) error.
 
-Every expected number below is worked out from SPEC §2 and the node shapes written here, never read
+Every expected number below is worked out from docs/spec.md §2 and the node shapes written here, never read
 from the engine.
 """
 
@@ -54,7 +54,7 @@ def run(nodes_, quotas=(), **sc):
 
 
 def half(resource, amount):
-    """50% (the default BorrowLimit) rounded down as SPEC §2 says: devices to 1, cpu to 1m, memory to 1Mi."""
+    """50% (the default BorrowLimit) rounded down as docs/spec.md §2 says: devices to 1, cpu to 1m, memory to 1Mi."""
     x = Fraction(amount) / 2
     if resource == "cpu":
         return Fraction(int(x * 1000), 1000)
@@ -268,7 +268,7 @@ def teams_with_caps(draw):
 
 
 def written_caps(cap, flavor_nodes):
-    """resource -> the cap the admin wrote, from SPEC §2 (computed here, independently of the engine)."""
+    """resource -> the cap the admin wrote, from docs/spec.md §2 (computed here, independently of the engine)."""
     out = {}
     if cap.count is not None:
         votes = Counter(tuple(sorted(n.allocatable.items())) for n in flavor_nodes)

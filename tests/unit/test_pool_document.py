@@ -1,4 +1,4 @@
-"""The stored pool document is derived from the domain result, not from a presenter (issue 15): deployed
+"""The stored pool document is derived from the domain result, not from a presenter: deployed
 clusters hold documents of this shape, and the change digest is taken over it, so its shape and the
 digest's canonical form are pinned here."""
 

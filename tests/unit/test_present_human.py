@@ -1,4 +1,4 @@
-"""Tables print quantities as an operator reads them; JSON keeps the exact Kubernetes quantity (issue 13)."""
+"""Tables print quantities as an operator reads them; JSON keeps the exact Kubernetes quantity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The registrar custom resource over a cluster's life (issue 20 §5), against the real DynamoDB store (moto): a
+"""The registrar custom resource over a cluster's life, against the real DynamoDB store (moto): a
 cluster removed from the config is deregistered by the next Update, every configured cluster by Delete; the
 request's properties are what is registered (an update's rollback too); a removed cluster's data stays."""
 

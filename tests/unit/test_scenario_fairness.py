@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from devkit import scenario
-from devkit.kube.workloads import PRIORITY_LABEL, batch_job, lendable, priority_class_object
+from devkit.kube.workloads import PRIORITY_LABEL, batch_job, lendable
 from devkit.report import render_fair_sharing
 from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings, Snapshot
+from idleshare.domain.naming import priority_class_name
 from idleshare.domain.pool import compute
 from idleshare.parse.errors import InputError
 from tests.builders import P5, entry, nodes, quota
@@ -72,7 +73,7 @@ def test_the_job_carries_the_workload_priority_class_idleshare_writes_for_that_n
     }
     # the Job a scenario submits for each class names one of them, with that class's weight
     for c in CLASSES:
-        label = batch_job("a", "j", {"nvidia.com/gpu": 1}, priority_class=priority_class_object(c["Name"]))
+        label = batch_job("a", "j", {"nvidia.com/gpu": 1}, priority_class=priority_class_name(c["Name"]))
         assert written[label["metadata"]["labels"][PRIORITY_LABEL]] == c["Weight"]
 
 

@@ -1,4 +1,4 @@
-"""SPEC §5: the DynamoDB store (moto). Versioned quotas and scheduler config, the pool generation
+"""docs/spec.md §5: the DynamoDB store (moto). Versioned quotas and scheduler config, the pool generation
 guarded by conditional writes, append-only history with a TTL, and every SDK error translated."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Usage read back from Kueue (issue 21): the derivation (table-driven), exact hours, the history's compaction and
+"""Usage read back from Kueue: the derivation (table-driven), exact hours, the history's compaction and
 gaps — on the in-memory fake and on DynamoStore (moto) — and the API route and CLI over them."""
 
 from __future__ import annotations

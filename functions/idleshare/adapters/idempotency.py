@@ -1,5 +1,5 @@
 """Explicit recalculation requests run once: the :class:`~idleshare.adapters.ports.RequestLedger` on
-Powertools idempotency records in the idempotency table (SPEC §5).
+Powertools idempotency records in the idempotency table (docs/spec.md §5).
 
 EventBridge delivers at least once and SQS forgets its deduplication after 5 minutes: a redelivery within
 the hour is answered with the first run's answer (``requestId``, ``generation``, ``changed``) instead of a

@@ -1,4 +1,4 @@
-"""The Kubernetes API of one cluster, through lightkube: nodes in, Kueue objects out (SPEC §3).
+"""The Kubernetes API of one cluster, through lightkube: nodes in, Kueue objects out (docs/spec.md §3).
 
 :class:`LightkubeCluster` implements :class:`idleshare.adapters.ports.KubeCluster`; which objects to
 apply and which to delete is decided by :func:`idleshare.domain.kueue_diff.diff` (pure).

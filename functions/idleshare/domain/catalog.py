@@ -1,4 +1,4 @@
-"""Built-in catalog of SageMaker HyperPod instance types (SPEC §2 "Instance shape").
+"""Built-in catalog of SageMaker HyperPod instance types (docs/spec.md §2 "Instance shape").
 
 The engine takes the shape of a flavor from a real node of that flavor when the cluster has one;
 this catalog is the fallback when it has none yet (a quota set up before its nodes arrive). Its
@@ -10,7 +10,7 @@ enum (``KNOWN_INSTANCE_TYPES``). ``lookup`` also resolves plain EC2 names (``p5.
 is what nodes of a plain EKS cluster carry; the spec returned always carries the ``ml.`` name.
 
 Sources:
-- accelerated types: ``/work/shared/instance-specs.csv`` (the SageMaker HyperPod CLI's
+- accelerated types: ``tests/data/instance-specs.csv`` (the SageMaker HyperPod CLI's
   ``INSTANCE_RESOURCES`` joined with Karpenter's EC2-generated instance-type reference); a unit test
   checks every row against this module;
 - ``ml.g4dn.*`` (NVIDIA T4): AWS's published G4dn specs; EFA on 8xlarge, 12xlarge and 16xlarge;

@@ -1,4 +1,4 @@
-"""Which nodes count toward capacity (SPEC §2, "Eligible node")."""
+"""Which nodes count toward capacity (docs/spec.md §2, "Eligible node")."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> ExclusionReason | None:
-    """The first reason the node does not count, in SPEC order, or None when it is eligible."""
+    """The first reason the node does not count, in docs/spec.md's order, or None when it is eligible."""
     if node.unreadable:
         return ExclusionReason.UNREADABLE
     if node.deleting:

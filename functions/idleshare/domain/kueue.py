@@ -1,4 +1,4 @@
-"""The Kueue objects (kueue.x-k8s.io/v1beta2) and namespaces a pool result stands for (SPEC §3).
+"""The Kueue objects (kueue.x-k8s.io/v1beta2) and namespaces a pool result stands for (docs/spec.md §3).
 
 ``desired_objects`` is deterministic and sorted; ``webhook_violations`` checks the rules that only
 Kueue's validating webhook enforces (a bare apiserver with the CRDs would accept them), so that
@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from idleshare.domain.model import INSTANCE_TYPE_LABEL, Amount, PriorityClass, SchedulerConfig, Settings
-from idleshare.domain.naming import cluster_queue_name, local_queue_name, namespace_name
+from idleshare.domain.naming import cluster_queue_name, local_queue_name, namespace_name, priority_class_name
 from idleshare.domain.pool import PoolResult, TeamGrant
 from idleshare.domain.quantity import QuantityError, format_quantity, parse_quantity
 
@@ -132,7 +132,7 @@ def _priority_class(pc: PriorityClass) -> Manifest:
     return {
         "apiVersion": KUEUE_API,
         "kind": "WorkloadPriorityClass",
-        "metadata": _meta(f"{pc.name}-priority"),
+        "metadata": _meta(priority_class_name(pc.name)),
         "value": pc.weight,
         "description": f"SageMaker HyperPod priority class {pc.name} (weight {pc.weight})",
     }

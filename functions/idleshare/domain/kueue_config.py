@@ -1,4 +1,4 @@
-"""What the cluster's Kueue manager is configured to do, against what the SchedulerConfig asks of it (issue 22).
+"""What the cluster's Kueue manager is configured to do, against what the SchedulerConfig asks of it.
 
 Fair sharing is a setting of the whole Kueue manager (its ``Configuration``, kept by an install in the ConfigMap
 ``kueue-system/kueue-manager-config``), while ``FairShare`` is per cluster in HyperPod's SchedulerConfig: idleshare

@@ -1,4 +1,4 @@
-"""Which Kueue objects to send so that a cluster holds the desired ones (SPEC §3): a pure function
+"""Which Kueue objects to send so that a cluster holds the desired ones (docs/spec.md §3): a pure function
 over manifests, beside the objects :mod:`idleshare.domain.kueue` builds.
 
 :func:`diff` decides which desired objects to apply and which managed objects to delete;
@@ -64,7 +64,7 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
     Namespace that is desired is not listed either (``ensure_namespace`` would find it, then lose it).
 
     The caller must not pass an empty ``desired`` because it failed to read quotas: a failure to
-    observe is not an observation of "no teams" (SPEC §5).
+    observe is not an observation of "no teams" (docs/spec.md §5).
     """
     by_key = {object_identity(obj): obj for obj in current}
     to_apply: list[Manifest] = []

@@ -41,7 +41,7 @@ DEFAULT_TOLERATED_TAINT_KEYS = frozenset({NVIDIA_GPU, "aws.amazon.com/neuron", N
 
 
 class ExclusionReason(enum.StrEnum):
-    """Why a node does not count toward capacity; the first that holds wins (SPEC §2)."""
+    """Why a node does not count toward capacity; the first that holds wins (docs/spec.md §2)."""
 
     UNREADABLE = "Unreadable"  # the API server's Node object could not be read: counted as nothing, named
     DELETING = "Deleting"

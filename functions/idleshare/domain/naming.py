@@ -1,4 +1,4 @@
-"""The names of a team's Kubernetes objects, and whether a team name can have them (SPEC §3).
+"""The names of a team's Kubernetes objects, and whether a team name can have them (docs/spec.md §3).
 
 HyperPod's conventions: namespace ``<prefix><team>``, ``<prefix><team>-clusterqueue`` and, in the
 namespace, ``<prefix><team>-localqueue``. Jobs name their LocalQueue in the ``kueue.x-k8s.io/queue-name``
@@ -30,6 +30,12 @@ def cluster_queue_name(team: str, settings: Settings) -> str:
 
 def local_queue_name(team: str, settings: Settings) -> str:
     return f"{settings.namespace_prefix}{team}{LOCAL_QUEUE_SUFFIX}"
+
+
+def priority_class_name(name: str) -> str:
+    """The WorkloadPriorityClass of the SchedulerConfig's priority class ``name``: what a Job names in its
+    ``kueue.x-k8s.io/priority-class`` label."""
+    return f"{name}-priority"
 
 
 def max_team_name_length(settings: Settings) -> int:

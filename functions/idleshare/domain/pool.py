@@ -1,4 +1,4 @@
-"""The lendable pool: capacity, quotas, and what each team may borrow (SPEC §2).
+"""The lendable pool: capacity, quotas, and what each team may borrow (docs/spec.md §2).
 
 ``compute(snapshot)`` is a pure function over one snapshot of the cluster and its policies.
 Everything it returns is sorted, so equal inputs in any order give equal results.
@@ -319,7 +319,7 @@ def _team_nominal(quota: Quota, ctx: _Context) -> Table:
 
 @dataclass(frozen=True, slots=True)
 class Cap:
-    """One ``AbsoluteBorrowLimits`` entry on its flavor (SPEC §2).
+    """One ``AbsoluteBorrowLimits`` entry on its flavor (docs/spec.md §2).
 
     ``every``: with ``Count`` n, n x ``S(f)[r]`` for every resource r (0 where ``S(f)`` has none);
     None without ``Count``. ``named``: what ``Accelerators``, ``VCpu``, ``MemoryInGiB`` and

@@ -1,4 +1,4 @@
-"""Exact quantity arithmetic: rounding rules of SPEC §2, Kubernetes quantity strings both ways, and
+"""Exact quantity arithmetic: rounding rules of docs/spec.md §2, Kubernetes quantity strings both ways, and
 the forms an operator reads.
 
 ``parse_quantity``, the one quantity parser, reads what lightkube's ``parse_quantity`` reads, to the same

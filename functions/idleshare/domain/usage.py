@@ -1,4 +1,4 @@
-"""Usage read back from Kueue (issue 21): who uses, borrows and lends what, exactly (no floats).
+"""Usage read back from Kueue: who uses, borrows and lends what, exactly (no floats).
 
 Inputs are what the cluster and the store hold: idleshare's ClusterQueues (``spec`` for the quotas and limits,
 ``status.flavorsUsage`` for what Kueue admitted, the workload counts), the teams' Workloads (pending ones: what they

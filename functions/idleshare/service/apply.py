@@ -19,7 +19,7 @@ object. :meth:`Written.raise_failures` then raises a single failure as it came, 
 :class:`WritesFailed` naming them all: retryable (:class:`RetryableWritesFailed`) if any of them is, else permanent
 (:class:`PermanentWritesFailed`) — both are :class:`AdapterError`, so the caller records the apply as Failed.
 
-What a write costs (issue 24, measured on the real stack: 200 ClusterQueues of 8 KB, each write changing one
+What a write costs (measured on the real stack: 200 ClusterQueues of 8 KB, each write changing one
 ``borrowingLimit``, kube-apiserver CPU per write with Kueue's webhooks): server-side apply of the whole object as
 idleshare sends it 141-149 ms; the same with ``fieldValidation=Ignore`` 142 ms; GET + PUT 158 ms; a JSON merge
 patch of ``spec.resourceGroups`` 175 ms; a JSON patch of the one field 138 ms (``application/apply-patch+cbor``:

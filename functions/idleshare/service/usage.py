@@ -1,4 +1,4 @@
-"""Usage, read back every minute and kept as history (issue 21).
+"""Usage, read back every minute and kept as history.
 
 :func:`sample_usage` runs in the node watcher's per-cluster, per-minute invocation (``handlers/watcher.py``): it
 reads idleshare's ClusterQueues and the teams' Workloads (read-only), derives the sample

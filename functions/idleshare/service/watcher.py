@@ -1,4 +1,4 @@
-"""The node watcher (issue 16): node changes that can move the pool become ``Node Changed`` events.
+"""The node watcher: node changes that can move the pool become ``Node Changed`` events.
 
 One invocation per governed cluster per minute (``handlers/watcher.py``) calls :func:`watch_cluster`:
 

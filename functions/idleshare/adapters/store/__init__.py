@@ -1,4 +1,4 @@
-"""DynamoDB implementation of :class:`~idleshare.adapters.ports.Store` (SPEC §5): one table, ``pk`` / ``sk``
+"""DynamoDB implementation of :class:`~idleshare.adapters.ports.Store` (docs/spec.md §5): one table, ``pk`` / ``sk``
 (:mod:`idleshare.table` defines its keys and item-key prefixes).
 
 :class:`DynamoStore` is composed of one part per concern, each a module of this package: ``registry``

@@ -1,4 +1,4 @@
-"""The usage history (issue 21): the latest sample, hourly and daily amount-seconds per team/flavor/resource.
+"""The usage history: the latest sample, hourly and daily amount-seconds per team/flavor/resource.
 
 Items (``CLUSTER#<id>`` partition)::
 
