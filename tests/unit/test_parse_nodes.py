@@ -597,7 +597,8 @@ def test_fuzz_every_item_msgspec_refuses_is_named_in_the_schema_words(items: lis
     try:
         parse_nodes(items)
     except InputError as exc:
-        assert not any("`" in e.message for e in exc.errors), exc.errors
+        # msgspec's words would show as `bool`; a backtick inside the value shown, "(got ...)", is the input's own
+        assert not any("`" in re.sub(r" \(got .*\)$", "", e.message) for e in exc.errors), exc.errors
         named = {int(re.match(r"items\[(\d+)\]", e.loc)[1]) for e in exc.errors}
     else:
         named = set()

@@ -29,7 +29,6 @@ from idleshare.adapters.errors import (
     RetryableError,
     StaleVersionError,
 )
-from idleshare.adapters.ports import AdminStore
 from idleshare.api.http import JSON, error_body, precheck, validation_errors
 from idleshare.api.schemas import CreateQuotaBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
 from idleshare.parse import requests
@@ -59,7 +58,7 @@ app.configure_openapi(**OPENAPI)
 
 def _admin() -> Admin:
     deps = dependencies()
-    return Admin(cast(AdminStore, deps.store), deps.publisher)
+    return Admin(deps.store, deps.publisher)
 
 
 def _json(status: int, body: Any) -> Response[Any]:
@@ -303,7 +302,7 @@ def get_usage(
 ) -> dict[str, Any]:
     from idleshare.service.usage import latest_usage, usage_report
 
-    store = cast(Any, dependencies().store)
+    store = dependencies().store
     if start is None and end is None:
         return latest_usage(store, cluster)
     if start is None or end is None:
@@ -376,7 +375,9 @@ def _adapter(exc: AdapterError) -> Response[Any]:
     if isinstance(exc, AlreadyExistsError):
         return _json(409, error_body(str(exc), [FieldError(exc.field, "already taken")]))
     if isinstance(exc, RetryableError):
-        logger.warning("dependency unavailable", extra={"error": str(exc), "operation": exc.operation})
+        logger.warning(
+            "dependency unavailable", extra={"error": str(exc), "operation": exc.operation, "status": exc.status}
+        )
         response = _json(503, error_body(f"temporarily unavailable, retry (request id {_request_id()})"))
         response.headers["Retry-After"] = "1"
         return response

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from idleshare.domain.model import ExclusionReason, Node
-
-_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+from idleshare.domain.model import BLOCKING_TAINT_EFFECTS, ExclusionReason, Node
 
 
 def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> ExclusionReason | None:
@@ -22,7 +20,7 @@ def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> Exclusi
     if node.health_status is not None and node.health_status != "Schedulable":
         return ExclusionReason.UNHEALTHY
     tolerated = frozenset(tolerated_taint_keys)
-    if any(t.effect in _BLOCKING_EFFECTS and t.key not in tolerated for t in node.taints):
+    if any(t.effect in BLOCKING_TAINT_EFFECTS and t.key not in tolerated for t in node.taints):
         return ExclusionReason.UNTOLERATED_TAINT
     if not node.instance_type:
         return ExclusionReason.NO_INSTANCE_TYPE

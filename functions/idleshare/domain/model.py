@@ -36,7 +36,9 @@ def is_accelerator(resource: str) -> bool:
 GIB = 1024**3
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"  # read when the current label is absent
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})  # a taint with these keeps pods off
 DEFAULT_TOLERATED_TAINT_KEYS = frozenset({NVIDIA_GPU, "aws.amazon.com/neuron", NEURON_DEVICE})
 
 

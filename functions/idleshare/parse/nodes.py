@@ -36,29 +36,22 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from idleshare.domain.model import Amount, Node, Taint
+from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, INSTANCE_TYPE_LABEL, Amount, Node, Taint
 from idleshare.domain.quantity import QuantityError, parse_quantity
 from idleshare.parse import schema
 from idleshare.parse.errors import MAX_ERRORS as MAX_ERRORS  # the cap of every parser's error list
 from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.schema import show
 
-BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"
 SHAPE_HINT = "expected a List or NodeList (`kubectl get nodes -o json`) or a JSON array of Node objects"
 
 
 # -- the schema: the fields idleshare reads -------------------------------------------------------------
 class _Labels(msgspec.Struct):
     # a label present is a string (null is refused); UNSET: absent
-    instance_type: str | msgspec.UnsetType = msgspec.field(
-        default=msgspec.UNSET, name="node.kubernetes.io/instance-type"
-    )
-    beta_instance_type: str | msgspec.UnsetType = msgspec.field(
-        default=msgspec.UNSET, name="beta.kubernetes.io/instance-type"
-    )
-    health: str | msgspec.UnsetType = msgspec.field(
-        default=msgspec.UNSET, name="sagemaker.amazonaws.com/node-health-status"
-    )
+    instance_type: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=INSTANCE_TYPE_LABEL)
+    beta_instance_type: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=BETA_INSTANCE_TYPE_LABEL)
+    health: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=HEALTH_LABEL)
 
 
 class _Metadata(msgspec.Struct):

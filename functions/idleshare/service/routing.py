@@ -41,8 +41,5 @@ def route(event: Event, store: Store, queue: RecomputeQueue, *, reason: str) -> 
     ids = tuple(sorted({c.cluster_id for c in clusters}))
     request_id = event.detail.requestId if isinstance(event, RecalculationRequestedEvent) else None
     for cluster_id in ids:
-        if request_id:
-            queue.enqueue(cluster_id, reason, request_id=request_id)
-        else:
-            queue.enqueue(cluster_id, reason)
+        queue.enqueue(cluster_id, reason, request_id=request_id or None)
     return RouteOutcome(ids)

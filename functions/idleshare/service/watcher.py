@@ -55,10 +55,8 @@ from typing import Any
 from idleshare import names
 from idleshare.adapters.errors import AdapterError, ConflictError, ResourceExpiredError, RetryableError
 from idleshare.adapters.ports import BatchPublisher, NodeWatchSource, WatchBookmark, WatchStore
-from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL
+from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, BLOCKING_TAINT_EFFECTS, HEALTH_LABEL, INSTANCE_TYPE_LABEL
 
-BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"
-BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 PUT_EVENTS = "events:PutEvents"  # the operation a publish failure names
 DEFAULT_WINDOW_SECONDS = 15  # one watch request at most this long: a checkpoint at least this often
 
@@ -109,7 +107,7 @@ def node_view(node: Mapping[str, Any]) -> View:
     taints = sorted(
         [str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))]
         for t in spec.get("taints") or ()
-        if isinstance(t, Mapping) and t.get("effect") in BLOCKING_EFFECTS
+        if isinstance(t, Mapping) and t.get("effect") in BLOCKING_TAINT_EFFECTS
     )
     allocatable = status.get("allocatable") or {}
     return [
