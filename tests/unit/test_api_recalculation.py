@@ -1,7 +1,5 @@
-"""Explicit recalculation requests end to end, in process: POST /clusters/{c}/recalculate -> ``Recalculation
-Requested`` on idleshare's bus -> router -> SQS FIFO (moto) -> recompute -> receipt -> GET
-/clusters/{c}/recalculations/{id}. Also: only explicit requests write receipts, they are never deduplicated
-away, a failed recompute answers Failed, and waiting for the receipt. Given / When / Then."""
+"""Explicit recalculation requests end to end, in process: POST /clusters/{c}/recalculate -> idleshare's bus ->
+router -> SQS FIFO (moto) -> recompute -> receipt -> GET /clusters/{c}/recalculations/{id}."""
 
 from __future__ import annotations
 
@@ -105,12 +103,9 @@ def pipe(aws: None, request: pytest.FixtureRequest) -> Iterator[Pipeline]:  # no
 
 def test_recalculate_is_202_with_a_request_id_and_puts_the_request_on_the_bus(pipe: Pipeline) -> None:
     reply = call("POST", "/clusters/demo/recalculate", {"reason": "new nodes racked"})
-    assert reply.status == 202
-    assert reply.body["status"] == "Requested" and reply.body["cluster"] == "demo"
-    request_id = reply.body["requestId"]
-    assert pipe.events == [
-        (names.DT_RECALC_REQUESTED, {"cluster": "demo", "requestId": request_id, "reason": "new nodes racked"})
-    ]
+    assert (reply.status, reply.body["status"], reply.body["cluster"]) == (202, "Requested", "demo")
+    detail = {"cluster": "demo", "requestId": reply.body["requestId"], "reason": "new nodes racked"}
+    assert pipe.events == [(names.DT_RECALC_REQUESTED, detail)]
     assert call("POST", "/clusters/demo/recalculate").status == 202  # no body at all is fine
 
 
@@ -134,34 +129,19 @@ def test_a_bad_recalculate_request_is_refused_and_publishes_nothing(
 
 
 def test_the_receipt_appears_once_the_recompute_ran(pipe: Pipeline) -> None:
-    # Given a recalculation request accepted by the API
     request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
-    # Then its receipt is not there before the recompute has run
-    assert call("GET", f"/clusters/demo/recalculations/{request_id}").status == 404
-    # When the bus delivers it to the router
+    assert call("GET", f"/clusters/demo/recalculations/{request_id}").status == 404  # not before the recompute
     pipe.deliver()
-    # Then the SQS message carries the request id and asks for a receipt
+    # the SQS message carries the request id and asks for a receipt
     [message] = pipe.messages()
-    assert json.loads(message["Body"]) | {"reason": ""} == {
-        "cluster": "demo",
-        "reason": "",
-        "requestId": request_id,
-        "receipt": True,
-    }
-    # When the recompute runs
+    want = {"cluster": "demo", "reason": "", "requestId": request_id, "receipt": True}
+    assert json.loads(message["Body"]) | {"reason": ""} == want
     assert pipe.drain([message])["batchItemFailures"] == []
-    # Then the receipt says Done, with the generation it produced
+    # the receipt says Done, with the generation it produced
     reply = call("GET", f"/clusters/demo/recalculations/{request_id}")
-    assert reply.status == 200
-    assert reply.body | {"completedAt": ""} == {
-        "requestId": request_id,
-        "cluster": "demo",
-        "status": "Done",
-        "generation": 1,
-        "changed": True,
-        "message": reply.body["message"],
-        "completedAt": "",
-    }
+    receipt = {"requestId": request_id, "cluster": "demo", "status": "Done", "generation": 1, "changed": True}
+    blank = {"completedAt": "", "message": ""}
+    assert (reply.status, reply.body | blank) == (200, receipt | blank)
     assert reply.body["completedAt"] and "ml.p5.48xlarge" in reply.body["message"]
     assert call("GET", "/clusters/demo/pool").body["generation"] == 1
 
@@ -175,7 +155,9 @@ def test_waiting_returns_200_with_the_outcome_when_the_receipt_arrives_in_time(p
     assert (again.status, again.body["generation"], again.body["changed"]) == (200, 1, False)
 
 
-def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
+def test_an_event_triggered_recompute_writes_no_receipt_and_no_idempotency_record(
+    pipe: Pipeline, idempotent: Any
+) -> None:
     # Given a quota change made through the API (its event triggers a recompute)
     call("POST", "/clusters/demo/compute-quotas", quota_body("c", gpus=4))
     assert [e[0] for e in pipe.events] == [names.DT_QUOTA_CHANGED]
@@ -183,9 +165,9 @@ def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
     messages = pipe.messages()  # the window's leading and trailing message
     assert len(messages) == 2 and not any("receipt" in json.loads(m["Body"]) for m in messages)
     pipe.drain(messages)
-    # Then the pool moved, and no receipt was written
+    # Then the pool moved, no receipt was written and no idempotency record kept (level-triggered)
     assert call("GET", "/clusters/demo/pool").body["generation"] == 1
-    assert pipe.receipts() == []
+    assert pipe.receipts() == [] and idempotent.scan()["Items"] == []
     # And a recompute that changes nothing writes nothing either (no pool, no history, no receipt)
     before = pipe.items()
     pipe.now[0] += 60  # a new dedup window
@@ -217,17 +199,21 @@ def test_a_coalesced_burst_still_answers_every_request(pipe: Pipeline) -> None:
     assert len(pipe.store.list_history("demo")) == 1  # one recompute for the whole burst
 
 
-def test_a_failed_recompute_answers_failed_then_done_after_the_retry(pipe: Pipeline) -> None:
+def test_a_failed_recompute_answers_failed_keeps_no_record_then_done_after_the_retry(
+    pipe: Pipeline, idempotent: Any
+) -> None:
     request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
     pipe.deliver()
     pipe.kube.down = True
     assert len(pipe.drain()["batchItemFailures"]) == 1  # SQS retries it
     failed = call("GET", f"/clusters/demo/recalculations/{request_id}").body
     assert failed["status"] == "Failed" and "connection refused" in failed["message"]
+    assert idempotent.scan()["Items"] == []  # deleted with the failure: a retry is not a duplicate
     pipe.kube.down = False
     assert pipe.drain()["batchItemFailures"] == []
     done = call("GET", f"/clusters/demo/recalculations/{request_id}").body
     assert (done["status"], done["generation"]) == ("Done", 1)
+    assert [i["status"] for i in idempotent.scan()["Items"]] == ["COMPLETED"]
 
 
 def test_a_request_sent_from_the_eventbridge_console_gets_a_receipt_too(pipe: Pipeline) -> None:
@@ -250,13 +236,11 @@ def test_the_dedup_id_of_an_explicit_request_is_bounded_whatever_the_id_holds() 
             return {"Successful": [{"Id": e["Id"]} for e in Entries]}
 
     queue = SqsRecomputeQueue(Client(), "url", clock=lambda: 5.0)
-    cluster = "c" * 63
-    queue.enqueue(cluster, "Recalculation Requested", request_id="ä b/" * 32)
-    queue.enqueue(cluster, "Recalculation Requested", request_id="ä b/" * 31)
-    queue.enqueue(cluster, "Node Changed")
-    first, second, leading, trailing = (m["MessageDeduplicationId"] for m in sent)
-    assert len({first, second, leading, trailing}) == 4
-    assert all(len(d) <= 128 and d.isascii() and " " not in d for d in (first, second, leading, trailing))
+    queue.enqueue("c" * 63, "Recalculation Requested", request_id="ä b/" * 32)
+    queue.enqueue("c" * 63, "Recalculation Requested", request_id="ä b/" * 31)
+    queue.enqueue("c" * 63, "Node Changed")  # the window's leading and trailing message
+    ids = [m["MessageDeduplicationId"] for m in sent]
+    assert len(set(ids)) == 4 and all(len(d) <= 128 and d.isascii() and " " not in d for d in ids)
     assert json.loads(sent[0]["MessageBody"])["requestId"] == "ä b/" * 32
 
 
@@ -343,22 +327,3 @@ def test_a_redelivered_request_is_answered_from_its_idempotency_record_not_recom
     assert pipe.drain()["batchItemFailures"] == []
     assert call("GET", "/clusters/demo/pool").body["generation"] == 2
     assert len(idempotent.scan()["Items"]) == 2
-
-
-def test_a_failed_request_leaves_no_record_so_the_retry_recomputes(pipe: Pipeline, idempotent: Any) -> None:
-    request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
-    pipe.deliver()
-    pipe.kube.down = True
-    assert len(pipe.drain()["batchItemFailures"]) == 1
-    assert idempotent.scan()["Items"] == []  # deleted with the failure: a retry is not a duplicate
-    pipe.kube.down = False
-    assert pipe.drain()["batchItemFailures"] == []
-    assert call("GET", f"/clusters/demo/recalculations/{request_id}").body["status"] == "Done"
-    assert [i["status"] for i in idempotent.scan()["Items"]] == ["COMPLETED"]
-
-
-def test_event_triggered_recomputes_keep_no_idempotency_record(pipe: Pipeline, idempotent: Any) -> None:
-    # level-triggered: a windowed recompute redelivered simply recomputes (and writes nothing if nothing moved)
-    router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
-    assert pipe.drain()["records"] == 2  # the window's leading and trailing message
-    assert idempotent.scan()["Items"] == []
