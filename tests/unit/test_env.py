@@ -21,7 +21,12 @@ FULL = {
     names.ENV_EVENT_BUS_NAME: "idleshare",
     names.ENV_HISTORY_TTL_DAYS: "90",
     names.ENV_TOLERATED_TAINT_KEYS: " a/b , ,c ",
-    names.ENV_CLUSTERS: json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks", "prefix": None}]),
+    names.ENV_CLUSTERS: json.dumps(
+        [
+            {"id": "demo", "eks_cluster_name": "demo-eks", "prefix": None},
+            {"id": "c2", "eks_cluster_name": "e2", "field_ownership": "Take"},
+        ]
+    ),
 }
 
 
@@ -31,15 +36,11 @@ def own(handler: str) -> dict[str, str]:
 
 def test_the_settings_model_reads_every_variable() -> None:
     s = env_module.read(FULL)
-    assert (s.table_name, s.idempotency_table_name, s.event_bus_name, s.history_ttl_days) == (
-        "idleshare-state",
-        "idleshare-idem",
-        "idleshare",
-        90,
-    )
-    assert s.tolerated_taint_keys == frozenset({"a/b", "c"})
-    assert [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix) for c in s.clusters] == [
-        ("demo", "demo-eks", "hyperpod-ns-")
+    got = (s.table_name, s.idempotency_table_name, s.event_bus_name, s.history_ttl_days, s.tolerated_taint_keys)
+    assert got == ("idleshare-state", "idleshare-idem", "idleshare", 90, frozenset({"a/b", "c"}))
+    assert [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix, c.field_ownership) for c in s.clusters] == [
+        ("demo", "demo-eks", "hyperpod-ns-", "Respect"),
+        ("c2", "e2", "hyperpod-ns-", "Take"),
     ]
     assert env_module.read({}).history_ttl_days == 30 and env_module.read({}).tolerated_taint_keys is None
     assert env_module.read({names.ENV_TOLERATED_TAINT_KEYS: ""}).tolerated_taint_keys == frozenset()
@@ -71,6 +72,11 @@ def test_a_missing_variable_is_named_with_the_function(handler: str, missing: st
         (names.ENV_CLUSTERS, "[]", names.ENV_CLUSTERS + ": a non-empty JSON list"),
         (names.ENV_CLUSTERS, '[{"id": "demo"}]', rf"{names.ENV_CLUSTERS}\[0\].eks_cluster_name"),
         (names.ENV_CLUSTERS, '[{"id": 7, "eks_cluster_name": "x"}]', rf"{names.ENV_CLUSTERS}\[0\].id"),
+        (
+            names.ENV_CLUSTERS,
+            '[{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Fight"}]',
+            r"\[0\]\.field_ownership: must be Respect or Take",
+        ),
     ],
 )
 def test_a_malformed_variable_is_named(variable: str, value: str, named: str) -> None:
@@ -114,17 +120,4 @@ def test_the_routers_first_event_wiring_does_not_load_pydantic():
     )
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
-
-
-def test_a_clusters_field_ownership_is_read_and_checked():
-    import json
-
-    from idleshare.runtime.env import EnvError, parse_clusters
-
-    (take,) = parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Take"}]))
-    (default,) = parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1"}]))
-    assert (take.field_ownership, default.field_ownership) == ("Take", "Respect")
-    with pytest.raises(EnvError, match=r"\[0\]\.field_ownership: must be Respect or Take"):
-        parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Fight"}]))
+    assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr

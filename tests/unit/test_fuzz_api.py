@@ -31,13 +31,8 @@ WRITES = [
     ("POST", "/clusters/demo/recalculate", {"reason": "fuzz"}),
 ]
 READS = [
-    "/clusters/demo/compute-quotas",
-    "/clusters/demo/compute-quotas/seed-quota",
-    "/clusters/demo/pool",
-    "/clusters/demo/grants",
-    "/clusters/demo/history",
-    "/clusters/demo/excluded-nodes",
-    "/clusters/demo/recalculations/r-1",
+    f"/clusters/demo/{route}"
+    for route in ["compute-quotas", "compute-quotas/seed-quota", "pool", "grants", "history", "excluded-nodes", "recalculations/r-1"]
 ]
 
 
@@ -68,10 +63,8 @@ def _mutations(doc: dict[str, Any]) -> st.SearchStrategy[Any]:
     )
 )
 def test_fuzz_a_write_with_a_broken_body_is_refused_cleanly_and_changes_nothing(seeded: World, case: Any) -> None:
-    i, body = case
-    method, path, _ = WRITES[i]
-    before = seeded.items()
-    events = len(seeded.publisher.events)
+    (method, path, _), body = WRITES[case[0]], case[1]
+    before, events = seeded.items(), len(seeded.publisher.events)
     reply = call(method, path, body)
     check(reply)
     if reply.status in REFUSED:

@@ -21,16 +21,10 @@ def stdlib(document: Any) -> bytes:
     return json.dumps(document, indent=2).encode() + b"\n"
 
 
-def number_types(value: Any, found: set[type]) -> set[type]:
-    if isinstance(value, dict):
-        for v in value.values():
-            number_types(v, found)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            number_types(v, found)
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        found.add(type(value))
-    return found
+def number_types(value: Any) -> set[type]:
+    if isinstance(value, dict | list | tuple):
+        return set().union(*map(number_types, value.values() if isinstance(value, dict) else value))
+    return {type(value)} if isinstance(value, int | float) and not isinstance(value, bool) else set()
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +38,17 @@ def test_the_document_of_a_real_shaped_cluster_is_written_byte_for_byte(real_sha
     document = result_json(result, manifests)
     assert json_bytes(document) + b"\n" == stdlib(document)
     # and it holds no floats (msgspec and json spell exponents differently): only integers
-    assert number_types(document, set()) <= {int}
+    assert number_types(document) <= {int}
 
 
 def test_the_command_writes_the_same_bytes_as_before(real_shaped: tuple[bytes, bytes], tmp_path: Path) -> None:
-    # Given the files an operator passes
     nodes, quotas = real_shaped
     (tmp_path / "nodes.json").write_bytes(nodes)
     (tmp_path / "quotas.json").write_bytes(quotas)
-    # When `idleshare plan --format json` runs as a command
     files = ["--nodes", str(tmp_path / "nodes.json"), "--quotas", str(tmp_path / "quotas.json")]
-    out = subprocess.run(
-        [sys.executable, "-m", "idleshare.cli.main", "plan", *files, "--format", "json"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    # Then its output is what json.dump wrote, byte for byte
+    command = [sys.executable, "-m", "idleshare.cli.main", "plan", *files, "--format", "json"]
+    out = subprocess.run(command, capture_output=True, check=True).stdout
+    # its output is what json.dump wrote, byte for byte
     result, manifests = plan(nodes, quotas)
     assert out == stdlib(result_json(result, manifests))
 
@@ -82,8 +71,7 @@ def test_edge_cases_are_written_as_json_wrote_them(document: Any) -> None:
 
 
 def test_plan_starts_without_what_it_never_uses(tmp_path: Path) -> None:
-    """`idleshare plan` on a small cluster costs its start-up: no help-width lookup through shutil (bz2, lzma), no
-    OpenSSL for a digest it never takes, no pydantic, no Kubernetes client. Its help still fits the terminal."""
+    """No shutil (bz2, lzma) for the help width, no OpenSSL, pydantic or Kubernetes client; the help still fits."""
     nodes, quotas = tmp_path / "nodes.json", tmp_path / "quotas.json"
     nodes.write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
     quotas.write_text("[]")

@@ -1,12 +1,7 @@
-"""No secret or token is ever logged, even at DEBUG.
-
-Given distinctive AWS credentials and an EKS bearer token, every log level at DEBUG (Powertools'
-logger and the root logger, as Lambda sets it when an operator turns the application log level to
-DEBUG), When the EKS auth path, the router and the recompute handler run against a real kube-apiserver
-(TLS; its token file holds the presigned EKS tokens idleshare signs, in the group ``infra/k8s/rbac.yaml``
-grants; any other token is refused with a real 401) and moto, Then no captured log line holds the token, any part of
-the presigned URL inside it, an Authorization header, the secret key or the session token.
-"""
+"""No secret or token is ever logged, even at DEBUG: every logger at DEBUG (Powertools' and the root logger, as
+Lambda sets them when an operator turns the application log level to DEBUG) while the EKS auth path, the router and
+the recompute handler run against a real kube-apiserver (its token file holds the presigned EKS tokens idleshare signs;
+any other token gets a real 401) and moto."""
 
 from __future__ import annotations
 
@@ -39,6 +34,7 @@ from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
 from idleshare.runtime.observability import logger
 from tests.aws_env import create_table
+from tests.builders import quota_body
 from tests.kube.fixtures import make_node, wait_serving
 
 REGION = "us-west-2"
@@ -63,9 +59,8 @@ class Captured:
 @pytest.fixture
 def everything_at_debug(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
     """Every logger at DEBUG into two buffers: the root logger's and Powertools' own handler."""
-    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "DEBUG")
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
+    for name, value in (("LOG_LEVEL", "DEBUG"), ("TRACE_DISABLED", "1"), ("METRICS_NAMESPACE", "idleshare")):
+        monkeypatch.setenv(f"POWERTOOLS_{name}", value)
     root = logging.getLogger()
     root_stream, pt_stream = io.StringIO(), io.StringIO()
     handler = logging.StreamHandler(root_stream)
@@ -85,17 +80,16 @@ def everything_at_debug(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
         root.removeHandler(handler)
 
 
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-    "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-    "AWS_SESSION_TOKEN": SESSION_TOKEN,
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-}
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_SESSION_TOKEN": SESSION_TOKEN}
+CREDENTIALS |= {"AWS_DEFAULT_REGION": REGION, "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled"}
 
 
 @pytest.fixture
 def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_credentials(monkeypatch)
+
+
+def use_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -140,9 +134,6 @@ class EksCluster:
     connector: EksConnector
     eks: Any
 
-    def stub(self) -> Stubber:
-        return Stubber(self.eks)
-
     def rotate(self, cluster_name: str) -> None:
         """The token the connector holds is no longer the one the server knows: the connector signs anew
         (a later signing time), which this server's token file does not list: a real 401."""
@@ -159,9 +150,7 @@ CLUSTER_NAMES = (EKS_NAME, f"{EKS_NAME}-2")
 @pytest.fixture(scope="module")
 def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EksCluster]:
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in CREDENTIALS.items():
-            mp.setenv(name, value)
-        mp.delenv("AWS_PROFILE", raising=False)
+        use_credentials(mp)
         eks = boto3.client("eks", region_name=REGION)
         connector = EksConnector(eks, boto3.client("sts", region_name=REGION))
         tokens = {connector.token(name): (f"eks-{name}", (IDLESHARE_GROUP,)) for name in CLUSTER_NAMES}
@@ -195,20 +184,17 @@ def test_the_eks_auth_path_logs_no_token_or_credential(
 ) -> None:
     # Given an EKS cluster (described via a stub) whose API requires the presigned-STS token
     eks_cluster.admin.seed_nodes([make_node("p5-0")])
-    connector, stub = eks_cluster.connector, eks_cluster.stub()
+    stub = Stubber(eks_cluster.eks)
     stub.add_response("describe_cluster", describe_response(eks_cluster), {"name": EKS_NAME})
-    token = connector.token(EKS_NAME)
-
+    token = eks_cluster.connector.token(EKS_NAME)
     # When the wiring's path runs: describe, sign, list nodes, then a rejected (expired) token
     with stub:
-        kube = LightkubeCluster.from_eks(connector, EKS_NAME)
+        kube = LightkubeCluster.from_eks(eks_cluster.connector, EKS_NAME)
     assert [n["metadata"]["name"] for n in kube.list_nodes()] == ["p5-0"]
     eks_cluster.rotate(EKS_NAME)
     with pytest.raises(Exception, match=r"401|nauthori"):
         list(kube.list_nodes())
     kube.close()
-
-    # Then
     assert_nothing_leaked(everything_at_debug.text(capsys), secrets_of(token))
 
 
@@ -233,15 +219,8 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
     eks_cluster.admin.seed_nodes([make_node(f"p5-{i}") for i in range(2)])
     store = DynamoStore(aws.table)
     store.put_cluster(ClusterRecord("demo", eks_name, HYPERPOD_ARN))
-    store.create_quota(
-        "demo",
-        {
-            "Name": "a-quota",
-            "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 8}]},
-            "ComputeQuotaTarget": {"TeamName": "a"},
-        },
-    )
-    connector, stub = eks_cluster.connector, eks_cluster.stub()
+    store.create_quota("demo", quota_body("a", 8, None))
+    connector, stub = eks_cluster.connector, Stubber(eks_cluster.eks)
     stub.add_response("describe_cluster", describe_response(eks_cluster, eks_name), {"name": eks_name})
     token = connector.token(eks_name)
     clients: dict[str, LightkubeCluster] = {}
@@ -255,17 +234,9 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
     wiring.install(wiring.Dependencies(store=store, queue=SqsRecomputeQueue(aws.sqs, aws.queue_url), kube_for=kube_for))
     try:
         # When an event is routed and the recompute runs (it reads nodes and applies Kueue objects)
-        event = {
-            "version": "0",
-            "id": "e1",
-            "detail-type": "Recalculation Requested",
-            "source": "idleshare",
-            "account": "111122223333",
-            "time": "2025-06-01T12:00:00Z",
-            "region": REGION,
-            "resources": [],
-            "detail": {"cluster": "demo"},
-        }
+        event = {"version": "0", "id": "e1", "detail-type": "Recalculation Requested", "source": "idleshare"}
+        event |= {"account": "111122223333", "time": "2025-06-01T12:00:00Z", "region": REGION, "resources": []}
+        event["detail"] = {"cluster": "demo"}
         assert router.handler(event, CONTEXT) == {"enqueued": ["demo"]}
         (message,) = aws.sqs.receive_message(QueueUrl=aws.queue_url)["Messages"]
         batch = sqs_event([message], f"arn:aws:sqs:{REGION}:111122223333:recompute.fifo")
@@ -273,16 +244,7 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
         assert store.get_pool("demo") is not None
         # and once more with the token rejected (the failure path logs the error)
         eks_cluster.rotate(eks_name)
-        store.create_quota(
-            "demo",
-            {
-                "Name": "b-quota",
-                "ComputeQuotaConfig": {
-                    "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 1}]
-                },
-                "ComputeQuotaTarget": {"TeamName": "b"},
-            },
-        )
+        store.create_quota("demo", quota_body("b", 1, None))
         try:
             recompute.handler(batch, CONTEXT)
         except Exception as error:  # every record failed: the batch processor raises
@@ -292,26 +254,20 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
         for client in clients.values():
             client.close()
 
-    # Then
     text = everything_at_debug.text(capsys)
     assert "recomputed" in text  # the capture saw the handler's own log lines
     assert_nothing_leaked(text, secrets_of(token))
 
 
-def test_the_leak_check_catches_a_logged_token(
+def test_the_leak_check_catches_a_logged_token_and_sees_the_powertools_logger(
     everything_at_debug: Captured, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The check above must be able to fail: log what a careless adapter would, and it is caught.
+    # The checks above must be able to fail: log what a careless adapter would, and it is caught.
     url = f"https://sts.{REGION}.amazonaws.com/?Action=GetCallerIdentity&X-Amz-Security-Token={SESSION_TOKEN}&X-Amz-Signature=abc123"
     token = TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
     logging.getLogger("lightkube.careless").debug("headers: %s", {"Authorization": f"Bearer {token}"})
-
-    with pytest.raises(AssertionError, match="token"):
-        assert_nothing_leaked(everything_at_debug.text(capsys), secrets_of(token))
-
-
-def test_the_powertools_logger_is_part_of_the_capture(
-    everything_at_debug: Captured, capsys: pytest.CaptureFixture[str]
-) -> None:
     logger.debug("probe %s", json.dumps({"k": "v"}))
-    assert "probe" in everything_at_debug.text(capsys)
+    text = everything_at_debug.text(capsys)
+    assert "probe" in everything_at_debug.powertools.getvalue()
+    with pytest.raises(AssertionError, match="token"):
+        assert_nothing_leaked(text, secrets_of(token))
