@@ -8,6 +8,7 @@ import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partialmethod
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ GPU = "nvidia.com/gpu"
 ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456"
 QUOTAS = "/clusters/demo/compute-quotas"
 SCHEDULER = "/clusters/demo/scheduler-config"
+HOST = "abc123.execute-api.us-east-1.amazonaws.com"
 
 
 def proxy_event(
@@ -46,45 +48,22 @@ def proxy_event(
 ) -> dict[str, Any]:
     """What API Gateway (REST API, Lambda proxy, resource ``/{proxy+}``, stage ``v1``) sends the Lambda."""
     raw = body if body is None or isinstance(body, str) else json.dumps(body)
-    hdrs = {"Host": "abc123.execute-api.us-east-1.amazonaws.com", "User-Agent": "idleshare-cli"}
+    hdrs = {"Host": HOST, "User-Agent": "idleshare-cli"}
     if raw:
         hdrs["Content-Type"] = "application/json"
     hdrs.update(headers or {})
-    principal = {
-        "accountId": "111122223333",
-        "caller": "AIDAEXAMPLEEXAMPLE",
-        "user": "AIDAEXAMPLEEXAMPLE",
-        "userArn": "arn:aws:iam::111122223333:user/admin",
-        "accessKey": "ASIAEXAMPLE",
-    }
+    principal = {"accountId": "111122223333", "caller": "AIDAEXAMPLEEXAMPLE", "user": "AIDAEXAMPLEEXAMPLE"}
+    principal |= {"userArn": "arn:aws:iam::111122223333:user/admin", "accessKey": "ASIAEXAMPLE"}
     identity: dict[str, Any] = {"sourceIp": "198.51.100.7", "userAgent": "idleshare-cli", "apiKey": None}
     identity.update(principal if signed else dict.fromkeys(principal))
-    return {
-        "resource": "/{proxy+}",
-        "path": path,
-        "httpMethod": method,
-        "headers": hdrs,
-        "multiValueHeaders": {k: [v] for k, v in hdrs.items()},
-        "queryStringParameters": query,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
-        "pathParameters": {"proxy": path.lstrip("/")},
-        "stageVariables": None,
-        "requestContext": {
-            "resourceId": "r1",
-            "resourcePath": "/{proxy+}",
-            "httpMethod": method,
-            "requestId": request_id,
-            "path": f"/v1{path}",
-            "stage": "v1",
-            "accountId": "111122223333",
-            "apiId": "abc123",
-            "protocol": "HTTP/1.1",
-            "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
-            "identity": identity,
-        },
-        "body": raw,
-        "isBase64Encoded": False,
-    }
+    context = {"resourceId": "r1", "resourcePath": "/{proxy+}", "httpMethod": method, "requestId": request_id}
+    context |= {"path": f"/v1{path}", "stage": "v1", "accountId": "111122223333", "apiId": "abc123"}
+    context |= {"protocol": "HTTP/1.1", "domainName": HOST, "identity": identity}
+    event = {"resource": "/{proxy+}", "path": path, "httpMethod": method, "headers": hdrs, "body": raw}
+    event |= {"multiValueHeaders": {k: [v] for k, v in hdrs.items()}, "queryStringParameters": query}
+    event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
+    event |= {"pathParameters": {"proxy": path.lstrip("/")}, "stageVariables": None, "isBase64Encoded": False}
+    return event | {"requestContext": context}
 
 
 @dataclass
@@ -187,13 +166,7 @@ def store_excluded(world: World, count: int, reasons: tuple[str, ...] = ("NotRea
 
 
 # ------------------------------------------------------------------------------------- quotas and config
-def test_list_clusters_names_each_governed_cluster(world: World) -> None:
-    reply = call("GET", "/clusters")
-    cluster = {"ClusterId": "demo", "EksClusterName": "demo-eks", "HyperPodClusterArn": ARN}
-    assert (reply.status, reply.body) == (200, {"Clusters": [cluster]})
-
-
-def test_create_quota_answers_201_with_the_describe_shape_and_emits_quota_changed(world: World) -> None:
+def test_create_quota_is_201_in_the_describe_shape_emits_and_takes_the_name_and_team(world: World) -> None:
     sent = quota_body("a", Description="research", ActivationState="Enabled")
     reply = call("POST", QUOTAS, sent)
     # 201 with DescribeComputeQuota's shape at version 1
@@ -204,6 +177,13 @@ def test_create_quota_answers_201_with_the_describe_shape_and_emits_quota_change
     assert world.store.get_quota("demo", "a-quota").version == 1
     detail = {"cluster": "demo", "quotaName": "a-quota", "reason": "CreateComputeQuota (admin API)"}
     assert world.publisher.events == [(names.DT_QUOTA_CHANGED, detail)]
+    assert call("GET", f"{QUOTAS}/a-quota").body == body  # described as created
+    # a taken name or team is a 409 naming the field, and emits nothing
+    same_name = call("POST", QUOTAS, quota_body("b") | {"Name": "a-quota"})
+    same_team = call("POST", QUOTAS, quota_body("a") | {"Name": "other"})
+    assert (same_name.status, fields(same_name)) == (409, ["Name"])
+    assert (same_team.status, fields(same_team)) == (409, ["ComputeQuotaTarget.TeamName"])
+    assert len(world.publisher.events) == 1
 
 
 def config(**sharing: Any) -> dict[str, Any]:
@@ -279,15 +259,6 @@ def test_an_invalid_write_is_422_naming_each_field_and_changes_nothing(
     assert world.items() == before and world.publisher.events == []
 
 
-def test_a_taken_name_or_team_is_409_naming_the_field(world: World) -> None:
-    assert call("POST", QUOTAS, quota_body("a")).status == 201
-    same_name = call("POST", QUOTAS, quota_body("b") | {"Name": "a-quota"})
-    same_team = call("POST", QUOTAS, quota_body("a") | {"Name": "other"})
-    assert (same_name.status, fields(same_name)) == (409, ["Name"])
-    assert (same_team.status, fields(same_team)) == (409, ["ComputeQuotaTarget.TeamName"])
-    assert len(world.publisher.events) == 1
-
-
 def test_a_team_name_too_long_for_the_clusters_queue_names_is_422_naming_the_field(world: World) -> None:
     # cluster demo has the default namespace prefix (LocalQueue hyperpod-ns-<team>-localqueue <= 63)
     before = world.items()
@@ -323,17 +294,6 @@ def test_malformed_or_non_object_bodies_are_400(world: World, body: str, message
     assert world.store.list_quotas("demo") == []
 
 
-def test_describe_and_unknown_names_and_clusters(world: World) -> None:
-    created = call("POST", QUOTAS, quota_body("a")).body
-    assert call("GET", f"{QUOTAS}/a-quota").body == created
-    missing = call("GET", f"{QUOTAS}/nope")
-    unknown = call("GET", "/clusters/elsewhere/compute-quotas/a-quota")
-    assert (missing.status, unknown.status) == (404, 404)
-    assert "nope" in missing.body["message"] and "elsewhere" in unknown.body["message"]
-    assert missing.body["errors"] == []
-    assert call("PUT", f"{QUOTAS}/nope", {"TargetVersion": 1}).status == 404
-
-
 def test_list_filters_by_name_and_state_and_pages_with_next_token(world: World) -> None:
     for team in "abcde":
         state = "Disabled" if team in "bd" else "Enabled"
@@ -347,46 +307,30 @@ def test_list_filters_by_name_and_state_and_pages_with_next_token(world: World) 
     assert [quota_names(p) for p in paged] == [["a-quota", "b-quota"], ["c-quota", "d-quota"], ["e-quota"]]
 
 
-def test_update_keeps_fields_not_given_bumps_the_version_and_emits(world: World) -> None:
+def test_a_quotas_update_stale_versions_and_delete_each_emitting_or_changing_nothing(world: World) -> None:
     call("POST", QUOTAS, quota_body("a", Description="keep me"))
     world.publisher.events.clear()
-    reply = call("PUT", f"{QUOTAS}/a-quota", {"TargetVersion": 1, "ActivationState": "Disabled"})
-    body = reply.body
-    assert (reply.status, body["ComputeQuotaVersion"], body["ActivationState"], body["Description"]) == (
-        200,
-        2,
-        "Disabled",
-        "keep me",
-    )
-    assert body["ComputeQuotaConfig"] == quota_body("a")["ComputeQuotaConfig"]
+    # an update keeps the fields not given, bumps the version and emits
+    reply = call("PUT", f"{QUOTAS}/a-quota", T1 | {"ActivationState": "Disabled"})
+    assert (reply.status, reply.body["ComputeQuotaVersion"]) == (200, 2)
+    assert (reply.body["ActivationState"], reply.body["Description"]) == ("Disabled", "keep me")
+    assert reply.body["ComputeQuotaConfig"] == quota_body("a")["ComputeQuotaConfig"]
     [(kind, detail)] = world.publisher.events
     assert (kind, detail["quotaName"]) == (names.DT_QUOTA_CHANGED, "a-quota")
-
-
-def test_a_stale_target_version_is_409_naming_the_current_version(world: World) -> None:
-    call("POST", QUOTAS, quota_body("a"))
-    call("PUT", f"{QUOTAS}/a-quota", {"TargetVersion": 1, "Description": "v2"})
+    # a stale TargetVersion is a 409 naming the current version, and changes nothing
     before = world.items()
-    reply = call("PUT", f"{QUOTAS}/a-quota", {"TargetVersion": 1, "Description": "v3"})
-    assert (reply.status, reply.body["CurrentVersion"], fields(reply)) == (409, 2, ["TargetVersion"])
-    assert "version 2" in reply.body["message"]
-    assert world.items() == before
-
-
-def test_delete_is_204_emits_and_honours_target_version(world: World) -> None:
-    call("POST", QUOTAS, quota_body("a"))
+    stale = call("PUT", f"{QUOTAS}/a-quota", T1 | {"Description": "v3"})
+    assert (stale.status, stale.body["CurrentVersion"], fields(stale)) == (409, 2, ["TargetVersion"])
+    assert "version 2" in stale.body["message"]
     stale = call("DELETE", f"{QUOTAS}/a-quota", query={"TargetVersion": "7"})
-    assert (stale.status, stale.body["CurrentVersion"]) == (409, 1)
-    reply = call("DELETE", f"{QUOTAS}/a-quota", query={"TargetVersion": "1"})
-    assert (reply.status, reply.body) == (204, "")
+    assert (stale.status, stale.body["CurrentVersion"]) == (409, 2)
+    assert world.items() == before and len(world.publisher.events) == 1
+    # a delete is 204 and emits; the quota is gone and its team free again
+    assert (call("DELETE", f"{QUOTAS}/a-quota", query={"TargetVersion": "2"}).status) == 204
     assert world.store.get_quota("demo", "a-quota") is None
-    reason = "DeleteComputeQuota (admin API)"
-    assert world.publisher.events[-1] == (
-        names.DT_QUOTA_CHANGED,
-        {"cluster": "demo", "quotaName": "a-quota", "reason": reason},
-    )
+    detail = {"cluster": "demo", "quotaName": "a-quota", "reason": "DeleteComputeQuota (admin API)"}
+    assert world.publisher.events[-1] == (names.DT_QUOTA_CHANGED, detail)
     assert call("DELETE", f"{QUOTAS}/a-quota").status == 404
-    # the team is free again
     assert call("POST", QUOTAS, quota_body("a") | {"Name": "again"}).status == 201
 
 
@@ -394,19 +338,16 @@ def test_scheduler_config_defaults_then_create_update_delete(world: World) -> No
     default = call("GET", SCHEDULER).body
     assert (default["SchedulerConfigVersion"], default["Status"]) == (0, "Default")
     assert default["SchedulerConfig"]["IdleResourceSharing"] == "Enabled"
-
     config = {"PriorityClasses": [{"Name": "training", "Weight": 40}], "IdleResourceSharing": "Disabled"}
     created = call("PUT", SCHEDULER, {"SchedulerConfig": config})
     assert (created.status, created.body["SchedulerConfig"], created.body["SchedulerConfigVersion"]) == (200, config, 1)
     assert call("GET", SCHEDULER).body == created.body
-
     again = call("PUT", SCHEDULER, {"SchedulerConfig": config})
     assert (again.status, fields(again)) == (409, ["SchedulerConfig"])
     stale = call("PUT", SCHEDULER, {"SchedulerConfig": {}, "TargetVersion": 3})
     assert (stale.status, stale.body["CurrentVersion"]) == (409, 1)
     updated = call("PUT", SCHEDULER, {"SchedulerConfig": {"FairShare": "Disabled"}, "TargetVersion": 1})
     assert (updated.status, updated.body["SchedulerConfigVersion"]) == (200, 2)
-
     stale_delete = call("DELETE", SCHEDULER, query={"TargetVersion": "1"})
     assert (stale_delete.status, stale_delete.body["CurrentVersion"]) == (409, 2)
     assert call("DELETE", SCHEDULER, query={"TargetVersion": "2"}).status == 204
@@ -432,19 +373,20 @@ def test_excluded_nodes_are_paged_by_name_with_an_opaque_token(world: World) -> 
     assert len(call("GET", "/clusters/demo/excluded-nodes").body["excludedNodes"]) == 1000
 
 
-def test_get_pool_shows_the_first_excluded_nodes_and_counts_them_all(world: World) -> None:
-    excluded = store_excluded(world, 2500)
+def test_get_pool_shows_the_first_excluded_nodes_and_counts_them_all_far_below_lambdas_6_mb(world: World) -> None:
+    excluded = store_excluded(world, 100_000)  # the pool document alone is ~6 MB of JSON
     body = call("GET", "/clusters/demo/pool").body
     assert list(body["excludedNodes"]) == sorted(excluded)[:100]
     route = "/clusters/demo/excluded-nodes"
-    assert body["excludedSummary"] == {"total": 2500, "byReason": {"NotReady": 2500}, "shown": 100, "route": route}
-
-
-def test_pool_and_excluded_node_answers_stay_far_below_lambdas_6_mb_at_100k_excluded_nodes(world: World) -> None:
-    store_excluded(world, 100_000)  # the pool document alone is ~6 MB of JSON
-    for path, query in (("pool", {}), ("excluded-nodes", {"limit": "1000"})):
-        out = json.dumps(call("GET", f"/clusters/demo/{path}", query=query).body)
-        assert len(out) < 1_000_000, path
+    assert body["excludedSummary"] == {
+        "total": 100_000,
+        "byReason": {"NotReady": 100_000},
+        "shown": 100,
+        "route": route,
+    }
+    # the pool and the largest page of excluded nodes each answer under 1 MB
+    assert len(json.dumps(body)) < 1_000_000
+    assert len(json.dumps(call("GET", route, query={"limit": "1000"}).body)) < 1_000_000
 
 
 @pytest.mark.parametrize(
@@ -469,7 +411,15 @@ def test_a_bad_query_parameter_is_a_400_naming_it(world: World, route: str, quer
     assert "Traceback" not in json.dumps(reply.body)
 
 
-def test_read_side_before_any_recompute_is_404_naming_the_cluster(world: World) -> None:
+def test_clusters_are_listed_and_what_is_not_there_is_404_naming_it(world: World) -> None:
+    cluster = {"ClusterId": "demo", "EksClusterName": "demo-eks", "HyperPodClusterArn": ARN}
+    assert (call("GET", "/clusters").status, call("GET", "/clusters").body) == (200, {"Clusters": [cluster]})
+    call("POST", QUOTAS, quota_body("a"))
+    missing, unknown = call("GET", f"{QUOTAS}/nope"), call("GET", "/clusters/elsewhere/compute-quotas/a-quota")
+    assert (missing.status, unknown.status, missing.body["errors"]) == (404, 404, [])
+    assert "nope" in missing.body["message"] and "elsewhere" in unknown.body["message"]
+    assert call("PUT", f"{QUOTAS}/nope", {"TargetVersion": 1}).status == 404
+    # the read side before any recompute
     for path in ("pool", "grants", "grants/a", "excluded-nodes"):
         reply = call("GET", f"/clusters/demo/{path}")
         assert reply.status == 404 and "demo" in reply.body["message"], path
@@ -487,35 +437,28 @@ def test_pool_grants_excluded_nodes_and_history_after_recomputes(world: World) -
     world.recompute()
     world.kube.nodes[0] = k8s_node("p5-0", ready="False")
     world.recompute()
-
     pool = call("GET", "/clusters/demo/pool")
-    assert (pool.status, pool.body["cluster"], pool.body["generation"], pool.body["applyStatus"]) == (
-        200,
-        "demo",
-        2,
-        "Applied",
-    )
+    assert pool.status == 200
+    assert (pool.body["cluster"], pool.body["generation"], pool.body["applyStatus"]) == ("demo", 2, "Applied")
     assert pool.body["unallocated"][P5][GPU] == "8" and pool.body["readFailure"] == ""
     assert pool.body["summary"] and pool.body["computedAt"] and set(pool.body["teams"]) == {"a", "b"}
-    route = "/clusters/demo/excluded-nodes"
-    assert pool.body["excludedNodes"] == {"p5-0": "NotReady"}
+    route, node = "/clusters/demo/excluded-nodes", {"p5-0": "NotReady"}
+    assert pool.body["excludedNodes"] == node
     assert pool.body["excludedSummary"] == {"total": 1, "byReason": {"NotReady": 1}, "shown": 1, "route": route}
-
     grants = call("GET", "/clusters/demo/grants").body
     assert grants["generation"] == 2 and grants["teams"]["a"]["borrowingLimit"][P5][GPU] == "8"
     one = call("GET", "/clusters/demo/grants/a").body
     assert one["team"] == "a" and one["why"][P5][GPU]["bound"] and one["why"][P5][GPU]["pool"] == "16"
     unknown = call("GET", "/clusters/demo/grants/zz")
     assert unknown.status == 404 and "a, b" in unknown.body["message"]
-
-    assert call("GET", route).body == {
+    excluded = call("GET", route).body
+    assert excluded == {
         "cluster": "demo",
         "generation": 2,
         "total": 1,
         "byReason": {"NotReady": 1},
-        "excludedNodes": {"p5-0": "NotReady"},
+        "excludedNodes": node,
     }
-
     history = call("GET", "/clusters/demo/history").body
     assert [g["generation"] for g in history["generations"]] == [2, 1]
     assert history["generations"][0]["changes"]["excludedNodes"]["count"] == 1
@@ -537,20 +480,15 @@ def test_an_unsigned_request_is_403_and_reaches_nothing(world: World) -> None:
     assert world.items() == before and world.publisher.events == []
 
 
-def test_a_body_over_64_kib_is_413_before_parsing(world: World) -> None:
-    body = json.dumps(quota_body("a", Description="x" * (names.API_MAX_BODY_BYTES)))
+def test_a_body_over_64_kib_is_413_one_not_json_by_content_type_415_and_an_unknown_route_404(world: World) -> None:
+    body, before = json.dumps(quota_body("a", Description="x" * (names.API_MAX_BODY_BYTES))), world.items()
     assert len(body) > names.API_MAX_BODY_BYTES
-    before = world.items()
     reply = call("POST", QUOTAS, body)
     assert reply.status == 413 and str(names.API_MAX_BODY_BYTES) in reply.body["message"]
-    assert call("POST", QUOTAS, "{" * (names.API_MAX_BODY_BYTES + 1)).status == 413
-    assert world.items() == before
-
-
-def test_a_body_that_is_not_json_by_content_type_is_415_and_an_unknown_route_404(world: World) -> None:
+    assert call("POST", QUOTAS, "{" * (names.API_MAX_BODY_BYTES + 1)).status == 413  # before parsing
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     assert call("POST", "/clusters/demo/recalculate", "reason=x", headers=form).status == 415
-    assert world.publisher.events == []
+    assert world.items() == before and world.publisher.events == []
     charset = {"Content-Type": "application/json; charset=utf-8"}
     assert call("POST", "/clusters/demo/recalculate", "{}", headers=charset).status == 202
     reply = call("GET", "/quotas")
@@ -570,22 +508,19 @@ class Exploding:
         return fail
 
 
-def test_an_unexpected_error_is_a_generic_500_naming_the_request_id_and_logged(world: World, logs: Any) -> None:
-    wiring.install(
-        wiring.Dependencies(store=Exploding(RuntimeError("table secret-table: boom")), publisher=world.publisher)
-    )  # type: ignore[arg-type]
+def test_a_failing_store_is_a_503_when_throttled_else_a_generic_500_naming_the_request_id(
+    world: World, logs: Any
+) -> None:
+    wiring.install(wiring.Dependencies(store=Exploding(RetryableError("throttled")), publisher=world.publisher))
+    reply = call("GET", "/clusters/demo/pool")
+    assert reply.status == 503 and reply.headers["Retry-After"] == "1"
+    wiring.install(wiring.Dependencies(store=Exploding(RuntimeError("table secret-table: boom")), publisher=None))
     reply = call("GET", "/clusters", request_id="req-500")
     assert reply.status == 500 and "req-500" in reply.body["message"] and reply.body["errors"] == []
     assert "secret" not in json.dumps(reply.body) and "Traceback" not in json.dumps(reply.body)
     logged = [json.loads(line) for line in logs.getvalue().splitlines()]
     failure = next(entry for entry in logged if entry["level"] == "ERROR")  # the details are in the log
     assert failure["correlation_id"] == "req-500" and "secret-table: boom" in failure["exception"]
-
-
-def test_a_throttled_dependency_is_503_with_retry_after(world: World) -> None:
-    wiring.install(wiring.Dependencies(store=Exploding(RetryableError("throttled")), publisher=world.publisher))  # type: ignore[arg-type]
-    reply = call("GET", "/clusters/demo/pool")
-    assert reply.status == 503 and reply.headers["Retry-After"] == "1"
 
 
 def test_a_failed_publish_keeps_the_stored_write_and_without_a_bus_nothing_is_stored(world: World) -> None:
@@ -603,24 +538,22 @@ def test_a_failed_publish_keeps_the_stored_write_and_without_a_bus_nothing_is_st
 
 
 # ------------------------------------------------------------------------------------------ the document
-CONTRACT_ROUTES = {
-    ("get", "/clusters"),
-    ("get", "/clusters/{cluster}/usage"),  # the latest sample, or hours over from/to
-    ("post", "/clusters/{cluster}/compute-quotas"),
-    ("get", "/clusters/{cluster}/compute-quotas"),
-    ("get", "/clusters/{cluster}/compute-quotas/{name}"),
-    ("put", "/clusters/{cluster}/compute-quotas/{name}"),
-    ("delete", "/clusters/{cluster}/compute-quotas/{name}"),
-    ("get", "/clusters/{cluster}/scheduler-config"),
-    ("put", "/clusters/{cluster}/scheduler-config"),
-    ("delete", "/clusters/{cluster}/scheduler-config"),
-    ("get", "/clusters/{cluster}/pool"),
-    ("get", "/clusters/{cluster}/grants"),
-    ("get", "/clusters/{cluster}/grants/{team}"),
-    ("get", "/clusters/{cluster}/history"),
-    ("get", "/clusters/{cluster}/excluded-nodes"),
-    ("post", "/clusters/{cluster}/recalculate"),
-    ("get", "/clusters/{cluster}/recalculations/{request_id}"),
+CONTRACT_ROUTES = {("get", "/clusters")} | {  # under /clusters/{cluster}/: the methods of each route
+    (method, "/clusters/{cluster}/" + route)
+    for route, methods in {
+        "usage": "get",  # the latest sample, or hours over from/to
+        "compute-quotas": "post get",
+        "compute-quotas/{name}": "get put delete",
+        "scheduler-config": "get put delete",
+        "pool": "get",
+        "grants": "get",
+        "grants/{team}": "get",
+        "history": "get",
+        "excluded-nodes": "get",
+        "recalculate": "post",
+        "recalculations/{request_id}": "get",
+    }.items()
+    for method in methods.split()
 }
 
 
@@ -640,12 +573,10 @@ def test_the_openapi_document_lists_every_route_with_its_body_schema(world: Worl
     update = doc["paths"]["/clusters/{cluster}/compute-quotas/{name}"]["put"]
     assert update["requestBody"]["content"]["application/json"]["schema"]["required"] == ["TargetVersion"]
     assert "409" in update["responses"]
-
-
-def test_swagger_ui_is_served(world: World) -> None:
-    reply = call("GET", names.API_SWAGGER_PATH)
-    assert reply.status == 200 and "text/html" in reply.headers["Content-Type"]
-    assert "/clusters/{cluster}/recalculate" in reply.body
+    # and Swagger UI shows it
+    swagger = call("GET", names.API_SWAGGER_PATH)
+    assert swagger.status == 200 and "text/html" in swagger.headers["Content-Type"]
+    assert "/clusters/{cluster}/recalculate" in swagger.body
 
 
 def test_the_api_module_imports_no_kubernetes_client() -> None:
@@ -665,17 +596,17 @@ def sample(name: str) -> Any:
     return json.loads((SAMPLES / name).read_text())
 
 
-def test_every_sample_body_in_events_api_is_accepted(world: World) -> None:
-    created = call("POST", "/clusters/demo/compute-quotas", sample("create-compute-quota.json"))
+def test_every_sample_in_events_api_and_the_console_test_of_recalculate_are_accepted(
+    world: World, monkeypatch: Any
+) -> None:
+    created = call("POST", QUOTAS, sample("create-compute-quota.json"))
     assert created.status == 201 and created.body["Tags"] == [{"Key": "owner", "Value": "research-leads"}]
-    updated = call("PUT", "/clusters/demo/compute-quotas/research-quota", sample("update-compute-quota.json"))
+    updated = call("PUT", f"{QUOTAS}/research-quota", sample("update-compute-quota.json"))
     assert (updated.status, updated.body["ComputeQuotaVersion"]) == (200, 2)
     assert updated.body["ComputeQuotaTarget"] == {"TeamName": "research", "FairShareWeight": 10}  # kept
-    assert call("PUT", "/clusters/demo/scheduler-config", sample("put-scheduler-config.json")).status == 200
+    assert call("PUT", SCHEDULER, sample("put-scheduler-config.json")).status == 200
     assert call("POST", "/clusters/demo/recalculate", sample("recalculate.json")).status == 202
-
-
-def test_the_api_gateway_console_test_of_recalculate_is_accepted(world: World, monkeypatch: Any) -> None:
+    world.publisher.events.clear()
     # Given what docs/operations.md tells an operator to type into the console's Test tab
     form = sample("console-test-recalculate.json")
     path = "/" + form["path"]["proxy"]
@@ -688,23 +619,11 @@ def test_the_api_gateway_console_test_of_recalculate_is_accepted(world: World, m
     from idleshare.api import app
     from idleshare.service import admin
 
-    monkeypatch.setattr(admin.Admin, "__init__", _no_wait(admin.Admin.__init__))
+    now = [0.0]  # a clock that jumps instead of sleeping
+    jump = partialmethod(admin.Admin.__init__, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    monkeypatch.setattr(admin.Admin, "__init__", jump)
     out = app.handler(event, CONTEXT)
     # Then the request is on the bus, answered 202 (nothing recomputes in this test, so the wait times out)
     assert out["statusCode"] == 202, out["body"]
     assert json.loads(out["body"])["status"] == "Requested"
     assert world.publisher.events[0][1]["reason"] == form["body"]["reason"]
-
-
-def _no_wait(init: Any) -> Any:
-    """Admin.__init__ with a clock that jumps instead of sleeping."""
-
-    def patched(self: Any, *args: Any, **kwargs: Any) -> None:
-        now = [0.0]
-
-        def sleep(seconds: float) -> None:
-            now[0] += seconds
-
-        init(self, *args, **kwargs, clock=lambda: now[0], sleep=sleep)
-
-    return patched

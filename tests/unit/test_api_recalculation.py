@@ -144,6 +144,11 @@ def test_the_receipt_appears_once_the_recompute_ran(pipe: Pipeline) -> None:
     assert (reply.status, reply.body | blank) == (200, receipt | blank)
     assert reply.body["completedAt"] and "ml.p5.48xlarge" in reply.body["message"]
     assert call("GET", "/clusters/demo/pool").body["generation"] == 1
+    # a request sent from the EventBridge console (docs/operations.md's "Send events" JSON) gets one too
+    router.handler(json.loads((INBOUND / "idleshare-recalculation-requested.json").read_text()), CONTEXT)
+    pipe.drain()
+    reply = call("GET", "/clusters/demo/recalculations/console-1")
+    assert (reply.status, reply.body["status"]) == (200, "Done")
 
 
 def test_waiting_returns_200_with_the_outcome_when_the_receipt_arrives_in_time(pipe: Pipeline) -> None:
@@ -216,14 +221,6 @@ def test_a_failed_recompute_answers_failed_keeps_no_record_then_done_after_the_r
     assert [i["status"] for i in idempotent.scan()["Items"]] == ["COMPLETED"]
 
 
-def test_a_request_sent_from_the_eventbridge_console_gets_a_receipt_too(pipe: Pipeline) -> None:
-    # docs/operations.md's "Send events" JSON: detail {"cluster": "demo", "requestId": "console-1", ...}
-    router.handler(json.loads((INBOUND / "idleshare-recalculation-requested.json").read_text()), CONTEXT)
-    pipe.drain()
-    reply = call("GET", "/clusters/demo/recalculations/console-1")
-    assert (reply.status, reply.body["status"]) == (200, "Done")
-
-
 def test_the_dedup_id_of_an_explicit_request_is_bounded_whatever_the_id_holds() -> None:
     sent: list[dict[str, Any]] = []
 
@@ -258,15 +255,15 @@ class Clock:
         self.now += seconds
 
 
-def test_waiting_gives_up_after_wait_seconds_with_202_shape(pipe: Pipeline) -> None:
+def test_waiting_gives_up_after_wait_seconds_or_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) -> None:
+    from idleshare.parse.requests import Recalculate, parse
+
     clock = Clock()
-    admin = Admin(pipe.store, pipe, clock=clock, sleep=clock.sleep, poll_interval=0.5)
-    answer = admin.recalculate("demo", None, wait_seconds=2)
-    assert not answer.done and answer.body["status"] == "Requested"
+    answer = Admin(pipe.store, pipe, clock=clock, sleep=clock.sleep, poll_interval=0.5).recalculate("demo", None, 2)
+    assert not answer.done and answer.body["status"] == "Requested"  # the 202 shape
     assert sum(clock.sleeps) == 2 and len(clock.sleeps) == 4
-
-
-def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) -> None:
+    pipe.deliver()  # the first request, and its recompute, out of the way
+    pipe.drain()
     clock = Clock()
 
     def sleep(seconds: float) -> None:
@@ -274,8 +271,6 @@ def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) ->
         if len(clock.sleeps) == 2:  # the pipeline catches up during the second pause
             pipe.deliver()
             pipe.drain()
-
-    from idleshare.parse.requests import Recalculate, parse
 
     admin = Admin(pipe.store, pipe, clock=clock, sleep=sleep, poll_interval=0.5)
     answer = admin.recalculate("demo", parse(Recalculate, {"reason": "x"}), wait_seconds=25)

@@ -57,13 +57,9 @@ def client_error(code: str, status: int = 400) -> ClientError:
 )
 def test_translate_aws(exc: Exception, kind: type[AdapterError]) -> None:
     out = translate_aws(exc, operation="sqs:SendMessage", subject="queue 'q'")
-    assert type(out) is kind
+    assert type(out) is kind and out.operation == "sqs:SendMessage"
     assert str(out).startswith("sqs:SendMessage queue 'q': ")
-    assert out.operation == "sqs:SendMessage"
-
-
-def test_an_adapter_error_is_returned_as_it_is() -> None:
-    error = RetryableError("x")
+    error = RetryableError("x")  # an adapter error is returned as it is
     assert translate_aws(error, operation="op") is error
 
 

@@ -193,6 +193,9 @@ def test_quota_create_sends_the_create_shape_signed_and_prints_the_described_quo
     fake.quotas.clear()
     code, out, _ = quota(api, capsys, tmp_path, "create", "--format", "json", document=quota_doc())
     assert code == 0 and json.loads(out) == fake.quotas["research"]
+    # a server's validation error exits 1 showing each field
+    code, _, err = quota(api, capsys, tmp_path, "create", document=quota_doc(Description="server says no"))
+    assert code == 1 and "HTTP 422: Validation failed" in err and "Description: refused by the server" in err
 
 
 @pytest.mark.parametrize(
@@ -216,11 +219,6 @@ def test_an_unreadable_or_invalid_json_file_exits_2(api, capsys, tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     code, _, err = quota(api, capsys, tmp_path, "create", "--file", str(tmp_path / "bad.json"))
     assert code == 2 and "invalid JSON at line 1" in err and api.requests == []
-
-
-def test_a_server_validation_error_exits_1_showing_each_field(api, capsys, tmp_path):
-    code, _, err = quota(api, capsys, tmp_path, "create", document=quota_doc(Description="server says no"))
-    assert code == 1 and "HTTP 422: Validation failed" in err and "Description: refused by the server" in err
 
 
 def test_quota_update_stale_then_current_version(api, fake, capsys, tmp_path):
@@ -335,10 +333,7 @@ def test_pool_history_pages_up_to_the_limit(api, capsys):
     assert code == 0 and [g["generation"] for g in json.loads(out)["generations"]] == [10, 9, 8, 7, 6]
     assert [e["queryStringParameters"].get("NextToken") for e in api.requests] == [None, "8", "6"]
     assert run(api, capsys, "pool", "history", "--cluster", "demo", "--limit", "0")[0] == 2
-
-
-def test_an_unknown_cluster_exits_1_with_the_apis_message(api, capsys):
-    code, _, err = run(api, capsys, "pool", "show", "--cluster", "nope")
+    code, _, err = run(api, capsys, "pool", "show", "--cluster", "nope")  # an unknown cluster: the API's message
     assert code == 1 and "HTTP 404: unknown cluster 'nope'" in err
 
 
@@ -356,34 +351,27 @@ def test_recalc_without_wait_prints_the_request_id(api, fake, capsys):
     assert code == 2 and "--reason" in err and len(api.requests) == 1
 
 
-def test_recalc_wait_polls_until_done_quietly_when_stderr_is_not_a_terminal(api, capsys):
+def test_recalc_wait_polls_until_done_quietly_unless_stderr_is_a_terminal(api, monkeypatch, capsys):
     code, out, err = run(api, capsys, "recalc", "--cluster", "demo", "--wait", "60")
     assert (code, err) == (0, "") and "Done" in out and "generation 8" in out
     assert sent(api) == [("POST", "/clusters/demo/recalculate")] + [("GET", "/clusters/demo/recalculations/req-1")] * 3
-
-
-def test_recalc_wait_shows_progress_on_a_terminal(api, monkeypatch, capsys):
     tty = TtyStream()
     monkeypatch.setattr(remote.sys, "stderr", tty)
     assert main(["recalc", "--cluster", "demo", "--wait", "--endpoint", api.url]) == 0
-    assert tty.getvalue().count("recalculation req-1 of demo: waiting") == 3
+    assert tty.getvalue().count("recalculation req-2 of demo: waiting") == 3
 
 
-def test_recalc_wait_exits_1_when_the_recompute_failed(api, fake, capsys):
+def test_recalc_wait_exits_1_when_the_recompute_failed_or_after_the_wait(api, fake, monkeypatch, capsys):
     fake.receipt_status = "Failed"
     code, out, err = run(api, capsys, "recalc", "--cluster", "demo", "--wait", "60", "--format", "json")
     assert code == 1 and json.loads(out)["status"] == "Failed" and "kube API down" in err
-
-
-def test_recalc_wait_gives_up_after_the_wait(api, fake, monkeypatch, capsys):
-    # Given a receipt that never comes and a clock that advances 10 s per sleep
-    fake.receipt_after = 10**6
-    now = [0.0]
+    # a receipt that never comes, and a clock that advances 10 s per sleep
+    fake.receipt_after, now, sent_before = 10**6, [0.0], len(api.requests)
     monkeypatch.setattr(remote, "monotonic", lambda: now[0])
     monkeypatch.setattr(remote, "sleep", lambda s: now.__setitem__(0, now[0] + 10))
     code, _, err = run(api, capsys, "recalc", "--cluster", "demo", "--wait", "30")
-    assert code == 1 and "no result after 30s" in err and "req-1" in err
-    assert 3 <= len(api.requests) - 1 <= 5
+    assert code == 1 and "no result after 30s" in err and "req-2" in err
+    assert 3 <= len(api.requests) - sent_before - 1 <= 5
 
 
 # ------------------------------------------------------------------------------- connection
@@ -457,12 +445,6 @@ def test_a_bad_endpoint_or_profile_exits_2(monkeypatch, capsys, endpoint, needle
     assert needle in capsys.readouterr().err
 
 
-def test_the_signing_region_comes_from_an_execute_api_host():
-    base, region = remote._check_endpoint("https://a1b2c3.execute-api.eu-west-1.amazonaws.com/prod", "--endpoint")
-    assert (base, region) == ("https://a1b2c3.execute-api.eu-west-1.amazonaws.com/prod/", "eu-west-1")
-    assert remote._check_endpoint("https://api.example.com", "x") == ("https://api.example.com/", None)
-
-
 class StubSession:
     """A boto3 session whose CloudFormation client answers DescribeStacks with ``outputs``, or ``error``."""
 
@@ -471,21 +453,14 @@ class StubSession:
     def __init__(self, outputs: list[dict[str, str]] | None = None, error: str | None = None) -> None:
         import boto3
 
-        self.cfn = boto3.client(
-            "cloudformation", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
-        )
-        stub = Stubber(self.cfn)
+        keys = {"aws_access_key_id": "a", "aws_secret_access_key": "b"}
+        self.cfn = boto3.client("cloudformation", region_name="us-east-1", **keys)
+        stub, stack = Stubber(self.cfn), {"StackName": names.STACK_NAME, "StackStatus": "CREATE_COMPLETE"}
         if error:
             stub.add_client_error("describe_stacks", "ValidationError", error)
         else:
-            stack = {
-                "StackName": names.STACK_NAME,
-                "CreationTime": "2026-01-01T00:00:00Z",
-                "StackStatus": "CREATE_COMPLETE",
-            }
-            stub.add_response(
-                "describe_stacks", {"Stacks": [stack | {"Outputs": outputs}]}, {"StackName": names.STACK_NAME}
-            )
+            stack |= {"CreationTime": "2026-01-01T00:00:00Z", "Outputs": outputs}
+            stub.add_response("describe_stacks", {"Stacks": [stack]}, {"StackName": names.STACK_NAME})
         stub.activate()
 
     def client(self, name: str, config: Any = None) -> Any:
@@ -493,10 +468,14 @@ class StubSession:
         return self.cfn
 
 
-def test_the_endpoint_comes_from_the_stack_outputs_or_a_clear_error_says_what_is_missing():
+def test_the_endpoint_comes_from_the_stack_outputs_and_the_signing_region_from_an_execute_api_host():
+    base, region = remote._check_endpoint("https://a1b2c3.execute-api.eu-west-1.amazonaws.com/prod", "--endpoint")
+    assert (base, region) == ("https://a1b2c3.execute-api.eu-west-1.amazonaws.com/prod/", "eu-west-1")
+    assert remote._check_endpoint("https://api.example.com", "x") == ("https://api.example.com/", None)
     url = "https://a1b2c3.execute-api.us-east-1.amazonaws.com/prod/"
     outputs = [{"OutputKey": "Other", "OutputValue": "x"}, {"OutputKey": names.OUTPUT_API_URL, "OutputValue": url}]
     assert remote._endpoint_from_stack(StubSession(outputs), names.STACK_NAME, 5) == url
+    # a missing stack or output is a clear error
     with pytest.raises(CommandError, match=r"does not exist.*--endpoint"):
         remote._endpoint_from_stack(StubSession(error="Stack with id idleshare does not exist"), names.STACK_NAME, 5)
     with pytest.raises(CommandError, match=f"no {names.OUTPUT_API_URL} output"):

@@ -30,10 +30,8 @@ WRITES = [
     ("PUT", "/clusters/demo/scheduler-config", SCHEDULER),
     ("POST", "/clusters/demo/recalculate", {"reason": "fuzz"}),
 ]
-READS = [
-    f"/clusters/demo/{route}"
-    for route in ["compute-quotas", "compute-quotas/seed-quota", "pool", "grants", "history", "excluded-nodes", "recalculations/r-1"]
-]
+ROUTES = ("compute-quotas", "compute-quotas/seed-quota", "pool", "grants", "history", "excluded-nodes")
+READS = [f"/clusters/demo/{route}" for route in (*ROUTES, "recalculations/r-1")]
 
 
 def check(reply: Any) -> None:

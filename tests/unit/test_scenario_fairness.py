@@ -62,28 +62,47 @@ def test_the_job_carries_the_workload_priority_class_idleshare_writes_for_that_n
         assert written[label["metadata"]["labels"][PRIORITY_LABEL]] == c["Weight"]
 
 
+LISTED = "(its PriorityClasses: inference, training)"
+PC, WC = "steps[1].submit[1].priorityClass", "steps[1].expect.workloadCounts.alpha"
+
+
+def pc(value: Any) -> dict[str, Any]:
+    """A submit step whose second Job names ``value`` as its priority class."""
+    return {"submit": [job(name="eval"), job(priorityClass=value)]}
+
+
+def counts(value: Any) -> dict[str, Any]:
+    return {"expect": {"workloadCounts": {"alpha": value}}}
+
+
 @pytest.mark.parametrize(
-    ("value", "says"),
+    ("step", "loc", "says"),
     [
+        (pc(100), PC, f"must be the Name of one of the SchedulerConfig's priority classes {LISTED}"),
+        (pc(""), PC, "must be the Name of one of"),
+        (pc(["inference"]), PC, "must be the Name of one of"),
+        (pc("batch"), PC, f"no priority class 'batch' in the SchedulerConfig at this step {LISTED}"),
         (
-            100,
-            "must be the Name of one of the SchedulerConfig's priority classes (its PriorityClasses: inference, training)",
+            pc("inference-priority"),
+            PC,
+            "'inference-priority' is the WorkloadPriorityClass idleshare writes for 'inference'",
         ),
-        ("", "must be the Name of one of"),
-        (["inference"], "must be the Name of one of"),
-        (
-            "batch",
-            "no priority class 'batch' in the SchedulerConfig at this step (its PriorityClasses: inference, training)",
-        ),
-        ("inference-priority", "'inference-priority' is the WorkloadPriorityClass idleshare writes for 'inference'"),
+        ({"submit": job(name="Chat_1")}, "steps[1].submit.name", ""),
+        ({"submit": job(priority="inference")}, "steps[1].submit.priority", ""),
+        ({"submit": job(count=0)}, "steps[1].submit.count", ""),
+        # expectations of what Kueue did per team
+        (counts({"Running": 1}), f"{WC}.Running", ""),
+        (counts({"Admitted": -1}), f"{WC}.Admitted", ""),
+        (counts({"Admitted": True}), f"{WC}.Admitted", ""),
+        (counts(3), WC, ""),
+        ({"expect": {"borrowed": {"alpha": {P5: {"gpu": "lots"}}}}}, f"steps[1].expect.borrowed.alpha.{P5}.gpu", ""),
+        ({"expect": {"borrowed": {"alpha": 8}}}, "steps[1].expect.borrowed.alpha", ""),
     ],
 )
-def test_a_bad_or_unknown_priority_class_is_refused_naming_the_field(value, says):
-    loc, message = refused(
-        doc({"submit": [job(name="eval"), job(priorityClass=value)]}, scheduler_config={"PriorityClasses": CLASSES})
-    )
-    assert loc == "steps[1].submit[1].priorityClass"
-    assert says in message
+def test_a_bad_submit_or_expectation_is_refused_naming_the_field(step, loc, says):
+    step = step if "submit" in step else {"recalculate": True, **step}
+    named, message = refused(doc(step, scheduler_config={"PriorityClasses": CLASSES}))
+    assert named == loc and says in message
 
 
 def test_without_priority_classes_a_priority_class_is_unknown():
@@ -104,29 +123,6 @@ def test_the_classes_are_those_of_the_scheduler_config_at_the_step():
     loc, message = refused(doc(*steps))
     assert loc == "steps[4].submit.priorityClass" and "its PriorityClasses: inference" in message
     assert scenario.parse(doc(*steps[:2]), "s.yaml").steps[2].arg[0]["priorityClass"] == "training"
-
-
-@pytest.mark.parametrize(
-    ("step", "loc"),
-    [
-        ({"submit": job(name="Chat_1")}, "steps[1].submit.name"),
-        ({"submit": job(priority="inference")}, "steps[1].submit.priority"),
-        ({"submit": job(count=0)}, "steps[1].submit.count"),
-        # expectations of what Kueue did per team
-        ({"expect": {"workloadCounts": {"alpha": {"Running": 1}}}}, "steps[1].expect.workloadCounts.alpha.Running"),
-        ({"expect": {"workloadCounts": {"alpha": {"Admitted": -1}}}}, "steps[1].expect.workloadCounts.alpha.Admitted"),
-        (
-            {"expect": {"workloadCounts": {"alpha": {"Admitted": True}}}},
-            "steps[1].expect.workloadCounts.alpha.Admitted",
-        ),
-        ({"expect": {"workloadCounts": {"alpha": 3}}}, "steps[1].expect.workloadCounts.alpha"),
-        ({"expect": {"borrowed": {"alpha": {P5: {"gpu": "lots"}}}}}, f"steps[1].expect.borrowed.alpha.{P5}.gpu"),
-        ({"expect": {"borrowed": {"alpha": 8}}}, "steps[1].expect.borrowed.alpha"),
-    ],
-)
-def test_other_bad_submit_fields_and_workload_expectations_are_named(step, loc):
-    step = step if "submit" in step else {"recalculate": True, **step}
-    assert refused(doc(step, scheduler_config={"PriorityClasses": CLASSES}))[0] == loc
 
 
 def report(workloads: list[tuple[str, str, str]], borrowed: dict[str, Any] | None = None) -> scenario.StepReport:

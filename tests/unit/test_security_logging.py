@@ -84,11 +84,6 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_
 CREDENTIALS |= {"AWS_DEFAULT_REGION": REGION, "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled"}
 
 
-@pytest.fixture
-def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    use_credentials(monkeypatch)
-
-
 def use_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
@@ -126,8 +121,8 @@ def assert_nothing_leaked(text: str, secrets: dict[str, str]) -> None:
 
 @dataclass
 class EksCluster:
-    """A real apiserver (no Kueue manager) whose token file holds the presigned tokens ``connector`` signed
-    for ``names`` (cached 14 minutes in the connector: every test gets the same one)."""
+    """A real apiserver (no Kueue manager) whose token file holds the presigned token ``connector`` signed
+    for ``EKS_NAME`` (cached 14 minutes in the connector)."""
 
     stack: KubeStack
     admin: Kube
@@ -144,16 +139,13 @@ class EksCluster:
             self.connector.invalidate(cluster_name)
 
 
-CLUSTER_NAMES = (EKS_NAME, f"{EKS_NAME}-2")
-
-
 @pytest.fixture(scope="module")
 def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EksCluster]:
     with pytest.MonkeyPatch.context() as mp:
         use_credentials(mp)
         eks = boto3.client("eks", region_name=REGION)
         connector = EksConnector(eks, boto3.client("sts", region_name=REGION))
-        tokens = {connector.token(name): (f"eks-{name}", (IDLESHARE_GROUP,)) for name in CLUSTER_NAMES}
+        tokens = {connector.token(EKS_NAME): (f"eks-{EKS_NAME}", (IDLESHARE_GROUP,))}
     stack = KubeStack(tmp_path_factory.mktemp("eks-stack"), ensure_built(), kueue=False, extra_tokens=tokens)
     stack.start()
     admin = Kube.admin(stack)
@@ -165,41 +157,9 @@ def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EksCluster
         stack.stop()
 
 
-def describe_response(cluster: EksCluster, name: str = EKS_NAME) -> dict[str, Any]:
-    return {
-        "cluster": {
-            "name": name,
-            "status": "ACTIVE",
-            "endpoint": cluster.stack.server,
-            "certificateAuthority": {"data": base64.b64encode(cluster.stack.ca_pem).decode()},
-        }
-    }
-
-
-def test_the_eks_auth_path_logs_no_token_or_credential(
-    credentials: None,
-    everything_at_debug: Captured,
-    eks_cluster: EksCluster,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    # Given an EKS cluster (described via a stub) whose API requires the presigned-STS token
-    eks_cluster.admin.seed_nodes([make_node("p5-0")])
-    stub = Stubber(eks_cluster.eks)
-    stub.add_response("describe_cluster", describe_response(eks_cluster), {"name": EKS_NAME})
-    token = eks_cluster.connector.token(EKS_NAME)
-    # When the wiring's path runs: describe, sign, list nodes, then a rejected (expired) token
-    with stub:
-        kube = LightkubeCluster.from_eks(eks_cluster.connector, EKS_NAME)
-    assert [n["metadata"]["name"] for n in kube.list_nodes()] == ["p5-0"]
-    eks_cluster.rotate(EKS_NAME)
-    with pytest.raises(Exception, match=r"401|nauthori"):
-        list(kube.list_nodes())
-    kube.close()
-    assert_nothing_leaked(everything_at_debug.text(capsys), secrets_of(token))
-
-
 @pytest.fixture
-def aws(credentials: None) -> Iterator[SimpleNamespace]:
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
+    use_credentials(monkeypatch)
     with mock_aws():
         ddb = boto3.resource("dynamodb", region_name=REGION)
         table = create_table(ddb)
@@ -208,21 +168,22 @@ def aws(credentials: None) -> Iterator[SimpleNamespace]:
         yield SimpleNamespace(table=table, sqs=sqs, queue_url=url)
 
 
-def test_router_and_recompute_handlers_log_no_token_or_credential(
+def test_the_eks_auth_path_the_router_and_the_recompute_handler_log_no_token_or_credential(
     aws: SimpleNamespace,
     everything_at_debug: Captured,
     eks_cluster: EksCluster,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # Given a governed cluster in DynamoDB (moto), its API behind an EKS token, a recompute queue
-    eks_name = CLUSTER_NAMES[1]
+    # Given a governed cluster in DynamoDB (moto), its API behind an EKS token (described via a stub), a queue
     eks_cluster.admin.seed_nodes([make_node(f"p5-{i}") for i in range(2)])
     store = DynamoStore(aws.table)
-    store.put_cluster(ClusterRecord("demo", eks_name, HYPERPOD_ARN))
+    store.put_cluster(ClusterRecord("demo", EKS_NAME, HYPERPOD_ARN))
     store.create_quota("demo", quota_body("a", 8, None))
-    connector, stub = eks_cluster.connector, Stubber(eks_cluster.eks)
-    stub.add_response("describe_cluster", describe_response(eks_cluster, eks_name), {"name": eks_name})
-    token = connector.token(eks_name)
+    connector, stub, stack = eks_cluster.connector, Stubber(eks_cluster.eks), eks_cluster.stack
+    ca = {"data": base64.b64encode(stack.ca_pem).decode()}
+    described = {"name": EKS_NAME, "status": "ACTIVE", "endpoint": stack.server, "certificateAuthority": ca}
+    stub.add_response("describe_cluster", {"cluster": described}, {"name": EKS_NAME})
+    token = connector.token(EKS_NAME)
     clients: dict[str, LightkubeCluster] = {}
 
     def kube_for(cluster: ClusterRecord) -> LightkubeCluster:  # what wiring.kube_for does, EKS stubbed
@@ -242,8 +203,11 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
         batch = sqs_event([message], f"arn:aws:sqs:{REGION}:111122223333:recompute.fifo")
         assert recompute.handler(batch, CONTEXT)["batchItemFailures"] == []
         assert store.get_pool("demo") is not None
-        # and once more with the token rejected (the failure path logs the error)
-        eks_cluster.rotate(eks_name)
+        assert [n["metadata"]["name"] for n in clients[EKS_NAME].list_nodes()] == ["p5-0", "p5-1"]
+        # and once more with the token rejected (a real 401; the failure path logs the error)
+        eks_cluster.rotate(EKS_NAME)
+        with pytest.raises(Exception, match=r"401|nauthori"):
+            list(clients[EKS_NAME].list_nodes())
         store.create_quota("demo", quota_body("b", 1, None))
         try:
             recompute.handler(batch, CONTEXT)
