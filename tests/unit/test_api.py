@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partialmethod
@@ -94,15 +96,14 @@ def pages(path: str, **query: str) -> list[Any]:
 
 def k8s_node(name: str, gpus: int = 8, ready: str = "True") -> dict[str, Any]:
     labels = {"node.kubernetes.io/instance-type": P5, "sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+    allocatable = {"cpu": "191450m", "memory": "2000Gi", GPU: str(gpus), "pods": "110"}
+    status = {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
         "spec": {},
-        "status": {
-            "allocatable": {"cpu": "191450m", "memory": "2000Gi", GPU: str(gpus), "pods": "110"},
-            "conditions": [{"type": "Ready", "status": ready}],
-        },
+        "status": status,
     }
 
 
@@ -182,7 +183,7 @@ def test_create_quota_is_201_in_the_describe_shape_emits_and_takes_the_name_and_
     same_name = call("POST", QUOTAS, quota_body("b") | {"Name": "a-quota"})
     same_team = call("POST", QUOTAS, quota_body("a") | {"Name": "other"})
     assert (same_name.status, fields(same_name)) == (409, ["Name"])
-    assert (same_team.status, fields(same_team)) == (409, ["ComputeQuotaTarget.TeamName"])
+    assert (same_team.status, fields(same_team)) == (409, [TEAM])
     assert len(world.publisher.events) == 1
 
 
@@ -197,8 +198,10 @@ def resource(**entry: Any) -> dict[str, Any]:
 
 BORROW_LIMIT = "ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit"
 RESOURCE = "ComputeQuotaConfig.ComputeQuotaResources[0]"
-WEIGHT = "SchedulerConfig.PriorityClasses[0].Weight"
+WEIGHT, TEAM = "SchedulerConfig.PriorityClasses[0].Weight", "ComputeQuotaTarget.TeamName"
 BAD_CLASSES = [{"Name": "training", "Weight": 101}, {"Name": "training", "Weight": 1}]
+BAD_CONFIG = {"SchedulerConfig": {"PriorityClasses": BAD_CLASSES, "IdleResourceSharing": "Sometimes"}, "Name": "x"}
+TAGS = [{"Key": "", "Value": "v"}, {"Key": "k"}]
 B, T1 = quota_body("b"), {"TargetVersion": 1}
 OVER = {"ComputeQuotaConfig": config(Strategy="LendAndBorrow", BorrowLimit=10_001)}  # botocore's maximum: 10000
 BAD_WRITES = [
@@ -206,19 +209,11 @@ BAD_WRITES = [
     ("POST", B | OVER, BORROW_LIMIT),
     ("POST", B | resource(Count=-1), f"{RESOURCE}.Count"),
     ("POST", B | resource(InstanceType="ml.p9.huge", Count=1), f"{RESOURCE}.InstanceType"),
-    (
-        "POST",
-        B | {"ComputeQuotaTarget": {"TeamName": "Team_A"}, "ActivationState": "On"},
-        "ComputeQuotaTarget.TeamName ActivationState",
-    ),
+    ("POST", B | {"ComputeQuotaTarget": {"TeamName": "Team_A"}, "ActivationState": "On"}, f"{TEAM} ActivationState"),
     ("POST", B | {"ClusterArn": ARN}, "ClusterArn"),  # the cluster is the path
     ("POST", {"Name": "b-quota", "ComputeQuotaTarget": {"TeamName": "b"}}, "ComputeQuotaConfig"),
     ("POST", B | {"ComputeQuotaConfg": {}}, "ComputeQuotaConfg"),
-    (
-        "POST",
-        B | {"Description": "x" * 1025, "Tags": [{"Key": "", "Value": "v"}, {"Key": "k"}]},
-        "Description Tags[0].Key Tags[1].Value",
-    ),
+    ("POST", B | {"Description": "x" * 1025, "Tags": TAGS}, "Description Tags[0].Key Tags[1].Value"),
     ("POST", B | {"Name": "-bad-", "ActivationState": None}, "ActivationState Name"),
     ("PUT", {"ActivationState": "Disabled"}, "TargetVersion"),
     ("PUT", {"TargetVersion": "1"}, "TargetVersion"),
@@ -230,15 +225,7 @@ BAD_WRITES = [
     ("PUT", T1 | OVER, BORROW_LIMIT),
     ("SC", {"SchedulerConfig": {"PriorityClasses": BAD_CLASSES[:1]}, "TargetVersion": 1}, WEIGHT),
     ("SC", T1, "SchedulerConfig"),
-    (
-        "SC",
-        {
-            "SchedulerConfig": {"PriorityClasses": BAD_CLASSES, "IdleResourceSharing": "Sometimes"},
-            "TargetVersion": -1,
-            "Name": "x",
-        },
-        f"Name TargetVersion {WEIGHT} SchedulerConfig.IdleResourceSharing",
-    ),
+    ("SC", BAD_CONFIG | {"TargetVersion": -1}, f"Name TargetVersion {WEIGHT} SchedulerConfig.IdleResourceSharing"),
 ]
 BOUNDS = {BORROW_LIMIT: "must be <= 10000", WEIGHT: "must be <= 100"}
 
@@ -263,7 +250,7 @@ def test_a_team_name_too_long_for_the_clusters_queue_names_is_422_naming_the_fie
     # cluster demo has the default namespace prefix (LocalQueue hyperpod-ns-<team>-localqueue <= 63)
     before = world.items()
     reply = call("POST", QUOTAS, quota_body("t" * 41))
-    assert (reply.status, fields(reply)) == (422, ["ComputeQuotaTarget.TeamName"])
+    assert (reply.status, fields(reply)) == (422, [TEAM])
     assert "at most 40 characters" in reply.body["errors"][0]["message"]
     assert world.items() == before and world.publisher.events == []
     # a 40-character team is fine, and so is a longer one where the cluster's prefix is shorter
@@ -271,10 +258,8 @@ def test_a_team_name_too_long_for_the_clusters_queue_names_is_422_naming_the_fie
     world.store.put_cluster(ClusterRecord("short", "short-eks", None, namespace_prefix="ns-"))
     assert call("POST", "/clusters/short/compute-quotas", quota_body("t" * 41)).status == 201
     # and an update cannot move a quota to such a team either
-    update = call(
-        "PUT", f"{QUOTAS}/{'t' * 40}-quota", {"TargetVersion": 1, "ComputeQuotaTarget": {"TeamName": "u" * 41}}
-    )
-    assert (update.status, fields(update)) == (422, ["ComputeQuotaTarget.TeamName"])
+    update = call("PUT", f"{QUOTAS}/{'t' * 40}-quota", T1 | {"ComputeQuotaTarget": {"TeamName": "u" * 41}})
+    assert (update.status, fields(update)) == (422, [TEAM])
 
 
 @pytest.mark.parametrize(
@@ -378,12 +363,8 @@ def test_get_pool_shows_the_first_excluded_nodes_and_counts_them_all_far_below_l
     body = call("GET", "/clusters/demo/pool").body
     assert list(body["excludedNodes"]) == sorted(excluded)[:100]
     route = "/clusters/demo/excluded-nodes"
-    assert body["excludedSummary"] == {
-        "total": 100_000,
-        "byReason": {"NotReady": 100_000},
-        "shown": 100,
-        "route": route,
-    }
+    summary = {"total": 100_000, "byReason": {"NotReady": 100_000}, "shown": 100, "route": route}
+    assert body["excludedSummary"] == summary
     # the pool and the largest page of excluded nodes each answer under 1 MB
     assert len(json.dumps(body)) < 1_000_000
     assert len(json.dumps(call("GET", route, query={"limit": "1000"}).body)) < 1_000_000
@@ -451,14 +432,8 @@ def test_pool_grants_excluded_nodes_and_history_after_recomputes(world: World) -
     assert one["team"] == "a" and one["why"][P5][GPU]["bound"] and one["why"][P5][GPU]["pool"] == "16"
     unknown = call("GET", "/clusters/demo/grants/zz")
     assert unknown.status == 404 and "a, b" in unknown.body["message"]
-    excluded = call("GET", route).body
-    assert excluded == {
-        "cluster": "demo",
-        "generation": 2,
-        "total": 1,
-        "byReason": {"NotReady": 1},
-        "excludedNodes": node,
-    }
+    excluded = {"cluster": "demo", "generation": 2, "total": 1, "byReason": {"NotReady": 1}, "excludedNodes": node}
+    assert call("GET", route).body == excluded
     history = call("GET", "/clusters/demo/history").body
     assert [g["generation"] for g in history["generations"]] == [2, 1]
     assert history["generations"][0]["changes"]["excludedNodes"]["count"] == 1
@@ -508,9 +483,7 @@ class Exploding:
         return fail
 
 
-def test_a_failing_store_is_a_503_when_throttled_else_a_generic_500_naming_the_request_id(
-    world: World, logs: Any
-) -> None:
+def test_a_failing_store_is_a_503_if_throttled_else_a_500_naming_the_request_id(world: World, logs: Any) -> None:
     wiring.install(wiring.Dependencies(store=Exploding(RetryableError("throttled")), publisher=world.publisher))
     reply = call("GET", "/clusters/demo/pool")
     assert reply.status == 503 and reply.headers["Retry-After"] == "1"
@@ -559,8 +532,8 @@ CONTRACT_ROUTES = {("get", "/clusters")} | {  # under /clusters/{cluster}/: the 
 
 def test_the_openapi_document_lists_every_route_with_its_body_schema(world: World) -> None:
     reply = call("GET", names.API_OPENAPI_PATH)
-    assert reply.status == 200
     doc = reply.body
+    assert reply.status == 200
     listed = {(method, path) for path, ops in doc["paths"].items() for method in ops}
     assert listed == CONTRACT_ROUTES
     create = doc["paths"]["/clusters/{cluster}/compute-quotas"]["post"]
@@ -580,9 +553,6 @@ def test_the_openapi_document_lists_every_route_with_its_body_schema(world: Worl
 
 
 def test_the_api_module_imports_no_kubernetes_client() -> None:
-    import subprocess
-    import sys
-
     code = "import sys, idleshare.api.app; print(sorted(m for m in sys.modules if m.startswith(('lightkube', 'idleshare.adapters.kube'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -596,9 +566,7 @@ def sample(name: str) -> Any:
     return json.loads((SAMPLES / name).read_text())
 
 
-def test_every_sample_in_events_api_and_the_console_test_of_recalculate_are_accepted(
-    world: World, monkeypatch: Any
-) -> None:
+def test_every_sample_in_events_api_and_the_console_test_are_accepted(world: World, monkeypatch: Any) -> None:
     created = call("POST", QUOTAS, sample("create-compute-quota.json"))
     assert created.status == 201 and created.body["Tags"] == [{"Key": "owner", "Value": "research-leads"}]
     updated = call("PUT", f"{QUOTAS}/research-quota", sample("update-compute-quota.json"))

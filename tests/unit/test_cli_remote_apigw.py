@@ -14,14 +14,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.apigw_local import (
-    BAD_SIGNATURE,
-    MISSING_TOKEN,
-    TEST_IDENTITY,
-    UNKNOWN_KEY,
-    ApiGatewayLocal,
-    Principal,
-)
+from tests.apigw_local import BAD_SIGNATURE, MISSING_TOKEN, TEST_IDENTITY, UNKNOWN_KEY, ApiGatewayLocal, Principal
 
 
 class Echo:

@@ -84,40 +84,31 @@ def test_a_malformed_variable_is_named(variable: str, value: str, named: str) ->
         env_module.settings(FULL | {variable: value}, handler=names.REGISTRAR_HANDLER)
 
 
-def _cold_start(handler: str, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    module = handler.rsplit(".", 1)[0]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IDLESHARE_")}
-    env |= environ | {
-        "_HANDLER": handler,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
-    }
-    return subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, env=env, capture_output=True, text=True)
+def _cold_start(handler: str, environ: dict[str, str], code: str = "") -> subprocess.CompletedProcess[str]:
+    """A new Python process as Lambda starts it (``_HANDLER`` set), importing the handler's module or running ``code``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IDLESHARE_")} | environ | {"_HANDLER": handler}
+    env |= {"AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])}
+    code = code or f"import {handler.rsplit('.', 1)[0]}"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
-def test_a_lambda_without_its_configuration_fails_at_cold_start_naming_it() -> None:
-    # In Lambda (``_HANDLER`` set) the handler module's import checks the function's variables: an init error
+def test_a_lambda_without_its_configuration_fails_at_cold_start_naming_it_and_the_router_loads_no_pydantic() -> None:
+    # the handler module's import checks the function's variables: an init error
     environ = own(names.ROUTER_HANDLER)
     del environ[names.ENV_QUEUE_URL]
     proc = _cold_start(names.ROUTER_HANDLER, environ)
     assert proc.returncode == 1
     assert f"EnvError: {names.ENV_QUEUE_URL}: required by the {names.ROUTER_HANDLER} function" in proc.stderr
     assert _cold_start(names.ROUTER_HANDLER, own(names.ROUTER_HANDLER)).returncode == 0
-
-
-def test_the_routers_first_event_wiring_does_not_load_pydantic():
-    # On its first event the router builds its dependencies from the environment (boto3 clients, the
-    # store, the queue): none of that may pull pydantic into the router Lambda.
+    # on its first event the router builds its dependencies from the environment (boto3 clients, the store, the
+    # queue): none of that may pull pydantic into the router Lambda
     code = (
-        "import os, sys\n"
-        f"os.environ.update({own(names.ROUTER_HANDLER)!r})\n"
-        f"os.environ.update({{'AWS_DEFAULT_REGION': 'us-east-1', '_HANDLER': {names.ROUTER_HANDLER!r}}})\n"
+        "import sys\n"
         "from idleshare.handlers import router\n"
         "from idleshare.runtime import wiring\n"
         "deps = wiring.dependencies()\n"
         "assert deps.queue is not None and deps.publisher is None\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
     )
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    out = _cold_start(names.ROUTER_HANDLER, own(names.ROUTER_HANDLER), code)
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr

@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
@@ -110,37 +109,24 @@ def secrets_of(token: str) -> dict[str, str]:
 
 def assert_nothing_leaked(text: str, secrets: dict[str, str]) -> None:
     assert text.strip(), "nothing was logged: the capture is broken"
-    leaked = {}
-    for what, secret in secrets.items():
-        at = text.find(secret)
-        if at >= 0:
-            line_start = text.rfind("\n", 0, at) + 1
-            leaked[what] = text[line_start : line_start + 200]
-    assert leaked == {}
+    found = {what: text.find(secret) for what, secret in secrets.items()}
+    assert {what: text[text.rfind("\n", 0, at) + 1 :][:200] for what, at in found.items() if at >= 0} == {}
 
 
-@dataclass
-class EksCluster:
-    """A real apiserver (no Kueue manager) whose token file holds the presigned token ``connector`` signed
-    for ``EKS_NAME`` (cached 14 minutes in the connector)."""
-
-    stack: KubeStack
-    admin: Kube
-    connector: EksConnector
-    eks: Any
-
-    def rotate(self, cluster_name: str) -> None:
-        """The token the connector holds is no longer the one the server knows: the connector signs anew
-        (a later signing time), which this server's token file does not list: a real 401."""
-        old = self.connector.token(cluster_name)
-        self.connector.invalidate(cluster_name)
-        while self.connector.token(cluster_name) == old:  # signed within the same second: sign again
-            time.sleep(0.2)
-            self.connector.invalidate(cluster_name)
+def rotate(connector: EksConnector) -> None:
+    """The token the connector holds is no longer the one the server knows: the connector signs anew
+    (a later signing time), which the server's token file does not list: a real 401."""
+    old = connector.token(EKS_NAME)
+    connector.invalidate(EKS_NAME)
+    while connector.token(EKS_NAME) == old:  # signed within the same second: sign again
+        time.sleep(0.2)
+        connector.invalidate(EKS_NAME)
 
 
 @pytest.fixture(scope="module")
-def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EksCluster]:
+def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    """A real apiserver (no Kueue manager) whose token file holds the presigned token ``connector`` signed
+    for ``EKS_NAME`` (cached 14 minutes in the connector)."""
     with pytest.MonkeyPatch.context() as mp:
         use_credentials(mp)
         eks = boto3.client("eks", region_name=REGION)
@@ -151,7 +137,7 @@ def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EksCluster
     admin = Kube.admin(stack)
     wait_serving(admin)
     try:
-        yield EksCluster(stack, admin, connector, eks)
+        yield SimpleNamespace(stack=stack, admin=admin, connector=connector, eks=eks)
     finally:
         admin.close()
         stack.stop()
@@ -171,7 +157,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
 def test_the_eks_auth_path_the_router_and_the_recompute_handler_log_no_token_or_credential(
     aws: SimpleNamespace,
     everything_at_debug: Captured,
-    eks_cluster: EksCluster,
+    eks_cluster: SimpleNamespace,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Given a governed cluster in DynamoDB (moto), its API behind an EKS token (described via a stub), a queue
@@ -205,7 +191,7 @@ def test_the_eks_auth_path_the_router_and_the_recompute_handler_log_no_token_or_
         assert store.get_pool("demo") is not None
         assert [n["metadata"]["name"] for n in clients[EKS_NAME].list_nodes()] == ["p5-0", "p5-1"]
         # and once more with the token rejected (a real 401; the failure path logs the error)
-        eks_cluster.rotate(EKS_NAME)
+        rotate(connector)
         with pytest.raises(Exception, match=r"401|nauthori"):
             list(clients[EKS_NAME].list_nodes())
         store.create_quota("demo", quota_body("b", 1, None))
