@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import partialmethod
 from pathlib import Path
 from typing import Any
+from unittest.mock import Mock
 
 import boto3
 import pytest
@@ -98,13 +99,8 @@ def k8s_node(name: str, gpus: int = 8, ready: str = "True") -> dict[str, Any]:
     labels = {"node.kubernetes.io/instance-type": P5, "sagemaker.amazonaws.com/node-health-status": "Schedulable"}
     allocatable = {"cpu": "191450m", "memory": "2000Gi", GPU: str(gpus), "pods": "110"}
     status = {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {},
-        "status": status,
-    }
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    return node | {"spec": {}, "status": status}
 
 
 @pytest.fixture(scope="module")
@@ -187,11 +183,6 @@ def test_create_quota_is_201_in_the_describe_shape_emits_and_takes_the_name_and_
     assert len(world.publisher.events) == 1
 
 
-def config(**sharing: Any) -> dict[str, Any]:
-    """A ComputeQuotaConfig of 8 p5 accelerators with ``sharing`` as its ResourceSharingConfig."""
-    return {"ComputeQuotaResources": [{"InstanceType": P5, "Accelerators": 8}], "ResourceSharingConfig": sharing}
-
-
 def resource(**entry: Any) -> dict[str, Any]:
     return {"ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": P5} | entry]}}
 
@@ -203,7 +194,7 @@ BAD_CLASSES = [{"Name": "training", "Weight": 101}, {"Name": "training", "Weight
 BAD_CONFIG = {"SchedulerConfig": {"PriorityClasses": BAD_CLASSES, "IdleResourceSharing": "Sometimes"}, "Name": "x"}
 TAGS = [{"Key": "", "Value": "v"}, {"Key": "k"}]
 B, T1 = quota_body("b"), {"TargetVersion": 1}
-OVER = {"ComputeQuotaConfig": config(Strategy="LendAndBorrow", BorrowLimit=10_001)}  # botocore's maximum: 10000
+OVER = {"ComputeQuotaConfig": quota_body("b", borrow=10_001)["ComputeQuotaConfig"]}  # botocore's maximum: 10000
 BAD_WRITES = [
     # the request models are the one gate of a write (the store stores what it is given); botocore's bounds
     ("POST", B | OVER, BORROW_LIMIT),
@@ -345,7 +336,6 @@ def test_scheduler_config_defaults_then_create_update_delete(world: World) -> No
 def test_excluded_nodes_are_paged_by_name_with_an_opaque_token(world: World) -> None:
     # Given 2,500 excluded nodes with EKS-shaped names, in no order, for three reasons
     excluded = store_excluded(world, 2500, ("NotReady", "Unschedulable", "Unreadable"))
-    # When the operator pages through with limit=1000
     paged = pages("/clusters/demo/excluded-nodes", limit="1000")
     # Then three pages of at most 1,000, sorted by node name, hold every node once with its reason
     assert [len(p["excludedNodes"]) for p in paged] == [1000, 1000, 500]
@@ -354,7 +344,7 @@ def test_excluded_nodes_are_paged_by_name_with_an_opaque_token(world: World) -> 
     # And every page counts them all, per reason
     counts = {"NotReady": 834, "Unreadable": 833, "Unschedulable": 833}
     assert all((p["total"], p["byReason"], p["generation"]) == (2500, counts, 1) for p in paged)
-    # And the default page is the largest (1,000)
+    # And the default page is the largest
     assert len(call("GET", "/clusters/demo/excluded-nodes").body["excludedNodes"]) == 1000
 
 
@@ -497,11 +487,8 @@ def test_a_failing_store_is_a_503_if_throttled_else_a_500_naming_the_request_id(
 
 
 def test_a_failed_publish_keeps_the_stored_write_and_without_a_bus_nothing_is_stored(world: World) -> None:
-    class DownBus:
-        def publish(self, *args: Any, **kwargs: Any) -> None:
-            raise RetryableError("events:PutEvents: ThrottlingException")
-
-    wiring.install(wiring.Dependencies(store=world.store, publisher=DownBus()))
+    down = Mock(**{"publish.side_effect": RetryableError("events:PutEvents: ThrottlingException")})
+    wiring.install(wiring.Dependencies(store=world.store, publisher=down))
     assert call("POST", QUOTAS, quota_body("a")).status == 201
     assert world.store.get_quota("demo", "a-quota") is not None
     wiring.install(wiring.Dependencies(store=world.store, publisher=None))

@@ -33,9 +33,8 @@ def envelope(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
 
 
 class Pipeline(World):
-    """World + idleshare's bus (kept in order), the router, the recompute queue (moto SQS FIFO) and the
-    recompute handler. ``synchronous``: the bus delivers and the queue drains as soon as something is
-    published (a pipeline faster than any poll)."""
+    """World + idleshare's bus (in order), the router, the recompute queue (moto SQS FIFO) and the recompute handler;
+    ``synchronous``: delivered and drained as soon as something is published (faster than any poll)."""
 
     def __init__(self, table: Any) -> None:
         super().__init__(table)
@@ -171,27 +170,23 @@ def test_an_event_triggered_recompute_writes_no_receipt_and_no_idempotency_recor
     assert pipe.items() == before
 
 
-def test_explicit_requests_are_never_deduplicated_away(pipe: Pipeline) -> None:
-    # Given, within one dedup window, two plain events and two explicit requests for the same cluster
+def test_explicit_requests_are_never_deduplicated_away_and_a_coalesced_burst_answers_every_one(pipe: Pipeline) -> None:
+    # Given, within one dedup window, two plain events and three explicit requests for the same cluster
     for _ in range(2):
         router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
-    ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(2)]
+    ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(3)]
     pipe.deliver()
     # Then the queue holds the window's two plain messages (leading, trailing) and one per explicit request
-    bodies = [json.loads(m["Body"]) for m in pipe.messages()]
+    messages = pipe.messages()
+    bodies = [json.loads(m["Body"]) for m in messages]
     assert sorted(b.get("requestId") for b in bodies if b.get("receipt")) == sorted(ids)
     assert len([b for b in bodies if not b.get("receipt")]) == 2
-
-
-def test_a_coalesced_burst_still_answers_every_request(pipe: Pipeline) -> None:
-    ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(3)]
-    router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
-    pipe.deliver()
-    out = pipe.drain()
-    assert (out["records"], out["batchItemFailures"]) == (5, [])  # 3 requests + the window's leading and trailing
+    # And one recompute for the whole burst answers every request
+    out = pipe.drain(messages)
+    assert (out["records"], out["batchItemFailures"]) == (5, [])
     answers = [call("GET", f"/clusters/demo/recalculations/{i}").body for i in ids]
     assert {(a["status"], a["generation"]) for a in answers} == {("Done", 1)}
-    assert len(pipe.store.list_history("demo")) == 1  # one recompute for the whole burst
+    assert len(pipe.store.list_history("demo")) == 1
 
 
 def test_a_failed_recompute_answers_failed_keeps_no_record_then_done_after_the_retry(
@@ -280,15 +275,6 @@ def idempotent(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]
         table.delete()
 
 
-def redeliver(message: dict[str, Any]) -> dict[str, Any]:
-    """The same SQS message once more (EventBridge's at-least-once delivery, an archive replay)."""
-    again = message | {"MessageId": f"again-{uuid.uuid4().hex[:8]}", "ReceiptHandle": "again"}
-    out: dict[str, Any] = recompute.handler(
-        event_source.sqs_event([again], "arn:aws:sqs:us-east-1:111122223333:recompute.fifo"), CONTEXT
-    )
-    return out
-
-
 def test_a_redelivered_request_is_answered_from_its_idempotency_record_not_recomputed(
     pipe: Pipeline, idempotent: Any
 ) -> None:
@@ -299,9 +285,11 @@ def test_a_redelivered_request_is_answered_from_its_idempotency_record_not_recom
     assert pipe.drain([message])["batchItemFailures"] == []
     [record] = idempotent.scan()["Items"]
     assert record["status"] == "COMPLETED" and json.loads(record["data"])["generation"] == 1
-    # When the cluster changes and the same request is delivered again
+    # When the cluster changes and the same request is delivered again (EventBridge's at-least-once, a replay)
     pipe.kube.nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-    assert redeliver(message)["batchItemFailures"] == []
+    again = message | {"MessageId": f"again-{uuid.uuid4().hex[:8]}", "ReceiptHandle": "again"}  # at least once
+    batch = event_source.sqs_event([again], "arn:aws:sqs:us-east-1:111122223333:recompute.fifo")
+    assert recompute.handler(batch, CONTEXT)["batchItemFailures"] == []
     # Then it did not recompute: still generation 1, one history item, the receipt as the first run wrote it
     assert call("GET", "/clusters/demo/pool").body["generation"] == 1
     assert len(pipe.store.list_history("demo")) == 1

@@ -28,18 +28,11 @@ class Echo:
         return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps({"ok": True})}
 
 
-def signed(
-    url: str,
-    method: str = "GET",
-    body: bytes | None = None,
-    identity: Principal = TEST_IDENTITY,
-    secret: str | None = None,
-    region: str = "us-east-1",
-    service: str = "execute-api",
-) -> AWSRequest:
+def signed(url: str, method: str = "GET", body: bytes | None = None, identity: Principal = TEST_IDENTITY, **scope: str):
+    """A request signed with SigV4 (``scope``: another ``secret``, ``region`` or ``service`` to sign with)."""
     request = AWSRequest(method=method, url=url, data=body, headers={"Content-Type": "application/json"})
-    creds = Credentials(identity.access_key, secret or identity.secret_key, identity.token)
-    SigV4Auth(creds, service, region).add_auth(request)
+    creds = Credentials(identity.access_key, scope.get("secret", identity.secret_key), identity.token)
+    SigV4Auth(creds, scope.get("service", "execute-api"), scope.get("region", "us-east-1")).add_auth(request)
     return request
 
 
@@ -72,13 +65,9 @@ def test_a_signed_request_reaches_the_handler_as_a_rest_proxy_event(api) -> None
     assert (status, payload) == (200, {"ok": True}) and headers["x-amzn-RequestId"]
     assert send_signed(signed(api.url + "clusters"))[0] == 200  # no query, no body
     event, bare = api.echo.events
-    assert {k: event[k] for k in ("resource", "path", "httpMethod", "pathParameters", "isBase64Encoded")} == {
-        "resource": "/{proxy+}",
-        "path": "/clusters/demo/compute-quotas",
-        "httpMethod": "POST",
-        "pathParameters": {"proxy": "clusters/demo/compute-quotas"},
-        "isBase64Encoded": False,
-    }
+    path = "/clusters/demo/compute-quotas"
+    want = {"resource": "/{proxy+}", "path": path, "httpMethod": "POST", "pathParameters": {"proxy": path[1:]}}
+    assert {k: event[k] for k in want} == want and event["isBase64Encoded"] is False
     assert event["queryStringParameters"] == {"NameContains": "re", "x": "2"}
     assert event["multiValueQueryStringParameters"] == {"NameContains": ["re"], "x": ["1", "2"]}
     assert json.loads(event["body"]) == {"Name": "research"}

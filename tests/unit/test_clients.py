@@ -22,7 +22,6 @@ from idleshare.runtime.env import HANDLER_VARIABLE
 from tests.aws_env import CLOSED_PORT_URL, fake_aws_env, unreachable_client
 
 REGION = "eu-west-1"
-CLUSTERS = '[{"id": "c1", "eks_cluster_name": "eks-1"}]'
 ENV = {
     names.ENV_TABLE_NAME: "idleshare-test",
     names.ENV_IDEMPOTENCY_TABLE_NAME: "idleshare-idem",
@@ -30,7 +29,7 @@ ENV = {
     names.ENV_EVENT_BUS_NAME: "idleshare",
     names.ENV_HISTORY_TTL_DAYS: "30",
     names.ENV_TOLERATED_TAINT_KEYS: "",
-    names.ENV_CLUSTERS: CLUSTERS,
+    names.ENV_CLUSTERS: '[{"id": "c1", "eks_cluster_name": "eks-1"}]',
 }
 KINDS = {
     names.ROUTER_HANDLER: (timings.ROUTER_CLIENT, timings.ROUTER_FUNCTION_TIMEOUT_SECONDS),
@@ -85,12 +84,7 @@ def test_every_client_the_wiring_builds_has_the_functions_timeouts_and_standard_
     want = KINDS[handler][0]
     for client in built:
         config = client.meta.config
-        got = (
-            config.connect_timeout,
-            config.read_timeout,
-            config.retries["mode"],
-            config.retries["total_max_attempts"],
-        )
+        got = (config.connect_timeout, config.read_timeout, *map(config.retries.get, ("mode", "total_max_attempts")))
         assert got == (want.connect_seconds, want.read_seconds, "standard", want.attempts), client.meta.service_model
     assert {c.meta.service_model.service_name for c in built} >= {"dynamodb", "sqs", "events", "eks", "sts"}
     assert len(connectors) == 1
@@ -115,8 +109,6 @@ def test_outside_lambda_the_default_settings_apply(monkeypatch: pytest.MonkeyPat
 
 
 # -- what the settings do (a real botocore client, real sockets) ---------------------------------------------
-
-
 @pytest.fixture
 def silent_server() -> Iterator[str]:
     """An HTTP endpoint that accepts connections and never answers."""
@@ -137,34 +129,27 @@ def silent_server() -> Iterator[str]:
     yield f"http://127.0.0.1:{server.getsockname()[1]}"
     stop.set()
     thread.join()
-    for conn in accepted:
+    for conn in [*accepted, server]:
         conn.close()
-    server.close()
 
 
-def test_a_silent_endpoint_fails_after_the_attempts_and_read_timeouts(silent_server: str) -> None:
+def test_a_silent_or_refused_endpoint_is_tried_the_configured_number_of_times(silent_server: str) -> None:
     # Given an EventBridge client with the watcher's settings, pointed at an endpoint that never answers
     config = wiring.client_config(names.WATCHER_HANDLER)
     keys = {"aws_access_key_id": "x", "aws_secret_access_key": "y"}
     client = boto3.client("events", region_name=REGION, endpoint_url=silent_server, config=config, **keys)
     attempts: list[str] = []
     client.meta.events.register("before-send.events.PutEvents", lambda **_: attempts.append("sent"))
-    # When it publishes
     started = time.monotonic()
     with pytest.raises(ReadTimeoutError):
         client.put_events(Entries=[{"Source": "s", "DetailType": "d", "Detail": "{}"}])
-    elapsed = time.monotonic() - started
-    # Then it tried the configured number of times, each cut at the read timeout, not botocore's 60 s
-    want = timings.WATCHER_CLIENT
+    elapsed, want = time.monotonic() - started, timings.WATCHER_CLIENT
+    # it tried the configured number of times, each cut at the read timeout, not botocore's 60 s
     assert len(attempts) == want.attempts
     assert want.attempts * want.read_seconds <= elapsed <= want.worst_case_seconds() + 1
-
-
-def test_a_refused_connection_is_retried_the_configured_number_of_times() -> None:
-    config = wiring.client_config(names.RECOMPUTE_HANDLER)
-    client = unreachable_client("sqs", REGION, config)
-    attempts: list[str] = []
+    # and a refused connection is retried the configured number of times
+    client = unreachable_client("sqs", REGION, wiring.client_config(names.RECOMPUTE_HANDLER))
     client.meta.events.register("before-send.sqs.SendMessage", lambda **_: attempts.append("sent"))
     with pytest.raises(EndpointConnectionError):
         client.send_message(QueueUrl=f"{CLOSED_PORT_URL}/1/q", MessageBody="x")
-    assert len(attempts) == timings.RECOMPUTE_CLIENT.attempts
+    assert len(attempts) == want.attempts + timings.RECOMPUTE_CLIENT.attempts

@@ -54,11 +54,15 @@ def stubbed() -> tuple[Any, EksConnector]:
 
 
 # -- token ---------------------------------------------------------------------------------------
-
-
 def test_the_token_is_a_presigned_regional_sts_get_caller_identity_url_signed_at_the_wall_clock_time(eks):
     before = time.time()
     token = EksConnector(eks).token(CLUSTER)
+    # the default STS client, and one built from a Session (passed positionally as the Lambda wiring does), are the
+    # cluster's region's
+    assert EksConnector(eks).sts_endpoint == f"https://sts.{REGION}.amazonaws.com"
+    session = boto3.Session(region_name="us-east-1")
+    assert EksConnector(eks, session=session).sts_endpoint == f"https://sts.{REGION}.amazonaws.com"
+    assert EksConnector(eks, session).token(CLUSTER).startswith(TOKEN_PREFIX)
     # the aws-iam-authenticator format: prefix + unpadded base64url of a presigned URL
     assert token.startswith("k8s-aws-v1.") and "=" not in token and "+" not in token and "/" not in token
     url, query = token_query(token)
@@ -113,9 +117,7 @@ def test_a_token_is_reused_for_10_minutes_per_cluster_then_signed_anew_or_when_i
         pytest.param(30, TOKEN_REFRESH_SECONDS, id="stepped back by nearly the time that went on"),
     ],
 )
-def test_a_token_ages_by_the_wall_clock_and_a_clock_that_jumps_back_does_not_keep_an_old_token(
-    eks, wall_step, mono_step
-):
+def test_a_token_ages_by_the_wall_clock_and_a_clock_jumping_back_keeps_no_old_token(eks, wall_step, mono_step):
     # EKS judges the token by the wall-clock time signed into it; an age that is negative, or one the
     # monotonic clock contradicts, is not trusted
     connector, wall, mono, signed = connector_with_clocks(eks)
@@ -126,17 +128,7 @@ def test_a_token_ages_by_the_wall_clock_and_a_clock_that_jumps_back_does_not_kee
     assert len(signed) == 2
 
 
-def test_the_default_sts_client_uses_the_regional_endpoint(eks):
-    assert EksConnector(eks).sts_endpoint == f"https://sts.{REGION}.amazonaws.com"
-    session = boto3.Session(region_name="us-east-1")
-    assert EksConnector(eks, session=session).sts_endpoint == f"https://sts.{REGION}.amazonaws.com"
-    # a Session passed positionally (as the Lambda wiring does) is used to build the client
-    assert EksConnector(eks, session).token(CLUSTER).startswith(TOKEN_PREFIX)
-
-
 # -- describe ------------------------------------------------------------------------------------
-
-
 def test_describe_returns_endpoint_and_ca_and_calls_eks_once_per_cluster(eks):
     expected = eks.describe_cluster(name=CLUSTER)["cluster"]
     calls: list[str] = []

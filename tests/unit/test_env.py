@@ -14,6 +14,7 @@ from idleshare import names
 from idleshare.runtime import env as env_module
 
 ROOT = Path(__file__).resolve().parents[2]
+DEMO = {"id": "demo", "eks_cluster_name": "demo-eks", "prefix": None}
 FULL = {
     names.ENV_TABLE_NAME: "idleshare-state",
     names.ENV_IDEMPOTENCY_TABLE_NAME: "idleshare-idem",
@@ -21,12 +22,7 @@ FULL = {
     names.ENV_EVENT_BUS_NAME: "idleshare",
     names.ENV_HISTORY_TTL_DAYS: "90",
     names.ENV_TOLERATED_TAINT_KEYS: " a/b , ,c ",
-    names.ENV_CLUSTERS: json.dumps(
-        [
-            {"id": "demo", "eks_cluster_name": "demo-eks", "prefix": None},
-            {"id": "c2", "eks_cluster_name": "e2", "field_ownership": "Take"},
-        ]
-    ),
+    names.ENV_CLUSTERS: json.dumps([DEMO, {"id": "c2", "eks_cluster_name": "e2", "field_ownership": "Take"}]),
 }
 
 

@@ -80,9 +80,7 @@ def test_plan_starts_without_what_it_never_uses(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stderr.strip() == "[]"
     # the help is what argparse's own formatter prints at the same width
-    show = (
-        "import argparse, sys; import idleshare.cli.main as m\n{}m.build_parser('plan').parse_args(['plan', '--help'])"
-    )
+    show = "import argparse; import idleshare.cli.main as m\n{}m.build_parser('plan').parse_args(['plan', '--help'])"
     env = {**os.environ, "COLUMNS": "50"}
     ours, stock = (
         subprocess.run([sys.executable, "-c", show.format(patch)], capture_output=True, text=True, env=env).stdout

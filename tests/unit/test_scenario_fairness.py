@@ -1,6 +1,5 @@
-"""Scenario steps for weights and priorities: a ``submit`` naming a priority class (the SchedulerConfig's ``Name``,
-as the step sees it, carried on the Job as the WorkloadPriorityClass idleshare writes), the expectations that check
-what Kueue did per team (``workloadCounts``, ``borrowed``), and the step report's fair-sharing lines."""
+"""Scenario steps for weights and priorities: a ``submit`` naming a priority class, the expectations of what Kueue
+did per team (``workloadCounts``, ``borrowed``), and the step report's fair-sharing lines."""
 
 from __future__ import annotations
 
@@ -40,8 +39,6 @@ def refused(document: dict[str, Any]) -> tuple[str, str]:
 
 
 # -- submit: priorityClass ------------------------------------------------------------------------------------------
-
-
 def test_a_submitted_job_names_a_priority_class_as_the_scheduler_config_does():
     submit = {"submit": [job(priorityClass="inference"), job(name="eval")]}
     items = scenario.parse(doc(submit, scheduler_config={"PriorityClasses": CLASSES}), "s.yaml").steps[1].arg
@@ -105,13 +102,9 @@ def test_a_bad_submit_or_expectation_is_refused_naming_the_field(step, loc, says
     assert named == loc and says in message
 
 
-def test_without_priority_classes_a_priority_class_is_unknown():
-    loc, message = refused(doc({"submit": job(priorityClass="inference")}))
-    assert loc == "steps[1].submit.priorityClass"
-    assert "it lists no PriorityClasses" in message
-
-
 def test_the_classes_are_those_of_the_scheduler_config_at_the_step():
+    loc, message = refused(doc({"submit": job(priorityClass="inference")}))  # none: a priority class is unknown
+    assert loc == "steps[1].submit.priorityClass" and "it lists no PriorityClasses" in message
     # Given classes set by a schedulerConfig step (wrapped, as the store keeps it), then replaced by another
     steps = (
         {"schedulerConfig": {"SchedulerConfig": {"PriorityClasses": CLASSES}}},
@@ -144,29 +137,19 @@ def test_workload_counts_are_exact_and_borrowed_is_kueues_per_flavor():
     counts = {"alpha": {"Admitted": 1, "Preempted": 1, "Pending": 1}}
     assert check({"workloadCounts": counts, "borrowed": {"alpha": {P5: {"gpu": 8}}}}, r) == ([], 5)
     # A state left out is expected to be empty; a team that borrows nothing borrows 0
-    bad, _ = check(
-        {"workloadCounts": {"alpha": {"Admitted": 1, "Pending": 1}}, "borrowed": {"beta": {P5: {"gpu": 8}}}}, r
-    )
-    assert bad == [
-        "team alpha Preempted workloads: expected 0, got 1 (a2)",
-        f"team beta borrows {P5}/gpu: expected 8, got 0",
-    ]
+    expect = {"workloadCounts": {"alpha": {"Admitted": 1, "Pending": 1}}, "borrowed": {"beta": {P5: {"gpu": 8}}}}
+    bad = ["team alpha Preempted workloads: expected 0, got 1 (a2)", f"team beta borrows {P5}/gpu: expected 8, got 0"]
+    assert check(expect, r)[0] == bad
 
 
 # -- the report: the shares Kueue gave and why ---------------------------------------------------------------------
-
-
 def shared(weights: dict[str, Any], shares: dict[str, Any]) -> scenario.StepReport:
     r = report([], {"alpha": {P5: {"nvidia.com/gpu": "8"}}, "beta": {P5: {"nvidia.com/gpu": "24"}}})
     teams = {t: {"weight": weights[t], "weightedShare": shares[t]} for t in weights}
     r.fair_sharing = {"lendable": {"nvidia.com/gpu": "84", "cpu": "400"}, "teams": teams}
-    limits = {"alpha": ("24", "percentage"), "beta": ("40", "pool")}
-    gpu = "nvidia.com/gpu"
-    r.pool = {
-        "teams": {
-            t: {"borrowingLimit": {P5: {gpu: n}}, "why": {P5: {gpu: {"bound": b}}}} for t, (n, b) in limits.items()
-        }
-    }
+    limits, gpu = {"alpha": ("24", "percentage"), "beta": ("40", "pool")}, "nvidia.com/gpu"
+    teams = {t: {"borrowingLimit": {P5: {gpu: n}}, "why": {P5: {gpu: {"bound": b}}}} for t, (n, b) in limits.items()}
+    r.pool = {"teams": teams}
     return r
 
 
@@ -191,10 +174,8 @@ def test_no_fair_sharing_lines_for_one_borrower_and_first_come_first_served_when
 
 def test_lendable_is_the_cohorts_own_and_what_each_queue_in_it_may_lend_over_flavors():
     def cq(name: str, cohort: str | None, flavors: dict[str, dict[str, str]]) -> dict[str, Any]:
-        groups = [
-            {"flavors": [{"name": f, "resources": [{"name": "nvidia.com/gpu", **v}]} for f, v in flavors.items()]}
-        ]
-        spec = {"resourceGroups": groups} | ({"cohortName": cohort} if cohort else {})
+        resources = [{"name": f, "resources": [{"name": "nvidia.com/gpu", **v}]} for f, v in flavors.items()]
+        spec = {"resourceGroups": [{"flavors": resources}]} | ({"cohortName": cohort} if cohort else {})
         return {"kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
     objects = [

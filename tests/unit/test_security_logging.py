@@ -1,7 +1,5 @@
-"""No secret or token is ever logged, even at DEBUG: every logger at DEBUG (Powertools' and the root logger, as
-Lambda sets them when an operator turns the application log level to DEBUG) while the EKS auth path, the router and
-the recompute handler run against a real kube-apiserver (its token file holds the presigned EKS tokens idleshare signs;
-any other token gets a real 401) and moto."""
+"""No secret or token is ever logged, even with every logger at DEBUG (as Lambda sets them when an operator asks),
+while the EKS auth path, the router and the recompute handler run against a real kube-apiserver and moto."""
 
 from __future__ import annotations
 
