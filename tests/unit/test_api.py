@@ -302,7 +302,7 @@ def test_a_quotas_update_stale_versions_and_delete_each_emitting_or_changing_not
     assert (stale.status, stale.body["CurrentVersion"]) == (409, 2)
     assert world.items() == before and len(world.publisher.events) == 1
     # a delete is 204 and emits; the quota is gone and its team free again
-    assert (call("DELETE", f"{QUOTAS}/a-quota", query={"TargetVersion": "2"}).status) == 204
+    assert call("DELETE", f"{QUOTAS}/a-quota", query={"TargetVersion": "2"}).status == 204
     assert world.store.get_quota("demo", "a-quota") is None
     detail = {"cluster": "demo", "quotaName": "a-quota", "reason": "DeleteComputeQuota (admin API)"}
     assert world.publisher.events[-1] == (names.DT_QUOTA_CHANGED, detail)

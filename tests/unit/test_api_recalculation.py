@@ -149,9 +149,7 @@ def test_waiting_returns_200_with_the_outcome_when_the_receipt_arrives_in_time(p
     assert (again.status, again.body["generation"], again.body["changed"]) == (200, 1, False)
 
 
-def test_an_event_triggered_recompute_writes_no_receipt_and_no_idempotency_record(
-    pipe: Pipeline, idempotent: Any
-) -> None:
+def test_an_event_triggered_recompute_keeps_no_receipt_nor_idempotency_record(pipe: Pipeline, idempotent: Any) -> None:
     # Given a quota change made through the API (its event triggers a recompute)
     call("POST", "/clusters/demo/compute-quotas", quota_body("c", gpus=4))
     assert [e[0] for e in pipe.events] == [names.DT_QUOTA_CHANGED]
@@ -189,9 +187,7 @@ def test_explicit_requests_are_never_deduplicated_away_and_a_coalesced_burst_ans
     assert len(pipe.store.list_history("demo")) == 1
 
 
-def test_a_failed_recompute_answers_failed_keeps_no_record_then_done_after_the_retry(
-    pipe: Pipeline, idempotent: Any
-) -> None:
+def test_a_failed_recompute_answers_failed_keeps_no_record_then_done_on_retry(pipe: Pipeline, idempotent: Any) -> None:
     request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
     pipe.deliver()
     pipe.kube.down = True
@@ -275,9 +271,7 @@ def idempotent(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]
         table.delete()
 
 
-def test_a_redelivered_request_is_answered_from_its_idempotency_record_not_recomputed(
-    pipe: Pipeline, idempotent: Any
-) -> None:
+def test_a_redelivered_request_is_answered_from_its_idempotency_record(pipe: Pipeline, idempotent: Any) -> None:
     # Given a recalculation request that ran: generation 1, its receipt Done, one idempotency record
     request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
     pipe.deliver()

@@ -214,7 +214,7 @@ def test_a_bad_quota_file_exits_2_naming_the_field_and_sends_nothing(api, capsys
     assert api.requests == [] and api.rejected == []
 
 
-def test_quota_update_stale_then_current_version(api, fake, capsys, tmp_path):
+def test_quota_update_describe_and_delete_stale_then_at_the_current_version(api, fake, capsys, tmp_path):
     fake.quotas["research"] = {**quota_doc(), "ComputeQuotaVersion": 2, "ClusterId": "demo"}
     patch = {"ComputeQuotaConfig": quota_doc(gpus=16)["ComputeQuotaConfig"]}
     update = ("update", "--name", "research", "--target-version")
@@ -227,6 +227,20 @@ def test_quota_update_stale_then_current_version(api, fake, capsys, tmp_path):
     assert (code, err, json.loads(api.requests[-1]["body"])["TargetVersion"]) == (0, "", 2)
     assert json.loads(out)["ComputeQuotaVersion"] == 3
     assert fake.quotas["research"]["ComputeQuotaConfig"]["ComputeQuotaResources"][0]["Accelerators"] == 16
+    # describe, then delete: stale, then at the current version
+    code, out, _ = quota(api, capsys, tmp_path, "describe", "--name", "research")
+    assert code == 0 and "research" in out and "3" in out
+    code, _, err = quota(api, capsys, tmp_path, "delete", "--name", "research", "--target-version", "2")
+    assert code == 1 and "current version: 3" in err and "research" in fake.quotas
+    code, out, _ = quota(api, capsys, tmp_path, "delete", "--name", "research", "--target-version", "3")
+    assert code == 0 and "Deleted" in out and "research" not in fake.quotas
+    assert api.requests[-1]["queryStringParameters"] == {"TargetVersion": "3"}
+    code, _, err = quota(api, capsys, tmp_path, "describe", "--name", "research")
+    assert code == 1 and "HTTP 404" in err and "no compute quota 'research'" in err
+    # a bad name exits 2 before any request
+    requests = len(api.requests)
+    code, _, err = quota(api, capsys, tmp_path, "describe", "--name", "bad name!")
+    assert code == 2 and "--name" in err and len(api.requests) == requests
 
 
 @pytest.mark.parametrize(
@@ -255,23 +269,6 @@ def test_quota_list_follows_next_token_and_filters(api, fake, capsys, tmp_path):
     assert all(e["queryStringParameters"]["NameContains"] == "team" for e in api.requests)
     code, out, _ = quota(api, capsys, tmp_path, "list")
     assert code == 0 and all(f"team-{i}" in out for i in range(5)) and "50%" in out
-
-
-def test_quota_describe_and_delete(api, fake, capsys, tmp_path):
-    fake.quotas["research"] = {**quota_doc(), "ComputeQuotaVersion": 4, "ClusterId": "demo"}
-    code, out, _ = quota(api, capsys, tmp_path, "describe", "--name", "research")
-    assert code == 0 and "research" in out and "4" in out
-    code, _, err = quota(api, capsys, tmp_path, "delete", "--name", "research", "--target-version", "3")
-    assert code == 1 and "current version: 4" in err and "research" in fake.quotas
-    code, out, _ = quota(api, capsys, tmp_path, "delete", "--name", "research", "--target-version", "4")
-    assert code == 0 and "Deleted" in out and "research" not in fake.quotas
-    assert api.requests[-1]["queryStringParameters"] == {"TargetVersion": "4"}
-    code, _, err = quota(api, capsys, tmp_path, "describe", "--name", "research")
-    assert code == 1 and "HTTP 404" in err and "no compute quota 'research'" in err
-    # a bad name exits 2 before any request
-    requests = len(api.requests)
-    code, _, err = quota(api, capsys, tmp_path, "describe", "--name", "bad name!")
-    assert code == 2 and "--name" in err and len(api.requests) == requests
 
 
 # ------------------------------------------------------------------------------------- pool

@@ -34,10 +34,8 @@ def test_the_settings_model_reads_every_variable() -> None:
     s = env_module.read(FULL)
     got = (s.table_name, s.idempotency_table_name, s.event_bus_name, s.history_ttl_days, s.tolerated_taint_keys)
     assert got == ("idleshare-state", "idleshare-idem", "idleshare", 90, frozenset({"a/b", "c"}))
-    assert [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix, c.field_ownership) for c in s.clusters] == [
-        ("demo", "demo-eks", "hyperpod-ns-", "Respect"),
-        ("c2", "e2", "hyperpod-ns-", "Take"),
-    ]
+    clusters = [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix, c.field_ownership) for c in s.clusters]
+    assert clusters == [("demo", "demo-eks", "hyperpod-ns-", "Respect"), ("c2", "e2", "hyperpod-ns-", "Take")]
     assert env_module.read({}).history_ttl_days == 30 and env_module.read({}).tolerated_taint_keys is None
     assert env_module.read({names.ENV_TOLERATED_TAINT_KEYS: ""}).tolerated_taint_keys == frozenset()
 
@@ -70,7 +68,7 @@ def test_a_missing_variable_is_named_with_the_function(handler: str, missing: st
         (names.ENV_CLUSTERS, '[{"id": 7, "eks_cluster_name": "x"}]', rf"{names.ENV_CLUSTERS}\[0\].id"),
         (
             names.ENV_CLUSTERS,
-            '[{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Fight"}]',
+            json.dumps([DEMO | {"field_ownership": "Fight"}]),
             r"\[0\]\.field_ownership: must be Respect or Take",
         ),
     ],

@@ -32,9 +32,7 @@ def real_shaped() -> tuple[bytes, bytes]:
     return make_cluster(2_000)  # real-sized nodes (MIG, Neuron, excluded ones), 200 teams
 
 
-def test_the_document_of_a_real_shaped_cluster_and_the_command_write_the_same_bytes_as_before(
-    real_shaped: tuple[bytes, bytes], tmp_path: Path
-) -> None:
+def test_a_real_clusters_document_and_the_command_write_what_json_wrote(real_shaped: Any, tmp_path: Path) -> None:
     nodes, quotas = real_shaped
     result, manifests = plan(nodes, quotas)
     document = result_json(result, manifests)
