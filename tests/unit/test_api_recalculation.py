@@ -1,7 +1,5 @@
-"""Explicit recalculation requests end to end, in process: POST /clusters/{c}/recalculate -> ``Recalculation
-Requested`` on idleshare's bus -> router -> SQS FIFO (moto) -> recompute -> receipt -> GET
-/clusters/{c}/recalculations/{id}. Also: only explicit requests write receipts, they are never deduplicated
-away, a failed recompute answers Failed, and waiting for the receipt. Given / When / Then."""
+"""Explicit recalculation requests end to end, in process: POST /clusters/{c}/recalculate -> idleshare's bus ->
+router -> SQS FIFO (moto) -> recompute -> receipt -> GET /clusters/{c}/recalculations/{id}."""
 
 from __future__ import annotations
 
@@ -29,23 +27,14 @@ INBOUND = Path(__file__).parents[2] / "events" / "inbound"
 
 def envelope(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
     """The event as EventBridge delivers it to the router's rule target."""
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": detail_type,
-        "source": names.EVENT_SOURCE,
-        "account": "111122223333",
-        "time": "2026-12-01T10:00:00Z",
-        "region": "us-east-1",
-        "resources": [],
-        "detail": detail,
-    }
+    event = {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": names.EVENT_SOURCE}
+    event |= {"account": "111122223333", "time": "2026-12-01T10:00:00Z", "region": "us-east-1", "resources": []}
+    return event | {"detail": detail}
 
 
 class Pipeline(World):
-    """World + idleshare's bus (kept in order), the router, the recompute queue (moto SQS FIFO) and the
-    recompute handler. ``synchronous``: the bus delivers and the queue drains as soon as something is
-    published (a pipeline faster than any poll)."""
+    """World + idleshare's bus (in order), the router, the recompute queue (moto SQS FIFO) and the recompute handler;
+    ``synchronous``: delivered and drained as soon as something is published (faster than any poll)."""
 
     def __init__(self, table: Any) -> None:
         super().__init__(table)
@@ -81,12 +70,10 @@ class Pipeline(World):
     def drain(self, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The SQS event source: one batch (``messages``, or what the queue holds) to the recompute handler;
         successes are deleted. Its ``batchItemFailures`` and ``records``."""
-        return event_source.drain(
+        batch = event_source.drain(
             self.sqs, self.queue_url, recompute.handler, CONTEXT, messages=messages, max_batches=1
-        ).response
-
-    def receipts(self) -> list[str]:
-        return [i["sk"] for i in self.items() if i["sk"].startswith("RECALC#")]
+        )
+        return batch.response
 
 
 @pytest.fixture
@@ -105,12 +92,9 @@ def pipe(aws: None, request: pytest.FixtureRequest) -> Iterator[Pipeline]:  # no
 
 def test_recalculate_is_202_with_a_request_id_and_puts_the_request_on_the_bus(pipe: Pipeline) -> None:
     reply = call("POST", "/clusters/demo/recalculate", {"reason": "new nodes racked"})
-    assert reply.status == 202
-    assert reply.body["status"] == "Requested" and reply.body["cluster"] == "demo"
-    request_id = reply.body["requestId"]
-    assert pipe.events == [
-        (names.DT_RECALC_REQUESTED, {"cluster": "demo", "requestId": request_id, "reason": "new nodes racked"})
-    ]
+    assert (reply.status, reply.body["status"], reply.body["cluster"]) == (202, "Requested", "demo")
+    detail = {"cluster": "demo", "requestId": reply.body["requestId"], "reason": "new nodes racked"}
+    assert pipe.events == [(names.DT_RECALC_REQUESTED, detail)]
     assert call("POST", "/clusters/demo/recalculate").status == 202  # no body at all is fine
 
 
@@ -134,36 +118,26 @@ def test_a_bad_recalculate_request_is_refused_and_publishes_nothing(
 
 
 def test_the_receipt_appears_once_the_recompute_ran(pipe: Pipeline) -> None:
-    # Given a recalculation request accepted by the API
     request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
-    # Then its receipt is not there before the recompute has run
-    assert call("GET", f"/clusters/demo/recalculations/{request_id}").status == 404
-    # When the bus delivers it to the router
+    assert call("GET", f"/clusters/demo/recalculations/{request_id}").status == 404  # not before the recompute
     pipe.deliver()
-    # Then the SQS message carries the request id and asks for a receipt
+    # the SQS message carries the request id and asks for a receipt
     [message] = pipe.messages()
-    assert json.loads(message["Body"]) | {"reason": ""} == {
-        "cluster": "demo",
-        "reason": "",
-        "requestId": request_id,
-        "receipt": True,
-    }
-    # When the recompute runs
+    want = {"cluster": "demo", "reason": "", "requestId": request_id, "receipt": True}
+    assert json.loads(message["Body"]) | {"reason": ""} == want
     assert pipe.drain([message])["batchItemFailures"] == []
-    # Then the receipt says Done, with the generation it produced
+    # the receipt says Done, with the generation it produced
     reply = call("GET", f"/clusters/demo/recalculations/{request_id}")
-    assert reply.status == 200
-    assert reply.body | {"completedAt": ""} == {
-        "requestId": request_id,
-        "cluster": "demo",
-        "status": "Done",
-        "generation": 1,
-        "changed": True,
-        "message": reply.body["message"],
-        "completedAt": "",
-    }
+    receipt = {"requestId": request_id, "cluster": "demo", "status": "Done", "generation": 1, "changed": True}
+    blank = {"completedAt": "", "message": ""}
+    assert (reply.status, reply.body | blank) == (200, receipt | blank)
     assert reply.body["completedAt"] and "ml.p5.48xlarge" in reply.body["message"]
     assert call("GET", "/clusters/demo/pool").body["generation"] == 1
+    # a request sent from the EventBridge console (docs/operations.md's "Send events" JSON) gets one too
+    router.handler(json.loads((INBOUND / "idleshare-recalculation-requested.json").read_text()), CONTEXT)
+    pipe.drain()
+    reply = call("GET", "/clusters/demo/recalculations/console-1")
+    assert (reply.status, reply.body["status"]) == (200, "Done")
 
 
 def test_waiting_returns_200_with_the_outcome_when_the_receipt_arrives_in_time(pipe: Pipeline) -> None:
@@ -175,7 +149,7 @@ def test_waiting_returns_200_with_the_outcome_when_the_receipt_arrives_in_time(p
     assert (again.status, again.body["generation"], again.body["changed"]) == (200, 1, False)
 
 
-def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
+def test_an_event_triggered_recompute_keeps_no_receipt_nor_idempotency_record(pipe: Pipeline, idempotent: Any) -> None:
     # Given a quota change made through the API (its event triggers a recompute)
     call("POST", "/clusters/demo/compute-quotas", quota_body("c", gpus=4))
     assert [e[0] for e in pipe.events] == [names.DT_QUOTA_CHANGED]
@@ -183,9 +157,9 @@ def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
     messages = pipe.messages()  # the window's leading and trailing message
     assert len(messages) == 2 and not any("receipt" in json.loads(m["Body"]) for m in messages)
     pipe.drain(messages)
-    # Then the pool moved, and no receipt was written
+    # Then the pool moved, no receipt was written and no idempotency record kept (level-triggered)
     assert call("GET", "/clusters/demo/pool").body["generation"] == 1
-    assert pipe.receipts() == []
+    assert [i for i in pipe.items() if i["sk"].startswith("RECALC#")] == [] and idempotent.scan()["Items"] == []
     # And a recompute that changes nothing writes nothing either (no pool, no history, no receipt)
     before = pipe.items()
     pipe.now[0] += 60  # a new dedup window
@@ -194,48 +168,38 @@ def test_an_event_triggered_recompute_writes_no_receipt(pipe: Pipeline) -> None:
     assert pipe.items() == before
 
 
-def test_explicit_requests_are_never_deduplicated_away(pipe: Pipeline) -> None:
-    # Given, within one dedup window, two plain events and two explicit requests for the same cluster
+def test_explicit_requests_are_never_deduplicated_away_and_a_coalesced_burst_answers_every_one(pipe: Pipeline) -> None:
+    # Given, within one dedup window, two plain events and three explicit requests for the same cluster
     for _ in range(2):
         router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
-    ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(2)]
+    ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(3)]
     pipe.deliver()
     # Then the queue holds the window's two plain messages (leading, trailing) and one per explicit request
-    bodies = [json.loads(m["Body"]) for m in pipe.messages()]
+    messages = pipe.messages()
+    bodies = [json.loads(m["Body"]) for m in messages]
     assert sorted(b.get("requestId") for b in bodies if b.get("receipt")) == sorted(ids)
     assert len([b for b in bodies if not b.get("receipt")]) == 2
-
-
-def test_a_coalesced_burst_still_answers_every_request(pipe: Pipeline) -> None:
-    ids = [call("POST", "/clusters/demo/recalculate").body["requestId"] for _ in range(3)]
-    router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
-    pipe.deliver()
-    out = pipe.drain()
-    assert (out["records"], out["batchItemFailures"]) == (5, [])  # 3 requests + the window's leading and trailing
+    # And one recompute for the whole burst answers every request
+    out = pipe.drain(messages)
+    assert (out["records"], out["batchItemFailures"]) == (5, [])
     answers = [call("GET", f"/clusters/demo/recalculations/{i}").body for i in ids]
     assert {(a["status"], a["generation"]) for a in answers} == {("Done", 1)}
-    assert len(pipe.store.list_history("demo")) == 1  # one recompute for the whole burst
+    assert len(pipe.store.list_history("demo")) == 1
 
 
-def test_a_failed_recompute_answers_failed_then_done_after_the_retry(pipe: Pipeline) -> None:
+def test_a_failed_recompute_answers_failed_keeps_no_record_then_done_on_retry(pipe: Pipeline, idempotent: Any) -> None:
     request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
     pipe.deliver()
     pipe.kube.down = True
     assert len(pipe.drain()["batchItemFailures"]) == 1  # SQS retries it
     failed = call("GET", f"/clusters/demo/recalculations/{request_id}").body
     assert failed["status"] == "Failed" and "connection refused" in failed["message"]
+    assert idempotent.scan()["Items"] == []  # deleted with the failure: a retry is not a duplicate
     pipe.kube.down = False
     assert pipe.drain()["batchItemFailures"] == []
     done = call("GET", f"/clusters/demo/recalculations/{request_id}").body
     assert (done["status"], done["generation"]) == ("Done", 1)
-
-
-def test_a_request_sent_from_the_eventbridge_console_gets_a_receipt_too(pipe: Pipeline) -> None:
-    # docs/operations.md's "Send events" JSON: detail {"cluster": "demo", "requestId": "console-1", ...}
-    router.handler(json.loads((INBOUND / "idleshare-recalculation-requested.json").read_text()), CONTEXT)
-    pipe.drain()
-    reply = call("GET", "/clusters/demo/recalculations/console-1")
-    assert (reply.status, reply.body["status"]) == (200, "Done")
+    assert [i["status"] for i in idempotent.scan()["Items"]] == ["COMPLETED"]
 
 
 def test_the_dedup_id_of_an_explicit_request_is_bounded_whatever_the_id_holds() -> None:
@@ -250,13 +214,11 @@ def test_the_dedup_id_of_an_explicit_request_is_bounded_whatever_the_id_holds() 
             return {"Successful": [{"Id": e["Id"]} for e in Entries]}
 
     queue = SqsRecomputeQueue(Client(), "url", clock=lambda: 5.0)
-    cluster = "c" * 63
-    queue.enqueue(cluster, "Recalculation Requested", request_id="ä b/" * 32)
-    queue.enqueue(cluster, "Recalculation Requested", request_id="ä b/" * 31)
-    queue.enqueue(cluster, "Node Changed")
-    first, second, leading, trailing = (m["MessageDeduplicationId"] for m in sent)
-    assert len({first, second, leading, trailing}) == 4
-    assert all(len(d) <= 128 and d.isascii() and " " not in d for d in (first, second, leading, trailing))
+    queue.enqueue("c" * 63, "Recalculation Requested", request_id="ä b/" * 32)
+    queue.enqueue("c" * 63, "Recalculation Requested", request_id="ä b/" * 31)
+    queue.enqueue("c" * 63, "Node Changed")  # the window's leading and trailing message
+    ids = [m["MessageDeduplicationId"] for m in sent]
+    assert len(set(ids)) == 4 and all(len(d) <= 128 and d.isascii() and " " not in d for d in ids)
     assert json.loads(sent[0]["MessageBody"])["requestId"] == "ä b/" * 32
 
 
@@ -274,15 +236,15 @@ class Clock:
         self.now += seconds
 
 
-def test_waiting_gives_up_after_wait_seconds_with_202_shape(pipe: Pipeline) -> None:
+def test_waiting_gives_up_after_wait_seconds_or_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) -> None:
+    from idleshare.parse.requests import Recalculate, parse
+
     clock = Clock()
-    admin = Admin(pipe.store, pipe, clock=clock, sleep=clock.sleep, poll_interval=0.5)
-    answer = admin.recalculate("demo", None, wait_seconds=2)
-    assert not answer.done and answer.body["status"] == "Requested"
+    answer = Admin(pipe.store, pipe, clock=clock, sleep=clock.sleep, poll_interval=0.5).recalculate("demo", None, 2)
+    assert not answer.done and answer.body["status"] == "Requested"  # the 202 shape
     assert sum(clock.sleeps) == 2 and len(clock.sleeps) == 4
-
-
-def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) -> None:
+    pipe.deliver()  # the first request, and its recompute, out of the way
+    pipe.drain()
     clock = Clock()
 
     def sleep(seconds: float) -> None:
@@ -290,8 +252,6 @@ def test_waiting_stops_polling_as_soon_as_the_receipt_arrives(pipe: Pipeline) ->
         if len(clock.sleeps) == 2:  # the pipeline catches up during the second pause
             pipe.deliver()
             pipe.drain()
-
-    from idleshare.parse.requests import Recalculate, parse
 
     admin = Admin(pipe.store, pipe, clock=clock, sleep=sleep, poll_interval=0.5)
     answer = admin.recalculate("demo", parse(Recalculate, {"reason": "x"}), wait_seconds=25)
@@ -311,18 +271,7 @@ def idempotent(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]
         table.delete()
 
 
-def redeliver(message: dict[str, Any]) -> dict[str, Any]:
-    """The same SQS message once more (EventBridge's at-least-once delivery, an archive replay)."""
-    again = message | {"MessageId": f"again-{uuid.uuid4().hex[:8]}", "ReceiptHandle": "again"}
-    out: dict[str, Any] = recompute.handler(
-        event_source.sqs_event([again], "arn:aws:sqs:us-east-1:111122223333:recompute.fifo"), CONTEXT
-    )
-    return out
-
-
-def test_a_redelivered_request_is_answered_from_its_idempotency_record_not_recomputed(
-    pipe: Pipeline, idempotent: Any
-) -> None:
+def test_a_redelivered_request_is_answered_from_its_idempotency_record(pipe: Pipeline, idempotent: Any) -> None:
     # Given a recalculation request that ran: generation 1, its receipt Done, one idempotency record
     request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
     pipe.deliver()
@@ -330,9 +279,11 @@ def test_a_redelivered_request_is_answered_from_its_idempotency_record_not_recom
     assert pipe.drain([message])["batchItemFailures"] == []
     [record] = idempotent.scan()["Items"]
     assert record["status"] == "COMPLETED" and json.loads(record["data"])["generation"] == 1
-    # When the cluster changes and the same request is delivered again
+    # When the cluster changes and the same request is delivered again (EventBridge's at-least-once, a replay)
     pipe.kube.nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-    assert redeliver(message)["batchItemFailures"] == []
+    again = message | {"MessageId": f"again-{uuid.uuid4().hex[:8]}", "ReceiptHandle": "again"}  # at least once
+    batch = event_source.sqs_event([again], "arn:aws:sqs:us-east-1:111122223333:recompute.fifo")
+    assert recompute.handler(batch, CONTEXT)["batchItemFailures"] == []
     # Then it did not recompute: still generation 1, one history item, the receipt as the first run wrote it
     assert call("GET", "/clusters/demo/pool").body["generation"] == 1
     assert len(pipe.store.list_history("demo")) == 1
@@ -343,22 +294,3 @@ def test_a_redelivered_request_is_answered_from_its_idempotency_record_not_recom
     assert pipe.drain()["batchItemFailures"] == []
     assert call("GET", "/clusters/demo/pool").body["generation"] == 2
     assert len(idempotent.scan()["Items"]) == 2
-
-
-def test_a_failed_request_leaves_no_record_so_the_retry_recomputes(pipe: Pipeline, idempotent: Any) -> None:
-    request_id = call("POST", "/clusters/demo/recalculate").body["requestId"]
-    pipe.deliver()
-    pipe.kube.down = True
-    assert len(pipe.drain()["batchItemFailures"]) == 1
-    assert idempotent.scan()["Items"] == []  # deleted with the failure: a retry is not a duplicate
-    pipe.kube.down = False
-    assert pipe.drain()["batchItemFailures"] == []
-    assert call("GET", f"/clusters/demo/recalculations/{request_id}").body["status"] == "Done"
-    assert [i["status"] for i in idempotent.scan()["Items"]] == ["COMPLETED"]
-
-
-def test_event_triggered_recomputes_keep_no_idempotency_record(pipe: Pipeline, idempotent: Any) -> None:
-    # level-triggered: a windowed recompute redelivered simply recomputes (and writes nothing if nothing moved)
-    router.handler(envelope(names.DT_NODE_CHANGED, {"cluster": "demo"}), CONTEXT)
-    assert pipe.drain()["records"] == 2  # the window's leading and trailing message
-    assert idempotent.scan()["Items"] == []

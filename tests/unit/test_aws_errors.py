@@ -4,15 +4,8 @@ the EKS connector, the recompute queue and the event bus."""
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import (
-    ClientError,
-    ConnectionClosedError,
-    CredentialRetrievalError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ParamValidationError,
-    ReadTimeoutError,
-)
+from botocore import exceptions as sdk
+from botocore.exceptions import ClientError
 
 from idleshare.adapters import aws
 from idleshare.adapters.errors import (
@@ -46,24 +39,20 @@ def client_error(code: str, status: int = 400) -> ClientError:
         (client_error("AccessDenied", 503), PermanentError),
         (client_error("ValidationException"), PermanentError),
         (client_error("ResourceNotFoundException"), NotFoundError),
-        (EndpointConnectionError(endpoint_url="http://x"), RetryableError),
-        (ReadTimeoutError(endpoint_url="http://x"), RetryableError),
-        (ConnectionClosedError(endpoint_url="http://x"), RetryableError),
-        (CredentialRetrievalError(provider="container-role", error_msg="timeout"), RetryableError),
-        (NoCredentialsError(), PermanentError),
-        (ParamValidationError(report="bad"), PermanentError),
+        (sdk.EndpointConnectionError(endpoint_url="http://x"), RetryableError),
+        (sdk.ReadTimeoutError(endpoint_url="http://x"), RetryableError),
+        (sdk.ConnectionClosedError(endpoint_url="http://x"), RetryableError),
+        (sdk.CredentialRetrievalError(provider="container-role", error_msg="timeout"), RetryableError),
+        (sdk.NoCredentialsError(), PermanentError),
+        (sdk.ParamValidationError(report="bad"), PermanentError),
         (ValueError("boom"), PermanentError),
     ],
 )
 def test_translate_aws(exc: Exception, kind: type[AdapterError]) -> None:
     out = translate_aws(exc, operation="sqs:SendMessage", subject="queue 'q'")
-    assert type(out) is kind
+    assert type(out) is kind and out.operation == "sqs:SendMessage"
     assert str(out).startswith("sqs:SendMessage queue 'q': ")
-    assert out.operation == "sqs:SendMessage"
-
-
-def test_an_adapter_error_is_returned_as_it_is() -> None:
-    error = RetryableError("x")
+    error = RetryableError("x")  # an adapter error is returned as it is
     assert translate_aws(error, operation="op") is error
 
 

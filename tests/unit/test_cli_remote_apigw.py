@@ -14,14 +14,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.apigw_local import (
-    BAD_SIGNATURE,
-    MISSING_TOKEN,
-    TEST_IDENTITY,
-    UNKNOWN_KEY,
-    ApiGatewayLocal,
-    Principal,
-)
+from tests.apigw_local import BAD_SIGNATURE, MISSING_TOKEN, TEST_IDENTITY, UNKNOWN_KEY, ApiGatewayLocal, Principal
 
 
 class Echo:
@@ -35,18 +28,11 @@ class Echo:
         return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps({"ok": True})}
 
 
-def signed(
-    url: str,
-    method: str = "GET",
-    body: bytes | None = None,
-    identity: Principal = TEST_IDENTITY,
-    secret: str | None = None,
-    region: str = "us-east-1",
-    service: str = "execute-api",
-) -> AWSRequest:
+def signed(url: str, method: str = "GET", body: bytes | None = None, identity: Principal = TEST_IDENTITY, **scope: str):
+    """A request signed with SigV4 (``scope``: another ``secret``, ``region`` or ``service`` to sign with)."""
     request = AWSRequest(method=method, url=url, data=body, headers={"Content-Type": "application/json"})
-    creds = Credentials(identity.access_key, secret or identity.secret_key, identity.token)
-    SigV4Auth(creds, service, region).add_auth(request)
+    creds = Credentials(identity.access_key, scope.get("secret", identity.secret_key), identity.token)
+    SigV4Auth(creds, scope.get("service", "execute-api"), scope.get("region", "us-east-1")).add_auth(request)
     return request
 
 
@@ -74,101 +60,68 @@ def api():
 def test_a_signed_request_reaches_the_handler_as_a_rest_proxy_event(api) -> None:
     # Given a request signed for execute-api with the test credentials, with a body and a repeated query key
     url = api.url + "clusters/demo/compute-quotas?NameContains=re&x=1&x=2"
-    body = b'{"Name": "research"}'
-
-    # When it is sent
-    status, payload, headers = send_signed(signed(url, "POST", body))
-
+    status, payload, headers = send_signed(signed(url, "POST", b'{"Name": "research"}'))
     # Then the handler ran with the REST proxy event API Gateway would build
-    assert (status, payload) == (200, {"ok": True})
-    assert headers["x-amzn-RequestId"]
-    (event,) = api.echo.events
-    assert event["resource"] == "/{proxy+}"
-    assert event["path"] == "/clusters/demo/compute-quotas"
-    assert event["httpMethod"] == "POST"
-    assert event["pathParameters"] == {"proxy": "clusters/demo/compute-quotas"}
+    assert (status, payload) == (200, {"ok": True}) and headers["x-amzn-RequestId"]
+    assert send_signed(signed(api.url + "clusters"))[0] == 200  # no query, no body
+    event, bare = api.echo.events
+    path = "/clusters/demo/compute-quotas"
+    want = {"resource": "/{proxy+}", "path": path, "httpMethod": "POST", "pathParameters": {"proxy": path[1:]}}
+    assert {k: event[k] for k in want} == want and event["isBase64Encoded"] is False
     assert event["queryStringParameters"] == {"NameContains": "re", "x": "2"}
     assert event["multiValueQueryStringParameters"] == {"NameContains": ["re"], "x": ["1", "2"]}
-    assert json.loads(event["body"]) == {"Name": "research"} and event["isBase64Encoded"] is False
-    context = event["requestContext"]
+    assert json.loads(event["body"]) == {"Name": "research"}
+    context, identity = event["requestContext"], event["requestContext"]["identity"]
     assert context["stage"] == "prod" and context["path"] == "/prod/clusters/demo/compute-quotas"
-    assert context["identity"]["userArn"] == TEST_IDENTITY.user_arn
-    assert context["identity"]["caller"] and context["identity"]["accessKey"] == TEST_IDENTITY.access_key
+    assert identity["userArn"] == TEST_IDENTITY.user_arn and identity["caller"]
+    assert identity["accessKey"] == TEST_IDENTITY.access_key
     assert event["headers"]["Content-Type"] == "application/json"
+    # API Gateway's null fields for a request without a query or a body
+    assert (bare["queryStringParameters"], bare["multiValueQueryStringParameters"], bare["body"]) == (None, None, None)
 
 
-def test_a_request_without_a_query_or_body_has_null_fields_like_api_gateway(api) -> None:
-    status, _, _ = send_signed(signed(api.url + "clusters"))
-    assert status == 200
-    (event,) = api.echo.events
-    assert event["queryStringParameters"] is None and event["multiValueQueryStringParameters"] is None
-    assert event["body"] is None
+URL, BODY = "clusters/demo/compute-quotas/research?TargetVersion=1", b'{"TargetVersion": 1}'
+STRANGER = Principal("AKIASTRANGER00000000", "secret", None)
+OTHER_TOKEN = Principal(TEST_IDENTITY.access_key, TEST_IDENTITY.secret_key, "another-token")
+SCOPE = "Credential should be scoped to a valid region and service execute-api, not '{}'."
 
 
-def test_an_unsigned_request_is_refused_with_missing_authentication_token(api) -> None:
-    status, payload, headers = send(api.url + "clusters")
-    assert (status, payload) == (403, {"message": MISSING_TOKEN})
-    assert headers["x-amzn-ErrorType"] == "MissingAuthenticationTokenException"
-    assert api.echo.events == [] and api.rejected == [(403, MISSING_TOKEN)]
+def put(url: str, **signing: Any) -> AWSRequest:
+    return signed(url, "PUT", BODY, **signing)
 
 
-@pytest.mark.parametrize(
-    "tamper",
-    ["body", "path", "query", "method", "secret"],
-)
-def test_a_tampered_request_is_refused_as_a_signature_mismatch(api, tamper: str) -> None:
-    # Given a request signed for one thing
-    url = api.url + "clusters/demo/compute-quotas/research?TargetVersion=1"
-    body = b'{"TargetVersion": 1}'
-    request = signed(url, "PUT", body, secret="wrong" if tamper == "secret" else None)
-
-    # When something else is sent under that signature
-    if tamper == "body":
-        status, payload, _ = send_signed(request, body=b'{"TargetVersion": 2}')
-    elif tamper == "path":
-        status, payload, _ = send_signed(request, url=url.replace("research", "other"))
-    elif tamper == "query":
-        status, payload, _ = send_signed(request, url=url.replace("=1", "=9"))
-    elif tamper == "method":
-        status, payload, _ = send(url, "POST", body, dict(request.headers))
-    else:
-        status, payload, _ = send_signed(request)
-
-    # Then the gate refuses it and the handler never runs
-    assert (status, payload) == (403, {"message": BAD_SIGNATURE})
-    assert api.echo.events == []
+ERROR_TYPES = {MISSING_TOKEN: "MissingAuthenticationTokenException", UNKNOWN_KEY: "UnrecognizedClientException"}
+REFUSALS = {  # how a request goes wrong: (send it, API Gateway's message)
+    "unsigned": (lambda url: send(url, "PUT", BODY), MISSING_TOKEN),
+    "outside the stage": (lambda url: send_signed(put(url.replace("/prod/", "/dev/"))), MISSING_TOKEN),
+    "tampered body": (lambda url: send_signed(put(url), body=b'{"TargetVersion": 2}'), BAD_SIGNATURE),
+    "tampered path": (lambda url: send_signed(put(url), url=url.replace("research", "other")), BAD_SIGNATURE),
+    "tampered query": (lambda url: send_signed(put(url), url=url.replace("=1", "=9")), BAD_SIGNATURE),
+    "tampered method": (lambda url: send(url, "POST", BODY, dict(put(url).headers)), BAD_SIGNATURE),
+    "wrong secret": (lambda url: send_signed(put(url, secret="wrong")), BAD_SIGNATURE),
+    "unknown key": (lambda url: send_signed(put(url, identity=STRANGER)), UNKNOWN_KEY),
+    "another session token": (lambda url: send_signed(put(url, identity=OTHER_TOKEN)), UNKNOWN_KEY),
+    "another service": (lambda url: send_signed(put(url, service="s3")), SCOPE.format("us-east-1/s3")),
+    "another region": (lambda url: send_signed(put(url, region="eu-west-1")), SCOPE.format("eu-west-1/execute-api")),
+}
 
 
-def test_an_unknown_access_key_or_a_wrong_session_token_is_refused(api) -> None:
-    stranger = Principal("AKIASTRANGER00000000", "secret", None)
-    assert send_signed(signed(api.url + "clusters", identity=stranger))[:2] == (403, {"message": UNKNOWN_KEY})
-    other_token = Principal(TEST_IDENTITY.access_key, TEST_IDENTITY.secret_key, "another-token")
-    assert send_signed(signed(api.url + "clusters", identity=other_token))[:2] == (403, {"message": UNKNOWN_KEY})
-    assert api.echo.events == []
+@pytest.mark.parametrize("how", list(REFUSALS))
+def test_what_iam_auth_refuses_is_a_403_and_never_reaches_the_handler(api, how: str) -> None:
+    send_it, message = REFUSALS[how]
+    status, payload, headers = send_it(api.url + URL)
+    assert (status, payload) == (403, {"message": message})
+    assert headers["x-amzn-ErrorType"] == ERROR_TYPES.get(message, "InvalidSignatureException")
+    assert api.echo.events == [] and api.rejected == [(403, message)]
 
 
-def test_a_signature_for_another_service_or_region_is_refused(api) -> None:
-    for request in (signed(api.url + "clusters", service="s3"), signed(api.url + "clusters", region="eu-west-1")):
-        status, payload, _ = send_signed(request)
-        assert status == 403 and "execute-api" in payload["message"]
-    assert api.echo.events == []
-
-
-def test_an_old_signature_is_refused_as_expired() -> None:
+def test_an_old_signature_is_refused_as_expired_and_a_failing_handler_becomes_a_502() -> None:
     # Given a gate whose clock is ten minutes ahead of the signer's
     handler = Echo()
     with ApiGatewayLocal(handler, now=lambda: dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)) as gate:
         status, payload, _ = send_signed(signed(gate.url + "clusters"))
-    assert status == 403 and payload["message"].startswith("Signature expired")
-    assert handler.events == []
+    assert status == 403 and payload["message"].startswith("Signature expired") and handler.events == []
 
-
-def test_a_path_outside_the_stage_is_refused_like_an_unknown_route(api) -> None:
-    url = api.url.replace("/prod/", "/dev/") + "clusters"
-    assert send_signed(signed(url))[:2] == (403, {"message": MISSING_TOKEN})
-
-
-def test_a_failing_handler_becomes_a_502() -> None:
     def broken(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise RuntimeError("boom")
 

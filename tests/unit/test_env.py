@@ -14,6 +14,7 @@ from idleshare import names
 from idleshare.runtime import env as env_module
 
 ROOT = Path(__file__).resolve().parents[2]
+DEMO = {"id": "demo", "eks_cluster_name": "demo-eks", "prefix": None}
 FULL = {
     names.ENV_TABLE_NAME: "idleshare-state",
     names.ENV_IDEMPOTENCY_TABLE_NAME: "idleshare-idem",
@@ -21,7 +22,7 @@ FULL = {
     names.ENV_EVENT_BUS_NAME: "idleshare",
     names.ENV_HISTORY_TTL_DAYS: "90",
     names.ENV_TOLERATED_TAINT_KEYS: " a/b , ,c ",
-    names.ENV_CLUSTERS: json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks", "prefix": None}]),
+    names.ENV_CLUSTERS: json.dumps([DEMO, {"id": "c2", "eks_cluster_name": "e2", "field_ownership": "Take"}]),
 }
 
 
@@ -31,16 +32,10 @@ def own(handler: str) -> dict[str, str]:
 
 def test_the_settings_model_reads_every_variable() -> None:
     s = env_module.read(FULL)
-    assert (s.table_name, s.idempotency_table_name, s.event_bus_name, s.history_ttl_days) == (
-        "idleshare-state",
-        "idleshare-idem",
-        "idleshare",
-        90,
-    )
-    assert s.tolerated_taint_keys == frozenset({"a/b", "c"})
-    assert [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix) for c in s.clusters] == [
-        ("demo", "demo-eks", "hyperpod-ns-")
-    ]
+    got = (s.table_name, s.idempotency_table_name, s.event_bus_name, s.history_ttl_days, s.tolerated_taint_keys)
+    assert got == ("idleshare-state", "idleshare-idem", "idleshare", 90, frozenset({"a/b", "c"}))
+    clusters = [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix, c.field_ownership) for c in s.clusters]
+    assert clusters == [("demo", "demo-eks", "hyperpod-ns-", "Respect"), ("c2", "e2", "hyperpod-ns-", "Take")]
     assert env_module.read({}).history_ttl_days == 30 and env_module.read({}).tolerated_taint_keys is None
     assert env_module.read({names.ENV_TOLERATED_TAINT_KEYS: ""}).tolerated_taint_keys == frozenset()
 
@@ -71,6 +66,11 @@ def test_a_missing_variable_is_named_with_the_function(handler: str, missing: st
         (names.ENV_CLUSTERS, "[]", names.ENV_CLUSTERS + ": a non-empty JSON list"),
         (names.ENV_CLUSTERS, '[{"id": "demo"}]', rf"{names.ENV_CLUSTERS}\[0\].eks_cluster_name"),
         (names.ENV_CLUSTERS, '[{"id": 7, "eks_cluster_name": "x"}]', rf"{names.ENV_CLUSTERS}\[0\].id"),
+        (
+            names.ENV_CLUSTERS,
+            json.dumps([DEMO | {"field_ownership": "Fight"}]),
+            r"\[0\]\.field_ownership: must be Respect or Take",
+        ),
     ],
 )
 def test_a_malformed_variable_is_named(variable: str, value: str, named: str) -> None:
@@ -78,53 +78,31 @@ def test_a_malformed_variable_is_named(variable: str, value: str, named: str) ->
         env_module.settings(FULL | {variable: value}, handler=names.REGISTRAR_HANDLER)
 
 
-def _cold_start(handler: str, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    module = handler.rsplit(".", 1)[0]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IDLESHARE_")}
-    env |= environ | {
-        "_HANDLER": handler,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
-    }
-    return subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, env=env, capture_output=True, text=True)
+def _cold_start(handler: str, environ: dict[str, str], code: str = "") -> subprocess.CompletedProcess[str]:
+    """A new Python process as Lambda starts it (``_HANDLER`` set), importing the handler's module or running ``code``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IDLESHARE_")} | environ | {"_HANDLER": handler}
+    env |= {"AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])}
+    code = code or f"import {handler.rsplit('.', 1)[0]}"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
-def test_a_lambda_without_its_configuration_fails_at_cold_start_naming_it() -> None:
-    # In Lambda (``_HANDLER`` set) the handler module's import checks the function's variables: an init error
+def test_a_lambda_without_its_configuration_fails_at_cold_start_naming_it_and_the_router_loads_no_pydantic() -> None:
+    # the handler module's import checks the function's variables: an init error
     environ = own(names.ROUTER_HANDLER)
     del environ[names.ENV_QUEUE_URL]
     proc = _cold_start(names.ROUTER_HANDLER, environ)
     assert proc.returncode == 1
     assert f"EnvError: {names.ENV_QUEUE_URL}: required by the {names.ROUTER_HANDLER} function" in proc.stderr
     assert _cold_start(names.ROUTER_HANDLER, own(names.ROUTER_HANDLER)).returncode == 0
-
-
-def test_the_routers_first_event_wiring_does_not_load_pydantic():
-    # On its first event the router builds its dependencies from the environment (boto3 clients, the
-    # store, the queue): none of that may pull pydantic into the router Lambda.
+    # on its first event the router builds its dependencies from the environment (boto3 clients, the store, the
+    # queue): none of that may pull pydantic into the router Lambda
     code = (
-        "import os, sys\n"
-        f"os.environ.update({own(names.ROUTER_HANDLER)!r})\n"
-        f"os.environ.update({{'AWS_DEFAULT_REGION': 'us-east-1', '_HANDLER': {names.ROUTER_HANDLER!r}}})\n"
+        "import sys\n"
         "from idleshare.handlers import router\n"
         "from idleshare.runtime import wiring\n"
         "deps = wiring.dependencies()\n"
         "assert deps.queue is not None and deps.publisher is None\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
     )
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
-
-
-def test_a_clusters_field_ownership_is_read_and_checked():
-    import json
-
-    from idleshare.runtime.env import EnvError, parse_clusters
-
-    (take,) = parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Take"}]))
-    (default,) = parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1"}]))
-    assert (take.field_ownership, default.field_ownership) == ("Take", "Respect")
-    with pytest.raises(EnvError, match=r"\[0\]\.field_ownership: must be Respect or Take"):
-        parse_clusters(json.dumps([{"id": "c1", "eks_cluster_name": "e1", "field_ownership": "Fight"}]))
+    out = _cold_start(names.ROUTER_HANDLER, own(names.ROUTER_HANDLER), code)
+    assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr

@@ -1,6 +1,5 @@
-"""Fuzzing the admin API through API Gateway proxy events (Hypothesis): whatever the body, path or query, the
-answer is a documented status with a JSON error naming what is wrong — never a 500, never a traceback — and a
-refused write changes nothing stored."""
+"""Fuzzing the admin API (Hypothesis): whatever the body, path or query, a documented status with a JSON error naming
+what is wrong — never a 500, never a traceback — and a refused write changes nothing stored."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ from tests.corpus.make_corpus import mutate
 from tests.unit.test_api import World, aws, call, world  # noqa: F401  (fixtures)
 from tests.unit.test_fuzz_parsers import json_values, mutation_values, paths
 
-FUZZ = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
-)
+HEALTH = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=HEALTH)
 DOCUMENTED = {200, 201, 202, 204, 400, 404, 409, 413, 422}
 REFUSED = {400, 404, 409, 413, 422}
 QUOTA = quota_body("fuzz")
@@ -30,15 +28,9 @@ WRITES = [
     ("PUT", "/clusters/demo/scheduler-config", SCHEDULER),
     ("POST", "/clusters/demo/recalculate", {"reason": "fuzz"}),
 ]
-READS = [
-    "/clusters/demo/compute-quotas",
-    "/clusters/demo/compute-quotas/seed-quota",
-    "/clusters/demo/pool",
-    "/clusters/demo/grants",
-    "/clusters/demo/history",
-    "/clusters/demo/excluded-nodes",
-    "/clusters/demo/recalculations/r-1",
-]
+ROUTES = ("compute-quotas", "compute-quotas/seed-quota", "pool", "grants", "history", "excluded-nodes")
+READS = [f"/clusters/demo/{route}" for route in (*ROUTES, "recalculations/r-1")]
+QUERY_KEYS = ["limit", "NextToken", "MaxResults", "NameContains", "ActivationState", "waitSeconds", "x"]
 
 
 def check(reply: Any) -> None:
@@ -68,10 +60,8 @@ def _mutations(doc: dict[str, Any]) -> st.SearchStrategy[Any]:
     )
 )
 def test_fuzz_a_write_with_a_broken_body_is_refused_cleanly_and_changes_nothing(seeded: World, case: Any) -> None:
-    i, body = case
-    method, path, _ = WRITES[i]
-    before = seeded.items()
-    events = len(seeded.publisher.events)
+    (method, path, _), body = WRITES[case[0]], case[1]
+    before, events = seeded.items(), len(seeded.publisher.events)
     reply = call(method, path, body)
     check(reply)
     if reply.status in REFUSED:
@@ -79,14 +69,7 @@ def test_fuzz_a_write_with_a_broken_body_is_refused_cleanly_and_changes_nothing(
 
 
 @FUZZ
-@given(
-    st.sampled_from(READS),
-    st.dictionaries(
-        st.sampled_from(["limit", "NextToken", "MaxResults", "NameContains", "ActivationState", "waitSeconds", "x"]),
-        st.text(max_size=40),
-        max_size=3,
-    ),
-)
+@given(st.sampled_from(READS), st.dictionaries(st.sampled_from(QUERY_KEYS), st.text(max_size=40), max_size=3))
 def test_fuzz_reads_with_any_query_answer_cleanly(seeded: World, path: str, query: dict[str, str]) -> None:
     check(call("GET", path, query=query or None))
 

@@ -21,16 +21,10 @@ def stdlib(document: Any) -> bytes:
     return json.dumps(document, indent=2).encode() + b"\n"
 
 
-def number_types(value: Any, found: set[type]) -> set[type]:
-    if isinstance(value, dict):
-        for v in value.values():
-            number_types(v, found)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            number_types(v, found)
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        found.add(type(value))
-    return found
+def number_types(value: Any) -> set[type]:
+    if isinstance(value, dict | list | tuple):
+        return set().union(*map(number_types, value.values() if isinstance(value, dict) else value))
+    return {type(value)} if isinstance(value, int | float) and not isinstance(value, bool) else set()
 
 
 @pytest.fixture(scope="module")
@@ -38,30 +32,19 @@ def real_shaped() -> tuple[bytes, bytes]:
     return make_cluster(2_000)  # real-sized nodes (MIG, Neuron, excluded ones), 200 teams
 
 
-def test_the_document_of_a_real_shaped_cluster_is_written_byte_for_byte(real_shaped: tuple[bytes, bytes]) -> None:
+def test_a_real_clusters_document_and_the_command_write_what_json_wrote(real_shaped: Any, tmp_path: Path) -> None:
     nodes, quotas = real_shaped
     result, manifests = plan(nodes, quotas)
     document = result_json(result, manifests)
     assert json_bytes(document) + b"\n" == stdlib(document)
     # and it holds no floats (msgspec and json spell exponents differently): only integers
-    assert number_types(document, set()) <= {int}
-
-
-def test_the_command_writes_the_same_bytes_as_before(real_shaped: tuple[bytes, bytes], tmp_path: Path) -> None:
-    # Given the files an operator passes
-    nodes, quotas = real_shaped
+    assert number_types(document) <= {int}
+    # `idleshare plan --format json` as a command, on the files an operator passes: what json.dump wrote
     (tmp_path / "nodes.json").write_bytes(nodes)
     (tmp_path / "quotas.json").write_bytes(quotas)
-    # When `idleshare plan --format json` runs as a command
     files = ["--nodes", str(tmp_path / "nodes.json"), "--quotas", str(tmp_path / "quotas.json")]
-    out = subprocess.run(
-        [sys.executable, "-m", "idleshare.cli.main", "plan", *files, "--format", "json"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    # Then its output is what json.dump wrote, byte for byte
-    result, manifests = plan(nodes, quotas)
-    assert out == stdlib(result_json(result, manifests))
+    command = [sys.executable, "-m", "idleshare.cli.main", "plan", *files, "--format", "json"]
+    assert subprocess.run(command, capture_output=True, check=True).stdout == stdlib(document)
 
 
 @pytest.mark.parametrize(
@@ -82,8 +65,7 @@ def test_edge_cases_are_written_as_json_wrote_them(document: Any) -> None:
 
 
 def test_plan_starts_without_what_it_never_uses(tmp_path: Path) -> None:
-    """`idleshare plan` on a small cluster costs its start-up: no help-width lookup through shutil (bz2, lzma), no
-    OpenSSL for a digest it never takes, no pydantic, no Kubernetes client. Its help still fits the terminal."""
+    """No shutil (bz2, lzma) for the help width, no OpenSSL, pydantic or Kubernetes client; the help still fits."""
     nodes, quotas = tmp_path / "nodes.json", tmp_path / "quotas.json"
     nodes.write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
     quotas.write_text("[]")
@@ -98,9 +80,7 @@ def test_plan_starts_without_what_it_never_uses(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=bare)
     assert run.stderr.strip() == "[]"
     # the help is what argparse's own formatter prints at the same width
-    show = (
-        "import argparse, sys; import idleshare.cli.main as m\n{}m.build_parser('plan').parse_args(['plan', '--help'])"
-    )
+    show = "import argparse; import idleshare.cli.main as m\n{}m.build_parser('plan').parse_args(['plan', '--help'])"
     env = {**os.environ, "COLUMNS": "50"}
     ours, stock = (
         subprocess.run([sys.executable, "-c", show.format(patch)], capture_output=True, text=True, env=env).stdout

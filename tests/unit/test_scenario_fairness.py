@@ -1,6 +1,5 @@
-"""Scenario steps for weights and priorities: a ``submit`` naming a priority class (the SchedulerConfig's ``Name``,
-as the step sees it, carried on the Job as the WorkloadPriorityClass idleshare writes), the expectations that check
-what Kueue did per team (``workloadCounts``, ``borrowed``), and the step report's fair-sharing lines."""
+"""Scenario steps for weights and priorities: a ``submit`` naming a priority class, the expectations of what Kueue
+did per team (``workloadCounts``, ``borrowed``), and the step report's fair-sharing lines."""
 
 from __future__ import annotations
 
@@ -40,74 +39,72 @@ def refused(document: dict[str, Any]) -> tuple[str, str]:
 
 
 # -- submit: priorityClass ------------------------------------------------------------------------------------------
-
-
 def test_a_submitted_job_names_a_priority_class_as_the_scheduler_config_does():
-    sc = scenario.parse(
-        doc(
-            {"submit": [job(priorityClass="inference"), job(name="eval")]},
-            scheduler_config={"PriorityClasses": CLASSES},
-        ),
-        "s.yaml",
-    )
-    items = sc.steps[1].arg
-    assert items[0]["priorityClass"] == "inference"
-    assert "priorityClass" not in items[1]
+    submit = {"submit": [job(priorityClass="inference"), job(name="eval")]}
+    items = scenario.parse(doc(submit, scheduler_config={"PriorityClasses": CLASSES}), "s.yaml").steps[1].arg
+    assert items[0]["priorityClass"] == "inference" and "priorityClass" not in items[1]
 
 
 def test_the_job_carries_the_workload_priority_class_idleshare_writes_for_that_name():
     # idleshare's own objects for a SchedulerConfig with the two classes
     config = SchedulerConfig(priority_classes=tuple(PriorityClass(c["Name"], c["Weight"]) for c in CLASSES))
-    result = compute(
-        Snapshot(
-            nodes=tuple(nodes("p5", P5, 1)),
-            quotas=(quota("a", entry(P5, count=1)),),
-            scheduler_config=config,
-            settings=Settings(),
-        )
+    snapshot = Snapshot(
+        nodes=tuple(nodes("p5", P5, 1)), quotas=(quota("a", entry(P5, count=1)),), scheduler_config=config
     )
-    written = {
-        o["metadata"]["name"]: o["value"]
-        for o in desired_objects(result, config, Settings())
-        if o["kind"] == "WorkloadPriorityClass"
-    }
+    objects = desired_objects(compute(snapshot), config, Settings())
+    written = {o["metadata"]["name"]: o["value"] for o in objects if o["kind"] == "WorkloadPriorityClass"}
     # the Job a scenario submits for each class names one of them, with that class's weight
     for c in CLASSES:
         label = batch_job("a", "j", {"nvidia.com/gpu": 1}, priority_class=priority_class_name(c["Name"]))
         assert written[label["metadata"]["labels"][PRIORITY_LABEL]] == c["Weight"]
 
 
+LISTED = "(its PriorityClasses: inference, training)"
+PC, WC = "steps[1].submit[1].priorityClass", "steps[1].expect.workloadCounts.alpha"
+
+
+def pc(value: Any) -> dict[str, Any]:
+    """A submit step whose second Job names ``value`` as its priority class."""
+    return {"submit": [job(name="eval"), job(priorityClass=value)]}
+
+
+def counts(value: Any) -> dict[str, Any]:
+    return {"expect": {"workloadCounts": {"alpha": value}}}
+
+
 @pytest.mark.parametrize(
-    ("value", "says"),
+    ("step", "loc", "says"),
     [
+        (pc(100), PC, f"must be the Name of one of the SchedulerConfig's priority classes {LISTED}"),
+        (pc(""), PC, "must be the Name of one of"),
+        (pc(["inference"]), PC, "must be the Name of one of"),
+        (pc("batch"), PC, f"no priority class 'batch' in the SchedulerConfig at this step {LISTED}"),
         (
-            100,
-            "must be the Name of one of the SchedulerConfig's priority classes (its PriorityClasses: inference, training)",
+            pc("inference-priority"),
+            PC,
+            "'inference-priority' is the WorkloadPriorityClass idleshare writes for 'inference'",
         ),
-        ("", "must be the Name of one of"),
-        (["inference"], "must be the Name of one of"),
-        (
-            "batch",
-            "no priority class 'batch' in the SchedulerConfig at this step (its PriorityClasses: inference, training)",
-        ),
-        ("inference-priority", "'inference-priority' is the WorkloadPriorityClass idleshare writes for 'inference'"),
+        ({"submit": job(name="Chat_1")}, "steps[1].submit.name", ""),
+        ({"submit": job(priority="inference")}, "steps[1].submit.priority", ""),
+        ({"submit": job(count=0)}, "steps[1].submit.count", ""),
+        # expectations of what Kueue did per team
+        (counts({"Running": 1}), f"{WC}.Running", ""),
+        (counts({"Admitted": -1}), f"{WC}.Admitted", ""),
+        (counts({"Admitted": True}), f"{WC}.Admitted", ""),
+        (counts(3), WC, ""),
+        ({"expect": {"borrowed": {"alpha": {P5: {"gpu": "lots"}}}}}, f"steps[1].expect.borrowed.alpha.{P5}.gpu", ""),
+        ({"expect": {"borrowed": {"alpha": 8}}}, "steps[1].expect.borrowed.alpha", ""),
     ],
 )
-def test_a_bad_or_unknown_priority_class_is_refused_naming_the_field(value, says):
-    loc, message = refused(
-        doc({"submit": [job(name="eval"), job(priorityClass=value)]}, scheduler_config={"PriorityClasses": CLASSES})
-    )
-    assert loc == "steps[1].submit[1].priorityClass"
-    assert says in message
-
-
-def test_without_priority_classes_a_priority_class_is_unknown():
-    loc, message = refused(doc({"submit": job(priorityClass="inference")}))
-    assert loc == "steps[1].submit.priorityClass"
-    assert "it lists no PriorityClasses" in message
+def test_a_bad_submit_or_expectation_is_refused_naming_the_field(step, loc, says):
+    step = step if "submit" in step else {"recalculate": True, **step}
+    named, message = refused(doc(step, scheduler_config={"PriorityClasses": CLASSES}))
+    assert named == loc and says in message
 
 
 def test_the_classes_are_those_of_the_scheduler_config_at_the_step():
+    loc, message = refused(doc({"submit": job(priorityClass="inference")}))  # none: a priority class is unknown
+    assert loc == "steps[1].submit.priorityClass" and "it lists no PriorityClasses" in message
     # Given classes set by a schedulerConfig step (wrapped, as the store keeps it), then replaced by another
     steps = (
         {"schedulerConfig": {"SchedulerConfig": {"PriorityClasses": CLASSES}}},
@@ -119,36 +116,6 @@ def test_the_classes_are_those_of_the_scheduler_config_at_the_step():
     loc, message = refused(doc(*steps))
     assert loc == "steps[4].submit.priorityClass" and "its PriorityClasses: inference" in message
     assert scenario.parse(doc(*steps[:2]), "s.yaml").steps[2].arg[0]["priorityClass"] == "training"
-
-
-@pytest.mark.parametrize(
-    ("fields", "loc"),
-    [
-        ({"name": "Chat_1"}, "steps[1].submit.name"),
-        ({"priority": "inference"}, "steps[1].submit.priority"),
-        ({"count": 0}, "steps[1].submit.count"),
-    ],
-)
-def test_other_bad_submit_fields_are_named(fields, loc):
-    assert refused(doc({"submit": job(**fields)}, scheduler_config={"PriorityClasses": CLASSES}))[0] == loc
-
-
-# -- expectations: what Kueue did per team --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("expect", "loc"),
-    [
-        ({"workloadCounts": {"alpha": {"Running": 1}}}, "steps[1].expect.workloadCounts.alpha.Running"),
-        ({"workloadCounts": {"alpha": {"Admitted": -1}}}, "steps[1].expect.workloadCounts.alpha.Admitted"),
-        ({"workloadCounts": {"alpha": {"Admitted": True}}}, "steps[1].expect.workloadCounts.alpha.Admitted"),
-        ({"workloadCounts": {"alpha": 3}}, "steps[1].expect.workloadCounts.alpha"),
-        ({"borrowed": {"alpha": {P5: {"gpu": "lots"}}}}, f"steps[1].expect.borrowed.alpha.{P5}.gpu"),
-        ({"borrowed": {"alpha": 8}}, "steps[1].expect.borrowed.alpha"),
-    ],
-)
-def test_bad_workload_expectations_are_named(expect, loc):
-    assert refused(doc({"recalculate": True, "expect": expect}))[0] == loc
 
 
 def report(workloads: list[tuple[str, str, str]], borrowed: dict[str, Any] | None = None) -> scenario.StepReport:
@@ -164,55 +131,25 @@ def check(expect: dict[str, Any], r: scenario.StepReport) -> tuple[list[str], in
 
 
 def test_workload_counts_are_exact_and_borrowed_is_kueues_per_flavor():
-    r = report(
-        [
-            ("alpha", "a1", "Admitted"),
-            ("alpha", "a2", "Preempted"),
-            ("alpha", "a3", "Pending"),
-            ("beta", "b1", "Admitted"),
-        ],
-        {"alpha": {P5: {"nvidia.com/gpu": "8"}}},
-    )
+    states = [("alpha", "a1", "Admitted"), ("alpha", "a2", "Preempted"), ("alpha", "a3", "Pending")]
+    r = report([*states, ("beta", "b1", "Admitted")], {"alpha": {P5: {"nvidia.com/gpu": "8"}}})
     # Given the counts as they are, and the borrowed GPUs: every expectation holds (one per state, per team)
-    bad, n = check(
-        {
-            "workloadCounts": {"alpha": {"Admitted": 1, "Preempted": 1, "Pending": 1}},
-            "borrowed": {"alpha": {P5: {"gpu": 8}}},
-        },
-        r,
-    )
-    assert bad == [] and n == 5
+    counts = {"alpha": {"Admitted": 1, "Preempted": 1, "Pending": 1}}
+    assert check({"workloadCounts": counts, "borrowed": {"alpha": {P5: {"gpu": 8}}}}, r) == ([], 5)
     # A state left out is expected to be empty; a team that borrows nothing borrows 0
-    bad, _ = check(
-        {"workloadCounts": {"alpha": {"Admitted": 1, "Pending": 1}}, "borrowed": {"beta": {P5: {"gpu": 8}}}}, r
-    )
-    assert bad == [
-        "team alpha Preempted workloads: expected 0, got 1 (a2)",
-        f"team beta borrows {P5}/gpu: expected 8, got 0",
-    ]
+    expect = {"workloadCounts": {"alpha": {"Admitted": 1, "Pending": 1}}, "borrowed": {"beta": {P5: {"gpu": 8}}}}
+    bad = ["team alpha Preempted workloads: expected 0, got 1 (a2)", f"team beta borrows {P5}/gpu: expected 8, got 0"]
+    assert check(expect, r)[0] == bad
 
 
 # -- the report: the shares Kueue gave and why ---------------------------------------------------------------------
-
-
 def shared(weights: dict[str, Any], shares: dict[str, Any]) -> scenario.StepReport:
     r = report([], {"alpha": {P5: {"nvidia.com/gpu": "8"}}, "beta": {P5: {"nvidia.com/gpu": "24"}}})
-    r.fair_sharing = {
-        "lendable": {"nvidia.com/gpu": "84", "cpu": "400"},
-        "teams": {t: {"weight": weights[t], "weightedShare": shares[t]} for t in weights},
-    }
-    r.pool = {
-        "teams": {
-            "alpha": {
-                "borrowingLimit": {P5: {"nvidia.com/gpu": "24"}},
-                "why": {P5: {"nvidia.com/gpu": {"bound": "percentage"}}},
-            },
-            "beta": {
-                "borrowingLimit": {P5: {"nvidia.com/gpu": "40"}},
-                "why": {P5: {"nvidia.com/gpu": {"bound": "pool"}}},
-            },
-        }
-    }
+    teams = {t: {"weight": weights[t], "weightedShare": shares[t]} for t in weights}
+    r.fair_sharing = {"lendable": {"nvidia.com/gpu": "84", "cpu": "400"}, "teams": teams}
+    limits, gpu = {"alpha": ("24", "percentage"), "beta": ("40", "pool")}, "nvidia.com/gpu"
+    teams = {t: {"borrowingLimit": {P5: {gpu: n}}, "why": {P5: {gpu: {"bound": b}}}} for t, (n, b) in limits.items()}
+    r.pool = {"teams": teams}
     return r
 
 
@@ -237,20 +174,9 @@ def test_no_fair_sharing_lines_for_one_borrower_and_first_come_first_served_when
 
 def test_lendable_is_the_cohorts_own_and_what_each_queue_in_it_may_lend_over_flavors():
     def cq(name: str, cohort: str | None, flavors: dict[str, dict[str, str]]) -> dict[str, Any]:
-        return {
-            "kind": "ClusterQueue",
-            "metadata": {"name": name},
-            "spec": {
-                **({"cohortName": cohort} if cohort else {}),
-                "resourceGroups": [
-                    {
-                        "flavors": [
-                            {"name": f, "resources": [{"name": "nvidia.com/gpu", **v}]} for f, v in flavors.items()
-                        ]
-                    }
-                ],
-            },
-        }
+        resources = [{"name": f, "resources": [{"name": "nvidia.com/gpu", **v}]} for f, v in flavors.items()]
+        spec = {"resourceGroups": [{"flavors": resources}]} | ({"cohortName": cohort} if cohort else {})
+        return {"kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
     objects = [
         {**cq("pool", None, {P5: {"nominalQuota": "32"}, "g5": {"nominalQuota": "28"}}), "kind": "Cohort"},
@@ -263,8 +189,7 @@ def test_lendable_is_the_cohorts_own_and_what_each_queue_in_it_may_lend_over_fla
 
 
 def test_the_shares_are_shown_again_only_when_kueue_decided_something():
-    before = shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96})
-    same = shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96})
+    before, same = (shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96}) for _ in range(2))
     assert render_fair_sharing(same, before) == []
     same.workloads = [{"team": "beta", "name": "b1", "state": "Admitted", "reason": "", "message": ""}]
     assert render_fair_sharing(same, before) != []

@@ -1,12 +1,5 @@
-"""No secret or token is ever logged, even at DEBUG.
-
-Given distinctive AWS credentials and an EKS bearer token, every log level at DEBUG (Powertools'
-logger and the root logger, as Lambda sets it when an operator turns the application log level to
-DEBUG), When the EKS auth path, the router and the recompute handler run against a real kube-apiserver
-(TLS; its token file holds the presigned EKS tokens idleshare signs, in the group ``infra/k8s/rbac.yaml``
-grants; any other token is refused with a real 401) and moto, Then no captured log line holds the token, any part of
-the presigned URL inside it, an Authorization header, the secret key or the session token.
-"""
+"""No secret or token is ever logged, even with every logger at DEBUG (as Lambda sets them when an operator asks),
+while the EKS auth path, the router and the recompute handler run against a real kube-apiserver and moto."""
 
 from __future__ import annotations
 
@@ -18,7 +11,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
@@ -39,6 +31,7 @@ from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
 from idleshare.runtime.observability import logger
 from tests.aws_env import create_table
+from tests.builders import quota_body
 from tests.kube.fixtures import make_node, wait_serving
 
 REGION = "us-west-2"
@@ -63,9 +56,8 @@ class Captured:
 @pytest.fixture
 def everything_at_debug(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
     """Every logger at DEBUG into two buffers: the root logger's and Powertools' own handler."""
-    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "DEBUG")
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "idleshare")
+    for name, value in (("LOG_LEVEL", "DEBUG"), ("TRACE_DISABLED", "1"), ("METRICS_NAMESPACE", "idleshare")):
+        monkeypatch.setenv(f"POWERTOOLS_{name}", value)
     root = logging.getLogger()
     root_stream, pt_stream = io.StringIO(), io.StringIO()
     handler = logging.StreamHandler(root_stream)
@@ -85,17 +77,11 @@ def everything_at_debug(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
         root.removeHandler(handler)
 
 
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-    "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-    "AWS_SESSION_TOKEN": SESSION_TOKEN,
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-}
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_SESSION_TOKEN": SESSION_TOKEN}
+CREDENTIALS |= {"AWS_DEFAULT_REGION": REGION, "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled"}
 
 
-@pytest.fixture
-def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+def use_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -121,99 +107,43 @@ def secrets_of(token: str) -> dict[str, str]:
 
 def assert_nothing_leaked(text: str, secrets: dict[str, str]) -> None:
     assert text.strip(), "nothing was logged: the capture is broken"
-    leaked = {}
-    for what, secret in secrets.items():
-        at = text.find(secret)
-        if at >= 0:
-            line_start = text.rfind("\n", 0, at) + 1
-            leaked[what] = text[line_start : line_start + 200]
-    assert leaked == {}
+    found = {what: text.find(secret) for what, secret in secrets.items()}
+    assert {what: text[text.rfind("\n", 0, at) + 1 :][:200] for what, at in found.items() if at >= 0} == {}
 
 
-@dataclass
-class EksCluster:
-    """A real apiserver (no Kueue manager) whose token file holds the presigned tokens ``connector`` signed
-    for ``names`` (cached 14 minutes in the connector: every test gets the same one)."""
-
-    stack: KubeStack
-    admin: Kube
-    connector: EksConnector
-    eks: Any
-
-    def stub(self) -> Stubber:
-        return Stubber(self.eks)
-
-    def rotate(self, cluster_name: str) -> None:
-        """The token the connector holds is no longer the one the server knows: the connector signs anew
-        (a later signing time), which this server's token file does not list: a real 401."""
-        old = self.connector.token(cluster_name)
-        self.connector.invalidate(cluster_name)
-        while self.connector.token(cluster_name) == old:  # signed within the same second: sign again
-            time.sleep(0.2)
-            self.connector.invalidate(cluster_name)
-
-
-CLUSTER_NAMES = (EKS_NAME, f"{EKS_NAME}-2")
+def rotate(connector: EksConnector) -> None:
+    """The token the connector holds is no longer the one the server knows: the connector signs anew
+    (a later signing time), which the server's token file does not list: a real 401."""
+    old = connector.token(EKS_NAME)
+    connector.invalidate(EKS_NAME)
+    while connector.token(EKS_NAME) == old:  # signed within the same second: sign again
+        time.sleep(0.2)
+        connector.invalidate(EKS_NAME)
 
 
 @pytest.fixture(scope="module")
-def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EksCluster]:
+def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    """A real apiserver (no Kueue manager) whose token file holds the presigned token ``connector`` signed
+    for ``EKS_NAME`` (cached 14 minutes in the connector)."""
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in CREDENTIALS.items():
-            mp.setenv(name, value)
-        mp.delenv("AWS_PROFILE", raising=False)
+        use_credentials(mp)
         eks = boto3.client("eks", region_name=REGION)
         connector = EksConnector(eks, boto3.client("sts", region_name=REGION))
-        tokens = {connector.token(name): (f"eks-{name}", (IDLESHARE_GROUP,)) for name in CLUSTER_NAMES}
+        tokens = {connector.token(EKS_NAME): (f"eks-{EKS_NAME}", (IDLESHARE_GROUP,))}
     stack = KubeStack(tmp_path_factory.mktemp("eks-stack"), ensure_built(), kueue=False, extra_tokens=tokens)
     stack.start()
     admin = Kube.admin(stack)
     wait_serving(admin)
     try:
-        yield EksCluster(stack, admin, connector, eks)
+        yield SimpleNamespace(stack=stack, admin=admin, connector=connector, eks=eks)
     finally:
         admin.close()
         stack.stop()
 
 
-def describe_response(cluster: EksCluster, name: str = EKS_NAME) -> dict[str, Any]:
-    return {
-        "cluster": {
-            "name": name,
-            "status": "ACTIVE",
-            "endpoint": cluster.stack.server,
-            "certificateAuthority": {"data": base64.b64encode(cluster.stack.ca_pem).decode()},
-        }
-    }
-
-
-def test_the_eks_auth_path_logs_no_token_or_credential(
-    credentials: None,
-    everything_at_debug: Captured,
-    eks_cluster: EksCluster,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    # Given an EKS cluster (described via a stub) whose API requires the presigned-STS token
-    eks_cluster.admin.seed_nodes([make_node("p5-0")])
-    connector, stub = eks_cluster.connector, eks_cluster.stub()
-    stub.add_response("describe_cluster", describe_response(eks_cluster), {"name": EKS_NAME})
-    token = connector.token(EKS_NAME)
-
-    # When the wiring's path runs: describe, sign, list nodes, then a rejected (expired) token
-    with stub:
-        kube = LightkubeCluster.from_eks(connector, EKS_NAME)
-    assert [n["metadata"]["name"] for n in kube.list_nodes()] == ["p5-0"]
-    eks_cluster.rotate(EKS_NAME)
-    with pytest.raises(Exception, match=r"401|nauthori"):
-        list(kube.list_nodes())
-    kube.close()
-
-    # Then
-    assert_nothing_leaked(everything_at_debug.text(capsys), secrets_of(token))
-
-
 @pytest.fixture
-def aws(credentials: None) -> Iterator[SimpleNamespace]:
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
+    use_credentials(monkeypatch)
     with mock_aws():
         ddb = boto3.resource("dynamodb", region_name=REGION)
         table = create_table(ddb)
@@ -222,28 +152,22 @@ def aws(credentials: None) -> Iterator[SimpleNamespace]:
         yield SimpleNamespace(table=table, sqs=sqs, queue_url=url)
 
 
-def test_router_and_recompute_handlers_log_no_token_or_credential(
+def test_the_eks_auth_path_the_router_and_the_recompute_handler_log_no_token_or_credential(
     aws: SimpleNamespace,
     everything_at_debug: Captured,
-    eks_cluster: EksCluster,
+    eks_cluster: SimpleNamespace,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # Given a governed cluster in DynamoDB (moto), its API behind an EKS token, a recompute queue
-    eks_name = CLUSTER_NAMES[1]
+    # Given a governed cluster in DynamoDB (moto), its API behind an EKS token (described via a stub), a queue
     eks_cluster.admin.seed_nodes([make_node(f"p5-{i}") for i in range(2)])
     store = DynamoStore(aws.table)
-    store.put_cluster(ClusterRecord("demo", eks_name, HYPERPOD_ARN))
-    store.create_quota(
-        "demo",
-        {
-            "Name": "a-quota",
-            "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 8}]},
-            "ComputeQuotaTarget": {"TeamName": "a"},
-        },
-    )
-    connector, stub = eks_cluster.connector, eks_cluster.stub()
-    stub.add_response("describe_cluster", describe_response(eks_cluster, eks_name), {"name": eks_name})
-    token = connector.token(eks_name)
+    store.put_cluster(ClusterRecord("demo", EKS_NAME, HYPERPOD_ARN))
+    store.create_quota("demo", quota_body("a", 8, None))
+    connector, stub, stack = eks_cluster.connector, Stubber(eks_cluster.eks), eks_cluster.stack
+    ca = {"data": base64.b64encode(stack.ca_pem).decode()}
+    described = {"name": EKS_NAME, "status": "ACTIVE", "endpoint": stack.server, "certificateAuthority": ca}
+    stub.add_response("describe_cluster", {"cluster": described}, {"name": EKS_NAME})
+    token = connector.token(EKS_NAME)
     clients: dict[str, LightkubeCluster] = {}
 
     def kube_for(cluster: ClusterRecord) -> LightkubeCluster:  # what wiring.kube_for does, EKS stubbed
@@ -255,34 +179,20 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
     wiring.install(wiring.Dependencies(store=store, queue=SqsRecomputeQueue(aws.sqs, aws.queue_url), kube_for=kube_for))
     try:
         # When an event is routed and the recompute runs (it reads nodes and applies Kueue objects)
-        event = {
-            "version": "0",
-            "id": "e1",
-            "detail-type": "Recalculation Requested",
-            "source": "idleshare",
-            "account": "111122223333",
-            "time": "2025-06-01T12:00:00Z",
-            "region": REGION,
-            "resources": [],
-            "detail": {"cluster": "demo"},
-        }
+        event = {"version": "0", "id": "e1", "detail-type": "Recalculation Requested", "source": "idleshare"}
+        event |= {"account": "111122223333", "time": "2025-06-01T12:00:00Z", "region": REGION, "resources": []}
+        event["detail"] = {"cluster": "demo"}
         assert router.handler(event, CONTEXT) == {"enqueued": ["demo"]}
         (message,) = aws.sqs.receive_message(QueueUrl=aws.queue_url)["Messages"]
         batch = sqs_event([message], f"arn:aws:sqs:{REGION}:111122223333:recompute.fifo")
         assert recompute.handler(batch, CONTEXT)["batchItemFailures"] == []
         assert store.get_pool("demo") is not None
-        # and once more with the token rejected (the failure path logs the error)
-        eks_cluster.rotate(eks_name)
-        store.create_quota(
-            "demo",
-            {
-                "Name": "b-quota",
-                "ComputeQuotaConfig": {
-                    "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 1}]
-                },
-                "ComputeQuotaTarget": {"TeamName": "b"},
-            },
-        )
+        assert [n["metadata"]["name"] for n in clients[EKS_NAME].list_nodes()] == ["p5-0", "p5-1"]
+        # and once more with the token rejected (a real 401; the failure path logs the error)
+        rotate(connector)
+        with pytest.raises(Exception, match=r"401|nauthori"):
+            list(clients[EKS_NAME].list_nodes())
+        store.create_quota("demo", quota_body("b", 1, None))
         try:
             recompute.handler(batch, CONTEXT)
         except Exception as error:  # every record failed: the batch processor raises
@@ -292,26 +202,19 @@ def test_router_and_recompute_handlers_log_no_token_or_credential(
         for client in clients.values():
             client.close()
 
-    # Then
     text = everything_at_debug.text(capsys)
     assert "recomputed" in text  # the capture saw the handler's own log lines
     assert_nothing_leaked(text, secrets_of(token))
 
 
-def test_the_leak_check_catches_a_logged_token(
-    everything_at_debug: Captured, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # The check above must be able to fail: log what a careless adapter would, and it is caught.
+def test_the_leak_check_catches_a_logged_token(everything_at_debug: Captured, capsys: pytest.CaptureFixture) -> None:
+    # The checks above must be able to fail: log what a careless adapter would, and it is caught (and the capture
+    # holds Powertools' own logger's lines).
     url = f"https://sts.{REGION}.amazonaws.com/?Action=GetCallerIdentity&X-Amz-Security-Token={SESSION_TOKEN}&X-Amz-Signature=abc123"
     token = TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
     logging.getLogger("lightkube.careless").debug("headers: %s", {"Authorization": f"Bearer {token}"})
-
-    with pytest.raises(AssertionError, match="token"):
-        assert_nothing_leaked(everything_at_debug.text(capsys), secrets_of(token))
-
-
-def test_the_powertools_logger_is_part_of_the_capture(
-    everything_at_debug: Captured, capsys: pytest.CaptureFixture[str]
-) -> None:
     logger.debug("probe %s", json.dumps({"k": "v"}))
-    assert "probe" in everything_at_debug.text(capsys)
+    text = everything_at_debug.text(capsys)
+    assert "probe" in everything_at_debug.powertools.getvalue()
+    with pytest.raises(AssertionError, match="token"):
+        assert_nothing_leaked(text, secrets_of(token))
