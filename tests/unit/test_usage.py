@@ -12,8 +12,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from idleshare.adapters.errors import NotFoundError, RetryableError
-from idleshare.adapters.ports import ClusterRecord, PoolRecord, UsageBucket
+from idleshare.adapters.errors import NotFoundError
+from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.adapters.store.usage import MAX_GAPS, merge_gaps
 from idleshare.domain.usage import derive_usage, hours_text, sample_document, split_lent
@@ -59,26 +59,19 @@ def cq(team: str, quotas: dict[str, dict[str, Any]], usage: dict[str, dict[str, 
     }
 
 
-def workload(team: str, name: str, gpus: int, *, flavor: str | None = None, pending: bool = True,
-             preempted_at: str | None = None) -> dict[str, Any]:  # fmt: skip
-    conditions = []
-    if pending:
-        conditions.append({"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                           "message": f"couldn't assign flavors to pod set main: insufficient quota for {GPU}"})  # fmt: skip
-    else:
-        conditions.append({"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"})
+def workload(team, name, gpus, *, flavor=None, pending=True, preempted_at=None):
+    reason = {"message": f"couldn't assign flavors to pod set main: insufficient quota for {GPU}"}
+    conditions = [{"type": "QuotaReserved", "status": "False", "reason": "Pending", **reason} if pending
+                  else {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}]  # fmt: skip
     if preempted_at:
         conditions.append({"type": "Preempted", "status": "True", "reason": "InCohortReclamation",
                            "lastTransitionTime": preempted_at})  # fmt: skip
     pod: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpus)}}}]}
     if flavor:
         pod["nodeSelector"] = {"node.kubernetes.io/instance-type": flavor}
-    return {
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": f"hyperpod-ns-{team}"},
-        "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": pod}}]},
-        "status": {"conditions": conditions},
-    }
+    spec = {"podSets": [{"name": "main", "count": 1, "template": {"spec": pod}}]}
+    metadata = {"name": name, "namespace": f"hyperpod-ns-{team}"}
+    return {"kind": "Workload", "metadata": metadata, "spec": spec, "status": {"conditions": conditions}}
 
 
 def pool(capacity: dict[str, int], unallocated: dict[str, int], sharing: str = "Enabled") -> dict[str, Any]:
@@ -143,7 +136,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("queues", "pool_doc", "teams", "flavor"), CASES)
-def test_usage_per_team_and_flavor(queues: Any, pool_doc: Any, teams: Any, flavor: Any) -> None:
+def test_usage_per_team_and_flavor(queues, pool_doc, teams, flavor):
     out = doc(queues, pool_doc=pool_doc)
 
     got = {t: tuple(v["flavors"][P5][GPU][k] for k in ("nominal", "inUse", "borrowed", "lent"))
@@ -164,13 +157,13 @@ def test_usage_per_team_and_flavor(queues: Any, pool_doc: Any, teams: Any, flavo
         ({"a": 0}, 4, GPU, {}),
     ],
 )
-def test_split_lent(lendable: Any, drawn: Any, resource: str, expected: Any) -> None:
+def test_split_lent(lendable, drawn, resource, expected):
     out = split_lent(lendable, drawn, resource)
     assert out == expected
     assert sum(out.values()) == min(drawn, sum(lendable.values()))
 
 
-def test_workloads_preemptions_counted_once_by_second() -> None:
+def test_workloads_preemptions_counted_once_by_second():
     queues = [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("8", "0")}}, pending=1, admitted=1)]
     at = lambda s: (T0 + timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
     wls = [
@@ -186,7 +179,7 @@ def test_workloads_preemptions_counted_once_by_second() -> None:
     assert out["teams"]["alpha"]["workloads"] == {"pending": 1, "reserving": 0, "admitted": 1}
 
 
-def test_idle_while_pending_names_team_flavor_and_kueues_reason() -> None:
+def test_idle_while_pending_names_team_flavor_and_kueues_reason():
     queues = [
         cq("alpha", {P5: {GPU: 8}, G5: {GPU: 4}}, {P5: {GPU: ("16", "8")}}),
         cq("beta", {P5: {GPU: 8}}, {P5: {GPU: ("8", "0")}}),
@@ -207,19 +200,14 @@ def test_idle_while_pending_names_team_flavor_and_kueues_reason() -> None:
     assert full["idleWhilePending"] == []
 
 
-def test_the_document_keeps_exact_quantities() -> None:
+def test_the_document_keeps_exact_quantities():
     queues = [
         cq("alpha", {P5: {"cpu": "1500m", "memory": "1536Gi"}}, {P5: {"cpu": ("2500m", "1"), "memory": ("1Ti", "0")}})
     ]
     out = doc(queues, pool_doc={"capacity": {P5: {"cpu": "4", "memory": "2Ti"}}, "unallocated": {}})
-    assert out["teams"]["alpha"]["flavors"][P5]["cpu"] == {
-        "nominal": "1500m",
-        "inUse": "2500m",
-        "borrowed": "1",
-        "lent": "0",
-    }
-    assert out["flavors"][P5]["memory"]["idle"] == "1Ti"
-    assert out["flavors"][P5]["cpu"]["idle"] == "1500m"
+    cpu = {"nominal": "1500m", "inUse": "2500m", "borrowed": "1", "lent": "0"}
+    assert out["teams"]["alpha"]["flavors"][P5]["cpu"] == cpu
+    assert (out["flavors"][P5]["memory"]["idle"], out["flavors"][P5]["cpu"]["idle"]) == ("1Ti", "1500m")
 
 
 # -- exact hours ----------------------------------------------------------------------------------------------
@@ -230,38 +218,25 @@ def test_the_document_keeps_exact_quantities() -> None:
     [(Fraction(3600 * 8), "8"), (Fraction(1800), "0.5"), (Fraction(36), "0.01"), (Fraction(60), "0.016667"),
      (Fraction(0), "0"), (Fraction(9, 1000), "0.0000025")],
 )  # fmt: skip
-def test_hours_text(amount_seconds: Fraction, text: str) -> None:
+def test_hours_text(amount_seconds, text):
     assert hours_text(amount_seconds) == text
-
-
-def test_an_interval_splits_at_the_hour() -> None:
+    # and an interval splits at the hour
     assert split_hours(T0, T0 + timedelta(minutes=3)) == [("2026-12-03T13", 120), ("2026-12-03T14", 60)]
 
 
 # -- the history: samples, gaps, compaction -------------------------------------------------------------------
 
 
-def _minute(store: Any, kube: FakeKube, minute: int) -> Any:
+def _minute(store, kube, minute):
     return sample_usage("c1", kube, store, now=T0 + timedelta(minutes=minute))
 
 
-def _kube(borrowed: int = 8) -> FakeKube:
+def _kube(borrowed=8):
     kube = FakeKube([])
-    queue = cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: (str(8 + borrowed), str(borrowed))}})
-    kube.objects[("ClusterQueue", "", "alpha")] = queue
+    kube.objects[("ClusterQueue", "", "alpha")] = cq(
+        "alpha", {P5: {GPU: 8}}, {P5: {GPU: (str(8 + borrowed), str(borrowed))}}
+    )
     return kube
-
-
-def _history(store: Any, kube: FakeKube) -> None:
-    _minute(store, kube, 0)  # the first sample: nothing before it
-    _minute(store, kube, 1)
-    _minute(store, kube, 2)  # 13:59 -> 14:00
-    _minute(store, kube, 3)  # 14:00 -> 14:01
-    kube.down = True
-    _minute(store, kube, 4)  # failed: a gap
-    kube.down = False
-    _minute(store, kube, 5)
-    _minute(store, kube, 15)  # the watcher did not run for 10 minutes: a gap, no usage
 
 
 @pytest.fixture(params=["fake", "dynamodb"])
@@ -280,10 +255,15 @@ def store(request: pytest.FixtureRequest) -> Any:
         yield real
 
 
-def test_history_hours_and_gaps(store: Any) -> None:
+def test_history_hours_and_gaps(store):
     kube = _kube()
-    _history(store, kube)
-
+    for minute in range(4):  # the first sample (nothing before it), 13:59 -> 14:00, 14:00 -> 14:01
+        _minute(store, kube, minute)
+    kube.down = True
+    _minute(store, kube, 4)  # failed: a gap
+    kube.down = False
+    _minute(store, kube, 5)
+    _minute(store, kube, 15)  # the watcher did not run for 10 minutes: a gap, no usage
     report = usage_report(store, "c1", "2026-12-03T13:00:00Z", "2026-12-03T15:00:00Z", "hour",
                           now=T0 + timedelta(minutes=15))  # fmt: skip
 
@@ -297,7 +277,7 @@ def test_history_hours_and_gaps(store: Any) -> None:
     assert gaps == [("14:01", "14:02", "SampleFailed"), ("14:03", "14:13", "NoSample")]
 
 
-def test_days_compact_when_the_day_is_over_and_agree_with_the_hours(store: Any) -> None:
+def test_days_compact_when_the_day_is_over_and_agree_with_the_hours(store):
     kube = _kube(borrowed=2)
     late = datetime(2026, 12, 3, 23, 58, 30, tzinfo=UTC)
     for minute in range(4):  # 23:58:30 .. 00:01:30: the first sample of the 4th compacts the 3rd
@@ -315,7 +295,7 @@ def test_days_compact_when_the_day_is_over_and_agree_with_the_hours(store: Any) 
     assert report["gaps"] == []
 
 
-def test_a_duplicate_sample_adds_nothing(store: Any) -> None:
+def test_a_duplicate_sample_adds_nothing(store):
     kube = _kube()
     _minute(store, kube, 0)
     _minute(store, kube, 1)
@@ -325,7 +305,7 @@ def test_a_duplicate_sample_adds_nothing(store: Any) -> None:
     assert hour.rows[("alpha", P5, GPU)] == (Fraction(60 * 8), Fraction(60 * 8))
 
 
-def test_the_latest_sample_and_a_failed_one(store: Any) -> None:
+def test_the_latest_sample_and_a_failed_one(store):
     from idleshare.service.usage import latest_usage
 
     with pytest.raises(NotFoundError):
@@ -341,7 +321,7 @@ def test_the_latest_sample_and_a_failed_one(store: Any) -> None:
     assert latest["flavors"][P5][GPU]["idle"] == "16"
 
 
-def test_a_cluster_never_sampled_is_a_gap_not_zero() -> None:
+def test_a_cluster_never_sampled_is_a_gap_not_zero():
     store = FakeStore([ClusterRecord("c1", "eks")])
     report = usage_report(store, "c1", "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", now=T0)
     assert report["rows"] == []
@@ -353,51 +333,43 @@ def test_a_cluster_never_sampled_is_a_gap_not_zero() -> None:
     [("yesterday", "2026-12-02T00:00:00Z", "day", "from"), ("2026-12-02T00:00:00Z", "2026-12-01T00:00:00Z", "day", "to"),
      ("2026-01-01T00:00:00Z", "2026-12-01T00:00:00Z", "hour", "to"), ("2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", "week", "granularity")],
 )  # fmt: skip
-def test_bad_periods_are_refused_naming_the_field(start: str, end: str, granularity: str, field: str) -> None:
+def test_bad_periods_are_refused_naming_the_field(start, end, granularity, field):
     store = FakeStore([ClusterRecord("c1", "eks")])
     with pytest.raises(BadRequestError) as err:
         usage_report(store, "c1", start, end, granularity, now=T0)
     assert err.value.errors[0].loc == field
 
 
-def test_gaps_stay_bounded() -> None:
+def test_gaps_stay_bounded_and_adjacent_ones_with_one_reason_merge():
     gaps = [(f"2026-12-03T13:{m:02d}:00", f"2026-12-03T13:{m:02d}:30", "SampleFailed: x") for m in range(60)]
     gaps += [(f"2026-12-03T14:{m:02d}:00", f"2026-12-03T14:{m:02d}:30", f"SampleFailed: {m}") for m in range(60)]
     gaps += [("2026-12-03T15:00:00", "2026-12-03T15:10:00", "NoSample")]
     merged = merge_gaps((), gaps)
-    assert len(merged) == MAX_GAPS
-    assert merged[-1][1] == "2026-12-03T15:10:00"
-
-
-def test_adjacent_gaps_with_one_reason_merge() -> None:
+    assert len(merged) == MAX_GAPS and merged[-1][1] == "2026-12-03T15:10:00"
     merged = merge_gaps((("a0", "a1", "x"),), (("a1", "a2", "x"), ("a2", "a3", "y")))
     assert merged == (("a0", "a2", "x"), ("a2", "a3", "y"))
 
 
-def test_interval_above_the_limit_is_a_gap() -> None:
-    store = FakeStore([ClusterRecord("c1", "eks")])
-    kube = _kube()
+def test_an_interval_above_the_limit_is_a_gap():
+    store, kube = FakeStore([ClusterRecord("c1", "eks")]), _kube()
     _minute(store, kube, 0)
     out = sample_usage("c1", kube, store, now=T0 + timedelta(seconds=MAX_INTERVAL_SECONDS + 1))
-    assert out.gap.startswith("NoSample")
-    assert all(not b.rows for b in store.hours.values())
+    assert out.gap.startswith("NoSample") and all(not b.rows for b in store.hours.values())
 
 
-def test_a_kube_failure_is_not_raised() -> None:
-    store = FakeStore([ClusterRecord("c1", "eks")])
-    kube = _kube()
+def test_a_kube_failure_is_recorded_as_a_gap_not_raised():
+    store, kube = FakeStore([ClusterRecord("c1", "eks")]), _kube()
     kube.down = True
     out = _minute(store, kube, 0)
     assert out.recorded and out.failure
     (bucket,) = store.hours.values()
-    assert isinstance(bucket, UsageBucket) and bucket.gaps[0][2].startswith("SampleFailed")
-    assert isinstance(RetryableError("x"), Exception)
+    assert bucket.gaps[0][2].startswith("SampleFailed")
 
 
 # -- the route and the command --------------------------------------------------------------------------------
 
 
-def test_the_route_answers_the_latest_sample_and_the_period(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_route_answers_the_latest_sample_and_the_period():
     from idleshare.api import app as api
     from idleshare.runtime import wiring
     from tests.unit.test_api import CONTEXT, proxy_event
@@ -405,34 +377,29 @@ def test_the_route_answers_the_latest_sample_and_the_period(monkeypatch: pytest.
     store = FakeStore([ClusterRecord("c1", "eks")])
     store.pools["c1"] = PoolRecord("c1", 1, "d", pool({P5: 32}, {P5: 16}), "t")
     kube = _kube()
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = datetime.now(UTC).replace(minute=30, second=0, microsecond=0)  # both samples in one hour
     sample_usage("c1", kube, store, now=now - timedelta(minutes=1))
     sample_usage("c1", kube, store, now=now)
-    wiring.install(wiring.Dependencies(store=store))  # type: ignore[arg-type]
+    start, end = (now - timedelta(hours=2)).isoformat(), (now + timedelta(hours=1)).isoformat()
+    wiring.install(wiring.Dependencies(store=store))
     try:
-        latest = api.handler(proxy_event("GET", "/clusters/c1/usage"), CONTEXT)
-        start = (now - timedelta(hours=2)).isoformat()
-        end = (now + timedelta(hours=1)).isoformat()
-        period = api.handler(proxy_event("GET", "/clusters/c1/usage", query={"from": start, "to": end,
-                                                                              "granularity": "hour"}), CONTEXT)  # fmt: skip
-        half = api.handler(proxy_event("GET", "/clusters/c1/usage", query={"from": start}), CONTEXT)
-        unknown = api.handler(proxy_event("GET", "/clusters/nope/usage"), CONTEXT)
+        latest, period, half, unknown = (
+            api.handler(proxy_event("GET", f"/clusters/{c}/usage", query=q), CONTEXT)
+            for c, q in [("c1", None), ("c1", {"from": start, "to": end, "granularity": "hour"}),
+                         ("c1", {"from": start}), ("nope", None)]
+        )  # fmt: skip
     finally:
         wiring.install(None)
-    assert latest["statusCode"] == 200
+    assert (latest["statusCode"], half["statusCode"], unknown["statusCode"]) == (200, 400, 404)
     body = json.loads(latest["body"])
     assert set(body) == {"cluster", "sampledAt", "flavors", "teams", "idleWhilePending"}
     assert body["teams"]["alpha"]["flavors"][P5][GPU] == {"nominal": "8", "inUse": "16", "borrowed": "8", "lent": "0"}
-    rows = json.loads(period["body"])["rows"]
-    assert sum(Fraction(r["borrowedHours"]) for r in rows) == Fraction(8 * 60, 3600) or rows
-    assert set(json.loads(period["body"])) == {"cluster", "from", "to", "granularity", "rows", "gaps"}
-    assert half["statusCode"] == 400
-    assert unknown["statusCode"] == 404
+    body = json.loads(period["body"])
+    assert set(body) == {"cluster", "from", "to", "granularity", "rows", "gaps"}
+    assert [(r["team"], r["borrowedHours"]) for r in body["rows"]] == [("alpha", hours_text(Fraction(8 * 60)))]
 
 
-def test_the_command_prints_table_json_and_csv(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_command_prints_table_json_and_csv(monkeypatch, capsys):
     from idleshare.cli import remote
     from idleshare.cli.main import main
 
@@ -453,42 +420,30 @@ def test_the_command_prints_table_json_and_csv(
     assert main(["usage", "--cluster", "c1", "--from", "2026-12-01"]) == 2
 
 
-def test_the_latest_sample_of_500_teams_is_stored_compressed_in_one_item_and_reads_back_equal() -> None:
+def test_the_latest_sample_of_500_teams_is_stored_compressed_in_one_item_and_reads_back_equal():
     # Given a sample of 500 teams x 8 flavors x 9 resources (MBs of JSON: over one DynamoDB item as text)
     from idleshare.adapters.ports import UsageCursor
     from idleshare.adapters.store.items import item_size
 
-    resources = ["nvidia.com/gpu", "cpu", "memory", "aws.amazon.com/neuron", "vpc.amazonaws.com/efa"] + [
-        f"nvidia.com/mig-{i}g.{i * 5}gb" for i in range(1, 5)
-    ]
+    mig = [f"nvidia.com/mig-{i}g.{i * 5}gb" for i in range(1, 5)]
+    resources = [GPU, "cpu", "memory", "aws.amazon.com/neuron", "vpc.amazonaws.com/efa", *mig]
     flavors = [f"ml.p{i}.48xlarge" for i in range(8)]
-    cell = {"nominal": "8", "inUse": "12", "borrowed": "4", "lent": "0"}
-    sample = {
-        "cluster": "c1",
-        "sampledAt": T0.isoformat(),
-        "flavors": {
-            f: {r: {"capacity": "64", "pool": "16", "inUse": "40", "borrowed": "8", "idle": "24"} for r in resources}
-            for f in flavors
-        },
-        "teams": {
-            f"team-{t:03d}": {
-                "flavors": {f: {r: dict(cell) for r in resources} for f in flavors},
-                "workloads": {"pending": 1, "reserving": 0, "admitted": 2},
-                "preemptions": 0,
-            }
-            for t in range(500)
-        },
-        "idleWhilePending": [],
-    }
+
+    def cells(**cell: str) -> dict[str, Any]:
+        return {f: {r: dict(cell) for r in resources} for f in flavors}
+
+    team = {"flavors": cells(nominal="8", inUse="12", borrowed="4", lent="0"), "preemptions": 0}
+    team["workloads"] = {"pending": 1, "reserving": 0, "admitted": 2}
+    sample = {"cluster": "c1", "sampledAt": T0.isoformat(), "idleWhilePending": []}
+    sample["flavors"] = cells(capacity="64", pool="16", inUse="40", borrowed="8", idle="24")
+    sample["teams"] = {f"team-{t:03d}": json.loads(json.dumps(team)) for t in range(500)}
     assert len(json.dumps(sample)) > 2_000_000
     with fake_aws_env(), mock_aws():
         table = create_table(boto3.resource("dynamodb", region_name="us-east-1"))
         real = DynamoStore(table)
         real.put_cluster(ClusterRecord("c1", "eks-c1"))
-        cursor = UsageCursor("c1", T0.isoformat(), T0.isoformat(), sample)
-        # When it is kept as the latest sample
-        real.add_usage(cursor, {}, expected=None)
-        # Then it fits one item (compressed) and reads back equal
+        # When it is kept as the latest sample, Then it fits one item (compressed) and reads back equal
+        real.add_usage(UsageCursor("c1", T0.isoformat(), T0.isoformat(), sample), {}, expected=None)
         (item,) = [i for i in table.scan()["Items"] if i["sk"] == "USAGE#LATEST"]
         assert item_size(item) < 400_000 and "sample_z" in item
         assert real.get_usage_cursor("c1").sample == sample
