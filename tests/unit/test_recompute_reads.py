@@ -77,24 +77,10 @@ def test_the_kueue_objects_are_listed_while_the_nodes_are(cluster):
     assert not kube.meet.broken
     assert out.generation == 2 and out.applied >= 1 and store.pools["demo"].apply_status == "Applied"
     assert not reader_threads()
-
-
-def test_the_kueue_objects_are_not_listed_before_the_first_node_has_come(cluster):
-    # Given a node list refused at once (an expired token, say: the node list renews it and asks again, alone)
-    _, kube, r = cluster
-    kube.down = True
-    # When recomputed, Then the read failed and the Kueue objects were never asked for
-    with pytest.raises(ClusterReadError):
-        r.recompute("demo")
-    assert kube.managed_calls == 0 and not reader_threads()
-
-
-def test_the_kueue_objects_are_listed_even_when_there_are_no_nodes(cluster):
-    store, kube, r = cluster
-    r.recompute("demo")
+    # and they are listed even when there are no nodes
+    kube.meet = None
     kube.nodes.clear()
-    out = r.recompute("demo")
-    assert kube.managed_calls == 2 and out.generation == 2
+    assert r.recompute("demo").generation == 3 and kube.managed_calls == 3
     assert store.pools["demo"].apply_status == "Applied"
 
 
@@ -134,17 +120,20 @@ def test_a_failed_node_read_waits_for_the_listing_in_flight_and_leaves_no_thread
     assert kube.managed_done.is_set() and not reader_threads()
 
 
-def test_the_cyclic_gc_is_paused_for_a_recompute_and_restored_after(cluster):
+def test_a_node_list_refused_at_once_fails_before_the_kueue_objects_are_asked_for_and_gc_is_paused_meanwhile(cluster):
+    # Given a node list refused at once (an expired token, say: the node list renews it and asks again, alone)
     _, kube, r = cluster
     assert gc.isenabled()
-    r.recompute("demo")
     kube.down = True
+    # When recomputed, Then the read failed and the Kueue objects were never asked for
     with pytest.raises(ClusterReadError):
         r.recompute("demo")
-    # paused while each ran (also the one that failed), enabled again after both
+    assert kube.managed_calls == 0 and not reader_threads()
+    # and Python's cyclic GC was paused while each recompute ran (also the one that failed), enabled again after
+    kube.down = False
+    r.recompute("demo")
     assert kube.gc_enabled == [False, False] and gc.isenabled()
     # and a caller that had paused it itself finds it still paused
-    kube.down = False
     gc.disable()
     try:
         r.recompute("demo")
