@@ -24,6 +24,7 @@ ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/"
 A = {"id": "alpha", "eks_cluster_name": "alpha-eks", "hyperpod_cluster_arn": ARN + "aaaa1111aaaa"}
 B = {"id": "beta", "eks_cluster_name": "beta-eks", "hyperpod_cluster_arn": ARN + "bbbb2222bbbb"}
 C = {"id": "gamma", "eks_cluster_name": "gamma-eks"}
+RENAMED = {"id": "beta-2", "eks_cluster_name": "beta-eks"}
 
 
 def clusters(*items: dict[str, Any]) -> str:
@@ -102,38 +103,37 @@ def test_an_update_deregisters_the_cluster_removed_from_the_config(store, answer
     assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
 
 
-def test_a_new_cluster_may_take_the_eks_name_of_one_removed_in_the_same_update(store, answers) -> None:
-    invoke(request("Create", clusters(A, B)))
-    renamed = {"id": "beta-2", "eks_cluster_name": "beta-eks"}
+@pytest.mark.parametrize(
+    ("created", "new", "answer", "left", "beta_eks"),
+    [
+        # a new cluster may take the EKS name of one removed in the same update
+        ((A, B), (A, RENAMED), ("beta-2", "beta"), ["alpha", "beta-2"], "beta-2"),
+        # a cluster left registered by an older deploy (before deregistration existed) is deregistered too
+        ((A, B, C), (A,), ("", "beta,gamma"), ["alpha"], None),
+    ],
+)
+def test_an_update_deregisters_every_cluster_not_in_the_new_config(
+    store, answers, created, new, answer, left, beta_eks
+):
+    invoke(request("Create", clusters(*created)))
 
-    out = invoke(request("Update", clusters(A, renamed), old=clusters(A, B)))
+    out = invoke(request("Update", clusters(*new), old=clusters(A, B)))
 
-    assert (out["Status"], out["Deregistered"], out["Registered"]) == ("SUCCESS", "beta", "beta-2")
-    assert store.find_cluster(eks_cluster_name="beta-eks").cluster_id == "beta-2"
-
-
-def test_a_cluster_left_registered_by_an_older_deploy_is_deregistered_too(store, answers) -> None:
-    invoke(request("Create", clusters(A, B, C)))  # before deregistration existed, gamma was dropped from the config
-
-    out = invoke(request("Update", clusters(A), old=clusters(A, B)))
-
-    assert out["Deregistered"] == "beta,gamma"
-    assert [c.cluster_id for c in store.list_clusters()] == ["alpha"]
-
-
-def test_delete_deregisters_every_configured_cluster(store, answers) -> None:
-    invoke(request("Create", clusters(A, B)))
-
-    out = invoke(request("Delete", clusters(A, B)))
-
-    assert out == {"Status": "SUCCESS", "Deregistered": "alpha,beta"}
-    assert store.list_clusters() == [] and registry_keys(store) == []
-    assert answers[-1]["Status"] == "SUCCESS"
+    assert out == {"Status": "SUCCESS", "Registered": answer[0], "Deregistered": answer[1]}
+    assert [c.cluster_id for c in store.list_clusters()] == left
+    found = store.find_cluster(eks_cluster_name="beta-eks")
+    assert (found.cluster_id if found else None) == beta_eks
 
 
-def test_delete_of_what_was_never_registered_succeeds(store, answers) -> None:
+def test_delete_deregisters_every_configured_cluster_and_succeeds_when_none_was_registered(store, answers) -> None:
     # a Create that failed is rolled back with a Delete
     assert invoke(request("Delete", clusters(A, B))) == {"Status": "SUCCESS", "Deregistered": ""}
+    invoke(request("Create", clusters(A, B)))
+
+    assert invoke(request("Delete", clusters(A, B))) == {"Status": "SUCCESS", "Deregistered": "alpha,beta"}
+
+    assert store.list_clusters() == [] and registry_keys(store) == []
+    assert [a["Status"] for a in answers] == ["SUCCESS"] * 3
 
 
 def test_an_update_rollback_registers_the_previous_config_from_the_request(store, answers, monkeypatch) -> None:
@@ -151,6 +151,7 @@ def test_an_update_rollback_registers_the_previous_config_from_the_request(store
 
 def test_without_a_clusters_property_the_function_config_is_registered(store, answers) -> None:
     assert invoke(request("Create", None))["Registered"] == "alpha,beta"
+    assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]
 
 
 @pytest.mark.parametrize(
