@@ -687,6 +687,21 @@ def test_a_read_failure_before_any_pool_is_generation_0_and_the_first_pool_still
 BIG_NODES = {f"ip-{i}": {"noise": noise(7_000, i)} for i in range(100)}  # compressing to ~530 KB: two parts
 
 
+def test_a_watch_is_claimed_with_a_lease_saved_under_it_and_taken_over(store, table):
+    first = store.claim_watch(C, "inv-1")
+    assert (first.lease, first.resource_version, first.nodes) == (1, "", None)
+    views = {"a": {"ready": True, "cordoned": False}}
+    store.save_watch(C, 1, "10", views)
+    store.save_watch(C, 1, "11")  # the resource version alone: the views stay
+    second = store.claim_watch(C, "inv-2")
+    assert (second.lease, second.resource_version, second.nodes) == (2, "11", views)
+    for stale_views in (None, views):  # the older lease is refused, with or without views
+        with pytest.raises(ConflictError):
+            store.save_watch(C, 1, "12", stale_views)
+    item = raw_item(table, "CLUSTER#c1", "WATCH")
+    assert (item["rv"], item["watch_owner"]) == ("11", "inv-2")
+
+
 def test_a_large_watch_checkpoint_is_split_into_parts_and_leftovers_are_deleted(store, table, clock):
     # Given a watch claimed and node views in two parts
     lease = store.claim_watch(C, "w1").lease
