@@ -41,38 +41,32 @@ def test_missing_file_and_region_without_bus_are_usage_errors(capsys):
     assert code == 2 and "--region" in err
 
 
+BAD_STEPS = [
+    ({"title": "t", "bogus": 1}, "steps[0].bogus"),
+    ({"title": "t", "cordon": "a", "uncordon": "b"}, "steps[0]"),
+    ({"title": "t", "cordon": "ml.p5.48xlarge#99"}, "steps[0].cordon"),
+    ({"title": "t", "node": {"name": "x", "change": "explode"}}, "steps[0].node.change"),
+    ({"title": "t", "recalculate": True, "expect": {"teams": {"a": {"f": {"gpu": {"borrow": 1}}}}}}, "borrow"),
+    ({"title": "t", "event": {"source": "idleshare", "detail-type": "Nope", "detail": {}}}, "detail-type"),
+]
+
+
 @pytest.mark.parametrize(
     ("name", "text", "says"),
     [
         ("s.yaml", "steps: [unclosed", "not valid YAML"),
         ("e.json", "{not json", "not valid JSON"),
         ("notes.md", "# not an event", "not valid JSON (a scenario is .yaml, an event file .json)"),
+        *[("s.json", json.dumps({"quotas": [], "steps": [step]}), field) for step, field in BAD_STEPS],
     ],
 )
-def test_a_file_that_does_not_parse_exits_2_saying_what_it_should_be(tmp_path, capsys, name, text, says):
+def test_a_file_that_does_not_parse_or_a_bad_scenario_step_exits_2_naming_the_file_and_what_is_wrong(
+    tmp_path, capsys, name, text, says
+):
     path = tmp_path / name
     path.write_text(text)
     code, _, err = run(["replay", str(path), "--local"], capsys)
     assert code == 2 and str(path) in err and says in err and "Traceback" not in err
-
-
-@pytest.mark.parametrize(
-    ("step", "field"),
-    [
-        ({"title": "t", "bogus": 1}, "steps[0].bogus"),
-        ({"title": "t", "cordon": "a", "uncordon": "b"}, "steps[0]"),
-        ({"title": "t", "cordon": "ml.p5.48xlarge#99"}, "steps[0].cordon"),
-        ({"title": "t", "node": {"name": "x", "change": "explode"}}, "steps[0].node.change"),
-        ({"title": "t", "recalculate": True, "expect": {"teams": {"a": {"f": {"gpu": {"borrow": 1}}}}}}, "borrow"),
-        ({"title": "t", "event": {"source": "idleshare", "detail-type": "Nope", "detail": {}}}, "detail-type"),
-    ],
-)
-def test_bad_scenario_steps_exit_2_naming_the_field(tmp_path, capsys, step, field):
-    path = tmp_path / "s.json"
-    path.write_text(json.dumps({"quotas": [], "steps": [step]}))
-    code, _, err = run(["replay", str(path), "--local"], capsys)
-    assert code == 2
-    assert str(path) in err and field in err
 
 
 def test_bus_puts_every_event_in_batches_of_ten(capsys, monkeypatch):
@@ -142,10 +136,9 @@ def test_health_event_status_maps_to_the_node_label(status, action, label):
 
 
 def test_node_changes_are_recognised_case_insensitively():
-    assert canonical_change("Cordon") == "cordon"
-    assert canonical_change("notready") == "NotReady"
-    assert canonical_change("deleted") == "delete"
-    assert canonical_change("explode") is None
+    assert [canonical_change(c) for c in ("Cordon", "notready", "deleted", "explode")] == [
+        "cordon", "NotReady", "delete", None
+    ]  # fmt: skip
 
 
 def test_node_references_by_instance_type_and_index():
@@ -162,14 +155,9 @@ def test_kueue_changes_name_created_deleted_and_changed_fields():
 
     before = {("ClusterQueue", "", "a"): cq("4"), ("Cohort", "", "gone"): {"spec": {}}}
     after = {("ClusterQueue", "", "a"): cq("2"), ("LocalQueue", "ns", "new"): {"spec": {}}}
-    changes = kueue_changes(before, after)
-    assert changes == [
-        {
-            "op": "updated",
-            "kind": "ClusterQueue",
-            "name": "a",
-            "fields": [{"field": "p5/gpu.borrowingLimit", "old": "4", "new": "2"}],
-        },
+    fields = [{"field": "p5/gpu.borrowingLimit", "old": "4", "new": "2"}]
+    assert kueue_changes(before, after) == [
+        {"op": "updated", "kind": "ClusterQueue", "name": "a", "fields": fields},
         {"op": "deleted", "kind": "Cohort", "name": "gone"},
         {"op": "created", "kind": "LocalQueue", "name": "new", "namespace": "ns"},
     ]
