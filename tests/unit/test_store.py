@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 import re
 import zlib
 from collections.abc import Iterator
@@ -16,32 +17,15 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import (
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ReadTimeoutError,
-)
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from moto import mock_aws
 
 from idleshare import table as schema
 from idleshare.adapters.errors import ConflictError, NotFoundError, PermanentError, RetryableError, StaleVersionError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
-from idleshare.adapters.store import (
-    COMPRESS_ABOVE,
-    MAX_POOL_PARTS,
-    MAX_SIDE_JSON,
-    PART_SIZE,
-    PK,
-    SK,
-    TTL_ATTRIBUTE,
-    AlreadyExistsError,
-    DynamoStore,
-    TransactionCancelledError,
-    translate,
-)
-from idleshare.adapters.store.items import item_size
+from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, AlreadyExistsError, DynamoStore, TransactionCancelledError
+from idleshare.adapters.store.errors import translate
+from idleshare.adapters.store.items import COMPRESS_ABOVE, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE, item_size
 from idleshare.parse.errors import InputError
 from idleshare.parse.requests import CreateQuota, parse
 from idleshare.service.recompute import Recomputer
@@ -98,13 +82,8 @@ def quota_body(name: str = "research", team: str = "research", **extra: Any) -> 
 
 
 def pool_record(generation: int, digest: str = "", pool: dict[str, Any] | None = None) -> PoolRecord:
-    return PoolRecord(
-        cluster_id=C,
-        generation=generation,
-        digest=digest or f"d{generation}",
-        pool=pool if pool is not None else {"unallocated": {"ml.p5.48xlarge": {"nvidia.com/gpu": generation}}},
-        computed_at=T0.isoformat(),
-    )
+    pool = {"unallocated": {"ml.p5.48xlarge": {"nvidia.com/gpu": generation}}} if pool is None else pool
+    return PoolRecord(C, generation, digest or f"d{generation}", pool, T0.isoformat())
 
 
 def raw_item(table: Any, pk: str, sk: str) -> dict[str, Any] | None:
@@ -122,8 +101,6 @@ def scan(table: Any) -> list[dict[str, Any]]:
 
 def noise(size: int, seed: int = 0) -> str:
     """``size`` characters of text that zlib cannot shrink much (random base64: ~6 bits of entropy a byte)."""
-    import random
-
     return base64.b64encode(random.Random(seed).randbytes(size * 3 // 4)).decode()
 
 
@@ -278,7 +255,7 @@ def test_list_quotas_reads_every_page(store, table, monkeypatch):
     assert len(calls) >= 4 and "ExclusiveStartKey" in calls[-1]
 
 
-def test_update_quota_bumps_the_version_and_refuses_a_stale_one_a_rename_and_a_missing_quota(store, clock):
+def test_an_update_bumps_the_version_and_refuses_a_stale_one_a_rename_and_a_missing_quota_or_config(store, clock):
     store.create_quota(C, quota_body())
     clock.now = T0 + timedelta(minutes=5)
     updated = store.update_quota(C, "research", quota_body(ActivationState="Disabled"), target_version=1)
@@ -292,6 +269,8 @@ def test_update_quota_bumps_the_version_and_refuses_a_stale_one_a_rename_and_a_m
         store.update_quota(C, "research", quota_body("other"), target_version=2)
     with pytest.raises(NotFoundError):
         store.update_quota(C, "nope", quota_body("nope"), target_version=1)
+    with pytest.raises(NotFoundError):  # nor a scheduler config that does not exist
+        store.put_scheduler_config(C, {}, target_version=1)
     assert store.get_quota(C, "research") == updated
 
 
@@ -331,42 +310,6 @@ def test_a_team_rename_moves_the_guard_unless_the_team_is_taken(store, table):
     assert raw_item(table, "CLUSTER#c1", "TEAM#alpha") is None
     assert raw_item(table, "CLUSTER#c1", "TEAM#beta") == {"pk": "CLUSTER#c1", "sk": "TEAM#beta", "quota_name": "q"}
     assert store.create_quota(C, quota_body("q2", "alpha")).version == 1  # the old team is free again
-
-
-def test_delete_quota_refuses_a_stale_version_and_frees_name_and_team(store, table):
-    store.create_quota(C, quota_body())
-    store.update_quota(C, "research", quota_body(), target_version=1)
-    with pytest.raises(StaleVersionError) as err:
-        store.delete_quota(C, "research", target_version=1)
-    assert err.value.current_version == 2 and store.get_quota(C, "research") is not None
-    store.delete_quota(C, "research")
-    assert store.get_quota(C, "research") is None and all_keys(table) == set()
-    with pytest.raises(NotFoundError):
-        store.delete_quota(C, "research")
-    assert store.create_quota(C, quota_body()).version == 1
-
-
-# -------------------------------------------------------------------------------- scheduler config
-def test_scheduler_config_is_versioned(store):
-    body = {"PriorityClasses": [{"Name": "training", "Weight": 40}], "FairShare": "Enabled"}
-    assert store.get_scheduler_config(C) is None
-    created = store.put_scheduler_config(C, body)
-    assert created.version == 1 and created.body == body
-    with pytest.raises(AlreadyExistsError):
-        store.put_scheduler_config(C, body)
-    updated = store.put_scheduler_config(C, {**body, "IdleResourceSharing": "Disabled"}, target_version=1)
-    assert updated.version == 2 and updated.name == created.name
-    with pytest.raises(StaleVersionError) as err:
-        store.put_scheduler_config(C, body, target_version=1)
-    assert err.value.current_version == 2
-    got = store.get_scheduler_config(C)
-    assert got.body["IdleResourceSharing"] == "Disabled" and type(got.version) is int
-    store.delete_scheduler_config(C)
-    assert store.get_scheduler_config(C) is None
-    with pytest.raises(NotFoundError):
-        store.delete_scheduler_config(C)
-    with pytest.raises(NotFoundError):
-        store.put_scheduler_config(C, body, target_version=2)
 
 
 # --------------------------------------------------------------------- botocore bounds, at the store
@@ -788,23 +731,16 @@ def cancelled(*reasons: str) -> ClientError:
 @pytest.mark.parametrize(
     ("exc", "kind"),
     [
-        (client_error("ProvisionedThroughputExceededException"), RetryableError),
-        (client_error("ThrottlingException"), RetryableError),
-        (client_error("RequestLimitExceeded"), RetryableError),
-        (client_error("InternalServerError", 500), RetryableError),
-        (client_error("ServiceUnavailable", 503), RetryableError),
-        (client_error("TransactionConflictException"), RetryableError),
-        (client_error("SomethingNew", 502), RetryableError),
+        # DynamoDB's own: failed conditions, cancelled transactions (by their reasons), a missing table
         (client_error("ConditionalCheckFailedException"), ConflictError),
         (cancelled("None", "ConditionalCheckFailed"), TransactionCancelledError),
         (cancelled("TransactionConflict", "None"), RetryableError),
         (cancelled("ValidationError"), PermanentError),
         (client_error("ResourceNotFoundException"), PermanentError),
+        # the rest by the one classification of AWS errors (tests/unit/test_aws_errors.py), naming the table
+        (client_error("ProvisionedThroughputExceededException"), RetryableError),
         (client_error("ValidationException"), PermanentError),
-        (client_error("AccessDeniedException", 403), PermanentError),
         (EndpointConnectionError(endpoint_url="http://x"), RetryableError),
-        (ConnectTimeoutError(endpoint_url="http://x"), RetryableError),
-        (ReadTimeoutError(endpoint_url="http://x"), RetryableError),
         (NoCredentialsError(), PermanentError),
     ],
 )
