@@ -31,31 +31,21 @@ def cq(team: str, quotas: dict[str, dict[str, Any]], usage: dict[str, dict[str, 
        *, pending: int = 0, admitted: int = 0) -> dict[str, Any]:  # fmt: skip
     """A ClusterQueue as Kueue reports it: ``quotas`` {flavor: {resource: nominal | (nominal, lendingLimit)}},
     ``usage`` {flavor: {resource: (total, borrowed)}}."""
-    flavors = []
-    for flavor, per in quotas.items():
-        resources = []
-        for r, q in per.items():
-            nominal, lend = q if isinstance(q, tuple) else (q, None)
-            entry = {"name": r, "nominalQuota": str(nominal), "borrowingLimit": "100"}
-            if lend is not None:
-                entry["lendingLimit"] = str(lend)
-            resources.append(entry)
-        flavors.append({"name": flavor, "resources": resources})
+
+    def resource(name: str, quota: Any) -> dict[str, str]:
+        nominal, lend = quota if isinstance(quota, tuple) else (quota, None)
+        entry = {"name": name, "nominalQuota": str(nominal), "borrowingLimit": "100"}
+        return entry if lend is None else {**entry, "lendingLimit": str(lend)}
+
+    flavors = [{"name": f, "resources": [resource(r, q) for r, q in per.items()]} for f, per in quotas.items()]
+    used = [{"name": f, "resources": [{"name": r, "total": t, "borrowed": b} for r, (t, b) in per.items()]}
+            for f, per in (usage or {}).items()]  # fmt: skip
+    namespace = {"matchLabels": {"kubernetes.io/metadata.name": f"hyperpod-ns-{team}"}}
     return {
         "kind": "ClusterQueue",
         "metadata": {"name": f"hyperpod-ns-{team}-clusterqueue", "labels": {"idleshare.io/team": team}},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": f"hyperpod-ns-{team}"}},
-            "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
-        },
-        "status": {
-            "flavorsUsage": [
-                {"name": f, "resources": [{"name": r, "total": t, "borrowed": b} for r, (t, b) in per.items()]}
-                for f, per in (usage or {}).items()
-            ],
-            "pendingWorkloads": pending,
-            "admittedWorkloads": admitted,
-        },
+        "spec": {"namespaceSelector": namespace, "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}]},
+        "status": {"flavorsUsage": used, "pendingWorkloads": pending, "admittedWorkloads": admitted},
     }
 
 
@@ -89,60 +79,42 @@ def doc(queues: list[dict[str, Any]], workloads: list[dict[str, Any]] = (), pool
 
 # -- the derivation, case by case -----------------------------------------------------------------------------
 
-CASES = [
+USE, FLAVOR = ("nominal", "inUse", "borrowed", "lent"), ("capacity", "pool", "inUse", "borrowed", "idle")
+CASES = [  # the queues, the pool document, then (nominal, inUse, borrowed, lent) per team and the flavor's totals
     pytest.param(  # alpha runs its 8 and borrows 8 of the cohort's own 16: nobody lends
-        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("16", "8")}}), cq("beta", {P5: {GPU: 8}})],
-        pool({P5: 32}, {P5: 16}),
-        {"alpha": ("8", "16", "8", "0"), "beta": ("8", "0", "0", "0")},
-        {"capacity": "32", "pool": "16", "inUse": "16", "borrowed": "8", "idle": "16"},
+        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("16", "8")}}), cq("beta", {P5: {GPU: 8}})], pool({P5: 32}, {P5: 16}),
+        {"alpha": ("8", "16", "8", "0"), "beta": ("8", "0", "0", "0")}, ("32", "16", "16", "8", "16"),
         id="borrowing-from-the-cohort-own-quota",
     ),
     pytest.param(  # no cohort quota: alpha's 8 borrowed are beta's idle quota
-        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("16", "8")}}), cq("beta", {P5: {GPU: 8}})],
-        pool({P5: 16}, {P5: 0}),
-        {"alpha": ("8", "16", "8", "0"), "beta": ("8", "0", "0", "8")},
-        {"capacity": "16", "pool": "0", "inUse": "16", "borrowed": "8", "idle": "0"},
+        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("16", "8")}}), cq("beta", {P5: {GPU: 8}})], pool({P5: 16}, {P5: 0}),
+        {"alpha": ("8", "16", "8", "0"), "beta": ("8", "0", "0", "8")}, ("16", "0", "16", "8", "0"),
         id="a-lender-lends-its-idle-quota",
     ),
     pytest.param(  # 20 borrowed beyond a cohort quota of 8: 12 from beta (idle 8) and gamma (idle 16), 1:2
-        [
-            cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("28", "20")}}),
-            cq("beta", {P5: {GPU: 8}}),
-            cq("gamma", {P5: {GPU: 16}}),
-        ],
-        pool({P5: 40}, {P5: 8}),
+        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("28", "20")}}), cq("beta", {P5: {GPU: 8}}),
+         cq("gamma", {P5: {GPU: 16}})], pool({P5: 40}, {P5: 8}),
         {"alpha": ("8", "28", "20", "0"), "beta": ("8", "0", "0", "4"), "gamma": ("16", "0", "0", "8")},
-        {"capacity": "40", "pool": "8", "inUse": "28", "borrowed": "20", "idle": "12"},
-        id="lenders-lend-in-proportion",
+        ("40", "8", "28", "20", "12"), id="lenders-lend-in-proportion",
     ),
     pytest.param(  # beta uses 6 of its own 8, lends at most its lendingLimit 4 and only its 2 idle
-        [
-            cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("10", "2")}}),
-            cq("beta", {P5: {GPU: (8, 4)}}, {P5: {GPU: ("6", "0")}}),
-        ],
-        pool({P5: 16}, {P5: 0}),
-        {"alpha": ("8", "10", "2", "0"), "beta": ("8", "6", "0", "2")},
-        {"capacity": "16", "pool": "0", "inUse": "16", "borrowed": "2", "idle": "0"},
-        id="lending-limit-and-own-use",
+        [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("10", "2")}}), cq("beta", {P5: {GPU: (8, 4)}}, {P5: {GPU: ("6", "0")}})],
+        pool({P5: 16}, {P5: 0}), {"alpha": ("8", "10", "2", "0"), "beta": ("8", "6", "0", "2")},
+        ("16", "0", "16", "2", "0"), id="lending-limit-and-own-use",
     ),
     pytest.param(  # sharing disabled: the cohort's quota is 0 whatever the pool document's unallocated says
         [cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("12", "4")}}), cq("beta", {P5: {GPU: 8}})],
-        pool({P5: 32}, {P5: 16}, "Disabled"),
-        {"alpha": ("8", "12", "4", "0"), "beta": ("8", "0", "0", "4")},
-        {"capacity": "32", "pool": "0", "inUse": "12", "borrowed": "4", "idle": "20"},
-        id="idle-sharing-disabled",
+        pool({P5: 32}, {P5: 16}, "Disabled"), {"alpha": ("8", "12", "4", "0"), "beta": ("8", "0", "0", "4")},
+        ("32", "0", "12", "4", "20"), id="idle-sharing-disabled",
     ),
-]
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("queues", "pool_doc", "teams", "flavor"), CASES)
 def test_usage_per_team_and_flavor(queues, pool_doc, teams, flavor):
     out = doc(queues, pool_doc=pool_doc)
-
-    got = {t: tuple(v["flavors"][P5][GPU][k] for k in ("nominal", "inUse", "borrowed", "lent"))
-           for t, v in out["teams"].items()}  # fmt: skip
-    assert got == teams
-    assert out["flavors"][P5][GPU] == flavor
+    assert {t: tuple(v["flavors"][P5][GPU][k] for k in USE) for t, v in out["teams"].items()} == teams
+    assert out["flavors"][P5][GPU] == dict(zip(FLAVOR, flavor, strict=True))
 
 
 @pytest.mark.parametrize(
@@ -295,28 +267,22 @@ def test_days_compact_when_the_day_is_over_and_agree_with_the_hours(store):
     assert report["gaps"] == []
 
 
-def test_a_duplicate_sample_adds_nothing(store):
-    kube = _kube()
-    _minute(store, kube, 0)
-    _minute(store, kube, 1)
-    again = _minute(store, kube, 1)  # the same second again (a retried invocation)
-    assert again.recorded is False
-    (hour,) = store.usage_buckets("c1", "hour", "2026-12-03T13", "2026-12-03T13")
-    assert hour.rows[("alpha", P5, GPU)] == (Fraction(60 * 8), Fraction(60 * 8))
-
-
-def test_the_latest_sample_and_a_failed_one(store):
+def test_a_duplicate_sample_adds_nothing_and_a_failed_one_keeps_the_latest(store):
     from idleshare.service.usage import latest_usage
 
     with pytest.raises(NotFoundError):
         latest_usage(store, "c1")
     kube = _kube()
     _minute(store, kube, 0)
+    _minute(store, kube, 1)
+    assert _minute(store, kube, 1).recorded is False  # the same second again (a retried invocation)
+    (hour,) = store.usage_buckets("c1", "hour", "2026-12-03T13", "2026-12-03T13")
+    assert hour.rows[("alpha", P5, GPU)] == (Fraction(60 * 8), Fraction(60 * 8))
     kube.down = True
-    out = _minute(store, kube, 1)
+    out = _minute(store, kube, 2)
     assert out.failure.startswith("SampleFailed") and out.sample is None
     latest = latest_usage(store, "c1")  # the last good sample is kept
-    assert latest["sampledAt"] == T0.isoformat()
+    assert latest["sampledAt"] == (T0 + timedelta(minutes=1)).isoformat()
     assert latest["teams"]["alpha"]["flavors"][P5][GPU]["borrowed"] == "8"
     assert latest["flavors"][P5][GPU]["idle"] == "16"
 
