@@ -109,7 +109,7 @@ def part_keys(table: Any, owner: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ layout
-def test_the_cdk_app_and_the_tests_table_use_the_stores_keys_and_ttl(table):
+def test_the_cdk_app_builds_its_tables_with_the_stores_keys_and_ttl():
     # Given the CDK construct's source (importing aws_cdk takes seconds, so read it)
     source = (REPO / "infra" / "constructs" / "storage.py").read_text()
     # Then it builds both tables from idleshare.table and names no key or TTL attribute of its own
@@ -117,15 +117,8 @@ def test_the_cdk_app_and_the_tests_table_use_the_stores_keys_and_ttl(table):
     for name in ("PK", "SK", "TTL_ATTRIBUTE", "BILLING_MODE", "IDEMPOTENCY_PK", "IDEMPOTENCY_TTL_ATTRIBUTE"):
         assert f"schema.{name}" in source, name
     assert not re.search(r'"(pk|sk|ttl|id|expiration)"', source)
-    # And the store writes the keys and TTL attribute the deployed table (and the tests' one) has
+    # And the store writes the keys and TTL attribute the deployed table has
     assert (PK, SK, TTL_ATTRIBUTE) == (schema.PK, schema.SK, schema.TTL_ATTRIBUTE) == ("pk", "sk", "ttl")
-    client = table.meta.client
-    described = client.describe_table(TableName=table.name)["Table"]
-    assert [(k["AttributeName"], k["KeyType"]) for k in described["KeySchema"]] == [("pk", "HASH"), ("sk", "RANGE")]
-    assert {a["AttributeType"] for a in described["AttributeDefinitions"]} == {"S"}
-    assert described["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
-    ttl = client.describe_time_to_live(TableName=table.name)["TimeToLiveDescription"]
-    assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "ttl")
 
 
 # ---------------------------------------------------------------------------------------- clusters
@@ -470,20 +463,26 @@ def test_a_pool_too_large_for_one_transaction_is_refused_naming_the_sizes(store,
     assert store.get_pool(C) is None and all_keys(table) == set()
 
 
-@pytest.mark.parametrize("damage", ["missing", "stale", "altered"])
-def test_a_missing_or_corrupt_pool_part_is_a_permanent_error_naming_the_item(store, table, damage):
-    # Given a pool in two parts, one of them damaged
+@pytest.mark.parametrize(
+    ("part", "damage"),
+    [("PART#POOL#001", "missing"), ("PART#POOL#001", "stale"), ("PART#POOL#001", "altered"),
+     ("PART#WATCH#NODES#001", "missing")],
+)  # fmt: skip
+def test_a_missing_or_corrupt_part_is_a_permanent_error_naming_the_item(store, table, part, damage):
+    # Given a pool and a watch checkpoint in two parts each, one part damaged
     store.put_pool(pool_record(1, pool={"noise": noise(700_000)}), expected_generation=0)
-    key = {"pk": "CLUSTER#c1", "sk": "PART#POOL#001"}
+    store.save_watch(C, store.claim_watch(C, "w1").lease, "rv-1", BIG_NODES)
+    key = {"pk": "CLUSTER#c1", "sk": part}
     if damage == "missing":
         table.delete_item(Key=key)
     elif damage == "stale":
         table.update_item(Key=key, UpdateExpression="SET part_of = :x", ExpressionAttributeValues={":x": "0" * 64})
     else:
-        part = raw_item(table, "CLUSTER#c1", "PART#POOL#001")
-        table.put_item(Item={**part, "data": bytes(reversed(part["data"].value))})
-    with pytest.raises(PermanentError, match="corrupt item pk='CLUSTER#c1' sk='POOL'"):
-        store.get_pool(C)
+        item = raw_item(table, "CLUSTER#c1", part)
+        table.put_item(Item={**item, "data": bytes(reversed(item["data"].value))})
+    owner = part.removeprefix("PART#").rsplit("#", 1)[0]
+    with pytest.raises(PermanentError, match=f"corrupt item pk='CLUSTER#c1' sk='{owner}'"):
+        store.get_pool(C) if owner == "POOL" else store.claim_watch(C, "w2")
 
 
 def test_a_missing_history_part_is_corrupt_until_the_entry_expires(store, table, clock):
@@ -667,13 +666,6 @@ def test_a_large_watch_checkpoint_is_split_into_parts_and_leftovers_are_deleted(
     with pytest.raises(ConflictError, match="taken over"):
         store.save_watch(C, lease, "rv-3", BIG_NODES)
     assert part_keys(table, "WATCH#NODES") == []
-
-
-def test_a_missing_watch_part_is_a_permanent_error_naming_the_item(store, table):
-    store.save_watch(C, store.claim_watch(C, "w1").lease, "rv-1", BIG_NODES)
-    table.delete_item(Key={"pk": "CLUSTER#c1", "sk": "PART#WATCH#NODES#001"})
-    with pytest.raises(PermanentError, match="corrupt item pk='CLUSTER#c1' sk='WATCH#NODES'"):
-        store.claim_watch(C, "w2")
 
 
 # ---------------------------------------------------------------------------------- corrupt items

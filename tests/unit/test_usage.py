@@ -152,20 +152,15 @@ def test_workloads_preemptions_counted_once_by_second():
 
 
 def test_idle_while_pending_names_team_flavor_and_kueues_reason():
-    queues = [
-        cq("alpha", {P5: {GPU: 8}, G5: {GPU: 4}}, {P5: {GPU: ("16", "8")}}),
-        cq("beta", {P5: {GPU: 8}}, {P5: {GPU: ("8", "0")}}),
-    ]
-    wls = [
-        workload("alpha", "waits-p5", 1, flavor=P5),
-        workload("alpha", "any-flavor", 1),
-        workload("beta", "admitted", 8, flavor=P5, pending=False),
-    ]
+    queues = [cq("alpha", {P5: {GPU: 8}, G5: {GPU: 4}}, {P5: {GPU: ("16", "8")}}),
+              cq("beta", {P5: {GPU: 8}}, {P5: {GPU: ("8", "0")}})]  # fmt: skip
+    wls = [workload("alpha", "waits-p5", 1, flavor=P5), workload("alpha", "any-flavor", 1),
+           workload("beta", "admitted", 8, flavor=P5, pending=False)]  # fmt: skip
     out = doc(queues, wls, pool({P5: 32, G5: 4}, {P5: 16}))
-
+    # the unpinned one could run on the idle g5; p5: 32 - 24 in use
     assert [(i["team"], i["flavor"], i["idle"]) for i in out["idleWhilePending"]] == [
-        ("alpha", G5, "4"),  # the unpinned one could run on the idle g5
-        ("alpha", P5, "8"),  # 32 - 24 in use
+        ("alpha", G5, "4"),
+        ("alpha", P5, "8"),
     ]
     assert all("insufficient quota" in i["pendingReason"] for i in out["idleWhilePending"])
     full = doc(queues, wls, pool({P5: 24, G5: 0}, {}))  # nothing idle: nothing to report
@@ -205,9 +200,8 @@ def _minute(store, kube, minute):
 
 def _kube(borrowed=8):
     kube = FakeKube([])
-    kube.objects[("ClusterQueue", "", "alpha")] = cq(
-        "alpha", {P5: {GPU: 8}}, {P5: {GPU: (str(8 + borrowed), str(borrowed))}}
-    )
+    used = {P5: {GPU: (str(8 + borrowed), str(borrowed))}}
+    kube.objects[("ClusterQueue", "", "alpha")] = cq("alpha", {P5: {GPU: 8}}, used)
     return kube
 
 
