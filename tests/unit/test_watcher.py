@@ -1,5 +1,5 @@
 """The node watcher's rules (``idleshare.service.watcher``) with fakes: what is a change, what is a heartbeat,
-how a failure, a 410 or a takeover is handled; its store items and the batched publisher on moto."""
+how a failure, a 410 or a takeover is handled, and what is checkpointed when publishing runs out of time."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from idleshare.domain.model import HEALTH_LABEL
 from idleshare.service import watcher as w
 from tests.fakes import FakeKube, FakePublisher, FakeStore
 from tests.kube.fixtures import make_node
-from tests.kube.watcher_harness import aws_fixture, moto_table  # noqa: F401 - the ``aws`` fixture
 
 
 def _changed(node: dict[str, Any], edit: Any) -> list[str]:
@@ -102,6 +101,13 @@ def _saved(nodes: list[dict[str, Any]], rv: str) -> WatchBookmark:
     return WatchBookmark("c1", 1, rv, {n["metadata"]["name"]: w.node_view(n) for n in nodes})
 
 
+def resume(script: list[Any], saved: list[dict[str, Any]], publisher: Any = None, readings: int = 8, **kube: Any):
+    """A run resuming from ``saved`` node views at rv 10, its watch answering ``script``."""
+    kube_ = FakeKube(kube.get("nodes", []), kube.get("rv", ""), script)
+    store, publisher = FakeStore(bookmark=_saved(saved, "10")), publisher or FakePublisher()
+    return kube_, store, publisher, _run(kube_, store, publisher, readings)
+
+
 def test_first_run_lists_and_publishes_nothing():
     kube = FakeKube([make_node("a")], "10", [])
     store, publisher = FakeStore(), FakePublisher()
@@ -111,22 +117,19 @@ def test_first_run_lists_and_publishes_nothing():
 
 
 def test_resume_reports_changes_and_ignores_heartbeats():
-    a = make_node("a")
     beat = _node("a", "11")
     beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:01Z"
-    kube = FakeKube([], "", [[("MODIFIED", beat), cordon(), ("BOOKMARK", {"metadata": {"resourceVersion": "15"}})]])
-    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher()
-    report = _run(kube, store, publisher)
-    assert kube.lists == 0 and kube.watches[0] == "10" and kube.watches[1] == "15"
+    bookmark = ("BOOKMARK", {"metadata": {"resourceVersion": "15"}})
+    kube, store, publisher, report = resume([[("MODIFIED", beat), cordon(), bookmark]], [make_node("a")])
+    assert kube.lists == 0 and kube.watches[:2] == ["10", "15"]
     assert [(e["node"], e["change"], e["resourceVersion"]) for e in publisher.details] == [("a", "Cordoned", "12")]
     assert report.ignored == 1 and report.bookmarks == 1 and store.saves[0] == ("15", True)
 
 
 def test_a_410_relists_and_diffs_against_the_saved_views():
-    a, b = make_node("a"), make_node("b")
-    kube = FakeKube([make_node("a", ready=False), make_node("c")], "30", [ResourceExpiredError("gone")])
-    store, publisher = FakeStore(bookmark=_saved([a, b], "10")), FakePublisher()
-    report = _run(kube, store, publisher)
+    listed = [make_node("a", ready=False), make_node("c")]
+    saved = [make_node("a"), make_node("b")]
+    kube, store, publisher, report = resume([ResourceExpiredError("gone")], saved, nodes=listed, rv="30")
     assert report.relists == 1 and kube.lists == 1
     changes = sorted((e["node"], e["change"]) for e in publisher.details)
     assert changes == [("a", "NotReady"), ("b", "Deleted"), ("c", "Added")]
@@ -134,19 +137,14 @@ def test_a_410_relists_and_diffs_against_the_saved_views():
 
 
 def test_a_failed_publish_replays_from_the_checkpoint():
-    a = make_node("a")
-    kube = FakeKube([], "", [[cordon()], [cordon()]])  # the replay from rv 10 sees the change again
-    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher(fail=1)
-    report = _run(kube, store, publisher, readings=10)
+    # the replay from rv 10 sees the change again
+    kube, store, publisher, report = resume([[cordon()], [cordon()]], [make_node("a")], FakePublisher(fail=1), 10)
     assert [e["change"] for e in publisher.details] == ["Cordoned"]
     assert kube.watches[:2] == ["10", "10"] and report.failures and store.rv == "12"
 
 
 def test_a_watch_error_resumes_where_it_was():
-    a = make_node("a")
-    kube = FakeKube([], "", [[cordon()], RetryableError("reset")])
-    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher()
-    report = _run(kube, store, publisher)
+    kube, _, publisher, report = resume([[cordon()], RetryableError("reset")], [make_node("a")])
     assert kube.watches[:3] == ["10", "12", "12"] and report.failures == ["reset"]
     assert [e["change"] for e in publisher.details] == ["Cordoned"]
 
@@ -198,13 +196,6 @@ def test_publishing_is_bounded_by_the_time_left_and_nothing_unpublished_is_check
 
 def test_a_publish_that_can_never_succeed_is_counted_not_replayed():
     # Given a bus that refuses the first batch for good (e.g. an entry EventBridge says is invalid)
-    a, b = make_node("a"), make_node("b")
-    script = [
-        [cordon()],
-        [("MODIFIED", _node("b", "13", unschedulable=True))],
-    ]
-    kube = FakeKube([], "", script)
-
     class Refusing(FakePublisher):
         refused = False
 
@@ -214,9 +205,8 @@ def test_a_publish_that_can_never_succeed_is_counted_not_replayed():
                 raise PermanentError("events:PutEvents: ValidationException: bad", operation="events:PutEvents")
             return super().publish_batch(events)
 
-    publisher = Refusing()
-    store = FakeStore(bookmark=_saved([a, b], "10"))
-    report = _run(kube, store, publisher, readings=10)
+    script = [[cordon("a", "12")], [cordon("b", "13")]]
+    kube, store, publisher, report = resume(script, [make_node("a"), make_node("b")], Refusing(), readings=10)
     # Then the failure is reported, the watch goes on from where it was (no replay of what cannot succeed)
     assert any("ValidationException" in f for f in report.failures)
     assert kube.watches[:2] == ["10", "12"]
