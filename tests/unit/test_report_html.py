@@ -104,14 +104,11 @@ def history_doc() -> dict[str, Any]:
 
 
 def full_report() -> str:
-    pool = pool_doc()
+    pool, at = pool_doc(), "2026-12-01T10:05:00Z"
+    grants = {"cluster": CLUSTER, "generation": 7, "teams": pool["teams"]}
+    excluded = pool["excludedNodes"]
     return report_html.render(
-        pool,
-        grants={"cluster": CLUSTER, "generation": 7, "teams": pool["teams"]},
-        excluded_nodes=pool["excludedNodes"],
-        usage=usage_doc(),
-        history=history_doc(),
-        generated_at="2026-12-01T10:05:00Z",
+        pool, grants=grants, excluded_nodes=excluded, usage=usage_doc(), history=history_doc(), generated_at=at
     )
 
 
@@ -435,11 +432,7 @@ if __name__ == "__main__":  # the README's screenshot: python -m tests.unit.test
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/report.png").resolve()
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        page = chromium.new_page(viewport={"width": 1240, "height": 900})
-        html_path = target.with_suffix(".html")
-        html_path.write_text(full_report(), encoding="utf-8")
-        page.goto(html_path.as_uri())
-        page.screenshot(path=str(target), full_page=True)
-        html_path.unlink()
-        chromium.close()
+        with Opened(chromium, full_report(), target.with_suffix(".html"), width=1240) as opened:
+            opened.page.screenshot(path=str(target), full_page=True)
+    target.with_suffix(".html").unlink()
     print(f"wrote {target}")
