@@ -48,34 +48,36 @@ def test_every_inbound_event_file_has_an_expectation():
     assert set(INBOUND) == set(EXPECTED_CLUSTERS)
 
 
+def route(event: dict) -> dict:
+    from idleshare.handlers.router import handler  # not at collection: it reads the environment
+
+    return handler(event, CONTEXT)
+
+
 @pytest.mark.parametrize("name", INBOUND)
 def test_router_enqueues_one_recompute_per_concerned_cluster(router_deps, name):
-    from idleshare.handlers.router import handler
-
-    out = handler(load_event(f"inbound/{name}"), CONTEXT)
-    assert out["enqueued"] == EXPECTED_CLUSTERS[name]
+    assert route(load_event(f"inbound/{name}"))["enqueued"] == EXPECTED_CLUSTERS[name]
     assert [c for c, _ in router_deps.queue.sent] == EXPECTED_CLUSTERS[name]
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (EVENTS / "malformed").glob("*.json")))
-def test_malformed_events_are_dropped_without_retry_and_change_nothing(router_deps, name, logs):
-    from idleshare.handlers.router import handler
+MALFORMED = [f"malformed/{p.name}" for p in sorted((EVENTS / "malformed").glob("*.json"))]
 
-    out = handler(load_event(f"malformed/{name}"), CONTEXT)
-    assert out == {"enqueued": [], "dropped": "Malformed"}
+
+@pytest.mark.parametrize("path", [*MALFORMED, "inbound/hyperpod-node-health-event.json"])
+def test_a_malformed_event_or_one_for_an_unknown_cluster_is_dropped_with_its_reason_and_changes_nothing(
+    router_deps, logs, path
+):
+    event = load_event(path)
+    if path.startswith("inbound/"):  # a well-formed event naming a cluster nobody registered
+        event["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzz9999zzzz"
+    why = "Malformed" if path in MALFORMED else "UnknownCluster"
+    assert route(event) == {"enqueued": [], "dropped": why}
     assert router_deps.queue.sent == [] and router_deps.store.writes == 0
-    logged = [json.loads(line) for line in logs.getvalue().splitlines()]
-    assert logged[-1]["message"] == "dropped malformed event" and logged[-1]["reason"]
-
-
-def test_event_for_an_unknown_cluster_is_dropped_with_its_reason(router_deps, logs):
-    from idleshare.handlers.router import handler
-
-    event = load_event("inbound/hyperpod-node-health-event.json")
-    event["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzz9999zzzz"
-    assert handler(event, CONTEXT) == {"enqueued": [], "dropped": "UnknownCluster"}
-    assert router_deps.queue.sent == []
-    assert json.loads(logs.getvalue().splitlines()[-1])["reason"] == "UnknownCluster"
+    logged = json.loads(logs.getvalue().splitlines()[-1])
+    if why == "Malformed":  # the reason is the parser's words, naming the field
+        assert logged["message"] == "dropped malformed event" and logged["reason"]
+    else:
+        assert (logged["message"], logged["reason"]) == ("dropped event", "UnknownCluster")
 
 
 # -- recompute ------------------------------------------------------------------------------------
@@ -245,21 +247,8 @@ def emitted_metrics(capsys, outcome) -> list[dict]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
 
 
-def test_objects_left_to_another_field_manager_are_counted_with_the_alarms_dimensions(monkeypatch, capsys):
-    from types import SimpleNamespace
-
-    monkeypatch.delenv("POWERTOOLS_SERVICE_NAME", raising=False)
-    result = SimpleNamespace(flavors=[], resources=[], excluded_nodes={}, summary=lambda: "", teams={}, issues=())
-    outcome = Outcome("c1", 3, True, result=result, conflicts=["ClusterQueue/a: .spec x owned by gitops"])
-    (foreign,) = [m for m in emitted_metrics(capsys, outcome) if names.METRIC_FOREIGN_FIELD_MANAGER in m]
-    assert foreign[names.METRIC_FOREIGN_FIELD_MANAGER] == [1.0]
-    (dims,) = foreign["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
-    assert sorted(dims) == sorted([names.METRIC_DIM_CLUSTER, "service"])
-    assert (foreign["cluster"], foreign["service"]) == ("c1", names.SERVICE)
-
-
 @pytest.mark.parametrize("service_env", [None, "idleshare"], ids=["no POWERTOOLS_SERVICE_NAME", "as deployed"])
-def test_every_gauge_carries_exactly_the_dimensions_the_dashboard_and_alarms_query(monkeypatch, capsys, service_env):
+def test_every_metric_carries_exactly_the_dimensions_the_dashboard_and_alarms_query(monkeypatch, capsys, service_env):
     """The producer (EMF from the recompute) and the consumer (SCHEMA() in the CDK app) agree, or no alarm matches."""
     from idleshare.domain.model import Snapshot
     from idleshare.domain.pool import compute
@@ -271,11 +260,13 @@ def test_every_gauge_carries_exactly_the_dimensions_the_dashboard_and_alarms_que
     else:  # infra/constructs/functions.py sets it on every function
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", service_env)
     result = compute(Snapshot(nodes=(domain_node("n1"), domain_node("n2", ready=False))))
-    dims = {
-        m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(
-            m["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
-        )
-        for m in emitted_metrics(capsys, Outcome("c1", 1, True, result=result))
-    }
+    conflicts = ["ClusterQueue/a: .spec x owned by gitops"]  # objects left to another field manager: counted
+    emitted = emitted_metrics(capsys, Outcome("c1", 1, True, result=result, conflicts=conflicts))
+    dims = {m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(m["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0])
+            for m in emitted}  # fmt: skip
     assert all(dims[name] == sorted(GAUGE_DIMS) for name in ("Unallocated", "Shortfall", "BorrowLimitSum")), dims
     assert dims["ExcludedNodes"] == sorted(EXCLUDED_DIMS)
+    assert dims[names.METRIC_FOREIGN_FIELD_MANAGER] == sorted([names.METRIC_DIM_CLUSTER, "service"])
+    (foreign,) = [m for m in emitted if names.METRIC_FOREIGN_FIELD_MANAGER in m]
+    assert foreign[names.METRIC_FOREIGN_FIELD_MANAGER] == [1.0]
+    assert (foreign["cluster"], foreign["service"]) == ("c1", service_env or names.SERVICE)
