@@ -83,15 +83,12 @@ def test_a_malformed_event_or_one_for_an_unknown_cluster_is_dropped_with_its_rea
 # -- recompute ------------------------------------------------------------------------------------
 
 
-def node(name: str, gpus: int = 8, ready: str = "True", flavor: str = "ml.p5.48xlarge") -> dict:
-    return {
-        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": flavor}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
-            "conditions": [{"type": "Ready", "status": ready}],
-        },
-    }
+def node(name: str, ready: str = "True") -> dict:
+    """A p5 Node object with 8 GPUs, Ready ``ready``."""
+    allocatable = {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": "8", "pods": "110"}
+    metadata = {"name": name, "labels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}}
+    status = {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]}
+    return {"metadata": metadata, "spec": {}, "status": status}
 
 
 @pytest.fixture
