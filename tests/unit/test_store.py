@@ -122,7 +122,7 @@ def test_the_cdk_app_builds_its_tables_with_the_stores_keys_and_ttl():
 
 
 # ---------------------------------------------------------------------------------------- clusters
-def test_cluster_registry_round_trip_and_lookups(store, table):
+def test_cluster_registry_round_trip_lookups_refusals_and_rename(store, table):
     # Given a registered cluster
     rec = ClusterRecord("c1", "eks-a", ARN_ID, namespace_prefix="hp-", cohort_name="pool-a")
     store.put_cluster(rec)
@@ -133,15 +133,7 @@ def test_cluster_registry_round_trip_and_lookups(store, table):
     assert store.get_cluster("nope") is None
     assert store.find_cluster(eks_cluster_name="other") is None and store.find_cluster() is None
     assert raw_item(table, "REGISTRY", "EKS#eks-a") == {"pk": "REGISTRY", "sk": "EKS#eks-a", "cluster_id": "c1"}
-    # When its EKS name changes and its ARN goes away, Then the old lookups are gone, the new one resolves
-    store.put_cluster(ClusterRecord("c1", "eks-b"))
-    assert store.find_cluster(eks_cluster_name="eks-a") is None and store.find_cluster(hyperpod_arn=ARN_ID) is None
-    assert store.find_cluster(eks_cluster_name="eks-b") == ClusterRecord("c1", "eks-b")
-    assert ("REGISTRY", "EKS#eks-a") not in all_keys(table)
-
-
-def test_a_taken_eks_name_or_arn_or_a_malformed_arn_is_refused_atomically(store, table):
-    store.put_cluster(ClusterRecord("c1", "eks-a", ARN_ID))
+    # A taken EKS name or ARN, or a malformed ARN, is refused naming the field, writing nothing
     before = all_keys(table)
     with pytest.raises(AlreadyExistsError) as err:
         store.put_cluster(ClusterRecord("c2", "eks-a"))
@@ -153,6 +145,11 @@ def test_a_taken_eks_name_or_arn_or_a_malformed_arn_is_refused_atomically(store,
     with pytest.raises(PermanentError, match="not a HyperPod cluster ARN"):
         store.put_cluster(ClusterRecord("c2", "eks-b", "arn:aws:eks:us-west-2:111122223333:cluster/x"))
     assert store.get_cluster("c2") is None
+    # When its EKS name changes and its ARN goes away, Then the old lookups are gone, the new one resolves
+    store.put_cluster(ClusterRecord("c1", "eks-b"))
+    assert store.find_cluster(eks_cluster_name="eks-a") is None and store.find_cluster(hyperpod_arn=ARN_ID) is None
+    assert store.find_cluster(eks_cluster_name="eks-b") == ClusterRecord("c1", "eks-b")
+    assert ("REGISTRY", "EKS#eks-a") not in all_keys(table)
 
 
 @pytest.mark.parametrize(
@@ -365,7 +362,7 @@ def test_two_writers_with_the_same_expected_generation_one_wins(store, expected)
     assert [h.digest for h in history][:1] == ["writer-a"] and len(history) == expected + 1
 
 
-def test_history_is_append_only_with_a_ttl(store, table, clock):
+def test_history_is_append_only_with_a_ttl_and_lists_newest_first(store, table, clock):
     store.put_pool(pool_record(1), expected_generation=0)
     clock.now = T0 + timedelta(hours=1)
     store.put_pool(pool_record(2), expected_generation=1)
@@ -376,15 +373,14 @@ def test_history_is_append_only_with_a_ttl(store, table, clock):
     with pytest.raises(ConflictError):
         store.put_pool(pool_record(3), expected_generation=2)
     assert store.get_pool(C).generation == 2
-
-
-def test_list_history_order_limit_and_projection(store):
-    for g in range(1, 6):
+    table.delete_item(Key={"pk": "CLUSTER#c1", "sk": "HISTORY#0000000003"})
+    # the history lists newest first, limited, with or without the pools
+    for g in range(3, 6):
         store.put_pool(pool_record(g), expected_generation=g - 1)
     newest = store.list_history(C, limit=3)
     assert [h.generation for h in newest] == [5, 4, 3]
     assert newest[0].pool == pool_record(5).pool
-    assert newest[0].extra["expires_at"] == int(T0.timestamp()) + 30 * 86400
+    assert newest[0].extra["expires_at"] == int((T0 + timedelta(hours=1)).timestamp()) + 30 * 86400
     assert [h.generation for h in reversed(store.list_history(C))] == [1, 2, 3, 4, 5]
     light = store.list_history(C, limit=2, include_pool=False)
     assert [h.generation for h in light] == [5, 4] and light[0].pool == {}
@@ -720,12 +716,21 @@ def cancelled(*reasons: str) -> ClientError:
     return client_error("TransactionCanceledException", CancellationReasons=[{"Code": r} for r in reasons])
 
 
+def cancelled_in_words() -> ClientError:
+    """A cancelled transaction whose reasons are only in the message."""
+    exc = client_error("TransactionCanceledException")
+    reasons = "please refer cancellation reasons for specific reasons [None, ConditionalCheckFailed]"
+    exc.response["Error"]["Message"] = f"Transaction cancelled, {reasons}"
+    return exc
+
+
 @pytest.mark.parametrize(
     ("exc", "kind"),
     [
         # DynamoDB's own: failed conditions, cancelled transactions (by their reasons), a missing table
         (client_error("ConditionalCheckFailedException"), ConflictError),
         (cancelled("None", "ConditionalCheckFailed"), TransactionCancelledError),
+        (cancelled_in_words(), TransactionCancelledError),
         (cancelled("TransactionConflict", "None"), RetryableError),
         (cancelled("ValidationError"), PermanentError),
         (client_error("ResourceNotFoundException"), PermanentError),
@@ -740,40 +745,30 @@ def test_translate(exc, kind):
     out = translate(exc, operation="get_pool", table="tbl")
     assert type(out) is kind
     assert "tbl" in str(out)
+    if kind is TransactionCancelledError:
+        assert out.reasons == ("None", "ConditionalCheckFailed")
+    if isinstance(exc, ClientError) and exc.response["Error"]["Code"] == "ResourceNotFoundException":
+        assert "table 'tbl' does not exist" in str(out)
 
 
-def test_translate_reads_cancellation_reasons_from_the_message_and_names_a_missing_table():
-    exc = client_error("TransactionCanceledException")
-    exc.response["Error"]["Message"] = (
-        "Transaction cancelled, please refer cancellation reasons for specific reasons [None, ConditionalCheckFailed]"
-    )
-    out = translate(exc, operation="op", table="t")
-    assert isinstance(out, TransactionCancelledError) and out.reasons == ("None", "ConditionalCheckFailed")
-    out = translate(client_error("ResourceNotFoundException"), operation="get_pool", table="idleshare-main")
-    assert "table 'idleshare-main' does not exist" in str(out)
+THROTTLED = client_error("ProvisionedThroughputExceededException")
+NO_TABLE = client_error("ResourceNotFoundException")
+UNREACHABLE = EndpointConnectionError(endpoint_url="http://x")
 
 
 @pytest.mark.parametrize(
-    ("method", "call"),
+    ("method", "call", "raised", "kind"),
     [
-        ("get_item", lambda s: s.get_pool(C)),
-        ("get_item", lambda s: s.get_cluster(C)),
-        ("query", lambda s: s.list_quotas(C)),
-        ("query", lambda s: s.list_history(C)),
-        ("query", lambda s: s.list_clusters()),
-        ("transact_write_items", lambda s: s.put_pool(pool_record(1), expected_generation=0)),
-        ("transact_write_items", lambda s: s.create_quota(C, quota_body())),
-        ("update_item", lambda s: s.record_read_failure(C, "x")),
-        ("update_item", lambda s: s.record_apply(C, 1, "Applied")),
-        ("put_item", lambda s: s.put_scheduler_config(C, {})),
-    ],
-)
-@pytest.mark.parametrize(
-    ("raised", "kind"),
-    [
-        (client_error("ProvisionedThroughputExceededException"), RetryableError),
-        (client_error("ResourceNotFoundException"), PermanentError),
-        (EndpointConnectionError(endpoint_url="http://x"), RetryableError),
+        ("get_item", lambda s: s.get_pool(C), THROTTLED, RetryableError),
+        ("get_item", lambda s: s.get_cluster(C), NO_TABLE, PermanentError),
+        ("query", lambda s: s.list_quotas(C), UNREACHABLE, RetryableError),
+        ("query", lambda s: s.list_history(C), NO_TABLE, PermanentError),
+        ("query", lambda s: s.list_clusters(), THROTTLED, RetryableError),
+        ("transact_write_items", lambda s: s.put_pool(pool_record(1), expected_generation=0), NO_TABLE, PermanentError),
+        ("transact_write_items", lambda s: s.create_quota(C, quota_body()), UNREACHABLE, RetryableError),
+        ("update_item", lambda s: s.record_read_failure(C, "x"), THROTTLED, RetryableError),
+        ("update_item", lambda s: s.record_apply(C, 1, "Applied"), UNREACHABLE, RetryableError),
+        ("put_item", lambda s: s.put_scheduler_config(C, {}), NO_TABLE, PermanentError),
     ],
 )
 def test_no_sdk_error_escapes_any_method(store, table, monkeypatch, method, call, raised, kind):
