@@ -123,7 +123,6 @@ def test_the_cdk_app_builds_its_tables_with_the_stores_keys_and_ttl():
 
 # ---------------------------------------------------------------------------------------- clusters
 def test_cluster_registry_round_trip_lookups_refusals_and_rename(store, table):
-    # Given a registered cluster
     rec = ClusterRecord("c1", "eks-a", ARN_ID, namespace_prefix="hp-", cohort_name="pool-a")
     store.put_cluster(rec)
     # Then it is found by id, EKS name and ARN, and listed
@@ -401,7 +400,6 @@ def test_a_pool_is_plain_json_when_small_and_compressed_binary_in_one_item_when_
     assert item["pool_encoding"] == "zlib"
     assert isinstance(item["pool"].value, bytes) and len(item["pool"].value) < PART_SIZE
     assert "pool_parts" not in item and part_keys(table, "POOL") == [] and part_keys(table, "HISTORY") == []
-    # And it reads back equal, from the pool and the history
     assert store.get_pool(C).pool == pool
     assert store.list_history(C)[0].pool == pool
 
@@ -434,7 +432,6 @@ def test_a_pool_above_the_part_size_is_split_into_parts_written_with_it(store, t
 
 @pytest.mark.parametrize("fresh_store", [False, True], ids=["same-store", "fresh-store"])
 def test_the_pool_parts_a_larger_generation_left_are_deleted_in_the_next_transaction(store, table, clock, fresh_store):
-    # Given generation 1 in three parts
     big, medium = {"noise": noise(1_100_000, 1)}, {"noise": noise(700_000, 2)}
     store.put_pool(pool_record(1, pool=big), expected_generation=0)
     assert part_keys(table, "POOL") == ["PART#POOL#000", "PART#POOL#001", "PART#POOL#002"]
@@ -451,7 +448,6 @@ def test_the_pool_parts_a_larger_generation_left_are_deleted_in_the_next_transac
 
 
 def test_a_pool_too_large_for_one_transaction_is_refused_naming_the_sizes(store, table):
-    # Given a pool whose compressed bytes need more than MAX_POOL_PARTS parts
     pool = {"noise": noise(MAX_POOL_PARTS * PART_SIZE * 4 // 3 + 100_000)}
     with pytest.raises(PermanentError, match=r"too large to store: \d+ bytes of JSON, \d+ compressed") as caught:
         store.put_pool(pool_record(1, pool=pool), expected_generation=0)
@@ -587,7 +583,6 @@ def test_record_apply_lands_on_the_current_generation_only(store, table):
 
 
 def test_a_read_failure_keeps_the_pool_and_lands_only_on_the_generation_it_names(store):
-    # Given generation 1 stored
     store.put_pool(pool_record(1), expected_generation=0)
     # When a late run that started at generation 0 records a failure, then nothing changes
     store.record_read_failure(C, "late: boom", generation=0)
@@ -641,7 +636,6 @@ def test_a_watch_is_claimed_with_a_lease_saved_under_it_and_taken_over(store, ta
 
 
 def test_a_large_watch_checkpoint_is_split_into_parts_and_leftovers_are_deleted(store, table, clock):
-    # Given a watch claimed and node views in two parts
     lease = store.claim_watch(C, "w1").lease
     store.save_watch(C, lease, "rv-1", BIG_NODES)
     # Then WATCH#NODES references two parts and no item is over 400 KB
@@ -776,7 +770,6 @@ def test_no_sdk_error_escapes_any_method(store, table, monkeypatch, method, call
         raise raised
 
     monkeypatch.setattr(table.meta.client, method, boom)
-    # the store raises only the domain error
     with pytest.raises(kind) as err:
         call(store)
     assert type(err.value) is kind

@@ -281,13 +281,6 @@ def test_a_duplicate_sample_adds_nothing_and_a_failed_one_keeps_the_latest(store
     assert latest["flavors"][P5][GPU]["idle"] == "16"
 
 
-def test_a_cluster_never_sampled_is_a_gap_not_zero():
-    store = FakeStore([ClusterRecord("c1", "eks")])
-    report = usage_report(store, "c1", "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", now=T0)
-    assert report["rows"] == []
-    assert [g["reason"] for g in report["gaps"]] == ["NoSample: never sampled"]
-
-
 @pytest.mark.parametrize(
     ("start", "end", "granularity", "field"),
     [("yesterday", "2026-12-02T00:00:00Z", "day", "from"), ("2026-12-02T00:00:00Z", "2026-12-01T00:00:00Z", "day", "to"),
@@ -310,20 +303,19 @@ def test_gaps_stay_bounded_and_adjacent_ones_with_one_reason_merge():
     assert merged == (("a0", "a2", "x"), ("a2", "a3", "y"))
 
 
-def test_an_interval_above_the_limit_is_a_gap():
+def test_no_sample_failed_samples_and_an_interval_above_the_limit_are_gaps_not_zero():
+    store, kube = FakeStore([ClusterRecord("c1", "eks")]), _kube()
+    report = usage_report(store, "c1", "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", now=T0)
+    assert report["rows"] == [] and [g["reason"] for g in report["gaps"]] == ["NoSample: never sampled"]
+    kube.down = True
+    out = _minute(store, kube, 0)  # a kube failure is recorded, not raised
+    assert out.recorded and out.failure
+    (bucket,) = store.hours.values()
+    assert bucket.gaps[0][2].startswith("SampleFailed")
     store, kube = FakeStore([ClusterRecord("c1", "eks")]), _kube()
     _minute(store, kube, 0)
     out = sample_usage("c1", kube, store, now=T0 + timedelta(seconds=MAX_INTERVAL_SECONDS + 1))
     assert out.gap.startswith("NoSample") and all(not b.rows for b in store.hours.values())
-
-
-def test_a_kube_failure_is_recorded_as_a_gap_not_raised():
-    store, kube = FakeStore([ClusterRecord("c1", "eks")]), _kube()
-    kube.down = True
-    out = _minute(store, kube, 0)
-    assert out.recorded and out.failure
-    (bucket,) = store.hours.values()
-    assert bucket.gaps[0][2].startswith("SampleFailed")
 
 
 # -- the route and the command --------------------------------------------------------------------------------
