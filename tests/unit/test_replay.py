@@ -135,13 +135,10 @@ def test_health_event_status_maps_to_the_node_label(status, action, label):
     assert health_label(status, action) == label
 
 
-def test_node_changes_are_recognised_case_insensitively():
+def test_node_changes_are_recognised_case_insensitively_and_nodes_by_instance_type_and_index():
     assert [canonical_change(c) for c in ("Cordon", "notready", "deleted", "explode")] == [
         "cordon", "NotReady", "delete", None
     ]  # fmt: skip
-
-
-def test_node_references_by_instance_type_and_index():
     refs = NodeRefs(json.loads((EVENTS / "examples" / "nodes.json").read_text()))
     first, second = refs.by_type["ml.p5.48xlarge"][:2]
     assert refs.resolve("ml.p5.48xlarge#1", "s", "x") == second != first
