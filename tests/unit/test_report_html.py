@@ -319,7 +319,6 @@ def test_plan_format_html_shows_the_pool_limits_and_why_and_says_usage_needs_a_c
     page_html = capsys.readouterr().out
     assert main([*argv, "--format", "json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-
     with Opened(browser, page_html, tmp_path / "plan.html") as opened:
         opened.assert_clean()
         assert png_size(opened.page.screenshot(path=str(tmp_path / "plan.png"), full_page=True))[1] > 1000

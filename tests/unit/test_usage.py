@@ -146,7 +146,6 @@ def test_workloads_preemptions_counted_once_by_second():
         workload("other", "not-a-team", 8, pending=False, preempted_at=at(-30)),
     ]
     out = doc(queues, wls, pool({P5: 8}, {}))
-
     assert out["teams"]["alpha"]["preemptions"] == 2
     assert out["teams"]["alpha"]["workloads"] == {"pending": 1, "reserving": 0, "admitted": 1}
 
