@@ -194,22 +194,6 @@ def test_create_quota_starts_at_version_1_with_a_quota_id(store, table):
 
 
 @pytest.mark.parametrize(
-    ("second", "field"),
-    [
-        (quota_body("research", "other-team"), "Name"),
-        (quota_body("research-2", "research"), "ComputeQuotaTarget.TeamName"),
-    ],
-)
-def test_a_taken_name_or_team_is_refused_atomically(store, table, second, field):
-    store.create_quota(C, quota_body())
-    before = all_keys(table)
-    with pytest.raises(AlreadyExistsError) as err:
-        store.create_quota(C, second)
-    assert err.value.field == field
-    assert all_keys(table) == before
-
-
-@pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"ComputeQuotaTarget": {"TeamName": "t"}}, "Name"),
@@ -288,13 +272,21 @@ def test_a_write_between_the_read_and_the_conditional_write_is_a_stale_version(s
     assert store.get_scheduler_config(C).body == {"F": "Off"}
 
 
-def test_a_team_rename_moves_the_guard_unless_the_team_is_taken(store, table):
+def test_a_taken_name_or_team_is_refused_atomically_and_a_team_rename_moves_the_guard(store, table):
     store.create_quota(C, quota_body("q", "alpha"))
     store.create_quota(C, quota_body("q1", "gamma"))
     before = scan(table)
-    with pytest.raises(AlreadyExistsError) as err:
-        store.update_quota(C, "q1", quota_body("q1", "alpha"), target_version=1)
-    assert err.value.field == "ComputeQuotaTarget.TeamName" and scan(table) == before
+    for write, field in [
+        (lambda: store.create_quota(C, quota_body("q", "other-team")), "Name"),
+        (lambda: store.create_quota(C, quota_body("q2", "alpha")), "ComputeQuotaTarget.TeamName"),
+        (
+            lambda: store.update_quota(C, "q1", quota_body("q1", "alpha"), target_version=1),
+            "ComputeQuotaTarget.TeamName",
+        ),
+    ]:
+        with pytest.raises(AlreadyExistsError) as err:
+            write()
+        assert err.value.field == field and scan(table) == before  # nothing at all was written
     store.update_quota(C, "q", quota_body("q", "beta"), target_version=1)
     assert raw_item(table, "CLUSTER#c1", "TEAM#alpha") is None
     assert raw_item(table, "CLUSTER#c1", "TEAM#beta") == {"pk": "CLUSTER#c1", "sk": "TEAM#beta", "quota_name": "q"}
@@ -335,30 +327,20 @@ def test_bodies_at_the_botocore_bounds_still_store(store, table):
 
 
 # -------------------------------------------------------------------------------------------- pool
-@pytest.mark.parametrize(("generation", "expected"), [(3, 1), (1, 1), (0, -1)])
-def test_pool_generations_advance_one_at_a_time(store, generation, expected):
-    with pytest.raises(PermanentError, match="does not follow"):
-        store.put_pool(pool_record(generation), expected_generation=expected)
+def test_pool_generations_advance_one_at_a_time_and_of_two_writers_one_wins(store):
+    for generation, expected in [(3, 1), (1, 1), (0, -1)]:
+        with pytest.raises(PermanentError, match="does not follow"):
+            store.put_pool(pool_record(generation), expected_generation=expected)
     assert store.get_pool(C) is None
-    store.put_pool(pool_record(1), expected_generation=0)
-    store.put_pool(pool_record(2), expected_generation=1)
-    got = store.get_pool(C)
-    assert got == pool_record(2) and type(got.generation) is int
-
-
-@pytest.mark.parametrize("expected", [0, 1])
-def test_two_writers_with_the_same_expected_generation_one_wins(store, expected):
-    if expected:
-        store.put_pool(pool_record(1), expected_generation=0)
-    # Given two recomputes that both read generation `expected`
-    store.put_pool(pool_record(expected + 1, digest="writer-a"), expected_generation=expected)
-    # Then the second one loses: ConflictError (handed back, not consumed: re-read and decide again)
-    with pytest.raises(ConflictError):
-        store.put_pool(pool_record(expected + 1, digest="writer-b"), expected_generation=expected)
-    got = store.get_pool(C)
-    assert got.digest == "writer-a" and got.generation == expected + 1
-    history = store.list_history(C)
-    assert [h.digest for h in history][:1] == ["writer-a"] and len(history) == expected + 1
+    # Given two recomputes that both read generation g, Then the second one loses: ConflictError (handed back, not
+    # consumed: re-read and decide again)
+    for g in (0, 1):
+        store.put_pool(pool_record(g + 1, digest=f"writer-a{g}"), expected_generation=g)
+        with pytest.raises(ConflictError):
+            store.put_pool(pool_record(g + 1, digest=f"writer-b{g}"), expected_generation=g)
+        got = store.get_pool(C)
+        assert got == pool_record(g + 1, digest=f"writer-a{g}") and type(got.generation) is int
+    assert [h.digest for h in store.list_history(C)] == ["writer-a1", "writer-a0"]
 
 
 def test_history_is_append_only_with_a_ttl_and_lists_newest_first(store, table, clock):
