@@ -429,12 +429,18 @@ def test_the_pool_parts_a_larger_generation_left_are_deleted_in_the_next_transac
     assert [h.pool for h in store.list_history(C)] == [pool_record(3).pool, medium, big]
 
 
-def test_a_pool_too_large_for_one_transaction_is_refused_naming_the_sizes(store, table):
+def test_a_pool_too_large_for_one_transaction_or_an_outbox_above_its_bound_is_refused_naming_the_sizes(store, table):
     pool = {"noise": noise(MAX_POOL_PARTS * PART_SIZE * 4 // 3 + 100_000)}
     with pytest.raises(PermanentError, match=r"too large to store: \d+ bytes of JSON, \d+ compressed") as caught:
         store.put_pool(pool_record(1, pool=pool), expected_generation=0)
     assert str(MAX_POOL_PARTS * PART_SIZE) in str(caught.value)
-    assert store.get_pool(C) is None and all_keys(table) == set()
+    # and an outbox or extra above its bound, naming it
+    too_big = {"x": "y" * MAX_SIDE_JSON}
+    with pytest.raises(PermanentError, match=r"outbox of the pool of c1 is too large to store: \d+ bytes"):
+        store.put_pool(replace(pool_record(1), outbox=too_big), expected_generation=0)
+    with pytest.raises(PermanentError, match=r"extra of the pool of c1 is too large to store"):
+        store.put_pool(replace(pool_record(1), extra=too_big), expected_generation=0)
+    assert store.get_pool(C) is None and all_keys(table) == set()  # nothing was written
 
 
 @pytest.mark.parametrize(
@@ -537,35 +543,14 @@ def test_the_outbox_is_stored_with_its_generation_and_cleared_only_at_it(store, 
     assert store.get_pool("nobody") is None
 
 
-def test_an_outbox_or_extra_above_its_bound_is_refused_naming_it(store):
-    too_big = {"x": "y" * MAX_SIDE_JSON}
-    with pytest.raises(PermanentError, match=r"outbox of the pool of c1 is too large to store: \d+ bytes"):
-        store.put_pool(replace(pool_record(1), outbox=too_big), expected_generation=0)
-    with pytest.raises(PermanentError, match=r"extra of the pool of c1 is too large to store"):
-        store.put_pool(replace(pool_record(1), extra=too_big), expected_generation=0)
-    assert store.get_pool(C) is None
-
-
 # ------------------------------------------------------------------------------ apply and read failure
-def test_record_apply_lands_on_the_current_generation_only(store, table):
+def test_an_apply_status_or_a_read_failure_lands_on_the_generation_it_names_only(store, table):
     with pytest.raises(PermanentError):
         store.record_apply(C, 1, "Done")  # not a status
     store.put_pool(pool_record(1), expected_generation=0)
     store.record_apply(C, 1, "Applied", "3 applied, 0 deleted")
     got = store.get_pool(C)
     assert (got.apply_status, got.apply_message) == ("Applied", "3 applied, 0 deleted")
-    # late news about a generation the pool left does nothing
-    store.put_pool(pool_record(2), expected_generation=1)
-    store.record_apply(C, 1, "Failed", "late news about generation 1")
-    got = store.get_pool(C)
-    assert (got.generation, got.apply_status, got.apply_message) == (2, "Pending", "")
-    # and on a cluster without a pool it creates nothing
-    store.record_apply("c2", 1, "Applied")
-    assert raw_item(table, "CLUSTER#c2", "POOL") is None
-
-
-def test_a_read_failure_keeps_the_pool_and_lands_only_on_the_generation_it_names(store):
-    store.put_pool(pool_record(1), expected_generation=0)
     # When a late run that started at generation 0 records a failure, then nothing changes
     store.record_read_failure(C, "late: boom", generation=0)
     assert store.get_pool(C).read_failure == ""
@@ -577,6 +562,14 @@ def test_a_read_failure_keeps_the_pool_and_lands_only_on_the_generation_it_names
     # And without a generation: recorded whatever the generation
     store.record_read_failure(C, "")
     assert store.get_pool(C).read_failure == ""
+    # late news about a generation the pool left does nothing
+    store.put_pool(pool_record(2), expected_generation=1)
+    store.record_apply(C, 1, "Failed", "late news about generation 1")
+    got = store.get_pool(C)
+    assert (got.generation, got.apply_status, got.apply_message) == (2, "Pending", "")
+    # and on a cluster without a pool it creates nothing
+    store.record_apply("c2", 1, "Applied")
+    assert raw_item(table, "CLUSTER#c2", "POOL") is None
 
 
 @pytest.mark.parametrize("generation", [None, 0])
@@ -602,7 +595,7 @@ def test_a_read_failure_before_any_pool_is_generation_0_and_the_first_pool_still
 BIG_NODES = {f"ip-{i}": {"noise": noise(7_000, i)} for i in range(100)}  # compressing to ~530 KB: two parts
 
 
-def test_a_watch_is_claimed_with_a_lease_saved_under_it_and_taken_over(store, table):
+def test_a_watch_is_claimed_with_a_lease_checkpointed_in_parts_when_large_and_taken_over(store, table, clock):
     first = store.claim_watch(C, "inv-1")
     assert (first.lease, first.resource_version, first.nodes) == (1, "", None)
     views = {"a": {"ready": True, "cordoned": False}}
@@ -615,25 +608,23 @@ def test_a_watch_is_claimed_with_a_lease_saved_under_it_and_taken_over(store, ta
             store.save_watch(C, 1, "12", stale_views)
     item = raw_item(table, "CLUSTER#c1", "WATCH")
     assert (item["rv"], item["watch_owner"]) == ("11", "inv-2")
-
-
-def test_a_large_watch_checkpoint_is_split_into_parts_and_leftovers_are_deleted(store, table, clock):
-    lease = store.claim_watch(C, "w1").lease
+    # Given node views in two parts saved under the current lease, Then WATCH#NODES references two parts and no item
+    # is over 400 KB
+    lease = second.lease
     store.save_watch(C, lease, "rv-1", BIG_NODES)
-    # Then WATCH#NODES references two parts and no item is over 400 KB
     item = raw_item(table, "CLUSTER#c1", "WATCH#NODES")
     assert item["nodes_parts"] == 2 and "nodes" not in item
     assert part_keys(table, "WATCH#NODES") == ["PART#WATCH#NODES#000", "PART#WATCH#NODES#001"]
     assert all(item_size(raw) < 400_000 for raw in all_items(table))
     # When a newer invocation claims the watch, then it gets every node view back
-    bookmark = DynamoStore(table, clock=clock).claim_watch(C, "w2")
+    bookmark = DynamoStore(table, clock=clock).claim_watch(C, "inv-3")
     assert (bookmark.resource_version, bookmark.nodes) == ("rv-1", BIG_NODES)
     # When it saves a small checkpoint, then the parts are gone and the views are inline again
     small = {"ip-1": {"ready": True}}
     DynamoStore(table, clock=clock).save_watch(C, bookmark.lease, "rv-2", small)
     item = raw_item(table, "CLUSTER#c1", "WATCH#NODES")
     assert "nodes_parts" not in item and part_keys(table, "WATCH#NODES") == []
-    assert store.claim_watch(C, "w3").nodes == small
+    assert store.claim_watch(C, "inv-4").nodes == small
     # And the older lease is still refused (fencing unchanged), writing nothing
     with pytest.raises(ConflictError, match="taken over"):
         store.save_watch(C, lease, "rv-3", BIG_NODES)
