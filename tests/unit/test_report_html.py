@@ -49,15 +49,15 @@ GPU, MIG, NEURON = "nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "aws.amazon.com/ne
 def usage_doc() -> dict[str, Any]:
     """GET usage: ml-research borrows 6 p5 GPUs of nlp's idle nominal; infra borrows g5 GPUs and MIG slices."""
 
-    def use(nominal: str, in_use: str, borrowed: str, lent: str) -> dict[str, str]:
-        return {"nominal": nominal, "inUse": in_use, "borrowed": borrowed, "lent": lent}
+    def use(*values: str) -> dict[str, str]:
+        return dict(zip(("nominal", "inUse", "borrowed", "lent"), values, strict=True))
+
+    def flavor(*values: str) -> dict[str, str]:
+        return dict(zip(("capacity", "pool", "inUse", "borrowed", "idle"), values, strict=True))
 
     def team(flavors: dict[str, Any], pending: int, reserving: int, admitted: int, preemptions: int) -> dict[str, Any]:
         workloads = {"pending": pending, "reserving": reserving, "admitted": admitted}
         return {"flavors": flavors, "workloads": workloads, "preemptions": preemptions}
-
-    def flavor(capacity: str, pool: str, in_use: str, borrowed: str, idle: str) -> dict[str, str]:
-        return {"capacity": capacity, "pool": pool, "inUse": in_use, "borrowed": borrowed, "idle": idle}
 
     research = {P5: {GPU: use("24", "30", "6", "0"), "cpu": use("574350m", "400", "0", "0")},
                 G5: {GPU: use("0", "10", "10", "0")}, TRN1: {NEURON: use("0", "16", "16", "0")}}  # fmt: skip

@@ -19,12 +19,8 @@ from tests.unit.test_watcher import StuckPublisher, _saved, cordon
 
 CLUSTERS = json.dumps([{"id": "c1", "eks_cluster_name": "eks-1"}])
 
-CONTEXT = LambdaContext(
-    function_name="w",
-    memory_limit_in_mb=256,
-    aws_request_id="req-1",
-    remaining_ms=(timings.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000,  # two seconds of watching
-)
+WATCHING = (timings.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000  # two seconds of watching left
+CONTEXT = LambdaContext(function_name="w", memory_limit_in_mb=256, aws_request_id="req-1", remaining_ms=WATCHING)
 
 
 @pytest.fixture
