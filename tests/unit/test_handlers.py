@@ -122,7 +122,7 @@ def test_first_recompute_persists_generation_1_applies_and_publishes_then_the_sa
     assert (store.writes, kube.applies, len(publisher.events)) == (writes, applies, 1)
 
 
-def test_node_not_ready_shrinks_borrow_limits_in_the_cluster(cluster):
+def test_a_node_not_ready_shrinks_borrow_limits_and_a_removed_team_loses_its_objects_in_the_cluster(cluster):
     store, kube, _, r = cluster
     r.recompute("demo")
     kube.nodes[0] = node("p5-0", ready="False")
@@ -130,6 +130,11 @@ def test_node_not_ready_shrinks_borrow_limits_in_the_cluster(cluster):
     assert out.generation == 2 and out.changes["excludedNodes"]["sample"] == {"p5-0": "NotReady"}
     assert gpu_limit(cq(kube, "a")) == "8"  # pool 8 + 8 -> 50%
     assert len(store.history["demo"]) == 2
+    # a team whose quota is removed loses its Kueue objects, but not its namespace
+    store.set_quotas("demo", [quota_body("a", 8, enabled=True)])
+    assert r.recompute("demo").deleted == 2
+    assert ("ClusterQueue", "", "hyperpod-ns-b-clusterqueue") not in kube.objects
+    assert ("Namespace", "", "hyperpod-ns-b") in kube.objects
 
 
 def test_a_failure_to_read_the_cluster_keeps_the_last_pool_and_raises_for_retry(cluster):
@@ -145,15 +150,6 @@ def test_a_failure_to_read_the_cluster_keeps_the_last_pool_and_raises_for_retry(
     kube.down = False
     r.recompute("demo")
     assert store.pools["demo"].read_failure == ""
-
-
-def test_removed_team_objects_are_deleted_but_not_its_namespace(cluster):
-    store, kube, _, r = cluster
-    r.recompute("demo")
-    store.set_quotas("demo", [quota_body("a", 8, enabled=True)])
-    assert r.recompute("demo").deleted == 2
-    assert ("ClusterQueue", "", "hyperpod-ns-b-clusterqueue") not in kube.objects
-    assert ("Namespace", "", "hyperpod-ns-b") in kube.objects
 
 
 def _sqs_record(i: int, cluster: str = "demo") -> dict:

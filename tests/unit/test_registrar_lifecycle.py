@@ -58,16 +58,14 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return out
 
 
+CFN = {"ResponseURL": "https://cloudformation-custom-resource-response.example/r-1", "RequestId": "r-1",
+       "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/idleshare/1",
+       "LogicalResourceId": "ClusterRegistry", "ResourceType": "Custom::IdleshareClusterRegistry"}  # fmt: skip
+
+
 def request(kind: str, new: str | None, old: str | None = None) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "RequestType": kind,
-        "ResponseURL": "https://cloudformation-custom-resource-response.example/r-1",
-        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/idleshare/1",
-        "RequestId": "r-1",
-        "LogicalResourceId": "ClusterRegistry",
-        "ResourceType": "Custom::IdleshareClusterRegistry",
-        "ResourceProperties": {} if new is None else {"Clusters": new},
-    }
+    """CloudFormation's request of type ``kind`` with the new (and old) Clusters property."""
+    event: dict[str, Any] = {**CFN, "RequestType": kind, "ResourceProperties": {} if new is None else {"Clusters": new}}
     if kind != "Create":
         event["PhysicalResourceId"] = registrar.PHYSICAL_ID
     if old is not None:
