@@ -220,23 +220,34 @@ def store(request: pytest.FixtureRequest) -> Any:
         yield real
 
 
-def test_history_hours_and_gaps(store):
+def test_history_hours_gaps_a_duplicate_and_the_latest_sample(store):
+    from idleshare.service.usage import latest_usage
+
+    with pytest.raises(NotFoundError):
+        latest_usage(store, "c1")
     kube = _kube()
-    for minute in range(4):  # the first sample (nothing before it), 13:59 -> 14:00, 14:00 -> 14:01
-        _minute(store, kube, minute)
+    # the first sample (nothing before it), minute 1 twice (a retried invocation), 13:59 -> 14:00, 14:00 -> 14:01
+    assert [_minute(store, kube, m).recorded for m in (0, 1, 1, 2, 3)] == [True, True, False, True, True]
     kube.down = True
-    _minute(store, kube, 4)  # failed: a gap
+    out = _minute(store, kube, 4)  # failed: a gap; the last good sample is kept as the latest
+    assert out.failure.startswith("SampleFailed") and out.sample is None
+    latest = latest_usage(store, "c1")
+    assert latest["sampledAt"] == (T0 + timedelta(minutes=3)).isoformat()
+    assert (
+        latest["teams"]["alpha"]["flavors"][P5][GPU]["borrowed"] == "8" and latest["flavors"][P5][GPU]["idle"] == "16"
+    )
     kube.down = False
     _minute(store, kube, 5)
     _minute(store, kube, 15)  # the watcher did not run for 10 minutes: a gap, no usage
     report = usage_report(store, "c1", "2026-12-03T13:00:00Z", "2026-12-03T15:00:00Z", "hour",
                           now=T0 + timedelta(minutes=15))  # fmt: skip
-
     rows = {(r["start"], r["team"]): (r["allocatedHours"], r["borrowedHours"]) for r in report["rows"]}
-    # 13:58 -> 14:00: 2 minutes x 8 + 8; 14:00 -> 14:01, then 14:03 (after the failed minute): 2 minutes
+    # 13:58 -> 14:00: 2 minutes x 8 + 8 (the duplicate added nothing); 14:00 -> 14:01, then 14:03 (after the failed
+    # minute): 2 minutes
+    two_minutes = (hours_text(Fraction(120 * 8)), hours_text(Fraction(120 * 8)))
     assert rows == {
-        ("2026-12-03T13:00:00+00:00", "alpha"): (hours_text(Fraction(120 * 8)), hours_text(Fraction(120 * 8))),
-        ("2026-12-03T14:00:00+00:00", "alpha"): (hours_text(Fraction(120 * 8)), hours_text(Fraction(120 * 8))),
+        ("2026-12-03T13:00:00+00:00", "alpha"): two_minutes,
+        ("2026-12-03T14:00:00+00:00", "alpha"): two_minutes,
     }
     gaps = [(g["start"][11:16], g["end"][11:16], g["reason"].split(":")[0]) for g in report["gaps"]]
     assert gaps == [("14:01", "14:02", "SampleFailed"), ("14:03", "14:13", "NoSample")]
@@ -247,7 +258,6 @@ def test_days_compact_when_the_day_is_over_and_agree_with_the_hours(store):
     late = datetime(2026, 12, 3, 23, 58, 30, tzinfo=UTC)
     for minute in range(4):  # 23:58:30 .. 00:01:30: the first sample of the 4th compacts the 3rd
         sample_usage("c1", kube, store, now=late + timedelta(minutes=minute))
-
     days = store.usage_buckets("c1", "day", "2026-12-03", "2026-12-04")
     assert [d.start for d in days] == ["2026-12-03"]
     assert days[0].rows[("alpha", P5, GPU)] == (Fraction(90 * 8), Fraction(90 * 2))  # 23:58:30 -> 24:00
@@ -258,26 +268,6 @@ def test_days_compact_when_the_day_is_over_and_agree_with_the_hours(store):
         ("2026-12-04", "0.2", "0.05"),  # 00:00 -> 00:01:30, summed live from the hours
     ]
     assert report["gaps"] == []
-
-
-def test_a_duplicate_sample_adds_nothing_and_a_failed_one_keeps_the_latest(store):
-    from idleshare.service.usage import latest_usage
-
-    with pytest.raises(NotFoundError):
-        latest_usage(store, "c1")
-    kube = _kube()
-    _minute(store, kube, 0)
-    _minute(store, kube, 1)
-    assert _minute(store, kube, 1).recorded is False  # the same second again (a retried invocation)
-    (hour,) = store.usage_buckets("c1", "hour", "2026-12-03T13", "2026-12-03T13")
-    assert hour.rows[("alpha", P5, GPU)] == (Fraction(60 * 8), Fraction(60 * 8))
-    kube.down = True
-    out = _minute(store, kube, 2)
-    assert out.failure.startswith("SampleFailed") and out.sample is None
-    latest = latest_usage(store, "c1")  # the last good sample is kept
-    assert latest["sampledAt"] == (T0 + timedelta(minutes=1)).isoformat()
-    assert latest["teams"]["alpha"]["flavors"][P5][GPU]["borrowed"] == "8"
-    assert latest["flavors"][P5][GPU]["idle"] == "16"
 
 
 @pytest.mark.parametrize(
