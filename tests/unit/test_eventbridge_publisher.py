@@ -105,7 +105,7 @@ def events(n: int, size: int = 10) -> list[tuple[str, dict[str, Any]]]:
     return [(names.DT_NODE_CHANGED, {"node": f"n{i}", "pad": "p" * size}) for i in range(n)]
 
 
-def test_a_batch_is_cut_at_ten_entries_and_at_256_kb_per_call():
+def test_a_batch_is_cut_at_ten_entries_and_at_256_kb_per_call_and_an_oversized_event_is_refused_alone():
     # Given 25 small events, then 5 events of 100 KB each
     bus = Bus()
     small = publisher(bus).publish_batch(events(25))
@@ -116,6 +116,12 @@ def test_a_batch_is_cut_at_ten_entries_and_at_256_kb_per_call():
     assert [len(c) for c in bus.calls] == [2, 2, 1]
     assert all(sum(entry_size(e) for e in call) <= MAX_ENTRY_BYTES for call in bus.calls)
     assert all(len(call) <= PUT_EVENTS_BATCH for call in bus.calls)
+    # and an event too large for any call is refused, naming it, while the others are sent
+    bus.calls.clear()
+    with pytest.raises(PermanentError) as info:
+        publisher(bus).publish_batch([*events(2), (names.DT_NODE_CHANGED, {"pad": "x" * MAX_ENTRY_BYTES}), *events(1)])
+    assert [len(c) for c in bus.calls] == [3]
+    assert names.DT_NODE_CHANGED in str(info.value) and "bytes" in str(info.value)
 
 
 def test_a_throttled_entry_is_resent_a_permanent_one_is_not_and_one_throttled_past_the_attempts_stops_the_batch():
@@ -131,12 +137,3 @@ def test_a_throttled_entry_is_resent_a_permanent_one_is_not_and_one_throttled_pa
     with pytest.raises(RetryableError) as info:
         publisher(bus).publish_batch(events(12), attempts=3)
     assert [len(c) for c in bus.calls] == [10, 1, 1] and "InternalFailure" in str(info.value)
-
-
-def test_an_oversized_event_in_a_batch_is_refused_and_the_others_are_sent():
-    bus = Bus()
-    batch = [*events(2), (names.DT_NODE_CHANGED, {"pad": "x" * MAX_ENTRY_BYTES}), *events(1)]
-    with pytest.raises(PermanentError) as info:
-        publisher(bus).publish_batch(batch)
-    assert [len(c) for c in bus.calls] == [3]
-    assert names.DT_NODE_CHANGED in str(info.value) and "bytes" in str(info.value)

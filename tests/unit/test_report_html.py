@@ -402,7 +402,7 @@ def test_report_without_usage_routes_still_writes_the_page_and_says_no_usage_yet
 
 
 def test_report_arguments(capsys):
-    now = datetime(2026, 12, 1, 10, 30, tzinfo=UTC)
+    now = datetime(2026, 12, 1, 10, 30, tzinfo=UTC)  # the last 7 days by default
     assert period(None, None, now=now) == ("2026-11-24T10:30:00Z", "2026-12-01T10:30:00Z")
     assert period("2026-11-30T12:00:00+02:00", "2026-12-01") == ("2026-11-30T10:00:00Z", "2026-12-01T00:00:00Z")
     for argv, message in (
