@@ -386,7 +386,10 @@ def test_a_pool_is_plain_json_when_small_and_compressed_binary_in_one_item_when_
     assert store.list_history(C)[0].pool == pool
 
 
-def test_a_pool_above_the_part_size_is_split_into_parts_written_with_it(store, table):
+@pytest.mark.parametrize("fresh_store", [False, True], ids=["same-store", "fresh-store"])
+def test_a_large_pool_is_split_into_parts_and_those_a_larger_generation_left_go_in_the_next_write(
+    store, table, clock, fresh_store
+):
     # Given a pool that compresses to ~530 KB (two parts of 300,000 bytes), stored as generation 1
     pool = {"noise": noise(700_000)}
     store.put_pool(pool_record(1, pool=pool), expected_generation=0)
@@ -410,23 +413,20 @@ def test_a_pool_above_the_part_size_is_split_into_parts_written_with_it(store, t
     # And a quota list or a history page reads no part
     assert [h.generation for h in store.list_history(C, before_generation=2)] == [1]
     assert store.list_quotas(C) == []
-
-
-@pytest.mark.parametrize("fresh_store", [False, True], ids=["same-store", "fresh-store"])
-def test_the_pool_parts_a_larger_generation_left_are_deleted_in_the_next_transaction(store, table, clock, fresh_store):
+    # When generation 2 takes three parts and generation 3 two again, Then the POOL item's third part is gone;
+    # generation 2's history parts stay
     big, medium = {"noise": noise(1_100_000, 1)}, {"noise": noise(700_000, 2)}
-    store.put_pool(pool_record(1, pool=big), expected_generation=0)
+    store.put_pool(pool_record(2, pool=big), expected_generation=1)
     assert part_keys(table, "POOL") == ["PART#POOL#000", "PART#POOL#001", "PART#POOL#002"]
     writer = DynamoStore(table, clock=clock) if fresh_store else store  # a fresh one knows no part count
-    # When generation 2 takes two parts, Then the POOL item's third part is gone; generation 1's history parts stay
-    writer.put_pool(pool_record(2, pool=medium), expected_generation=1)
+    writer.put_pool(pool_record(3, pool=medium), expected_generation=2)
     assert part_keys(table, "POOL") == ["PART#POOL#000", "PART#POOL#001"]
-    assert len(part_keys(table, "HISTORY#0000000001")) == 3
+    assert len(part_keys(table, "HISTORY#0000000002")) == 3
     assert writer.get_pool(C).pool == medium
-    # When generation 3 is small again (one item), Then no part is left and every generation reads back
-    DynamoStore(table, clock=clock).put_pool(pool_record(3), expected_generation=2)
+    # When generation 4 is small again (one item), Then no part is left and every generation reads back
+    DynamoStore(table, clock=clock).put_pool(pool_record(4), expected_generation=3)
     assert part_keys(table, "POOL") == []
-    assert [h.pool for h in store.list_history(C)] == [pool_record(3).pool, medium, big]
+    assert [h.pool for h in store.list_history(C)] == [pool_record(4).pool, medium, big, pool]
 
 
 def test_a_pool_too_large_for_one_transaction_or_an_outbox_above_its_bound_is_refused_naming_the_sizes(store, table):
