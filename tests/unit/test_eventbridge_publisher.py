@@ -81,7 +81,6 @@ def test_an_oversized_detail_is_refused_without_a_call_counting_the_size_as_even
     bus = Bus()
     base = entry_size({"Source": names.EVENT_SOURCE, "DetailType": DT, "Detail": json.dumps({"x": ""})})
     detail = {"x": "a" * (MAX_ENTRY_BYTES - base + 1)}
-    # When published
     with pytest.raises(PermanentError) as info:
         publisher(bus).publish(DT, detail)
     # Then nothing was sent, and the error names the detail-type and the size

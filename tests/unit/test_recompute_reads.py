@@ -90,7 +90,6 @@ def test_a_failed_listing_of_the_kueue_objects_fails_the_apply_not_the_read(clus
     r.recompute("demo")
     kube.nodes.pop()
     kube.managed_error = RetryableError("connection reset", operation="list ClusterQueue")
-    # When recomputed
     with pytest.raises(RetryableError, match="connection reset"):
         r.recompute("demo")
     # Then the nodes were read and the new generation stored; its apply is Failed, naming the listing's error
@@ -112,7 +111,6 @@ def test_a_failed_node_read_waits_for_the_listing_in_flight_and_leaves_no_thread
 
     kube.list_nodes = failing  # type: ignore[method-assign]
     kube.list_managed = lambda: (time.sleep(0.2), kube.managed_done.set(), [])[-1]  # type: ignore[method-assign]
-    # When recomputed
     with pytest.raises(ClusterReadError):
         r.recompute("demo")
     # Then the read failure is recorded, and the listing had ended before the recompute returned: no thread is left

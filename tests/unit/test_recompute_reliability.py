@@ -23,7 +23,6 @@ def test_a_node_that_cannot_be_read_is_excluded_as_unreadable_and_the_rest_count
     store, kube, _, r = cluster
     kube.nodes[1]["status"]["allocatable"] = "eight GPUs"
     kube.nodes.append({"metadata": {"name": 7}, "status": []})
-    # When it is recomputed
     out = r.recompute("demo")
     # Then the cluster is not failed: those nodes are excluded, named (by position without a name), errors kept
     pool = store.pools["demo"].pool

@@ -123,7 +123,6 @@ def test_the_cdk_app_builds_its_tables_with_the_stores_keys_and_ttl():
 def test_cluster_registry_round_trip_lookups_refusals_and_rename(store, table):
     rec = ClusterRecord("c1", "eks-a", ARN_ID, namespace_prefix="hp-", cohort_name="pool-a")
     store.put_cluster(rec)
-    # Then it is found by id, EKS name and ARN, and listed
     assert store.get_cluster("c1") == rec
     assert store.find_cluster(eks_cluster_name="eks-a") == store.find_cluster(hyperpod_arn=ARN_ID) == rec
     assert store.list_clusters() == [rec]
@@ -308,7 +307,6 @@ def test_bodies_at_the_botocore_bounds_still_store(store, table):
     quota["ComputeQuotaTarget"]["FairShareWeight"] = maximum["FairShareWeight"]
     scheduler = json.loads(json.dumps(SCHEDULER_BASE))
     scheduler["SchedulerConfig"]["PriorityClasses"][0]["Weight"] = maximum["PriorityWeight"]
-    # Then each write stores (create, update, scheduler config create and update)
     created = store.create_quota(C, quota)
     assert created.version == 1
     assert created.body["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] == maximum["BorrowLimit"]
