@@ -84,7 +84,7 @@ def test_the_kueue_objects_are_listed_while_the_nodes_are(cluster):
     assert store.pools["demo"].apply_status == "Applied"
 
 
-def test_a_failed_listing_of_the_kueue_objects_fails_the_apply_not_the_read(cluster):
+def test_a_failed_listing_of_the_kueue_objects_fails_the_apply_and_a_failed_node_read_leaves_no_thread(cluster):
     # Given generation 1, then a node gone, and the listing of the Kueue objects refused
     store, kube, r = cluster
     r.recompute("demo")
@@ -97,13 +97,10 @@ def test_a_failed_listing_of_the_kueue_objects_fails_the_apply_not_the_read(clus
     assert pool.generation == 2 and pool.read_failure == ""
     assert pool.apply_status == "Failed" and "connection reset" in pool.apply_message
     assert kube.applies == len(kube.objects)  # nothing written since generation 1
-
-
-def test_a_failed_node_read_waits_for_the_listing_in_flight_and_leaves_no_thread(cluster):
-    # Given a converged cluster, then a node list that fails after its first page while the Kueue objects take a
-    # while to list
-    store, kube, r = cluster
-    r.recompute("demo")
+    # And a node list failing after its first page while the Kueue objects take a while to list fails the read, and
+    # the listing has ended before the recompute returns: no thread is left
+    kube.managed_error = None
+    kube.managed_done.clear()
 
     def failing(page_size: int = 500) -> Iterator[dict[str, Any]]:
         yield kube.nodes[0]
@@ -113,7 +110,6 @@ def test_a_failed_node_read_waits_for_the_listing_in_flight_and_leaves_no_thread
     kube.list_managed = lambda: (time.sleep(0.2), kube.managed_done.set(), [])[-1]  # type: ignore[method-assign]
     with pytest.raises(ClusterReadError):
         r.recompute("demo")
-    # Then the read failure is recorded, and the listing had ended before the recompute returned: no thread is left
     assert store.pools["demo"].read_failure
     assert kube.managed_done.is_set() and not reader_threads()
 

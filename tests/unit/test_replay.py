@@ -25,20 +25,21 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out, err
 
 
-@pytest.mark.parametrize("flag", ["--local", "--bus=b"])
-def test_malformed_event_file_exits_2_naming_file_and_field(flag, capsys):
-    path = str(EVENTS / "malformed" / "node-health-missing-cluster-arn.json")
-    code, _, err = run(["replay", path, flag], capsys)
-    assert code == 2
-    assert "node-health-missing-cluster-arn.json" in err and "ClusterArn" in err
+MISSING_ARN = str(EVENTS / "malformed" / "node-health-missing-cluster-arn.json")
 
 
-def test_missing_file_and_region_without_bus_are_usage_errors(capsys):
-    assert run(["replay", "nope.yaml", "--local"], capsys)[0] == 2
-    code, _, err = run(
-        ["replay", str(EVENTS / "inbound" / "schedule-safety-net.json"), "--local", "--region", "x"], capsys
-    )
-    assert code == 2 and "--region" in err
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ([MISSING_ARN, "--local"], ["node-health-missing-cluster-arn.json", "ClusterArn"]),
+        ([MISSING_ARN, "--bus=b"], ["node-health-missing-cluster-arn.json", "ClusterArn"]),
+        (["nope.yaml", "--local"], ["nope.yaml"]),
+        ([str(EVENTS / "inbound" / "schedule-safety-net.json"), "--local", "--region", "x"], ["--region"]),
+    ],
+)
+def test_a_malformed_event_a_missing_file_or_a_region_without_bus_exits_2_naming_it(argv, says, capsys):
+    code, _, err = run(["replay", *argv], capsys)
+    assert code == 2 and all(s in err for s in says), err
 
 
 BAD_STEPS = [
