@@ -171,12 +171,6 @@ def run_handler(cluster, records, kube_for=None):
         wiring.install(None)
 
 
-def test_recompute_handler_coalesces_a_burst_in_one_batch(cluster):
-    store, _, publisher, _ = cluster
-    assert run_handler(cluster, [_sqs_record(i) for i in range(5)]) == {"batchItemFailures": []}
-    assert len(store.history["demo"]) == 1 and len(publisher.events) == 1
-
-
 @pytest.mark.parametrize("why", ["invalid stored policy", "objects Kueue refuses"])
 def test_a_permanent_failure_is_recorded_alarmed_and_not_retried(cluster, monkeypatch, capsys, why):
     store, kube, publisher, recomputer = cluster
