@@ -511,7 +511,7 @@ def test_pool_and_history_items_written_before_parts_existed_still_read(store, t
     assert store.get_pool(C).generation == 2
 
 
-# ------------------------------------------------------------------------------------------- outbox
+# ------------------------------------------------------------------- outbox, apply status and read failure
 def test_the_outbox_is_stored_with_its_generation_and_cleared_only_at_it(store, table):
     # Given generation 1 stored with its event not yet published
     event = {"cluster": C, "generation": 1, "changes": {"first": True}, "summary": "s"}
@@ -534,7 +534,6 @@ def test_the_outbox_is_stored_with_its_generation_and_cleared_only_at_it(store, 
     assert store.get_pool("nobody") is None
 
 
-# ------------------------------------------------------------------------------ apply and read failure
 def test_an_apply_status_or_a_read_failure_lands_on_the_generation_it_names_only(store, table):
     with pytest.raises(PermanentError):
         store.record_apply(C, 1, "Done")  # not a status
