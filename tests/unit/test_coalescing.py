@@ -16,6 +16,7 @@ from idleshare import timings
 from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.adapters.ports import QueuedRecord, RecomputeMessage
 from idleshare.parse.errors import InputError
+from idleshare.service.recompute import Outcome, Recomputer
 from tests.unit.test_recompute_reliability import Returns, deliverer
 
 WINDOW = timings.COALESCE_SECONDS
@@ -60,25 +61,18 @@ def queued(i: int, cluster: str, not_before: float | None = None) -> QueuedRecor
     return QueuedRecord(f"m{i}", json.dumps(body), receipt_handle=f"h{i}", queue_arn="arn:q")
 
 
-class Recomputes:
+class Recomputes(Recomputer):
     """The recompute as the batch sees it: each call noted with the clock it started at."""
 
     def __init__(self, clock: list[float], takes: float = 0.0) -> None:
         self.clock, self.takes, self.calls = clock, takes, []
 
     def recompute(self, cluster: str, *, request_id: str | None = None) -> Any:
-        from idleshare.service.recompute import Outcome
-
         self.calls.append((cluster, self.clock[0]))
         self.clock[0] += self.takes
         return Outcome(cluster, 1, False)
 
     def acknowledge(self, request_id: str, outcome: Any) -> None: ...
-
-    def run_batch(self, records, deliver, **options):
-        from idleshare.service.recompute import Recomputer
-
-        return Recomputer.run_batch(self, records, deliver, **options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -101,9 +95,7 @@ class Recomputes:
         ([queued(1, "demo", 1e12)], 100.0, 0.0, [], [("h1", WINDOW)]),
     ],
 )  # fmt: skip
-def test_the_batch_recomputes_what_is_due_and_hands_back_the_rest_until_its_window_ends(
-    records, now, takes, calls, returned
-):
+def test_the_batch_recomputes_what_is_due_and_hands_back_the_rest_till_due(records, now, takes, calls, returned):
     clock = [now]
     recomputes, returns = Recomputes(clock, takes), Returns()
     answer = recomputes.run_batch(records, deliverer(records), returns=returns, clock=lambda: clock[0])

@@ -64,9 +64,7 @@ MALFORMED = [f"malformed/{p.name}" for p in sorted((EVENTS / "malformed").glob("
 
 
 @pytest.mark.parametrize("path", [*MALFORMED, "inbound/hyperpod-node-health-event.json"])
-def test_a_malformed_event_or_one_for_an_unknown_cluster_is_dropped_with_its_reason_and_changes_nothing(
-    router_deps, logs, path
-):
+def test_a_malformed_or_unknown_cluster_event_is_dropped_with_its_reason(router_deps, logs, path):
     event = load_event(path)
     if path.startswith("inbound/"):  # a well-formed event naming a cluster nobody registered
         event["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzz9999zzzz"

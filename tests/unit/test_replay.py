@@ -61,9 +61,7 @@ BAD_STEPS = [
         *[("s.json", json.dumps({"quotas": [], "steps": [step]}), field) for step, field in BAD_STEPS],
     ],
 )
-def test_a_file_that_does_not_parse_or_a_bad_scenario_step_exits_2_naming_the_file_and_what_is_wrong(
-    tmp_path, capsys, name, text, says
-):
+def test_an_unparsable_file_or_bad_step_exits_2_naming_file_and_fault(tmp_path, capsys, name, text, says):
     path = tmp_path / name
     path.write_text(text)
     code, _, err = run(["replay", str(path), "--local"], capsys)

@@ -221,12 +221,8 @@ def check_why(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
         for (team, flavor, resource), cell in shown.items():
             value = expected[(team, flavor, resource)][key]
             assert cell["value"] == ("" if value is None else str(value)), cell
-            if key == "percent":
-                assert cell["text"] == ("-" if value is None else f"{value}%")
-            elif key == "bound":
-                assert cell["text"] == value
-            else:
-                assert cell["text"] == ("-" if value is None else human_text(value, str(resource), "0")), cell
+            text = {"percent": f"{value}%", "bound": value}.get(key) or human_text(value, str(resource), "0")
+            assert cell["text"] == ("-" if value is None and key != "bound" else text), cell
 
 
 # ----------------------------------------------------------------------------------------------- tests

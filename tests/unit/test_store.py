@@ -378,9 +378,7 @@ def test_a_pool_is_plain_json_when_small_and_compressed_binary_in_one_item_when_
 
 
 @pytest.mark.parametrize("fresh_store", [False, True], ids=["same-store", "fresh-store"])
-def test_a_large_pool_is_split_into_parts_and_those_a_larger_generation_left_go_in_the_next_write(
-    store, table, clock, fresh_store
-):
+def test_a_large_pool_is_split_into_parts_and_a_larger_ones_leftovers_go_next_write(store, table, clock, fresh_store):
     # Given a pool that compresses to ~530 KB (two parts of 300,000 bytes), stored as generation 1
     pool = {"noise": noise(700_000)}
     store.put_pool(pool_record(1, pool=pool), expected_generation=0)
@@ -750,9 +748,7 @@ SCHEDULER_ABOVE_MAX = "tests/corpus/scheduler/SchedulerConfig-PriorityClasses-We
         (SCHEDULER_ABOVE_MAX, "SCHEDULER", "scheduler config"),
     ],
 )
-def test_a_recompute_over_an_invalid_stored_body_keeps_the_pool_and_kueue_and_records_the_field(
-    store, table, path, sk, named
-):
+def test_a_recompute_over_an_invalid_stored_body_keeps_pool_and_kueue_and_names_it(store, table, path, sk, named):
     # Given a cluster with two valid quotas and a scheduler config, recomputed once (generation 1, applied)
     store.put_cluster(ClusterRecord(C, "eks-c1"))
     for team in ("team-a", "team-b"):
