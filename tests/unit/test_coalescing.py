@@ -124,17 +124,11 @@ def test_the_queued_body_is_the_wire_format_the_recompute_reads_back() -> None:
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [
-        ("not json", "not JSON"),
-        ("[1]", "expected a JSON object"),
-        ('{"reason": "x"}', "cluster"),
-        ('{"cluster": 3}', "cluster"),
-        ('{"cluster": "a", "requestId": 7}', "requestId"),
-        ('{"cluster": "a", "notBefore": "soon"}', "notBefore"),
-        ('{"cluster": "a", "notBefore": true}', "notBefore"),
-        ('{"cluster": "a", "receipt": "yes"}', "receipt"),
-    ],
-)
+    [("not json", "not JSON"), ("[1]", "expected a JSON object"), ('{"reason": "x"}', "cluster"),
+     ('{"cluster": 3}', "cluster"), ('{"cluster": "a", "requestId": 7}', "requestId"),
+     ('{"cluster": "a", "notBefore": "soon"}', "notBefore"), ('{"cluster": "a", "notBefore": true}', "notBefore"),
+     ('{"cluster": "a", "receipt": "yes"}', "receipt")],
+)  # fmt: skip
 def test_an_unreadable_body_is_an_input_error_naming_the_field(body: str, field: str) -> None:
     with pytest.raises(InputError) as caught:
         RecomputeMessage.from_body(body)

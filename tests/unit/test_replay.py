@@ -121,15 +121,10 @@ def test_bus_sends_a_scenarios_event_steps_and_skips_operator_steps(tmp_path):
 
 @pytest.mark.parametrize(
     ("status", "action", "label"),
-    [
-        ("Schedulable", None, "Schedulable"),
-        ("Healthy", None, "Schedulable"),
-        ("Unhealthy", "Replace", "UnschedulablePendingReplacement"),
-        ("Unhealthy", "Reboot", "UnschedulablePendingReboot"),
-        ("Unhealthy", "None", "Unschedulable"),
-        ("UnschedulablePendingReboot", None, "UnschedulablePendingReboot"),
-    ],
-)
+    [("Schedulable", None, "Schedulable"), ("Healthy", None, "Schedulable"),
+     ("Unhealthy", "Replace", "UnschedulablePendingReplacement"), ("Unhealthy", "Reboot", "UnschedulablePendingReboot"),
+     ("Unhealthy", "None", "Unschedulable"), ("UnschedulablePendingReboot", None, "UnschedulablePendingReboot")],
+)  # fmt: skip
 def test_health_event_status_maps_to_the_node_label(status, action, label):
     assert health_label(status, action) == label
 

@@ -192,14 +192,10 @@ def test_create_quota_starts_at_version_1_with_a_quota_id(store, table):
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [
-        ({"ComputeQuotaTarget": {"TeamName": "t"}}, "Name"),
-        ({"Name": "x"}, "ComputeQuotaTarget"),
-        ({"Name": "", "ComputeQuotaTarget": {"TeamName": "t"}}, "Name"),
-        ({"Name": "x", "ComputeQuotaTarget": {"TeamName": "t"}, "Description": float("nan")}, ""),
-        ("not an object", ""),
-    ],
-)
+    [({"ComputeQuotaTarget": {"TeamName": "t"}}, "Name"), ({"Name": "x"}, "ComputeQuotaTarget"),
+     ({"Name": "", "ComputeQuotaTarget": {"TeamName": "t"}}, "Name"), ("not an object", ""),
+     ({"Name": "x", "ComputeQuotaTarget": {"TeamName": "t"}, "Description": float("nan")}, "")],
+)  # fmt: skip
 def test_bodies_without_name_or_team_or_not_json_are_refused(store, table, body, field):
     # the store keys a quota by its Name and team: without them, or not JSON, nothing is written (the admin API's
     # request model, the gate before the store, refuses these too: tests/unit/test_requests.py)
@@ -635,22 +631,16 @@ def pool_item(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("sk", "item", "read"),
     [
-        ("QUOTA#q", quota_item(body="{not json"), "quota"),
-        ("QUOTA#q", quota_item(version="1"), "quota"),
-        ("QUOTA#q", quota_item(quota_id="BAD"), "quota"),
-        ("QUOTA#q", quota_item(body='{"Name": "other"}'), "quota"),
-        ("POOL", pool_item(pool="[]"), "pool"),
-        ("POOL", pool_item(pool=None), "pool"),
-        ("POOL", pool_item(pool="@@", pool_encoding="zlib+base64"), "pool"),
-        ("POOL", pool_item(pool_encoding="zlib"), "pool"),
-        ("POOL", pool_item(pool=None, pool_encoding="zlib", pool_parts=99), "pool"),
-        ("POOL", pool_item(outbox="[]"), "pool"),
-        ("POOL", pool_item(generation=-1), "pool"),
-        ("POOL", pool_item(apply_status="Weird"), "pool"),
+        *[("QUOTA#q", quota_item(**bad), "quota") for bad in
+          ({"body": "{not json"}, {"version": "1"}, {"quota_id": "BAD"}, {"body": '{"Name": "other"}'})],
+        *[("POOL", pool_item(**bad), "pool") for bad in
+          ({"pool": "[]"}, {"pool": None}, {"pool": "@@", "pool_encoding": "zlib+base64"}, {"pool_encoding": "zlib"},
+           {"pool": None, "pool_encoding": "zlib", "pool_parts": 99}, {"outbox": "[]"}, {"generation": -1},
+           {"apply_status": "Weird"})],
         ("META", {"cluster_id": "c1", "eks_cluster_name": 5, "namespace_prefix": "p", "cohort_name": "c"}, "cluster"),
         ("SCHEDULER", {"config_id": "abcdefabcdef", "version": 1.5, "body": "{}"}, "scheduler"),
     ],
-)
+)  # fmt: skip
 def test_a_corrupt_item_is_a_permanent_error_naming_its_key(store, table, sk, item, read):
     fixed = {k: Decimal(str(v)) if isinstance(v, float) else v for k, v in item.items()}
     table.put_item(Item={"pk": "CLUSTER#c1", "sk": sk, **fixed})
