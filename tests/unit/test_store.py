@@ -675,17 +675,14 @@ def cancelled_in_words() -> ClientError:
         # DynamoDB's own: failed conditions, cancelled transactions (by their reasons), a missing table
         (client_error("ConditionalCheckFailedException"), ConflictError),
         (cancelled("None", "ConditionalCheckFailed"), TransactionCancelledError),
-        (cancelled_in_words(), TransactionCancelledError),
-        (cancelled("TransactionConflict", "None"), RetryableError),
-        (cancelled("ValidationError"), PermanentError),
-        (client_error("ResourceNotFoundException"), PermanentError),
+        (cancelled_in_words(), TransactionCancelledError), (cancelled("TransactionConflict", "None"), RetryableError),
+        (cancelled("ValidationError"), PermanentError), (client_error("ResourceNotFoundException"), PermanentError),
         # the rest by the one classification of AWS errors (tests/unit/test_aws_errors.py), naming the table
         (client_error("ProvisionedThroughputExceededException"), RetryableError),
         (client_error("ValidationException"), PermanentError),
-        (EndpointConnectionError(endpoint_url="http://x"), RetryableError),
-        (NoCredentialsError(), PermanentError),
+        (EndpointConnectionError(endpoint_url="http://x"), RetryableError), (NoCredentialsError(), PermanentError),
     ],
-)
+)  # fmt: skip
 def test_translate(exc, kind):
     out = translate(exc, operation="get_pool", table="tbl")
     assert type(out) is kind

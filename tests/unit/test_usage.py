@@ -120,15 +120,13 @@ def test_usage_per_team_and_flavor(queues, pool_doc, teams, flavor):
 @pytest.mark.parametrize(
     ("lendable", "drawn", "resource", "expected"),
     [
-        ({"a": 8}, 8, GPU, {"a": 8}),
-        ({"a": 8, "b": 8}, 16, GPU, {"a": 8, "b": 8}),
+        ({"a": 8}, 8, GPU, {"a": 8}), ({"a": 8, "b": 8}, 16, GPU, {"a": 8, "b": 8}), ({"a": 0}, 4, GPU, {}),
         ({"a": 8, "b": 8}, 5, GPU, {"a": 3, "b": 2}),  # largest remainder, ties by name
         ({"a": 1, "b": 2}, 2, GPU, {"a": 1, "b": 1}),  # 2/3 and 4/3: remainders 2/3 > 1/3
         ({"a": 4}, 10, GPU, {"a": 4}),  # never more than lendable
         ({"a": 3, "b": 3}, Fraction(1, 2), "cpu", {"a": Fraction(1, 4), "b": Fraction(1, 4)}),
-        ({"a": 0}, 4, GPU, {}),
     ],
-)
+)  # fmt: skip
 def test_split_lent(lendable, drawn, resource, expected):
     out = split_lent(lendable, drawn, resource)
     assert out == expected
