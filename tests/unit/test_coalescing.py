@@ -17,7 +17,7 @@ from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.adapters.ports import QueuedRecord, RecomputeMessage
 from idleshare.parse.errors import InputError
 from idleshare.service.recompute import Outcome, Recomputer
-from tests.unit.test_recompute_reliability import Returns, deliverer
+from tests.unit.test_recompute_reliability import batch
 
 WINDOW = timings.COALESCE_SECONDS
 
@@ -97,11 +97,11 @@ class Recomputes(Recomputer):
 )  # fmt: skip
 def test_the_batch_recomputes_what_is_due_and_hands_back_the_rest_till_due(records, now, takes, calls, returned):
     clock = [now]
-    recomputes, returns = Recomputes(clock, takes), Returns()
-    answer = recomputes.run_batch(records, deliverer(records), returns=returns, clock=lambda: clock[0])
+    recomputes = Recomputes(clock, takes)
+    failed, handed_back = batch(recomputes, records, clock=lambda: clock[0])
     assert recomputes.calls == calls
-    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == [f"m{h[1:]}" for h, _ in returned]
-    assert returns.calls == ([("arn:q", returned)] if returned else [])
+    assert failed == [f"m{h[1:]}" for h, _ in returned]
+    assert handed_back == ([("arn:q", returned)] if returned else [])
 
 
 def test_the_queued_body_is_the_wire_format_the_recompute_reads_back() -> None:

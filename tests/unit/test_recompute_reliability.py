@@ -111,18 +111,22 @@ def deliverer(records, fifo=True):
     return deliver
 
 
+def batch(recomputer, records, fifo=True, **options):
+    """The batch's failed message ids, and the records it handed back to the queue: [(queue, [(handle, delay)])]."""
+    returns = Returns()
+    answer = recomputer.run_batch(records, deliverer(records, fifo), returns=returns, **options)
+    return [f["itemIdentifier"] for f in answer["batchItemFailures"]], returns.calls
+
+
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 30])
 def test_a_failed_record_is_handed_back_with_its_backoff_not_the_visibility_timeout(cluster, count):
     # Given a cluster that cannot be read, its record received ``count`` times
     _, kube, _, r = cluster
     kube.down = True
-    records = [record(1, count=count), record(2, count=count)]
-    returns = Returns()
-    answer = r.run_batch(records, deliverer(records), returns=returns)
+    failed, returned = batch(r, [record(1, count=count), record(2, count=count)])
     # Then both records of the cluster fail and come back after the backoff of their receive count (≤ 20 s)
-    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["m1", "m2"]
     delay = timings.retry_delay(count)
-    assert returns.calls == [("arn:q", [("h1", delay), ("h2", delay)])]
+    assert (failed, returned) == (["m1", "m2"], [("arn:q", [("h1", delay), ("h2", delay)])])
     assert delay <= timings.RETRY_MAX_SECONDS <= 30
 
 
@@ -138,12 +142,9 @@ def test_a_cluster_is_not_started_without_the_time_a_recompute_needs_and_comes_b
         return original(page_size)
 
     kube.list_nodes = slow
-    records = [record(1), record(2, cluster="other")]
-    returns = Returns()
-    answer = r.run_batch(records, deliverer(records), returns=returns, remaining_seconds=lambda: left[0])
+    failed, returned = batch(r, [record(1), record(2, cluster="other")], remaining_seconds=lambda: left[0])
     # Then the first is recomputed, the second is handed back to be retried at once (0 s), not lost to a timeout
-    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["m2"]
-    assert returns.calls == [("arn:q", [("h2", 0)])]
+    assert (failed, returned) == (["m2"], [("arn:q", [("h2", 0)])])
     assert store.pools["demo"].generation == 1 and "other" not in store.pools
 
 
@@ -156,7 +157,4 @@ def test_the_dlq_comes_only_after_fifteen_minutes_of_failing():
 def test_an_unreadable_message_fails_its_record_only(cluster):
     _, _, _, r = cluster
     records = [QueuedRecord("bad", "not json", receipt_handle="hb", queue_arn="arn:q"), record(1)]
-    returns = Returns()
-    answer = r.run_batch(records, deliverer(records, fifo=False), returns=returns)
-    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["bad"]
-    assert returns.calls == [("arn:q", [("hb", timings.retry_delay(1))])]
+    assert batch(r, records, fifo=False) == (["bad"], [("arn:q", [("hb", timings.retry_delay(1))])])
