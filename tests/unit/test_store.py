@@ -412,6 +412,14 @@ def test_a_large_pool_is_split_into_parts_and_a_larger_ones_leftovers_go_next_wr
     DynamoStore(table, clock=clock).put_pool(pool_record(4), expected_generation=3)
     assert part_keys(table, "POOL") == []
     assert [h.pool for h in store.list_history(C)] == [pool_record(4).pool, medium, big, pool]
+    # When a history entry loses a part, Then reading the history with its pools names it, without them lists it,
+    # and once its TTL has passed (DynamoDB deletes expired items later, not at once) it is left out
+    table.delete_item(Key={"pk": "CLUSTER#c1", "sk": "PART#HISTORY#0000000001#000"})
+    with pytest.raises(PermanentError, match="corrupt item pk='CLUSTER#c1' sk='HISTORY#0000000001'"):
+        store.list_history(C)
+    assert [h.generation for h in store.list_history(C, include_pool=False)] == [4, 3, 2, 1]
+    clock.now = T0 + timedelta(days=31)
+    assert 1 not in [h.generation for h in store.list_history(C)]
 
 
 def test_a_pool_too_large_for_one_transaction_or_an_outbox_above_its_bound_is_refused_naming_the_sizes(store, table):
@@ -448,17 +456,6 @@ def test_a_missing_or_corrupt_part_is_a_permanent_error_naming_the_item(store, t
     owner = part.removeprefix("PART#").rsplit("#", 1)[0]
     with pytest.raises(PermanentError, match=f"corrupt item pk='CLUSTER#c1' sk='{owner}'"):
         store.get_pool(C) if owner == "POOL" else store.claim_watch(C, "w2")
-
-
-def test_a_missing_history_part_is_corrupt_until_the_entry_expires(store, table, clock):
-    store.put_pool(pool_record(1, pool={"noise": noise(700_000)}), expected_generation=0)
-    table.delete_item(Key={"pk": "CLUSTER#c1", "sk": "PART#HISTORY#0000000001#000"})
-    with pytest.raises(PermanentError, match="corrupt item pk='CLUSTER#c1' sk='HISTORY#0000000001'"):
-        store.list_history(C)
-    assert [h.generation for h in store.list_history(C, include_pool=False)] == [1]
-    # When its TTL has passed (DynamoDB deletes expired items later, not at once), then it is left out
-    clock.now = T0 + timedelta(days=31)
-    assert store.list_history(C) == []
 
 
 def test_a_pool_read_that_interleaves_with_a_newer_generation_reads_again(store, table, clock, monkeypatch):

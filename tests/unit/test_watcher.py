@@ -103,12 +103,18 @@ def resume(script: list[Any], saved: list[dict[str, Any]], publisher: Any = None
     return kube_, store, publisher, _run(kube_, store, publisher, readings)
 
 
-def test_first_run_lists_and_publishes_nothing():
+def test_a_first_run_lists_and_publishes_nothing_and_a_taken_over_one_stops():
     kube = FakeKube([make_node("a")], "10", [])
     store, publisher = FakeStore(), FakePublisher()
     _run(kube, store, publisher)
     assert kube.lists == 1 and publisher.events == [] and store.saves[0] == ("10", True)
     assert kube.watches and set(kube.watches) == {"10"}
+    # and a run whose watch another invocation took over stops
+    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12"))]])
+    store = FakeStore(bookmark=_saved([make_node("a")], "10"))
+    store.taken_over = True
+    report = _run(kube, store, FakePublisher(), readings=100)
+    assert report.superseded and len(kube.watches) == 1
 
 
 def test_resume_reports_changes_and_ignores_heartbeats():
@@ -142,14 +148,6 @@ def test_a_watch_error_resumes_where_it_was():
     kube, _, publisher, report = resume([[cordon()], RetryableError("reset")], [make_node("a")])
     assert kube.watches[:3] == ["10", "12", "12"] and report.failures == ["reset"]
     assert [e["change"] for e in publisher.details] == ["Cordoned"]
-
-
-def test_taken_over_stops():
-    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12"))]])
-    store = FakeStore(bookmark=_saved([make_node("a")], "10"))
-    store.taken_over = True
-    report = _run(kube, store, FakePublisher(), readings=100)
-    assert report.superseded and len(kube.watches) == 1
 
 
 class StuckPublisher:
