@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from devkit.sqs import sqs_record
+from idleshare import names
+from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime import wiring
-from idleshare.service.recompute import ClusterReadError, Recomputer
+from idleshare.service.recompute import ClusterReadError, Outcome, Recomputer
 from tests.builders import quota_body
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
 from tests.fakes import FakeKube, FakePublisher, FakeStore
@@ -24,70 +26,62 @@ def load_event(name: str) -> dict:
 
 INBOUND = sorted(p.name for p in (EVENTS / "inbound").glob("*.json"))
 EXPECTED_CLUSTERS = {
-    "hyperpod-node-health-event.json": ["demo"],
-    "hyperpod-cluster-state-change.json": ["demo"],
+    "hyperpod-node-health-event.json": ["demo"], "hyperpod-cluster-state-change.json": ["demo"],
     "hyperpod-cluster-event.json": ["demo"],
-    "cloudtrail-create-compute-quota.json": ["other"],
-    "cloudtrail-create-scheduler-config.json": ["other"],
-    "cloudtrail-update-compute-quota.json": ["demo", "other"],  # names only the quota id: all clusters
-    "cloudtrail-delete-compute-quota.json": ["demo", "other"],
+    "cloudtrail-create-compute-quota.json": ["other"], "cloudtrail-create-scheduler-config.json": ["other"],
+    # an update or a delete names only the quota's or config's id: every cluster
+    "cloudtrail-update-compute-quota.json": ["demo", "other"], "cloudtrail-delete-compute-quota.json": ["demo", "other"],
     "cloudtrail-update-scheduler-config.json": ["demo", "other"],
     "cloudtrail-delete-scheduler-config.json": ["demo", "other"],
-    "idleshare-node-changed.json": ["demo"],
-    "idleshare-compute-quota-changed.json": ["demo"],
-    "idleshare-scheduler-config-changed.json": ["demo"],
-    "idleshare-recalculation-requested.json": ["demo"],
-    "idleshare-recalculation-requested-by-eks-name.json": ["demo"],
-    "schedule-safety-net.json": ["demo", "other"],
-}
+    "idleshare-node-changed.json": ["demo"], "idleshare-compute-quota-changed.json": ["demo"],
+    "idleshare-scheduler-config-changed.json": ["demo"], "idleshare-recalculation-requested.json": ["demo"],
+    "idleshare-recalculation-requested-by-eks-name.json": ["demo"], "schedule-safety-net.json": ["demo", "other"],
+}  # fmt: skip
 
 
 def test_every_inbound_event_file_has_an_expectation():
     assert set(INBOUND) == set(EXPECTED_CLUSTERS)
 
 
+def route(event: dict) -> dict:
+    from idleshare.handlers.router import handler  # not at collection: it reads the environment
+
+    return handler(event, CONTEXT)
+
+
 @pytest.mark.parametrize("name", INBOUND)
 def test_router_enqueues_one_recompute_per_concerned_cluster(router_deps, name):
-    from idleshare.handlers.router import handler
-
-    out = handler(load_event(f"inbound/{name}"), CONTEXT)
-    assert out["enqueued"] == EXPECTED_CLUSTERS[name]
+    assert route(load_event(f"inbound/{name}"))["enqueued"] == EXPECTED_CLUSTERS[name]
     assert [c for c, _ in router_deps.queue.sent] == EXPECTED_CLUSTERS[name]
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (EVENTS / "malformed").glob("*.json")))
-def test_malformed_events_are_dropped_without_retry_and_change_nothing(router_deps, name, logs):
-    from idleshare.handlers.router import handler
+MALFORMED = [f"malformed/{p.name}" for p in sorted((EVENTS / "malformed").glob("*.json"))]
 
-    out = handler(load_event(f"malformed/{name}"), CONTEXT)
-    assert out == {"enqueued": [], "dropped": "Malformed"}
+
+@pytest.mark.parametrize("path", [*MALFORMED, "inbound/hyperpod-node-health-event.json"])
+def test_a_malformed_or_unknown_cluster_event_is_dropped_with_its_reason(router_deps, logs, path):
+    event = load_event(path)
+    if path.startswith("inbound/"):  # a well-formed event naming a cluster nobody registered
+        event["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzz9999zzzz"
+    why = "Malformed" if path in MALFORMED else "UnknownCluster"
+    assert route(event) == {"enqueued": [], "dropped": why}
     assert router_deps.queue.sent == [] and router_deps.store.writes == 0
-    logged = [json.loads(line) for line in logs.getvalue().splitlines()]
-    assert logged[-1]["message"] == "dropped malformed event" and logged[-1]["reason"]
-
-
-def test_event_for_an_unknown_cluster_is_dropped_with_its_reason(router_deps, logs):
-    from idleshare.handlers.router import handler
-
-    event = load_event("inbound/hyperpod-node-health-event.json")
-    event["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzz9999zzzz"
-    assert handler(event, CONTEXT) == {"enqueued": [], "dropped": "UnknownCluster"}
-    assert router_deps.queue.sent == []
-    assert json.loads(logs.getvalue().splitlines()[-1])["reason"] == "UnknownCluster"
+    logged = json.loads(logs.getvalue().splitlines()[-1])
+    if why == "Malformed":  # the reason is the parser's words, naming the field
+        assert logged["message"] == "dropped malformed event" and logged["reason"]
+    else:
+        assert (logged["message"], logged["reason"]) == ("dropped event", "UnknownCluster")
 
 
 # -- recompute ------------------------------------------------------------------------------------
 
 
-def node(name: str, gpus: int = 8, ready: str = "True", flavor: str = "ml.p5.48xlarge") -> dict:
-    return {
-        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": flavor}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
-            "conditions": [{"type": "Ready", "status": ready}],
-        },
-    }
+def node(name: str, ready: str = "True") -> dict:
+    """A p5 Node object with 8 GPUs, Ready ``ready``."""
+    allocatable = {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": "8", "pods": "110"}
+    metadata = {"name": name, "labels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}}
+    status = {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]}
+    return {"metadata": metadata, "spec": {}, "status": status}
 
 
 @pytest.fixture
@@ -108,26 +102,20 @@ def gpu_limit(obj: dict, field: str = "borrowingLimit") -> str:
     return next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")[field]
 
 
-def test_first_recompute_persists_generation_1_applies_and_publishes(cluster):
+def test_first_recompute_persists_generation_1_applies_and_publishes_then_the_same_state_writes_nothing(cluster):
     store, kube, publisher, r = cluster
     out = r.recompute("demo")
     assert (out.generation, out.changed) == (1, True)
     assert store.pools["demo"].apply_status == "Applied"
     assert gpu_limit(cq(kube, "a")) == "12"  # pool = 16 unallocated + 8 lent by b; 50%
-    assert publisher.events[0][0] == "Lendable Pool Recomputed"
-    assert publisher.events[0][1]["generation"] == 1
-
-
-def test_same_state_again_writes_nothing_anywhere(cluster):
-    store, kube, publisher, r = cluster
-    r.recompute("demo")
+    assert [(kind, detail["generation"]) for kind, detail in publisher.events] == [("Lendable Pool Recomputed", 1)]
     writes, applies = store.writes, kube.applies
     out = r.recompute("demo")
     assert (out.generation, out.changed) == (1, False)
     assert (store.writes, kube.applies, len(publisher.events)) == (writes, applies, 1)
 
 
-def test_node_not_ready_shrinks_borrow_limits_in_the_cluster(cluster):
+def test_a_node_not_ready_shrinks_borrow_limits_and_a_removed_team_loses_its_objects_in_the_cluster(cluster):
     store, kube, _, r = cluster
     r.recompute("demo")
     kube.nodes[0] = node("p5-0", ready="False")
@@ -135,6 +123,11 @@ def test_node_not_ready_shrinks_borrow_limits_in_the_cluster(cluster):
     assert out.generation == 2 and out.changes["excludedNodes"]["sample"] == {"p5-0": "NotReady"}
     assert gpu_limit(cq(kube, "a")) == "8"  # pool 8 + 8 -> 50%
     assert len(store.history["demo"]) == 2
+    # a team whose quota is removed loses its Kueue objects, but not its namespace
+    store.set_quotas("demo", [quota_body("a", 8, enabled=True)])
+    assert r.recompute("demo").deleted == 2
+    assert ("ClusterQueue", "", "hyperpod-ns-b-clusterqueue") not in kube.objects
+    assert ("Namespace", "", "hyperpod-ns-b") in kube.objects
 
 
 def test_a_failure_to_read_the_cluster_keeps_the_last_pool_and_raises_for_retry(cluster):
@@ -145,34 +138,57 @@ def test_a_failure_to_read_the_cluster_keeps_the_last_pool_and_raises_for_retry(
     with pytest.raises(ClusterReadError):
         r.recompute("demo")
     after = store.pools["demo"]
-    assert after.generation == before.generation and after.pool == before.pool
+    assert (after.generation, after.pool) == (before.generation, before.pool)
     assert "connection refused" in after.read_failure
     kube.down = False
     r.recompute("demo")
     assert store.pools["demo"].read_failure == ""
 
 
-def test_removed_team_objects_are_deleted_but_not_its_namespace(cluster):
-    store, kube, _, r = cluster
-    r.recompute("demo")
-    store.set_quotas("demo", [quota_body("a", 8, enabled=True)])
-    out = r.recompute("demo")
-    assert out.deleted == 2
-    assert ("ClusterQueue", "", "hyperpod-ns-b-clusterqueue") not in kube.objects
-    assert ("Namespace", "", "hyperpod-ns-b") in kube.objects
+def _sqs_record(i: int, cluster: str = "demo") -> dict:
+    """The record of a windowed recompute request for ``cluster``."""
+    body = json.dumps({"cluster": cluster, "reason": "Node Changed"})
+    message = {"MessageId": f"m{i}", "ReceiptHandle": "h", "Body": body, "Attributes": {"MessageGroupId": cluster}}
+    return sqs_record(message, "arn:aws:sqs:us-west-2:1:q.fifo")
 
 
-def test_recompute_handler_coalesces_a_burst_in_one_batch(cluster, monkeypatch):
+def run_handler(cluster, records, kube_for=None):
+    """The recompute Lambda on ``records``, with the cluster fixture's fakes installed."""
     from idleshare.handlers import recompute as handler_module
 
     store, kube, publisher, _ = cluster
-    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=lambda c: kube))
+    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=kube_for or (lambda c: kube)))
     try:
-        out = handler_module.handler({"Records": [_sqs_record(i) for i in range(5)]}, CONTEXT)
+        return handler_module.handler({"Records": records}, CONTEXT)
     finally:
         wiring.install(None)
-    assert out == {"batchItemFailures": []}
-    assert len(store.history["demo"]) == 1 and len(publisher.events) == 1
+
+
+@pytest.mark.parametrize("why", ["invalid stored policy", "objects Kueue refuses"])
+def test_a_permanent_failure_is_recorded_alarmed_and_not_retried(cluster, monkeypatch, capsys, why):
+    store, kube, publisher, recomputer = cluster
+    recomputer.recompute("demo")  # a pool to keep
+    applied, published = dict(kube.objects), len(publisher.events)
+    if why == "invalid stored policy":
+        quota = next(iter(store.quotas["demo"].values()))
+        quota.body["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] = -1
+    else:
+        monkeypatch.setattr("idleshare.service.recompute.webhook_violations", lambda m: ["spec.x: refused"])
+    out = run_handler(cluster, [_sqs_record(i) for i in range(3)])
+    assert out == {"batchItemFailures": []}  # consumed: retrying cannot help
+    assert store.pools["demo"].read_failure  # recorded on the pool (GET /pool shows it), the pool kept
+    lines = capsys.readouterr().out.splitlines()
+    metrics = [json.loads(line) for line in lines if names.METRIC_PERMANENT_FAILURES in line]
+    assert [m[names.METRIC_PERMANENT_FAILURES] for m in metrics] == [[1.0]]  # once for the batch of three
+    assert len(publisher.events) == published and kube.objects == applied
+
+
+def test_a_transient_failure_is_retried(cluster):
+    def unreachable(c):
+        raise RetryableError("API server unreachable")
+
+    out = run_handler(cluster, [_sqs_record(0), _sqs_record(1, cluster="other")], kube_for=unreachable)
+    assert out == {"batchItemFailures": [{"itemIdentifier": "m0"}]}  # SQS delivers it again (DLQ after N)
 
 
 def test_clusters_from_the_cdk_config_are_registered_once():
@@ -185,14 +201,11 @@ def test_clusters_from_the_cdk_config_are_registered_once():
     assert store.find_cluster(eks_cluster_name="demo-eks").namespace_prefix == "hyperpod-ns-"
     calls = []
     store.put_cluster = calls.append  # a second deploy with the same config writes nothing
-    assert register_clusters(store, parse_clusters(raw)) == []
-    assert calls == []
+    assert register_clusters(store, parse_clusters(raw)) == [] and calls == []
 
 
 def test_building_the_dependencies_writes_nothing(monkeypatch):
     # a cold start (the router's included) registers no cluster: the registrar custom resource does, at deploy
-    from idleshare import names
-
     monkeypatch.setenv(names.ENV_TABLE_NAME, "idleshare-state")
     monkeypatch.setenv(names.ENV_CLUSTERS, json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks"}]))
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
@@ -206,102 +219,34 @@ def test_building_the_dependencies_writes_nothing(monkeypatch):
     assert written == []
 
 
-def _sqs_record(i: int, cluster: str = "demo", **extra) -> dict:
-    """The record of a windowed recompute request for ``cluster`` (``extra``: more body members)."""
-    body = json.dumps({"cluster": cluster, "reason": "Node Changed", **extra})
-    message = {"MessageId": f"m{i}", "ReceiptHandle": "h", "Body": body, "Attributes": {"MessageGroupId": cluster}}
-    return sqs_record(message, "arn:aws:sqs:us-west-2:1:q.fifo")
+def emitted_metrics(capsys, outcome) -> list[dict]:
+    """The EMF documents the recompute's metrics print for ``outcome``."""
+    from idleshare.runtime.metrics import emit_recompute  # not at collection: it reads the environment
 
-
-@pytest.mark.parametrize("why", ["invalid stored policy", "objects Kueue refuses"])
-def test_a_permanent_failure_is_recorded_alarmed_and_not_retried(cluster, monkeypatch, capsys, why):
-    from idleshare import names
-    from idleshare.handlers import recompute as handler_module
-
-    store, kube, publisher, recomputer = cluster
-    recomputer.recompute("demo")  # a pool to keep
-    applied, published = dict(kube.objects), len(publisher.events)
-    if why == "invalid stored policy":
-        quota = next(iter(store.quotas["demo"].values()))
-        quota.body["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] = -1
-    else:
-        monkeypatch.setattr("idleshare.service.recompute.webhook_violations", lambda m: ["spec.x: refused"])
-    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=lambda c: kube))
-    try:
-        out = handler_module.handler({"Records": [_sqs_record(i) for i in range(3)]}, CONTEXT)
-    finally:
-        wiring.install(None)
-    assert out == {"batchItemFailures": []}  # consumed: retrying cannot help
-    assert store.pools["demo"].read_failure  # recorded on the pool (GET /pool shows it), the pool kept
-    metrics = [
-        json.loads(line) for line in capsys.readouterr().out.splitlines() if names.METRIC_PERMANENT_FAILURES in line
-    ]
-    assert [m[names.METRIC_PERMANENT_FAILURES] for m in metrics] == [[1.0]]  # once for the batch of three
-    assert len(publisher.events) == published and kube.objects == applied
-
-
-def test_a_transient_failure_is_retried(cluster):
-    from idleshare.adapters.errors import RetryableError
-    from idleshare.handlers import recompute as handler_module
-
-    store, _kube, publisher, _ = cluster
-
-    def unreachable(c):
-        raise RetryableError("API server unreachable")
-
-    wiring.install(wiring.Dependencies(store=store, publisher=publisher, kube_for=unreachable))
-    try:
-        out = handler_module.handler({"Records": [_sqs_record(0), _sqs_record(1, cluster="other")]}, CONTEXT)
-    finally:
-        wiring.install(None)
-    assert out == {"batchItemFailures": [{"itemIdentifier": "m0"}]}  # SQS delivers it again (DLQ after N)
-
-
-def test_objects_left_to_another_field_manager_are_counted_with_the_alarms_dimensions(monkeypatch, capsys):
-    import json as _json
-    from types import SimpleNamespace
-
-    from idleshare import names as _names
-    from idleshare.runtime.metrics import emit_recompute
-    from idleshare.service.recompute import Outcome
-
-    monkeypatch.delenv("POWERTOOLS_SERVICE_NAME", raising=False)
-    result = SimpleNamespace(flavors=[], resources=[], excluded_nodes={}, summary=lambda: "", teams={}, issues=())
-    emit_recompute(Outcome("c1", 3, True, result=result, conflicts=["ClusterQueue/a: .spec x owned by gitops"]))
-    emitted = [_json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-    (foreign,) = [m for m in emitted if _names.METRIC_FOREIGN_FIELD_MANAGER in m]
-    assert foreign[_names.METRIC_FOREIGN_FIELD_MANAGER] == [1.0]
-    (dims,) = foreign["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
-    assert sorted(dims) == sorted([_names.METRIC_DIM_CLUSTER, "service"])
-    assert (foreign["cluster"], foreign["service"]) == ("c1", _names.SERVICE)
+    emit_recompute(outcome)
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
 
 
 @pytest.mark.parametrize("service_env", [None, "idleshare"], ids=["no POWERTOOLS_SERVICE_NAME", "as deployed"])
-def test_every_gauge_carries_exactly_the_dimensions_the_dashboard_and_alarms_query(monkeypatch, capsys, service_env):
-    """The producer (EMF from the recompute) and the consumer (SCHEMA() in the CDK app) must agree, or the
-    shortfall alarm and the dashboard's searches never match a metric."""
-    import json as _json
-
+def test_every_metric_carries_exactly_the_dimensions_the_dashboard_and_alarms_query(monkeypatch, capsys, service_env):
+    """The producer (EMF from the recompute) and the consumer (SCHEMA() in the CDK app) agree, or no alarm matches."""
     from idleshare.domain.model import Snapshot
     from idleshare.domain.pool import compute
-    from idleshare.runtime.metrics import emit_recompute
-    from idleshare.service.recompute import Outcome
     from infra.constructs.observability import EXCLUDED_DIMS, GAUGE_DIMS
-    from tests.builders import node
+    from tests.builders import node as domain_node
 
     if service_env is None:
         monkeypatch.delenv("POWERTOOLS_SERVICE_NAME", raising=False)
     else:  # infra/constructs/functions.py sets it on every function
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", service_env)
-    result = compute(Snapshot(nodes=(node("n1"), node("n2", ready=False))))
-    emit_recompute(Outcome("c1", 1, True, result=result))
-    emitted = [_json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-    dims = {
-        m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(
-            m["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
-        )
-        for m in emitted
-    }
-    for name in ("Unallocated", "Shortfall", "BorrowLimitSum"):
-        assert dims[name] == sorted(GAUGE_DIMS), name
+    result = compute(Snapshot(nodes=(domain_node("n1"), domain_node("n2", ready=False))))
+    conflicts = ["ClusterQueue/a: .spec x owned by gitops"]  # objects left to another field manager: counted
+    emitted = emitted_metrics(capsys, Outcome("c1", 1, True, result=result, conflicts=conflicts))
+    dims = {m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(m["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0])
+            for m in emitted}  # fmt: skip
+    assert all(dims[name] == sorted(GAUGE_DIMS) for name in ("Unallocated", "Shortfall", "BorrowLimitSum")), dims
     assert dims["ExcludedNodes"] == sorted(EXCLUDED_DIMS)
+    assert dims[names.METRIC_FOREIGN_FIELD_MANAGER] == sorted([names.METRIC_DIM_CLUSTER, "service"])
+    (foreign,) = [m for m in emitted if names.METRIC_FOREIGN_FIELD_MANAGER in m]
+    assert foreign[names.METRIC_FOREIGN_FIELD_MANAGER] == [1.0]
+    assert (foreign["cluster"], foreign["service"]) == ("c1", service_env or names.SERVICE)

@@ -77,34 +77,19 @@ def test_the_kueue_objects_are_listed_while_the_nodes_are(cluster):
     assert not kube.meet.broken
     assert out.generation == 2 and out.applied >= 1 and store.pools["demo"].apply_status == "Applied"
     assert not reader_threads()
-
-
-def test_the_kueue_objects_are_not_listed_before_the_first_node_has_come(cluster):
-    # Given a node list refused at once (an expired token, say: the node list renews it and asks again, alone)
-    _, kube, r = cluster
-    kube.down = True
-    # When recomputed, Then the read failed and the Kueue objects were never asked for
-    with pytest.raises(ClusterReadError):
-        r.recompute("demo")
-    assert kube.managed_calls == 0 and not reader_threads()
-
-
-def test_the_kueue_objects_are_listed_even_when_there_are_no_nodes(cluster):
-    store, kube, r = cluster
-    r.recompute("demo")
+    # and they are listed even when there are no nodes
+    kube.meet = None
     kube.nodes.clear()
-    out = r.recompute("demo")
-    assert kube.managed_calls == 2 and out.generation == 2
+    assert r.recompute("demo").generation == 3 and kube.managed_calls == 3
     assert store.pools["demo"].apply_status == "Applied"
 
 
-def test_a_failed_listing_of_the_kueue_objects_fails_the_apply_not_the_read(cluster):
+def test_a_failed_listing_of_the_kueue_objects_fails_the_apply_and_a_failed_node_read_leaves_no_thread(cluster):
     # Given generation 1, then a node gone, and the listing of the Kueue objects refused
     store, kube, r = cluster
     r.recompute("demo")
     kube.nodes.pop()
     kube.managed_error = RetryableError("connection reset", operation="list ClusterQueue")
-    # When recomputed
     with pytest.raises(RetryableError, match="connection reset"):
         r.recompute("demo")
     # Then the nodes were read and the new generation stored; its apply is Failed, naming the listing's error
@@ -112,13 +97,10 @@ def test_a_failed_listing_of_the_kueue_objects_fails_the_apply_not_the_read(clus
     assert pool.generation == 2 and pool.read_failure == ""
     assert pool.apply_status == "Failed" and "connection reset" in pool.apply_message
     assert kube.applies == len(kube.objects)  # nothing written since generation 1
-
-
-def test_a_failed_node_read_waits_for_the_listing_in_flight_and_leaves_no_thread(cluster):
-    # Given a converged cluster, then a node list that fails after its first page while the Kueue objects take a
-    # while to list
-    store, kube, r = cluster
-    r.recompute("demo")
+    # And a node list failing after its first page while the Kueue objects take a while to list fails the read, and
+    # the listing has ended before the recompute returns: no thread is left
+    kube.managed_error = None
+    kube.managed_done.clear()
 
     def failing(page_size: int = 500) -> Iterator[dict[str, Any]]:
         yield kube.nodes[0]
@@ -126,25 +108,26 @@ def test_a_failed_node_read_waits_for_the_listing_in_flight_and_leaves_no_thread
 
     kube.list_nodes = failing  # type: ignore[method-assign]
     kube.list_managed = lambda: (time.sleep(0.2), kube.managed_done.set(), [])[-1]  # type: ignore[method-assign]
-    # When recomputed
     with pytest.raises(ClusterReadError):
         r.recompute("demo")
-    # Then the read failure is recorded, and the listing had ended before the recompute returned: no thread is left
     assert store.pools["demo"].read_failure
     assert kube.managed_done.is_set() and not reader_threads()
 
 
-def test_the_cyclic_gc_is_paused_for_a_recompute_and_restored_after(cluster):
+def test_a_node_list_refused_at_once_fails_before_the_kueue_objects_are_asked_for_and_gc_is_paused_meanwhile(cluster):
+    # Given a node list refused at once (an expired token, say: the node list renews it and asks again, alone)
     _, kube, r = cluster
     assert gc.isenabled()
-    r.recompute("demo")
     kube.down = True
+    # When recomputed, Then the read failed and the Kueue objects were never asked for
     with pytest.raises(ClusterReadError):
         r.recompute("demo")
-    # paused while each ran (also the one that failed), enabled again after both
+    assert kube.managed_calls == 0 and not reader_threads()
+    # and Python's cyclic GC was paused while each recompute ran (also the one that failed), enabled again after
+    kube.down = False
+    r.recompute("demo")
     assert kube.gc_enabled == [False, False] and gc.isenabled()
     # and a caller that had paused it itself finds it still paused
-    kube.down = False
     gc.disable()
     try:
         r.recompute("demo")

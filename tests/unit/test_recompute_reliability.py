@@ -1,6 +1,6 @@
-"""The recompute on a bad day, with in-memory fakes: an unreadable Node, a mass failure's bounded change summary,
-the generation's event published once whatever fails after the pool was stored, a late run's read failure, and a
-batch's failed records handed back with their backoff (and out of time, at once)."""
+"""The recompute on a bad day, with in-memory fakes: unreadable Nodes, a mass failure's bounded change summary,
+the generation's event published once whatever fails after the pool was stored, and a batch's failed records
+handed back with their backoff (and out of time, at once)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from idleshare import timings
 from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord, QueuedRecord
-from idleshare.service.recompute import EXCLUDED_SAMPLE, ClusterReadError
+from idleshare.service.recompute import EXCLUDED_SAMPLE
 from tests.unit import test_handlers
 from tests.unit.test_handlers import cq, gpu_limit, node
 
@@ -19,24 +19,17 @@ cluster = test_handlers.cluster  # the fixture: cluster demo (4 p5 nodes, teams 
 
 
 def test_a_node_that_cannot_be_read_is_excluded_as_unreadable_and_the_rest_counts(cluster):
-    # Given a cluster one of whose Node objects has an allocatable of the wrong type
+    # Given a cluster one of whose Node objects has an allocatable of the wrong type, and one without a name
     store, kube, _, r = cluster
     kube.nodes[1]["status"]["allocatable"] = "eight GPUs"
-    # When it is recomputed
-    out = r.recompute("demo")
-    # Then the cluster is not failed: that node is excluded, named, and its error kept for the log
-    pool = store.pools["demo"].pool
-    assert pool["excludedNodes"] == {"p5-1": "Unreadable"}
-    assert pool["capacity"]["ml.p5.48xlarge"]["nvidia.com/gpu"] == "24"
-    assert len(out.unreadable) == 1 and "allocatable" in out.unreadable[0]
-    assert gpu_limit(cq(kube, "a")) == "8"
-
-
-def test_a_node_without_a_name_is_unreadable_by_its_position(cluster):
-    store, kube, _, r = cluster
     kube.nodes.append({"metadata": {"name": 7}, "status": []})
-    r.recompute("demo")
-    assert store.pools["demo"].pool["excludedNodes"] == {"<unreadable node #4>": "Unreadable"}
+    out = r.recompute("demo")
+    # Then the cluster is not failed: those nodes are excluded, named (by position without a name), errors kept
+    pool = store.pools["demo"].pool
+    assert pool["excludedNodes"] == {"p5-1": "Unreadable", "<unreadable node #4>": "Unreadable"}
+    assert pool["capacity"]["ml.p5.48xlarge"]["nvidia.com/gpu"] == "24"
+    assert len(out.unreadable) == 2 and "allocatable" in out.unreadable[0]
+    assert gpu_limit(cq(kube, "a")) == "8"
 
 
 def test_a_mass_failure_is_summarised_in_counts_and_a_bounded_sample(cluster):
@@ -57,59 +50,29 @@ def test_a_mass_failure_is_summarised_in_counts_and_a_bounded_sample(cluster):
     assert len(store.pools["demo"].pool["excludedNodes"]) == 4000  # the pool itself keeps every name
 
 
-def test_an_event_lost_to_a_failed_publish_is_published_by_the_retry_once(cluster):
-    # Given generation 1, then a node gone and EventBridge failing once
+@pytest.mark.parametrize("fails", ["publish", "apply"])
+def test_an_event_lost_to_a_failure_after_the_pool_was_stored_is_published_by_the_retry_once(cluster, fails):
+    # Given generation 1, then a node gone and EventBridge, or the apply's listing, failing once
     store, kube, publisher, r = cluster
     r.recompute("demo")
     kube.nodes.pop()
-    publisher.fail = 1
-    # When the recompute stores generation 2 and the publish fails
+    if fails == "publish":
+        publisher.fail = 1
+    else:  # the apply's listing fails once the pool is stored
+        kube.down, original = True, kube.list_nodes
+        kube.list_nodes = lambda page_size=500: iter(kube.nodes)
+    # When the recompute stores generation 2 and then fails
     with pytest.raises(RetryableError):
         r.recompute("demo")
     assert store.pools["demo"].generation == 2 and store.pools["demo"].outbox is not None
+    assert [d["generation"] for d in publisher.details] == [1]
+    if fails == "apply":
+        kube.down, kube.list_nodes = False, original
     # Then the retry (nothing changed since: same digest) publishes generation 2, and a third run does not again
     r.recompute("demo")
     r.recompute("demo")
     assert [d["generation"] for d in publisher.details] == [1, 2]
     assert store.pools["demo"].outbox is None
-
-
-def test_an_event_after_a_failed_apply_is_published_once_the_apply_succeeds(cluster):
-    store, kube, publisher, r = cluster
-    r.recompute("demo")
-    kube.nodes.pop()
-    kube.down = True  # the apply's listing fails once the pool is stored
-    original = kube.list_nodes
-    kube.list_nodes = lambda page_size=500: iter(kube.nodes)  # type: ignore[method-assign]
-    with pytest.raises(RetryableError):
-        r.recompute("demo")
-    assert store.pools["demo"].generation == 2 and [d["generation"] for d in publisher.details] == [1]
-    kube.down, kube.list_nodes = False, original  # type: ignore[method-assign]
-    r.recompute("demo")
-    assert [d["generation"] for d in publisher.details] == [1, 2]
-
-
-def test_a_late_runs_read_failure_does_not_land_on_a_newer_generation(cluster):
-    # Given a run that started at generation 1 and a newer run that stored generation 2 meanwhile
-    store, kube, _, r = cluster
-    r.recompute("demo")
-    kube.nodes.pop()
-    r.recompute("demo")
-    # When the late run records its failure against generation 1
-    store.record_read_failure("demo", "ReadError: late", generation=1)
-    # Then the newer generation's state is untouched
-    assert store.pools["demo"].read_failure == ""
-    store.record_read_failure("demo", "ReadError: now", generation=2)
-    assert store.pools["demo"].read_failure == "ReadError: now"
-
-
-def test_a_failed_read_is_recorded_against_the_generation_it_started_from(cluster):
-    store, kube, _, r = cluster
-    r.recompute("demo")
-    kube.down = True
-    with pytest.raises(ClusterReadError):
-        r.recompute("demo")
-    assert store.pools["demo"].read_failure and store.pools["demo"].generation == 1
 
 
 # -- the batch: backoff, FIFO, the function's time --------------------------------------------------------------
@@ -129,24 +92,30 @@ def record(i: int, cluster: str = "demo", count: int = 1) -> QueuedRecord:
     return QueuedRecord(f"m{i}", body, receipt_handle=f"h{i}", receive_count=count, queue_arn="arn:q")
 
 
-def deliver_all(records):
-    """What the FIFO batch processor answers: each record's failure, later records of a failed group failed too."""
+def deliverer(records, fifo=True):
+    """What the batch processor answers: each record's failure; FIFO: later records of a failed group fail too."""
 
     def deliver(handle):
         failed, groups = [], set()
         for rec in records:
-            cluster = json.loads(rec.body)["cluster"]
-            if cluster in groups:
-                failed.append({"itemIdentifier": rec.message_id})
-                continue
+            group = json.loads(rec.body)["cluster"] if fifo else rec.message_id
             try:
+                if group in groups:
+                    raise RuntimeError("behind a failed record of its group")
                 handle(rec.message_id)
             except Exception:
                 failed.append({"itemIdentifier": rec.message_id})
-                groups.add(cluster)
+                groups.add(group)
         return {"batchItemFailures": failed}
 
     return deliver
+
+
+def batch(recomputer, records, fifo=True, **options):
+    """The batch's failed message ids, and the records it handed back to the queue: [(queue, [(handle, delay)])]."""
+    returns = Returns()
+    answer = recomputer.run_batch(records, deliverer(records, fifo), returns=returns, **options)
+    return [f["itemIdentifier"] for f in answer["batchItemFailures"]], returns.calls
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 30])
@@ -154,14 +123,10 @@ def test_a_failed_record_is_handed_back_with_its_backoff_not_the_visibility_time
     # Given a cluster that cannot be read, its record received ``count`` times
     _, kube, _, r = cluster
     kube.down = True
-    records = [record(1, count=count), record(2, count=count)]
-    returns = Returns()
-    # When the batch runs
-    answer = r.run_batch(records, deliver_all(records), returns=returns)
+    failed, returned = batch(r, [record(1, count=count), record(2, count=count)])
     # Then both records of the cluster fail and come back after the backoff of their receive count (≤ 20 s)
-    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["m1", "m2"]
     delay = timings.retry_delay(count)
-    assert returns.calls == [("arn:q", [("h1", delay), ("h2", delay)])]
+    assert (failed, returned) == (["m1", "m2"], [("arn:q", [("h1", delay), ("h2", delay)])])
     assert delay <= timings.RETRY_MAX_SECONDS <= 30
 
 
@@ -176,13 +141,10 @@ def test_a_cluster_is_not_started_without_the_time_a_recompute_needs_and_comes_b
         left[0] -= 20
         return original(page_size)
 
-    kube.list_nodes = slow  # type: ignore[method-assign]
-    records = [record(1), record(2, cluster="other")]
-    returns = Returns()
-    answer = r.run_batch(records, deliver_all(records), returns=returns, remaining_seconds=lambda: left[0])
+    kube.list_nodes = slow
+    failed, returned = batch(r, [record(1), record(2, cluster="other")], remaining_seconds=lambda: left[0])
     # Then the first is recomputed, the second is handed back to be retried at once (0 s), not lost to a timeout
-    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["m2"]
-    assert returns.calls == [("arn:q", [("h2", 0)])]
+    assert (failed, returned) == (["m2"], [("arn:q", [("h2", 0)])])
     assert store.pools["demo"].generation == 1 and "other" not in store.pools
 
 
@@ -195,20 +157,4 @@ def test_the_dlq_comes_only_after_fifteen_minutes_of_failing():
 def test_an_unreadable_message_fails_its_record_only(cluster):
     _, _, _, r = cluster
     records = [QueuedRecord("bad", "not json", receipt_handle="hb", queue_arn="arn:q"), record(1)]
-    returns = Returns()
-    answer = r.run_batch(records, _deliver_each(records), returns=returns)
-    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == ["bad"]
-    assert returns.calls == [("arn:q", [("hb", timings.retry_delay(1))])]
-
-
-def _deliver_each(records):
-    def deliver(handle):
-        failed = []
-        for rec in records:
-            try:
-                handle(rec.message_id)
-            except Exception:
-                failed.append({"itemIdentifier": rec.message_id})
-        return {"batchItemFailures": failed}
-
-    return deliver
+    assert batch(r, records, fifo=False) == (["bad"], [("arn:q", [("hb", timings.retry_delay(1))])])

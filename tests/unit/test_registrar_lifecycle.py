@@ -24,6 +24,7 @@ ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/"
 A = {"id": "alpha", "eks_cluster_name": "alpha-eks", "hyperpod_cluster_arn": ARN + "aaaa1111aaaa"}
 B = {"id": "beta", "eks_cluster_name": "beta-eks", "hyperpod_cluster_arn": ARN + "bbbb2222bbbb"}
 C = {"id": "gamma", "eks_cluster_name": "gamma-eks"}
+RENAMED = {"id": "beta-2", "eks_cluster_name": "beta-eks"}
 
 
 def clusters(*items: dict[str, Any]) -> str:
@@ -57,16 +58,14 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return out
 
 
+CFN = {"ResponseURL": "https://cloudformation-custom-resource-response.example/r-1", "RequestId": "r-1",
+       "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/idleshare/1",
+       "LogicalResourceId": "ClusterRegistry", "ResourceType": "Custom::IdleshareClusterRegistry"}  # fmt: skip
+
+
 def request(kind: str, new: str | None, old: str | None = None) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "RequestType": kind,
-        "ResponseURL": "https://cloudformation-custom-resource-response.example/r-1",
-        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/idleshare/1",
-        "RequestId": "r-1",
-        "LogicalResourceId": "ClusterRegistry",
-        "ResourceType": "Custom::IdleshareClusterRegistry",
-        "ResourceProperties": {} if new is None else {"Clusters": new},
-    }
+    """CloudFormation's request of type ``kind`` with the new (and old) Clusters property."""
+    event: dict[str, Any] = {**CFN, "RequestType": kind, "ResourceProperties": {} if new is None else {"Clusters": new}}
     if kind != "Create":
         event["PhysicalResourceId"] = registrar.PHYSICAL_ID
     if old is not None:
@@ -84,56 +83,44 @@ def registry_keys(store: DynamoStore) -> list[str]:
     return sorted(i["sk"] for i in items["Items"])
 
 
-def test_an_update_deregisters_the_cluster_removed_from_the_config(store, answers) -> None:
-    invoke(request("Create", clusters(A, B)))
+def registry_of(*configs: dict[str, Any]) -> list[str]:
+    """The REGISTRY items of these clusters: the list entry and the EKS name and ARN lookups."""
+    arns = [f"ARN#{c['hyperpod_cluster_arn']}" for c in configs if c.get("hyperpod_cluster_arn")]
+    return sorted([*(f"CLUSTER#{c['id']}" for c in configs), *(f"EKS#{c['eks_cluster_name']}" for c in configs), *arns])
+
+
+@pytest.mark.parametrize(
+    ("created", "new", "answer", "left"),
+    [
+        # the cluster removed from the config
+        ((A, B), (A,), ("", "beta"), (A,)),
+        # a new cluster may take the EKS name of one removed in the same update
+        ((A, B), (A, RENAMED), ("beta-2", "beta"), (A, RENAMED)),
+        # a cluster left registered by an older deploy (before deregistration existed) is deregistered too
+        ((A, B, C), (A,), ("", "beta,gamma"), (A,)),
+    ],
+)
+def test_an_update_deregisters_every_cluster_not_in_the_new_config(store, answers, created, new, answer, left):
+    invoke(request("Create", clusters(*created)))
     store.create_quota("beta", builders.quota_body("research", name="research"))
-
-    out = invoke(request("Update", clusters(A), old=clusters(A, B)))
-
-    assert out == {"Status": "SUCCESS", "Registered": "", "Deregistered": "beta"}
-    assert [c.cluster_id for c in store.list_clusters()] == ["alpha"]
-    assert store.get_cluster("beta") is None
-    assert store.find_cluster(eks_cluster_name="beta-eks") is None
+    out = invoke(request("Update", clusters(*new), old=clusters(A, B)))
+    assert out == {"Status": "SUCCESS", "Registered": answer[0], "Deregistered": answer[1]}
+    assert [c.cluster_id for c in store.list_clusters()] == [c["id"] for c in left]
+    assert registry_keys(store) == registry_of(*left)  # every lookup of a removed cluster is gone
     assert store.find_cluster(hyperpod_arn=B["hyperpod_cluster_arn"]) is None
-    assert registry_keys(store) == sorted(["CLUSTER#alpha", "EKS#alpha-eks", f"ARN#{A['hyperpod_cluster_arn']}"])
     # the routes of the cluster kept are untouched; the removed cluster's data stays in the table
     assert store.find_cluster(eks_cluster_name="alpha-eks").cluster_id == "alpha"
     assert [q.name for q in store.list_quotas("beta")] == ["research"]
     assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
 
 
-def test_a_new_cluster_may_take_the_eks_name_of_one_removed_in_the_same_update(store, answers) -> None:
-    invoke(request("Create", clusters(A, B)))
-    renamed = {"id": "beta-2", "eks_cluster_name": "beta-eks"}
-
-    out = invoke(request("Update", clusters(A, renamed), old=clusters(A, B)))
-
-    assert (out["Status"], out["Deregistered"], out["Registered"]) == ("SUCCESS", "beta", "beta-2")
-    assert store.find_cluster(eks_cluster_name="beta-eks").cluster_id == "beta-2"
-
-
-def test_a_cluster_left_registered_by_an_older_deploy_is_deregistered_too(store, answers) -> None:
-    invoke(request("Create", clusters(A, B, C)))  # before deregistration existed, gamma was dropped from the config
-
-    out = invoke(request("Update", clusters(A), old=clusters(A, B)))
-
-    assert out["Deregistered"] == "beta,gamma"
-    assert [c.cluster_id for c in store.list_clusters()] == ["alpha"]
-
-
-def test_delete_deregisters_every_configured_cluster(store, answers) -> None:
-    invoke(request("Create", clusters(A, B)))
-
-    out = invoke(request("Delete", clusters(A, B)))
-
-    assert out == {"Status": "SUCCESS", "Deregistered": "alpha,beta"}
-    assert store.list_clusters() == [] and registry_keys(store) == []
-    assert answers[-1]["Status"] == "SUCCESS"
-
-
-def test_delete_of_what_was_never_registered_succeeds(store, answers) -> None:
+def test_delete_deregisters_every_configured_cluster_and_succeeds_when_none_was_registered(store, answers) -> None:
     # a Create that failed is rolled back with a Delete
     assert invoke(request("Delete", clusters(A, B))) == {"Status": "SUCCESS", "Deregistered": ""}
+    invoke(request("Create", clusters(A, B)))
+    assert invoke(request("Delete", clusters(A, B))) == {"Status": "SUCCESS", "Deregistered": "alpha,beta"}
+    assert store.list_clusters() == [] and registry_keys(store) == []
+    assert [a["Status"] for a in answers] == ["SUCCESS"] * 3
 
 
 def test_an_update_rollback_registers_the_previous_config_from_the_request(store, answers, monkeypatch) -> None:
@@ -142,15 +129,14 @@ def test_an_update_rollback_registers_the_previous_config_from_the_request(store
     # the stack's update fails later and is rolled back: CloudFormation asks for the previous clusters while the
     # function still has the new configuration
     monkeypatch.setenv(names.ENV_CLUSTERS, clusters(A))
-
     out = invoke(request("Update", clusters(A, B), old=clusters(A)))
-
     assert (out["Registered"], out["Deregistered"]) == ("beta", "")
     assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]
 
 
 def test_without_a_clusters_property_the_function_config_is_registered(store, answers) -> None:
     assert invoke(request("Create", None))["Registered"] == "alpha,beta"
+    assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]
 
 
 @pytest.mark.parametrize(
@@ -164,9 +150,7 @@ def test_without_a_clusters_property_the_function_config_is_registered(store, an
 )
 def test_an_invalid_request_is_answered_failed_naming_the_field(store, answers, event, field) -> None:
     invoke(request("Create", clusters(A, B)))
-
     assert invoke(event) == {"Status": "FAILED"}
-
     assert answers[-1]["Status"] == "FAILED" and field in answers[-1]["Reason"], answers[-1]
     assert "Traceback" not in answers[-1]["Reason"]
     assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]  # nothing deregistered

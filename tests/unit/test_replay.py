@@ -25,20 +25,31 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out, err
 
 
-@pytest.mark.parametrize("flag", ["--local", "--bus=b"])
-def test_malformed_event_file_exits_2_naming_file_and_field(flag, capsys):
-    path = str(EVENTS / "malformed" / "node-health-missing-cluster-arn.json")
-    code, _, err = run(["replay", path, flag], capsys)
-    assert code == 2
-    assert "node-health-missing-cluster-arn.json" in err and "ClusterArn" in err
+MISSING_ARN = str(EVENTS / "malformed" / "node-health-missing-cluster-arn.json")
 
 
-def test_missing_file_and_region_without_bus_are_usage_errors(capsys):
-    assert run(["replay", "nope.yaml", "--local"], capsys)[0] == 2
-    code, _, err = run(
-        ["replay", str(EVENTS / "inbound" / "schedule-safety-net.json"), "--local", "--region", "x"], capsys
-    )
-    assert code == 2 and "--region" in err
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ([MISSING_ARN, "--local"], ["node-health-missing-cluster-arn.json", "ClusterArn"]),
+        ([MISSING_ARN, "--bus=b"], ["node-health-missing-cluster-arn.json", "ClusterArn"]),
+        (["nope.yaml", "--local"], ["nope.yaml"]),
+        ([str(EVENTS / "inbound" / "schedule-safety-net.json"), "--local", "--region", "x"], ["--region"]),
+    ],
+)
+def test_a_malformed_event_a_missing_file_or_a_region_without_bus_exits_2_naming_it(argv, says, capsys):
+    code, _, err = run(["replay", *argv], capsys)
+    assert code == 2 and all(s in err for s in says), err
+
+
+BAD_STEPS = [
+    ({"title": "t", "bogus": 1}, "steps[0].bogus"),
+    ({"title": "t", "cordon": "a", "uncordon": "b"}, "steps[0]"),
+    ({"title": "t", "cordon": "ml.p5.48xlarge#99"}, "steps[0].cordon"),
+    ({"title": "t", "node": {"name": "x", "change": "explode"}}, "steps[0].node.change"),
+    ({"title": "t", "recalculate": True, "expect": {"teams": {"a": {"f": {"gpu": {"borrow": 1}}}}}}, "borrow"),
+    ({"title": "t", "event": {"source": "idleshare", "detail-type": "Nope", "detail": {}}}, "detail-type"),
+]
 
 
 @pytest.mark.parametrize(
@@ -47,32 +58,14 @@ def test_missing_file_and_region_without_bus_are_usage_errors(capsys):
         ("s.yaml", "steps: [unclosed", "not valid YAML"),
         ("e.json", "{not json", "not valid JSON"),
         ("notes.md", "# not an event", "not valid JSON (a scenario is .yaml, an event file .json)"),
+        *[("s.json", json.dumps({"quotas": [], "steps": [step]}), field) for step, field in BAD_STEPS],
     ],
 )
-def test_a_file_that_does_not_parse_exits_2_saying_what_it_should_be(tmp_path, capsys, name, text, says):
+def test_an_unparsable_file_or_bad_step_exits_2_naming_file_and_fault(tmp_path, capsys, name, text, says):
     path = tmp_path / name
     path.write_text(text)
     code, _, err = run(["replay", str(path), "--local"], capsys)
     assert code == 2 and str(path) in err and says in err and "Traceback" not in err
-
-
-@pytest.mark.parametrize(
-    ("step", "field"),
-    [
-        ({"title": "t", "bogus": 1}, "steps[0].bogus"),
-        ({"title": "t", "cordon": "a", "uncordon": "b"}, "steps[0]"),
-        ({"title": "t", "cordon": "ml.p5.48xlarge#99"}, "steps[0].cordon"),
-        ({"title": "t", "node": {"name": "x", "change": "explode"}}, "steps[0].node.change"),
-        ({"title": "t", "recalculate": True, "expect": {"teams": {"a": {"f": {"gpu": {"borrow": 1}}}}}}, "borrow"),
-        ({"title": "t", "event": {"source": "idleshare", "detail-type": "Nope", "detail": {}}}, "detail-type"),
-    ],
-)
-def test_bad_scenario_steps_exit_2_naming_the_field(tmp_path, capsys, step, field):
-    path = tmp_path / "s.json"
-    path.write_text(json.dumps({"quotas": [], "steps": [step]}))
-    code, _, err = run(["replay", str(path), "--local"], capsys)
-    assert code == 2
-    assert str(path) in err and field in err
 
 
 def test_bus_puts_every_event_in_batches_of_ten(capsys, monkeypatch):
@@ -128,27 +121,18 @@ def test_bus_sends_a_scenarios_event_steps_and_skips_operator_steps(tmp_path):
 
 @pytest.mark.parametrize(
     ("status", "action", "label"),
-    [
-        ("Schedulable", None, "Schedulable"),
-        ("Healthy", None, "Schedulable"),
-        ("Unhealthy", "Replace", "UnschedulablePendingReplacement"),
-        ("Unhealthy", "Reboot", "UnschedulablePendingReboot"),
-        ("Unhealthy", "None", "Unschedulable"),
-        ("UnschedulablePendingReboot", None, "UnschedulablePendingReboot"),
-    ],
-)
+    [("Schedulable", None, "Schedulable"), ("Healthy", None, "Schedulable"),
+     ("Unhealthy", "Replace", "UnschedulablePendingReplacement"), ("Unhealthy", "Reboot", "UnschedulablePendingReboot"),
+     ("Unhealthy", "None", "Unschedulable"), ("UnschedulablePendingReboot", None, "UnschedulablePendingReboot")],
+)  # fmt: skip
 def test_health_event_status_maps_to_the_node_label(status, action, label):
     assert health_label(status, action) == label
 
 
-def test_node_changes_are_recognised_case_insensitively():
-    assert canonical_change("Cordon") == "cordon"
-    assert canonical_change("notready") == "NotReady"
-    assert canonical_change("deleted") == "delete"
-    assert canonical_change("explode") is None
-
-
-def test_node_references_by_instance_type_and_index():
+def test_node_changes_are_recognised_case_insensitively_and_nodes_by_instance_type_and_index():
+    assert [canonical_change(c) for c in ("Cordon", "notready", "deleted", "explode")] == [
+        "cordon", "NotReady", "delete", None
+    ]  # fmt: skip
     refs = NodeRefs(json.loads((EVENTS / "examples" / "nodes.json").read_text()))
     first, second = refs.by_type["ml.p5.48xlarge"][:2]
     assert refs.resolve("ml.p5.48xlarge#1", "s", "x") == second != first
@@ -162,14 +146,9 @@ def test_kueue_changes_name_created_deleted_and_changed_fields():
 
     before = {("ClusterQueue", "", "a"): cq("4"), ("Cohort", "", "gone"): {"spec": {}}}
     after = {("ClusterQueue", "", "a"): cq("2"), ("LocalQueue", "ns", "new"): {"spec": {}}}
-    changes = kueue_changes(before, after)
-    assert changes == [
-        {
-            "op": "updated",
-            "kind": "ClusterQueue",
-            "name": "a",
-            "fields": [{"field": "p5/gpu.borrowingLimit", "old": "4", "new": "2"}],
-        },
+    fields = [{"field": "p5/gpu.borrowingLimit", "old": "4", "new": "2"}]
+    assert kueue_changes(before, after) == [
+        {"op": "updated", "kind": "ClusterQueue", "name": "a", "fields": fields},
         {"op": "deleted", "kind": "Cohort", "name": "gone"},
         {"op": "created", "kind": "LocalQueue", "name": "new", "namespace": "ns"},
     ]

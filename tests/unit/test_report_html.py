@@ -14,6 +14,7 @@ import shutil
 import struct
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -41,64 +42,43 @@ def pool_doc() -> dict[str, Any]:
     return {**HEAD, **example_pool()}
 
 
+P5, G5, P4D, TRN1 = "ml.p5.48xlarge", "ml.g5.12xlarge", "ml.p4d.24xlarge", "ml.trn1.32xlarge"
+GPU, MIG, NEURON = "nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "aws.amazon.com/neurondevice"
+
+
 def usage_doc() -> dict[str, Any]:
     """GET usage: ml-research borrows 6 p5 GPUs of nlp's idle nominal; infra borrows g5 GPUs and MIG slices."""
 
-    def use(nominal: str, in_use: str, borrowed: str, lent: str) -> dict[str, str]:
-        return {"nominal": nominal, "inUse": in_use, "borrowed": borrowed, "lent": lent}
+    def use(*values: str) -> dict[str, str]:
+        return dict(zip(("nominal", "inUse", "borrowed", "lent"), values, strict=True))
+
+    def flavor(*values: str) -> dict[str, str]:
+        return dict(zip(("capacity", "pool", "inUse", "borrowed", "idle"), values, strict=True))
 
     def team(flavors: dict[str, Any], pending: int, reserving: int, admitted: int, preemptions: int) -> dict[str, Any]:
         workloads = {"pending": pending, "reserving": reserving, "admitted": admitted}
         return {"flavors": flavors, "workloads": workloads, "preemptions": preemptions}
 
-    p5, g5, p4d, trn1 = "ml.p5.48xlarge", "ml.g5.12xlarge", "ml.p4d.24xlarge", "ml.trn1.32xlarge"
-    gpu, mig, neuron = "nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "aws.amazon.com/neurondevice"
-    research = {
-        p5: {gpu: use("24", "30", "6", "0"), "cpu": use("574350m", "400", "0", "0")},
-        g5: {gpu: use("0", "10", "10", "0")},
-        trn1: {neuron: use("0", "16", "16", "0")},
-    }
-    infra = {g5: {gpu: use("0", "4", "4", "0")}, p4d: {mig: use("0", "20", "20", "0")}}
-    infra[trn1] = {neuron: use("64", "48", "0", "0")}
+    research = {P5: {GPU: use("24", "30", "6", "0"), "cpu": use("574350m", "400", "0", "0")},
+                G5: {GPU: use("0", "10", "10", "0")}, TRN1: {NEURON: use("0", "16", "16", "0")}}  # fmt: skip
+    infra = {G5: {GPU: use("0", "4", "4", "0")}, P4D: {MIG: use("0", "20", "20", "0")},
+             TRN1: {NEURON: use("64", "48", "0", "0")}}  # fmt: skip
     teams = {
         "ml-research": team(research, pending=1, reserving=0, admitted=5, preemptions=2),
-        "nlp": team({p5: {gpu: use("16", "4", "0", "6")}, g5: {gpu: use("8", "8", "0", "0")}}, 0, 0, 3, 0),
+        "nlp": team({P5: {GPU: use("16", "4", "0", "6")}, G5: {GPU: use("8", "8", "0", "0")}}, 0, 0, 3, 0),
         "infra": team(infra, pending=2, reserving=1, admitted=4, preemptions=0),
-        "vision": team({p4d: {mig: use("112", "100", "0", "0")}}, 0, 0, 2, 1),
+        "vision": team({P4D: {MIG: use("112", "100", "0", "0")}}, 0, 0, 2, 1),
     }
-
-    def flavor(capacity: str, pool: str, in_use: str, borrowed: str, idle: str) -> dict[str, str]:
-        return {"capacity": capacity, "pool": pool, "inUse": in_use, "borrowed": borrowed, "idle": idle}
-
     flavors = {
-        "ml.p5.48xlarge": {
-            "nvidia.com/gpu": flavor("56", "16", "34", "6", "22"),
-            "cpu": flavor("1340150m", "382900m", "400", "0", "940150m"),
-        },
-        "ml.g5.12xlarge": {"nvidia.com/gpu": flavor("32", "24", "22", "14", "10")},
-        "ml.p4d.24xlarge": {
-            "nvidia.com/mig-1g.5gb": flavor("280", "168", "120", "20", "160"),
-            "nvidia.com/mig-3g.20gb": flavor("48", "48", "0", "0", "48"),
-        },
-        "ml.trn1.32xlarge": {"aws.amazon.com/neurondevice": flavor("112", "48", "64", "16", "48")},
-    }
-    pending = [
-        {
-            "team": "infra",
-            "flavor": "ml.p5.48xlarge",
-            "resource": "nvidia.com/gpu",
-            "idle": "22",
-            "pendingReason": "couldn't assign flavors to pod set main: borrowing limit for nvidia.com/gpu in flavor "
-            "ml.p5.48xlarge exceeded " + HOSTILE,
-        }
-    ]
-    return {
-        "cluster": CLUSTER,
-        "sampledAt": "2026-12-01T09:59:00Z",
-        "flavors": flavors,
-        "teams": teams,
-        "idleWhilePending": pending,
-    }
+        P5: {GPU: flavor("56", "16", "34", "6", "22"), "cpu": flavor("1340150m", "382900m", "400", "0", "940150m")},
+        G5: {GPU: flavor("32", "24", "22", "14", "10")},
+        P4D: {MIG: flavor("280", "168", "120", "20", "160"), "nvidia.com/mig-3g.20gb": flavor("48", "48", "0", "0", "48")},
+        TRN1: {NEURON: flavor("112", "48", "64", "16", "48")},
+    }  # fmt: skip
+    reason = f"couldn't assign flavors to pod set main: borrowing limit for {GPU} in flavor {P5} exceeded {HOSTILE}"
+    pending = [{"team": "infra", "flavor": P5, "resource": GPU, "idle": "22", "pendingReason": reason}]
+    return {"cluster": CLUSTER, "sampledAt": "2026-12-01T09:59:00Z", "flavors": flavors, "teams": teams,
+            "idleWhilePending": pending}  # fmt: skip
 
 
 def history_doc() -> dict[str, Any]:
@@ -108,46 +88,27 @@ def history_doc() -> dict[str, Any]:
         start = f"2026-11-{24 + day:02d}T00:00:00Z"
         short = 16 if day == 3 else 24  # the gap: 8 hours without a sample
         for team, flavor, resource, allocated, borrowed in (
-            ("ml-research", "ml.p5.48xlarge", "nvidia.com/gpu", 24 * short, (4 + day % 3) * short),
-            ("nlp", "ml.p5.48xlarge", "nvidia.com/gpu", (6 + day) * short, 0),
-            ("nlp", "ml.g5.12xlarge", "nvidia.com/gpu", 8 * short, 0),
-            ("infra", "ml.g5.12xlarge", "nvidia.com/gpu", 0, (2 + day % 2) * short),
-            ("infra", "ml.trn1.32xlarge", "aws.amazon.com/neurondevice", 40 * short, 0),
-            ("ml-research", "ml.trn1.32xlarge", "aws.amazon.com/neurondevice", 0, 16 * short),
+            ("ml-research", P5, GPU, 24 * short, (4 + day % 3) * short),
+            ("nlp", P5, GPU, (6 + day) * short, 0),
+            ("nlp", G5, GPU, 8 * short, 0),
+            ("infra", G5, GPU, 0, (2 + day % 2) * short),
+            ("infra", TRN1, NEURON, 40 * short, 0),
+            ("ml-research", TRN1, NEURON, 0, 16 * short),
+            ("ml-research", P5, "cpu", 9600, None),
         ):
-            rows.append(
-                {
-                    "start": start,
-                    "team": team,
-                    "flavor": flavor,
-                    "resource": resource,
-                    "allocatedHours": str(allocated),
-                    "borrowedHours": f"{borrowed * 1000 + 500 * (day % 2)}m",
-                }
-            )
-        rows.append(
-            {
-                "start": start,
-                "team": "ml-research",
-                "flavor": "ml.p5.48xlarge",
-                "resource": "cpu",
-                "allocatedHours": "9600",
-                "borrowedHours": "0",
-            }
-        )
+            hours = "0" if borrowed is None else f"{borrowed * 1000 + 500 * (day % 2)}m"
+            rows.append({"start": start, "team": team, "flavor": flavor, "resource": resource,
+                         "allocatedHours": str(allocated), "borrowedHours": hours})  # fmt: skip
     gaps = [{"start": "2026-11-27T06:00:00Z", "end": "2026-11-27T14:00:00Z", "reason": "kube API unreachable"}]
     return {"cluster": CLUSTER, "from": FROM, "to": TO, "granularity": "day", "rows": rows, "gaps": gaps}
 
 
 def full_report() -> str:
-    pool = pool_doc()
+    pool, at = pool_doc(), "2026-12-01T10:05:00Z"
+    grants = {"cluster": CLUSTER, "generation": 7, "teams": pool["teams"]}
+    excluded = pool["excludedNodes"]
     return report_html.render(
-        pool,
-        grants={"cluster": CLUSTER, "generation": 7, "teams": pool["teams"]},
-        excluded_nodes=pool["excludedNodes"],
-        usage=usage_doc(),
-        history=history_doc(),
-        generated_at="2026-12-01T10:05:00Z",
+        pool, grants=grants, excluded_nodes=excluded, usage=usage_doc(), history=history_doc(), generated_at=at
     )
 
 
@@ -189,6 +150,12 @@ class Opened:
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
         self.page.goto(self.url, wait_until="load")
 
+    def __enter__(self) -> Opened:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.context.close()
+
     def numbers(self) -> list[dict[str, Any]]:
         """Every element with ``data-field``: its field, value, team, flavor, resource and shown text."""
         found: list[dict[str, Any]] = self.page.eval_on_selector_all(
@@ -200,18 +167,20 @@ class Opened:
         )
         return found
 
-    def screenshot(self, path: Path) -> bytes:
-        shot: bytes = self.page.screenshot(path=str(path), full_page=True)
-        return shot
-
-    def close(self) -> None:
-        self.context.close()
+    def assert_clean(self) -> None:
+        assert self.errors == [], self.errors
+        assert self.requests == [self.url], self.requests  # the page itself, and nothing else
 
 
 def png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     width, height = struct.unpack(">II", data[16:24])
     return width, height
+
+
+def places(tree: dict[str, dict[str, Any]]) -> list[tuple[str, str, Any]]:
+    """(flavor, resource, value) of each leaf of a {flavor: {resource: value}} document."""
+    return [(flavor, resource, value) for flavor, per in tree.items() for resource, value in per.items()]
 
 
 def cells(numbers: list[dict[str, Any]], field: str) -> dict[tuple[str | None, str | None, str | None], dict[str, Any]]:
@@ -227,8 +196,7 @@ def cells(numbers: list[dict[str, Any]], field: str) -> dict[tuple[str | None, s
 
 def assert_shown(cell: dict[str, Any], value: object, resource: str) -> None:
     """The cell holds this exact quantity and shows it as the tables do."""
-    expected = "" if value is None else str(value)
-    assert cell["value"] == expected, cell
+    assert cell["value"] == ("" if value is None else str(value)), cell
     assert cell["text"] == human_text(value, resource), cell
 
 
@@ -240,19 +208,12 @@ def check_limits(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
             assert team and flavor and resource
             assert_shown(cell, teams[team][field].get(flavor, {}).get(resource), resource)
         for team, grant in teams.items():
-            for flavor, per in grant[field].items():
-                for resource, value in per.items():
-                    if parse_quantity(value):
-                        assert (team, flavor, resource) in shown, (field, team, flavor, resource)
+            for flavor, resource, value in places(grant[field]):
+                assert not parse_quantity(value) or (team, flavor, resource) in shown, (field, team, flavor, resource)
 
 
 def check_why(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
-    expected = {
-        (team, flavor, resource): d
-        for team, grant in teams.items()
-        for flavor, per in grant["why"].items()
-        for resource, d in per.items()
-    }
+    expected = {(team, f, r): why for team, grant in teams.items() for f, r, why in places(grant["why"])}
     assert expected
     for key in ("pool", "percent", "percentCap", "absoluteCap", "limit", "bound"):
         shown = cells(numbers, f"why.{key}")
@@ -260,29 +221,20 @@ def check_why(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
         for (team, flavor, resource), cell in shown.items():
             value = expected[(team, flavor, resource)][key]
             assert cell["value"] == ("" if value is None else str(value)), cell
-            if key == "percent":
-                assert cell["text"] == ("-" if value is None else f"{value}%")
-            elif key == "bound":
-                assert cell["text"] == value
-            else:
-                assert cell["text"] == ("-" if value is None else human_text(value, str(resource), "0")), cell
-
-
-def assert_clean(opened: Opened) -> None:
-    assert opened.errors == [], opened.errors
-    assert opened.requests == [opened.url], opened.requests  # the page itself, and nothing else
+            text = {"percent": f"{value}%", "bound": value}.get(key) or human_text(value, str(resource), "0")
+            assert cell["text"] == ("-" if value is None and key != "bound" else text), cell
 
 
 # ----------------------------------------------------------------------------------------------- tests
 def test_the_report_in_chromium_shows_the_numbers_of_the_json(browser, tmp_path):
     # Given the page of the example cluster with usage now and over seven days
     pool, usage, history = pool_doc(), usage_doc(), history_doc()
-    opened = Opened(browser, full_report(), tmp_path / "report.html")
-    try:
+    with Opened(browser, full_report(), tmp_path / "report.html") as opened:
+        page = opened.page
         # Then it loads nothing but itself and says nothing on the console
-        assert_clean(opened)
+        opened.assert_clean()
         # and its screenshot is a real picture of a long page
-        data = opened.screenshot(tmp_path / "report.png")
+        data = page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         width, height = png_size(data)
         assert width == 1280 and height > 1500 and len(data) > 50_000
         assert (tmp_path / "report.png").read_bytes() == data
@@ -294,72 +246,65 @@ def test_the_report_in_chromium_shows_the_numbers_of_the_json(browser, tmp_path)
         # each flavor's usage equals GET usage's, in the table and beside its bar
         for field in ("inUse", "borrowed", "idle"):
             shown = cells(numbers, field)
-            for flavor, per in usage["flavors"].items():
-                for resource, u in per.items():
-                    assert_shown(shown[(None, flavor, resource)], u[field], resource)
+            for flavor, resource, u in places(usage["flavors"]):
+                assert_shown(shown[(None, flavor, resource)], u[field], resource)
         bars = {(n["flavor"], n["resource"], n["field"]): n for n in numbers if n["tag"] == "b" and n["flavor"]}
-        for flavor, per in usage["flavors"].items():
-            for resource, u in per.items():
-                if not is_accelerator(resource):
-                    continue
+        for flavor, resource, u in places(usage["flavors"]):
+            if is_accelerator(resource):
                 guaranteed = parse_quantity(u["inUse"]) - parse_quantity(u["borrowed"])
                 assert bars[(flavor, resource, "guaranteedInUse")]["text"] == str(guaranteed)
                 for field in ("capacity", "borrowed", "idle"):
                     assert bars[(flavor, resource, field)]["value"] == u[field]
         # the bar's segments are drawn to scale: p5 GPUs 28 guaranteed, 6 borrowed, 22 idle of 56
-        widths = opened.page.eval_on_selector_all(
-            '[data-bar="ml.p5.48xlarge|nvidia.com/gpu"] rect[data-segment]', "rs => rs.map(r => r.getBBox().width)"
+        widths = page.eval_on_selector_all(
+            f'[data-bar="{P5}|{GPU}"] rect[data-segment]', "rs => rs.map(r => r.getBBox().width)"
         )
         assert [round(w / sum(widths) * 56, 3) for w in widths] == [28, 6, 22]
         # each team's use, borrowing and lending equal the snapshot's, with its workloads and preemptions
         for field in ("inUse", "borrowed", "lent"):
             shown = cells(numbers, field)
             for team, t in usage["teams"].items():
-                for flavor, per in t["flavors"].items():
-                    for resource, u in per.items():
-                        assert_shown(shown[(team, flavor, resource)], u[field], resource)
+                for flavor, resource, u in places(t["flavors"]):
+                    assert_shown(shown[(team, flavor, resource)], u[field], resource)
         for team, t in usage["teams"].items():
             counts = {n["field"]: n for n in numbers if n["team"] == team and n["tag"] == "b"}
             for key, value in [*t["workloads"].items(), ("preemptions", t["preemptions"])]:
                 assert counts[key]["value"] == str(value) and counts[key]["text"] == str(value)
         # the period's totals are the exact sums of its rows, and the chart's columns add up to them
-        totals: dict[tuple[str, str, str], list[Fraction]] = {}
+        totals: dict[tuple[str, str, str, str], Fraction] = {}
         for row in history["rows"]:
-            sums = totals.setdefault((row["team"], row["flavor"], row["resource"]), [Fraction(0), Fraction(0)])
-            sums[0] += parse_quantity(row["allocatedHours"])
-            sums[1] += parse_quantity(row["borrowedHours"])
+            for field in ("allocatedHours", "borrowedHours"):
+                key = (row["team"], row["flavor"], row["resource"], field)
+                totals[key] = totals.get(key, Fraction(0)) + parse_quantity(row[field])
         columns: dict[tuple[str, str, str, str], Fraction] = {}
-        for chart in opened.page.eval_on_selector_all("svg[data-chart]", "cs => cs.map(c => c.dataset.chart)"):
+        for chart in page.eval_on_selector_all("svg[data-chart]", "cs => cs.map(c => c.dataset.chart)"):
             flavor, resource = chart.split("|")
-            found = opened.page.eval_on_selector_all(
+            for team, field, value in page.eval_on_selector_all(
                 f'svg[data-chart="{chart}"] rect[data-field]',
                 "rs => rs.map(r => [r.dataset.team, r.dataset.field, r.dataset.value])",
-            )
-            for team, field, value in found:
+            ):
                 key = (team, flavor, resource, field)
                 columns[key] = columns.get(key, Fraction(0)) + parse_quantity(value)
-        for field, index in (("allocatedHours", 0), ("borrowedHours", 1)):
+        for field in ("allocatedHours", "borrowedHours"):
             shown = cells(numbers, f"total.{field}")
-            assert {k for k in shown} == set(totals)
-            for (team, flavor, resource), sums in totals.items():
-                assert parse_quantity(shown[(team, flavor, resource)]["value"]) == sums[index]
+            assert {(*k, field) for k in shown} == {k for k in totals if k[3] == field}
+            for (team, flavor, resource), cell in shown.items():
+                assert parse_quantity(cell["value"]) == totals[(team, flavor, resource, field)]
                 if is_accelerator(resource):  # charted; cpu is in the folded table only
-                    assert columns.get((team, flavor, resource, field), Fraction(0)) == sums[index]
-        assert opened.page.locator("svg[data-chart]").count() == 3  # p5 and g5 GPUs, trn1 Neuron devices
-        assert opened.page.locator("rect[data-gap-rect]").count() == 3  # the gap, on each chart
-        assert opened.page.locator("tr[data-gap]").inner_text().split("\t")[-1] == "kube API unreachable"
+                    assert columns.get((team, flavor, resource, field), 0) == totals[(team, flavor, resource, field)]
+        assert page.locator("svg[data-chart]").count() == 3  # p5 and g5 GPUs, trn1 Neuron devices
+        assert page.locator("rect[data-gap-rect]").count() == 3  # the gap, on each chart
+        assert page.locator("tr[data-gap]").inner_text().split("\t")[-1] == "kube API unreachable"
         # excluded nodes with their reasons, idle-while-pending with Kueue's words shown as text, run as nothing
-        excluded = opened.page.eval_on_selector_all(
+        excluded = page.eval_on_selector_all(
             "tr[data-excluded-node]", "rs => rs.map(r => [r.dataset.excludedNode, r.cells[1].textContent])"
         )
         assert dict(excluded) == pool["excludedNodes"] and len(excluded) == 4
-        pending = opened.page.locator("tr[data-idle-pending]")
+        pending = page.locator("tr[data-idle-pending]")
         assert pending.count() == 1 and HOSTILE in pending.inner_text()
-        assert opened.page.locator("script").count() == 0
-        assert cells(numbers, "idleWhilePending")[("infra", "ml.p5.48xlarge", "nvidia.com/gpu")]["value"] == "22"
-        assert opened.page.locator("[data-usage=none]").count() == 0
-    finally:
-        opened.close()
+        assert page.locator("script").count() == 0
+        assert cells(numbers, "idleWhilePending")[("infra", P5, GPU)]["value"] == "22"
+        assert page.locator("[data-usage=none]").count() == 0
 
 
 def test_plan_format_html_shows_the_pool_limits_and_why_and_says_usage_needs_a_cluster(browser, tmp_path, capsys):
@@ -370,27 +315,22 @@ def test_plan_format_html_shows_the_pool_limits_and_why_and_says_usage_needs_a_c
     page_html = capsys.readouterr().out
     assert main([*argv, "--format", "json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-
-    opened = Opened(browser, page_html, tmp_path / "plan.html")
-    try:
-        assert_clean(opened)
-        assert png_size(opened.screenshot(tmp_path / "plan.png"))[1] > 1000
+    with Opened(browser, page_html, tmp_path / "plan.html") as opened:
+        opened.assert_clean()
+        assert png_size(opened.page.screenshot(path=str(tmp_path / "plan.png"), full_page=True))[1] > 1000
         numbers = opened.numbers()
-        # Then its limits and why are the plan's JSON
+        # Then its limits, why and pool table are the plan's JSON
         check_limits(numbers, plan["teams"])
         check_why(numbers, plan["teams"])
-        # its pool table too
-        for field, key in (("capacity", "capacity"), ("allocated", "allocated"), ("unallocated", "unallocated")):
+        for field in ("capacity", "allocated", "unallocated"):
             for (_, flavor, resource), cell in cells(numbers, field).items():
                 assert flavor and resource
-                assert_shown(cell, plan[key][flavor].get(resource), resource)
+                assert_shown(cell, plan[field][flavor].get(resource), resource)
         # and instead of usage it says a deployed cluster has it
         notes = opened.page.locator("[data-usage=none]")
         assert notes.count() == 3 and notes.first.is_visible()
         assert "needs a deployed cluster" in notes.first.inner_text()
         assert not cells(numbers, "inUse") and opened.page.locator("svg[data-chart]").count() == 0
-    finally:
-        opened.close()
 
 
 # --------------------------------------------------------------------------------------- the command
@@ -429,10 +369,8 @@ def test_report_reads_pool_grants_every_excluded_node_and_usage_through_the_api(
     argv = ["report", "--cluster", CLUSTER, "--html", str(out), "--endpoint", gate.url]
     code = main([*argv, "--from", "2026-11-24", "--to", "2026-12-01T00:00:00Z", "--granularity", "day"])
     printed = capsys.readouterr()
-    assert (code, printed.err) == (0, "")
-    assert (
-        printed.out.startswith(f"wrote {out} (") and "usage 2026-11-24T00:00:00Z to 2026-12-01T00:00:00Z" in printed.out
-    )
+    assert (code, printed.err) == (0, "") and printed.out.startswith(f"wrote {out} (")
+    assert "usage 2026-11-24T00:00:00Z to 2026-12-01T00:00:00Z" in printed.out
     calls = [(e["path"], e["queryStringParameters"]) for e in gate.requests]
     assert ("/clusters/demo/usage", {"from": FROM, "to": TO, "granularity": "day"}) in calls
     assert ("/clusters/demo/usage", None) in calls
@@ -452,31 +390,23 @@ def test_report_without_usage_routes_still_writes_the_page_and_says_no_usage_yet
     out = tmp_path / "report.html"
     assert main(["report", "--cluster", CLUSTER, "--html", str(out), "--endpoint", gate.url]) == 0
     assert "no usage yet" in capsys.readouterr().out
-    opened = Opened(browser, out.read_text(), tmp_path / "served.html")
-    try:
-        assert_clean(opened)
+    with Opened(browser, out.read_text(), tmp_path / "served.html") as opened:
+        opened.assert_clean()
         note = opened.page.locator("[data-usage=none]").first
         assert note.is_visible() and "No usage yet: GET /clusters/demo/usage answered HTTP 404" in note.inner_text()
         check_limits(opened.numbers(), example_pool()["teams"])
-    finally:
-        opened.close()
 
 
 def test_report_arguments(capsys):
-    assert period(
-        None, None, now=__import__("datetime").datetime(2026, 12, 1, 10, 30, tzinfo=__import__("datetime").UTC)
-    ) == (
-        "2026-11-24T10:30:00Z",
-        "2026-12-01T10:30:00Z",
-    )
+    now = datetime(2026, 12, 1, 10, 30, tzinfo=UTC)  # the last 7 days by default
+    assert period(None, None, now=now) == ("2026-11-24T10:30:00Z", "2026-12-01T10:30:00Z")
     assert period("2026-11-30T12:00:00+02:00", "2026-12-01") == ("2026-11-30T10:00:00Z", "2026-12-01T00:00:00Z")
     for argv, message in (
-        (["--from", "2026-12-02", "--to", "2026-12-01"], "must be before --to"),
-        (["--from", "yesterday"], "not an ISO 8601 date"),
+        (["--html", "x.html", "--from", "2026-12-02", "--to", "2026-12-01"], "must be before --to"),
+        (["--html", "x.html", "--from", "yesterday"], "not an ISO 8601 date"),
         (["--html", "-", "--format", "json"], "cannot go there too"),
     ):
-        html_flag = [] if "--html" in argv else ["--html", "x.html"]
-        assert main(["report", "--cluster", "c", *html_flag, *argv, "--endpoint", "http://127.0.0.1:9/"]) == 2
+        assert main(["report", "--cluster", "c", *argv, "--endpoint", "http://127.0.0.1:9/"]) == 2
         assert message in capsys.readouterr().err
 
 
@@ -497,11 +427,7 @@ if __name__ == "__main__":  # the README's screenshot: python -m tests.unit.test
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/report.png").resolve()
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        page = chromium.new_page(viewport={"width": 1240, "height": 900})
-        html_path = target.with_suffix(".html")
-        html_path.write_text(full_report(), encoding="utf-8")
-        page.goto(html_path.as_uri())
-        page.screenshot(path=str(target), full_page=True)
-        html_path.unlink()
-        chromium.close()
+        with Opened(chromium, full_report(), target.with_suffix(".html"), width=1240) as opened:
+            opened.page.screenshot(path=str(target), full_page=True)
+    target.with_suffix(".html").unlink()
     print(f"wrote {target}")

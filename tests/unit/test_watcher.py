@@ -1,5 +1,5 @@
 """The node watcher's rules (``idleshare.service.watcher``) with fakes: what is a change, what is a heartbeat,
-how a failure, a 410 or a takeover is handled; its store items and the batched publisher on moto."""
+how a failure, a 410 or a takeover is handled, and what is checkpointed when publishing runs out of time."""
 
 from __future__ import annotations
 
@@ -7,21 +7,16 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from idleshare import names
-from idleshare.adapters.aws import EventBridgePublisher
-from idleshare.adapters.errors import ConflictError, PermanentError, ResourceExpiredError, RetryableError
+from idleshare.adapters.errors import PermanentError, ResourceExpiredError, RetryableError
 from idleshare.adapters.ports import WatchBookmark
-from idleshare.adapters.store import PK, SK, DynamoStore
 from idleshare.domain.model import HEALTH_LABEL
 from idleshare.service import watcher as w
 from tests.fakes import FakeKube, FakePublisher, FakeStore
 from tests.kube.fixtures import make_node
-from tests.kube.watcher_harness import aws_fixture, moto_table  # noqa: F401 - the ``aws`` fixture
 
 
 def _changed(node: dict[str, Any], edit: Any) -> list[str]:
@@ -43,32 +38,22 @@ CASES = [
     ("taint", lambda n: n["spec"].update(taints=[{"key": "k", "effect": "NoExecute"}]), ["Taints"]),
     ("allocatable", lambda n: n["status"]["allocatable"].update({"nvidia.com/mig-1g.10gb": "7"}), ["Allocatable"]),
     ("itype", lambda n: n["metadata"]["labels"].update({"node.kubernetes.io/instance-type": "x"}), ["InstanceType"]),
-    (
-        "several",
-        lambda n: (_ready("False")(n), n["spec"].update(unschedulable=True)),
-        ["NotReady", "Cordoned"],
-    ),
-]
-NOT_CHANGES = [
-    ("heartbeat", lambda n: n["status"]["conditions"][0].update(lastHeartbeatTime="2026-01-01T00:00:09Z")),
-    ("soft taint", lambda n: n["spec"].update(taints=[{"key": "k", "effect": "PreferNoSchedule"}])),
-    ("other label", lambda n: n["metadata"]["labels"].update(team="a")),
-    ("capacity", lambda n: n["status"].update(capacity={"cpu": "1"})),
-    ("finalizer", lambda n: n["metadata"].update(finalizers=["x"])),
+    ("several", lambda n: (_ready("False")(n), n["spec"].update(unschedulable=True)), ["NotReady", "Cordoned"]),
+    # and what cannot move the pool is no change
+    ("heartbeat", lambda n: n["status"]["conditions"][0].update(lastHeartbeatTime="2026-01-01T00:00:09Z"), []),
+    ("soft taint", lambda n: n["spec"].update(taints=[{"key": "k", "effect": "PreferNoSchedule"}]), []),
+    ("other label", lambda n: n["metadata"]["labels"].update(team="a"), []),
+    ("capacity", lambda n: n["status"].update(capacity={"cpu": "1"}), []),
+    ("finalizer", lambda n: n["metadata"].update(finalizers=["x"]), []),
 ]
 
 
 @pytest.mark.parametrize(("what", "edit", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_changes_that_can_move_the_pool(what: str, edit: Any, expected: list[str]) -> None:
+def test_only_changes_that_can_move_the_pool_are_changes(what, edit, expected):
     assert _changed(make_node("a"), edit) == expected
 
 
-@pytest.mark.parametrize(("what", "edit"), NOT_CHANGES, ids=[c[0] for c in NOT_CHANGES])
-def test_changes_that_cannot(what: str, edit: Any) -> None:
-    assert _changed(make_node("a"), edit) == []
-
-
-def test_added_and_deleted() -> None:
+def test_added_and_deleted():
     view = w.node_view(make_node("a"))
     assert w.node_changes(None, view) == ["Added"]
     assert w.node_changes(view, None) == ["Deleted"]
@@ -96,82 +81,73 @@ def _node(name: str, rv: str, **kw: Any) -> dict[str, Any]:
     return node
 
 
-def _run(kube: FakeKube, store: FakeStore, publisher: FakePublisher, readings: int = 8) -> w.WatchReport:
+def _run(kube: FakeKube, store: FakeStore, publisher: Any, readings: int = 8, **options: Any) -> w.WatchReport:
     return w.watch_cluster(
-        "c1", kube, store, publisher, deadline=readings, owner="me", clock=Ticks(), sleep=lambda s: None
+        "c1", kube, store, publisher, deadline=readings, owner="me", clock=Ticks(), sleep=lambda s: None, **options
     )
+
+
+def cordon(name: str = "a", rv: str = "12") -> tuple[str, dict[str, Any]]:
+    """The watch event of Node ``name`` cordoned at resourceVersion ``rv``."""
+    return ("MODIFIED", _node(name, rv, unschedulable=True))
 
 
 def _saved(nodes: list[dict[str, Any]], rv: str) -> WatchBookmark:
     return WatchBookmark("c1", 1, rv, {n["metadata"]["name"]: w.node_view(n) for n in nodes})
 
 
-def test_first_run_lists_and_publishes_nothing() -> None:
+def resume(script: list[Any], saved: list[dict[str, Any]], publisher: Any = None, readings: int = 8, **kube: Any):
+    """A run resuming from ``saved`` node views at rv 10, its watch answering ``script``."""
+    kube_ = FakeKube(kube.get("nodes", []), kube.get("rv", ""), script)
+    store, publisher = FakeStore(bookmark=_saved(saved, "10")), publisher or FakePublisher()
+    return kube_, store, publisher, _run(kube_, store, publisher, readings)
+
+
+def test_a_first_run_lists_and_publishes_nothing_and_a_taken_over_one_stops():
     kube = FakeKube([make_node("a")], "10", [])
     store, publisher = FakeStore(), FakePublisher()
     _run(kube, store, publisher)
     assert kube.lists == 1 and publisher.events == [] and store.saves[0] == ("10", True)
     assert kube.watches and set(kube.watches) == {"10"}
-
-
-def test_resume_reports_changes_and_ignores_heartbeats() -> None:
-    a = make_node("a")
-    beat = _node("a", "11")
-    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:01Z"
-    script = [
-        [
-            ("MODIFIED", beat),
-            ("MODIFIED", _node("a", "12", unschedulable=True)),
-            ("BOOKMARK", {"metadata": {"resourceVersion": "15"}}),
-        ]
-    ]
-    kube = FakeKube([], "", script)
-    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher()
-    report = _run(kube, store, publisher)
-    assert kube.lists == 0 and kube.watches[0] == "10" and kube.watches[1] == "15"
-    assert [(e["node"], e["change"], e["resourceVersion"]) for e in publisher.details] == [("a", "Cordoned", "12")]
-    assert report.ignored == 1 and report.bookmarks == 1 and store.saves[0] == ("15", True)
-
-
-def test_a_410_relists_and_diffs_against_the_saved_views() -> None:
-    a, b = make_node("a"), make_node("b")
-    kube = FakeKube([make_node("a", ready=False), make_node("c")], "30", [ResourceExpiredError("gone")])
-    store, publisher = FakeStore(bookmark=_saved([a, b], "10")), FakePublisher()
-    report = _run(kube, store, publisher)
-    assert report.relists == 1 and kube.lists == 1
-    assert sorted((e["node"], e["change"]) for e in publisher.details) == [
-        ("a", "NotReady"),
-        ("b", "Deleted"),
-        ("c", "Added"),
-    ]
-    assert store.rv == "30" and set(store.nodes or {}) == {"a", "c"}
-
-
-def test_a_failed_publish_replays_from_the_checkpoint() -> None:
-    a = make_node("a")
-    cordon = [("MODIFIED", _node("a", "12", unschedulable=True))]
-    kube = FakeKube([], "", [cordon, cordon])  # the replay from rv 10 sees the change again
-    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher(fail=1)
-    report = _run(kube, store, publisher, readings=10)
-    assert [e["change"] for e in publisher.details] == ["Cordoned"]
-    assert kube.watches[:2] == ["10", "10"] and report.failures and store.rv == "12"
-
-
-def test_a_watch_error_resumes_where_it_was() -> None:
-    a = make_node("a")
-    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))], RetryableError("reset")])
-    store, publisher = FakeStore(bookmark=_saved([a], "10")), FakePublisher()
-    report = _run(kube, store, publisher)
-    assert kube.watches[:3] == ["10", "12", "12"] and report.failures == ["reset"]
-    assert [e["change"] for e in publisher.details] == ["Cordoned"]
-
-
-def test_taken_over_stops() -> None:
+    # and a run whose watch another invocation took over stops
     kube = FakeKube([], "", [[("MODIFIED", _node("a", "12"))]])
     store = FakeStore(bookmark=_saved([make_node("a")], "10"))
     store.taken_over = True
     report = _run(kube, store, FakePublisher(), readings=100)
     assert report.superseded and len(kube.watches) == 1
+
+
+def test_resume_reports_changes_and_ignores_heartbeats():
+    beat = _node("a", "11")
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:01Z"
+    bookmark = ("BOOKMARK", {"metadata": {"resourceVersion": "15"}})
+    kube, store, publisher, report = resume([[("MODIFIED", beat), cordon(), bookmark]], [make_node("a")])
+    assert kube.lists == 0 and kube.watches[:2] == ["10", "15"]
+    assert [(e["node"], e["change"], e["resourceVersion"]) for e in publisher.details] == [("a", "Cordoned", "12")]
+    assert report.ignored == 1 and report.bookmarks == 1 and store.saves[0] == ("15", True)
+
+
+def test_a_410_relists_and_diffs_against_the_saved_views():
+    listed = [make_node("a", ready=False), make_node("c")]
+    saved = [make_node("a"), make_node("b")]
+    kube, store, publisher, report = resume([ResourceExpiredError("gone")], saved, nodes=listed, rv="30")
+    assert report.relists == 1 and kube.lists == 1
+    changes = sorted((e["node"], e["change"]) for e in publisher.details)
+    assert changes == [("a", "NotReady"), ("b", "Deleted"), ("c", "Added")]
+    assert store.rv == "30" and set(store.nodes or {}) == {"a", "c"}
+
+
+def test_a_failed_publish_replays_from_the_checkpoint():
+    # the replay from rv 10 sees the change again
+    kube, store, publisher, report = resume([[cordon()], [cordon()]], [make_node("a")], FakePublisher(fail=1), 10)
+    assert [e["change"] for e in publisher.details] == ["Cordoned"]
+    assert kube.watches[:2] == ["10", "10"] and report.failures and store.rv == "12"
+
+
+def test_a_watch_error_resumes_where_it_was():
+    kube, _, publisher, report = resume([[cordon()], RetryableError("reset")], [make_node("a")])
+    assert kube.watches[:3] == ["10", "12", "12"] and report.failures == ["reset"]
+    assert [e["change"] for e in publisher.details] == ["Cordoned"]
 
 
 class StuckPublisher:
@@ -187,24 +163,14 @@ class StuckPublisher:
         return 1
 
 
-def test_publishing_is_bounded_by_the_time_left_and_nothing_unpublished_is_checkpointed() -> None:
+def test_publishing_is_bounded_by_the_time_left_and_nothing_unpublished_is_checkpointed():
     # Given a cordon to publish, a bus that does not answer, and 0.3 s left for publishing
     a = make_node("a")
-    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))]])
+    kube = FakeKube([], "", [[cordon()]])
     store, stuck = FakeStore(bookmark=_saved([a], "10")), StuckPublisher()
     started = time.monotonic()
     try:
-        report = w.watch_cluster(
-            "c1",
-            kube,
-            store,
-            stuck,
-            deadline=100,
-            owner="me",
-            clock=Ticks(),
-            sleep=lambda s: None,
-            publish_time_left=lambda: 0.3,
-        )
+        report = _run(kube, store, stuck, readings=100, publish_time_left=lambda: 0.3)
         elapsed = time.monotonic() - started
     finally:
         stuck.release.set()
@@ -214,22 +180,15 @@ def test_publishing_is_bounded_by_the_time_left_and_nothing_unpublished_is_check
     # And the checkpoint is not moved past the change that may not be on the bus
     assert store.saves == [] and store.rv == "10" and report.resource_version == "10"
     # So the next invocation resumes from rv 10, sees the change again and publishes it
-    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))]])
+    kube = FakeKube([], "", [[cordon()]])
     publisher = FakePublisher()
     _run(kube, store, publisher)
     assert kube.watches[0] == "10" and [e["change"] for e in publisher.details] == ["Cordoned"]
     assert store.rv == "12"
 
 
-def test_a_publish_that_can_never_succeed_is_counted_not_replayed() -> None:
+def test_a_publish_that_can_never_succeed_is_counted_not_replayed():
     # Given a bus that refuses the first batch for good (e.g. an entry EventBridge says is invalid)
-    a, b = make_node("a"), make_node("b")
-    script = [
-        [("MODIFIED", _node("a", "12", unschedulable=True))],
-        [("MODIFIED", _node("b", "13", unschedulable=True))],
-    ]
-    kube = FakeKube([], "", script)
-
     class Refusing(FakePublisher):
         refused = False
 
@@ -239,53 +198,10 @@ def test_a_publish_that_can_never_succeed_is_counted_not_replayed() -> None:
                 raise PermanentError("events:PutEvents: ValidationException: bad", operation="events:PutEvents")
             return super().publish_batch(events)
 
-    publisher = Refusing()
-    store = FakeStore(bookmark=_saved([a, b], "10"))
-    report = _run(kube, store, publisher, readings=10)
+    script = [[cordon("a", "12")], [cordon("b", "13")]]
+    kube, store, publisher, report = resume(script, [make_node("a"), make_node("b")], Refusing(), readings=10)
     # Then the failure is reported, the watch goes on from where it was (no replay of what cannot succeed)
     assert any("ValidationException" in f for f in report.failures)
     assert kube.watches[:2] == ["10", "12"]
     assert [(e["node"], e["change"]) for e in publisher.details] == [("b", "Cordoned")]
     assert store.rv == "13"
-
-
-# -- the store items and the batched publisher (moto) --------------------------------------------------------
-
-
-@pytest.fixture
-def store(aws: None) -> Iterator[DynamoStore]:
-    with moto_table() as s:
-        yield s
-
-
-def test_store_claim_save_and_takeover(store: DynamoStore) -> None:
-    first = store.claim_watch("c1", "inv-1")
-    assert (first.lease, first.resource_version, first.nodes) == (1, "", None)
-    views = {"a": w.node_view(make_node("a"))}
-    store.save_watch("c1", 1, "10", views)
-    store.save_watch("c1", 1, "11")
-    second = store.claim_watch("c1", "inv-2")
-    assert (second.lease, second.resource_version, second.nodes) == (2, "11", views)
-    with pytest.raises(ConflictError):
-        store.save_watch("c1", 1, "12")
-    with pytest.raises(ConflictError):
-        store.save_watch("c1", 1, "12", views)
-    item = store.table.get_item(Key={PK: "CLUSTER#c1", SK: "WATCH"})["Item"]
-    assert item["rv"] == "11" and item["watch_owner"] == "inv-2"
-
-
-def test_publish_batch_sends_ten_per_call_and_resends_failed_entries(aws: None) -> None:
-    calls: list[int] = []
-
-    class Client:
-        def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-            calls.append(len(Entries))
-            if len(calls) == 1:  # the first call: its last entry throttled
-                results = [{"EventId": "x"}] * (len(Entries) - 1) + [{"ErrorCode": "ThrottlingException"}]
-                return {"FailedEntryCount": 1, "Entries": results}
-            return {"FailedEntryCount": 0, "Entries": [{"EventId": "x"}] * len(Entries)}
-
-    publisher = EventBridgePublisher(Client(), "bus")
-    events = [(names.DT_NODE_CHANGED, {"cluster": "c1", "node": f"n{i}"}) for i in range(23)]
-    assert publisher.publish_batch(events) == 4
-    assert calls == [10, 1, 10, 3]

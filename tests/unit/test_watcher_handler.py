@@ -15,17 +15,12 @@ from idleshare.handlers import watcher as handler_module
 from idleshare.runtime import wiring
 from tests.fakes import FakeKube, FakePublisher, FakeStore
 from tests.kube.fixtures import make_node
-from tests.unit.test_watcher import _node, _saved
+from tests.unit.test_watcher import StuckPublisher, _saved, cordon
 
 CLUSTERS = json.dumps([{"id": "c1", "eks_cluster_name": "eks-1"}])
 
-
-CONTEXT = LambdaContext(
-    function_name="w",
-    memory_limit_in_mb=256,
-    aws_request_id="req-1",
-    remaining_ms=(timings.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000,  # two seconds of watching
-)
+WATCHING = (timings.WATCHER_STOP_BEFORE_SECONDS + 2) * 1000  # two seconds of watching left
+CONTEXT = LambdaContext(function_name="w", memory_limit_in_mb=256, aws_request_id="req-1", remaining_ms=WATCHING)
 
 
 @pytest.fixture
@@ -33,7 +28,7 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv(names.ENV_TABLE_NAME, "idleshare-test")
     monkeypatch.setenv(names.ENV_CLUSTERS, CLUSTERS)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", names.SERVICE)
-    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12", unschedulable=True))]])
+    kube = FakeKube([], "", [[cordon()]])
     store, publisher = FakeStore(bookmark=_saved([make_node("a")], "10")), FakePublisher()
     seen: list[str] = []
 
@@ -46,11 +41,8 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Any:
     wiring.install(None)
 
 
-def test_watches_the_named_cluster_and_reports(installed: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    out = handler_module.handler(
-        {"cluster": "c1"},
-        CONTEXT,
-    )
+def test_watches_the_named_cluster_and_reports(installed, capsys):
+    out = handler_module.handler({"cluster": "c1"}, CONTEXT)
     assert installed.seen == ["eks-1"]
     assert out["published"] == 1 and out["changes"] == {"Cordoned": 1} and out["failures"] == 0
     assert [e["change"] for e in installed.publisher.details] == ["Cordoned"]
@@ -62,19 +54,14 @@ def test_watches_the_named_cluster_and_reports(installed: Any, capsys: pytest.Ca
 
 
 @pytest.mark.parametrize("event", [{}, {"cluster": ""}, {"cluster": "unknown"}, "x"])
-def test_refuses_an_input_naming_no_governed_cluster(installed: Any, event: Any) -> None:
+def test_refuses_an_input_naming_no_governed_cluster(installed, event):
     installed.store.get_cluster = lambda cluster_id: None
     with pytest.raises(handler_module.WatcherInputError):
-        handler_module.handler(
-            event,
-            CONTEXT,
-        )
+        handler_module.handler(event, CONTEXT)
 
 
-def test_publishing_stops_in_time_for_the_last_checkpoint(installed: Any) -> None:
+def test_publishing_stops_in_time_for_the_last_checkpoint(installed):
     # Given a bus that does not answer, and an invocation with 2 s of watching left before its stop margin
-    from tests.unit.test_watcher import StuckPublisher
-
     stuck = StuckPublisher()
     installed.publisher.publish_batch = stuck.publish_batch
     remaining = CONTEXT.get_remaining_time_in_millis() / 1000
