@@ -97,41 +97,35 @@ def config_map(doc: Any) -> dict[str, str]:
     return {KEY: doc if isinstance(doc, str) else json.dumps(doc)}
 
 
+def conf(api: str = V1BETA2, **sections: Any) -> dict[str, Any]:
+    return {"apiVersion": api, "kind": "Configuration", **sections}
+
+
+V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
+
+
 @pytest.mark.parametrize(
     ("doc", "expected"),
     [
         (
-            {
-                "apiVersion": V1BETA2,
-                "kind": "Configuration",
-                "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]},
-            },
+            conf(fairSharing={"preemptionStrategies": ["LessThanInitialShare"]}),
             KueueConfig(True, ("LessThanInitialShare",), ("batch/job",)),
         ),
-        ({"apiVersion": V1BETA2, "kind": "Configuration"}, FAIR_OFF),  # no section: off (v1beta2)
-        ({"apiVersion": V1BETA2, "kind": "Configuration", "fairSharing": {}}, KueueConfig(True, (), ("batch/job",))),
+        (conf(), FAIR_OFF),  # no section: off (v1beta2)
+        (conf(fairSharing={}), KueueConfig(True, (), ("batch/job",))),
         (
-            {
-                "apiVersion": V1BETA2,
-                "kind": "Configuration",
-                "integrations": {"frameworks": ["kubeflow.org/pytorchjob"]},
-            },
+            conf(integrations={"frameworks": ["kubeflow.org/pytorchjob"]}),
             KueueConfig(False, (), ("kubeflow.org/pytorchjob",)),
         ),
-        ({"apiVersion": V1BETA2, "kind": "Configuration", "integrations": {"frameworks": []}}, FAIR_OFF),  # default
-        (
-            {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "fairSharing": {"enable": True}},
-            KueueConfig(True, (), ("batch/job",)),
-        ),
-        (
-            {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "fairSharing": {"enable": False}},
-            FAIR_OFF,
-        ),
+        (conf(integrations={"frameworks": []}), FAIR_OFF),  # the default frameworks
+        (conf(V1BETA1, fairSharing={"enable": True}), KueueConfig(True, (), ("batch/job",))),
+        (conf(V1BETA1, fairSharing={"enable": False}), FAIR_OFF),
         (
             "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing:\n  preemptionStrategies:"
             " [LessThanOrEqualToFinalShare]\nintegrations:\n  frameworks: [batch/job, pod]\n",
             KueueConfig(True, ("LessThanOrEqualToFinalShare",), ("batch/job", "pod")),
         ),
+        (KUEUE_CONFIG_FAIR_SHARING, FAIR_ON),  # the devkit stack's
     ],
 )
 def test_the_configuration_says_whether_fair_sharing_is_on(doc, expected):
@@ -144,23 +138,15 @@ def test_the_configuration_says_whether_fair_sharing_is_on(doc, expected):
         {},
         {KEY: "a: [unclosed"},
         {KEY: "just a string"},
-        {KEY: json.dumps({"apiVersion": "v1", "kind": "ConfigMap"})},
-        {KEY: json.dumps({"apiVersion": V1BETA2, "kind": "Configuration", "fairSharing": "yes"})},
-        {
-            KEY: json.dumps(
-                {"apiVersion": V1BETA2, "kind": "Configuration", "integrations": {"frameworks": "batch/job"}}
-            )
-        },
+        config_map({"apiVersion": "v1", "kind": "ConfigMap"}),
+        config_map(conf(fairSharing="yes")),
+        config_map(conf(integrations={"frameworks": "batch/job"})),
         {"a.yaml": "x", "b.yaml": "y"},
     ],
 )
-def test_anything_but_a_configuration_is_refused_with_the_reason(data):
+def test_anything_but_a_configuration_is_refused(data):
     with pytest.raises(InputError):
         parse_kueue_config(data)
-
-
-def test_the_devkit_stacks_configuration_reads_as_fair_sharing_on():
-    assert parse_kueue_config(config_map(KUEUE_CONFIG_FAIR_SHARING)) == FAIR_ON
 
 
 @pytest.mark.parametrize(

@@ -23,29 +23,16 @@ def meta(name: str, team: str | None = None, namespace: str | None = None, **ext
     return m
 
 
-def cq(
-    team: str, nominal: str = "8", *, memory: str = "2Gi", weight: str | None = None, **extra: Any
-) -> dict[str, Any]:
+def cq(team: str, nominal: str = "8", *, memory: str = "2Gi", weight: str | None = None) -> dict[str, Any]:
+    mem = {"name": "memory", "nominalQuota": memory, "borrowingLimit": "0", "lendingLimit": memory}
+    gpu = {"name": "nvidia.com/gpu", "nominalQuota": nominal, "borrowingLimit": "0", "lendingLimit": "0"}
     spec: dict[str, Any] = {
         "cohortName": "shared-pool",
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": f"hyperpod-ns-{team}"}},
         "resourceGroups": [
             {
                 "coveredResources": ["memory", "nvidia.com/gpu"],
-                "flavors": [
-                    {
-                        "name": "ml.p5.48xlarge",
-                        "resources": [
-                            {"name": "memory", "nominalQuota": memory, "borrowingLimit": "0", "lendingLimit": memory},
-                            {
-                                "name": "nvidia.com/gpu",
-                                "nominalQuota": nominal,
-                                "borrowingLimit": "0",
-                                "lendingLimit": "0",
-                            },
-                        ],
-                    }
-                ],
+                "flavors": [{"name": "ml.p5.48xlarge", "resources": [mem, gpu]}],
             }
         ],
         "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
@@ -53,12 +40,8 @@ def cq(
     }
     if weight is not None:
         spec["fairSharing"] = {"weight": weight}
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "ClusterQueue",
-        "metadata": meta(f"hyperpod-ns-{team}-clusterqueue", team, **extra),
-        "spec": spec,
-    }
+    meta_ = meta(f"hyperpod-ns-{team}-clusterqueue", team)
+    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": meta_, "spec": spec}
 
 
 def lq(team: str) -> dict[str, Any]:
@@ -228,59 +211,66 @@ def test_apply_keeps_the_given_dependency_order():
     assert to_apply == desired
 
 
-# -- namespaces ----------------------------------------------------------------------------------
+# -- what is deleted, and never ---------------------------------------------------------------------------------
+
+DELETING = {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}
 
 
-def test_a_namespace_is_listed_only_when_missing_and_never_compared():
-    # Given team a's namespace exists (ours, with a label someone changed), team b's does not
-    current = [as_stored(ns("a"), metadata__labels={"x": "y"})]
-    # When diffing
-    to_apply, to_delete = diff([ns("a"), ns("b")], current)
-    # Then only b's namespace is to be ensured; a's is never patched
-    assert keys(to_apply) == [("Namespace", "hyperpod-ns-b")]
-    assert to_delete == []
+def terminating_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the apiserver returns it after a delete its finalizer holds back (workloads still admitted)."""
+    stored = as_stored(obj)
+    stored["metadata"].update(copy.deepcopy(DELETING))
+    return stored
 
 
-def test_a_namespace_is_never_deleted_even_when_its_team_is_gone():
-    current = [as_stored(ns("gone")), as_stored(cq("gone")), as_stored(lq("gone"))]
-    _, to_delete = diff([], current)
-    assert ("Namespace", "hyperpod-ns-gone") not in keys(to_delete)
-    assert keys(to_delete) == [
-        ("LocalQueue", "hyperpod-ns-gone-localqueue"),
-        ("ClusterQueue", "hyperpod-ns-gone-clusterqueue"),
-    ]
+def stored(*objs: dict[str, Any]) -> list[dict[str, Any]]:
+    return [as_stored(o) for o in objs]
 
 
-# -- what is deleted -----------------------------------------------------------------------------
+LQ_GONE, CQ_GONE = ("LocalQueue", "hyperpod-ns-gone-localqueue"), ("ClusterQueue", "hyperpod-ns-gone-clusterqueue")
+DIFFS = {
+    # a's namespace exists (with a label someone changed): only b's is ensured, a's is never patched
+    "namespace-only-when-missing": (
+        [ns("a"), ns("b")],
+        [as_stored(ns("a"), metadata__labels={"x": "y"})],
+        [("Namespace", "hyperpod-ns-b")],
+        [],
+    ),
+    "namespace-never-deleted": ([], stored(ns("gone"), cq("gone"), lq("gone")), [], [LQ_GONE, CQ_GONE]),
+    "gone-team-in-reverse-dependency-order": (
+        [rf("ml.p5"), ns("a"), cq("a"), lq("a")],
+        stored(rf("ml.p5"), ns("a"), cq("a"), lq("a"), ns("b"), cq("b"), lq("b")),
+        [],
+        [("LocalQueue", "hyperpod-ns-b-localqueue"), ("ClusterQueue", "hyperpod-ns-b-clusterqueue")],
+    ),
+    # a flavor with no node left, a priority class no longer configured: after the queues, the flavor last
+    "shared-objects-after-the-queues": (
+        [rf("ml.p5")],
+        stored(rf("ml.p5"), rf("ml.g5"), wpc("old-priority"), cq("gone"), lq("gone")),
+        [],
+        [LQ_GONE, CQ_GONE, ("WorkloadPriorityClass", "old-priority"), ("ResourceFlavor", "ml.g5")],
+    ),
+    "a-kind-idleshare-does-not-write": (
+        [],
+        [{"apiVersion": KUEUE_API, "kind": "Workload", "metadata": meta("job-1", "gone", "hyperpod-ns-gone")}],
+        [],
+        [],
+    ),
+    # team b's queues deleted by an earlier recompute, still held by Kueue's finalizer: left to finish
+    "terminating-not-deleted-again": (
+        [cq("a")],
+        [as_stored(cq("a")), terminating_copy(cq("b")), terminating_copy(lq("b")), as_stored(lq("c"))],
+        [],
+        [("LocalQueue", "hyperpod-ns-c-localqueue")],
+    ),
+    "terminating-namespace-not-created": ([ns("b")], [terminating_copy(ns("b"))], [], []),
+}
 
 
-def test_the_objects_of_a_team_no_longer_present_are_deleted_in_reverse_dependency_order():
-    # Given teams a and b in the cluster, and only a desired
-    current = [as_stored(o) for o in (rf("ml.p5"), ns("a"), cq("a"), lq("a"), ns("b"), cq("b"), lq("b"))]
-    desired = [rf("ml.p5"), ns("a"), cq("a"), lq("a")]
-    # When diffing
+@pytest.mark.parametrize(("desired", "current", "applied", "deleted"), DIFFS.values(), ids=DIFFS)
+def test_what_is_applied_and_deleted(desired, current, applied, deleted):
     to_apply, to_delete = diff(desired, current)
-    # Then b's LocalQueue goes before its ClusterQueue; a's objects and the flavor stay
-    assert to_apply == []
-    assert keys(to_delete) == [
-        ("LocalQueue", "hyperpod-ns-b-localqueue"),
-        ("ClusterQueue", "hyperpod-ns-b-clusterqueue"),
-    ]
-
-
-def test_shared_objects_no_longer_desired_are_deleted_after_the_queues():
-    # Given a flavor with no node left, a priority class no longer configured, a gone team
-    current = [as_stored(o) for o in (rf("ml.p5"), rf("ml.g5"), wpc("old-priority"), cq("gone"), lq("gone"))]
-    desired = [rf("ml.p5")]
-    # When diffing
-    _, to_delete = diff(desired, current)
-    # Then everything not desired goes, queues first, the flavor last
-    assert keys(to_delete) == [
-        ("LocalQueue", "hyperpod-ns-gone-localqueue"),
-        ("ClusterQueue", "hyperpod-ns-gone-clusterqueue"),
-        ("WorkloadPriorityClass", "old-priority"),
-        ("ResourceFlavor", "ml.g5"),
-    ]
+    assert (keys(to_apply), keys(to_delete)) == (applied, deleted)
 
 
 @pytest.mark.parametrize(
@@ -300,33 +290,6 @@ def test_an_object_without_our_managed_by_label_is_never_deleted(labels):
     assert to_delete == []
 
 
-def test_a_kind_idleshare_does_not_write_is_never_deleted():
-    workload = {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": meta("job-1", "gone", "hyperpod-ns-gone")}
-    assert diff([], [workload]) == ([], [])
-
-
-# -- terminating objects ---------------------------------------------------------------------------------------
-
-DELETING = {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}
-
-
-def terminating_copy(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` as the apiserver returns it after a delete its finalizer holds back (workloads still admitted)."""
-    stored = as_stored(obj)
-    stored["metadata"].update(copy.deepcopy(DELETING))
-    return stored
-
-
-def test_an_object_already_terminating_is_not_deleted_again():
-    # Given team b's queues deleted by an earlier recompute, still held by Kueue's finalizer
-    current = [as_stored(cq("a")), terminating_copy(cq("b")), terminating_copy(lq("b")), as_stored(lq("c"))]
-    # When the next recompute diffs, with only team a desired
-    to_apply, to_delete = diff([cq("a")], current)
-    # Then only the object not yet deleted is deleted; the terminating ones are left to finish
-    assert to_apply == []
-    assert keys(to_delete) == [("LocalQueue", "hyperpod-ns-c-localqueue")]
-
-
 def test_an_object_wanted_again_while_it_terminates_is_left_until_it_is_gone():
     # Given team b's ClusterQueue terminating (with other values than desired), and team b desired again
     current = [terminating_copy(cq("b", nominal="4")), as_stored(lq("b"))]
@@ -339,8 +302,3 @@ def test_an_object_wanted_again_while_it_terminates_is_left_until_it_is_gone():
     # And once it is gone, the next diff creates it
     to_apply, _ = diff(desired, [as_stored(lq("b"))])
     assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]
-
-
-def test_a_terminating_namespace_is_not_listed_for_creation():
-    current = [terminating_copy(ns("b"))]
-    assert diff([ns("b")], current) == ([], [])

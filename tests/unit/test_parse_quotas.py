@@ -8,6 +8,7 @@ release that adds or changes one changes or fails these tests. The second half i
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import subprocess
 import sys
@@ -153,25 +154,10 @@ NAMED_SHAPES = {n.shape.name for n in QUOTA_NODES + SCHEDULER_NODES}
 
 
 def test_the_walk_reaches_every_shape_the_brief_names() -> None:
-    assert {
-        "ComputeQuotaConfig",
-        "ComputeQuotaResourceConfig",
-        "AcceleratorPartitionConfig",
-        "ResourceSharingConfig",
-        "ComputeQuotaTarget",
-        "ActivationState",
-        "PreemptTeamTasks",
-        "EntityName",
-        "SchedulerConfig",
-        "PriorityClass",
-        "FairShare",
-        "IdleResourceSharing",
-        "ClusterInstanceType",
-        "MIGProfileType",
-        "BorrowLimit",
-        "FairShareWeight",
-        "PriorityWeight",
-    } <= NAMED_SHAPES
+    shapes = {"ComputeQuotaConfig", "ComputeQuotaResourceConfig", "AcceleratorPartitionConfig", "ResourceSharingConfig"}
+    shapes |= {"ComputeQuotaTarget", "ActivationState", "PreemptTeamTasks", "EntityName", "SchedulerConfig"}
+    shapes |= {"PriorityClass", "FairShare", "IdleResourceSharing", "ClusterInstanceType", "MIGProfileType"}
+    assert shapes | {"BorrowLimit", "FairShareWeight", "PriorityWeight"} <= NAMED_SHAPES
     assert len(CASES) > 150
 
 
@@ -226,50 +212,23 @@ def info(shape: type[Shape]) -> Any:
     return msgspec.inspect.type_info(shape)
 
 
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("AcceleratorPartitionConfig", lambda: members("AcceleratorPartitionConfig")),
-        ("ComputeQuotaResourceConfig", lambda: members("ComputeQuotaResourceConfig")),
-        ("ResourceSharingConfig", lambda: members("ResourceSharingConfig")),
-        ("ComputeQuotaConfig", lambda: members("ComputeQuotaConfig")),
-        ("ComputeQuotaTarget", lambda: members("ComputeQuotaTarget")),
-        ("SchedulerConfig", lambda: members("SchedulerConfig")),
-        ("PriorityClass", lambda: members("PriorityClass")),
-        ("ComputeQuota", lambda: members("CreateComputeQuotaRequest") | members("DescribeComputeQuotaResponse")),
-        (
-            "ClusterSchedulerConfig",
-            lambda: members("CreateClusterSchedulerConfigRequest") | members("DescribeClusterSchedulerConfigResponse"),
-        ),
-    ],
-)
-def test_shape_fields_are_exactly_the_botocore_members(name: str, expected: Callable[[], set[str]]) -> None:
-    assert set(quotas.SHAPES[name].__struct_encode_fields__) == expected()
+SHAPE_SOURCES = {
+    **{name: (name,) for name in ("AcceleratorPartitionConfig", "ComputeQuotaResourceConfig", "ResourceSharingConfig")},
+    **{name: (name,) for name in ("ComputeQuotaConfig", "ComputeQuotaTarget", "SchedulerConfig", "PriorityClass")},
+    "ComputeQuota": ("CreateComputeQuotaRequest", "DescribeComputeQuotaResponse"),
+    "ClusterSchedulerConfig": ("CreateClusterSchedulerConfigRequest", "DescribeClusterSchedulerConfigResponse"),
+}
 
 
-@pytest.mark.parametrize(
-    ("name", "required"),
-    [
-        ("AcceleratorPartitionConfig", lambda: set(MODEL.shape_for("AcceleratorPartitionConfig").required_members)),
-        ("ComputeQuotaResourceConfig", lambda: set(MODEL.shape_for("ComputeQuotaResourceConfig").required_members)),
-        ("ResourceSharingConfig", lambda: set(MODEL.shape_for("ResourceSharingConfig").required_members)),
-        ("ComputeQuotaConfig", lambda: set(MODEL.shape_for("ComputeQuotaConfig").required_members)),
-        ("ComputeQuotaTarget", lambda: set(MODEL.shape_for("ComputeQuotaTarget").required_members)),
-        ("SchedulerConfig", lambda: set(MODEL.shape_for("SchedulerConfig").required_members)),
-        ("PriorityClass", lambda: set(MODEL.shape_for("PriorityClass").required_members)),
-        # required in both the request and the response shape
-        (
-            "ComputeQuota",
-            lambda: (
-                set(MODEL.shape_for("CreateComputeQuotaRequest").required_members)
-                & set(MODEL.shape_for("DescribeComputeQuotaResponse").required_members)
-            ),
-        ),
-        ("ClusterSchedulerConfig", lambda: set()),
-    ],
-)
-def test_shape_required_fields_follow_botocore(name: str, required: Callable[[], set[str]]) -> None:
-    assert {f.encode_name for f in info(quotas.SHAPES[name]).fields if f.required} == required()
+@pytest.mark.parametrize(("name", "sources"), SHAPE_SOURCES.items())
+def test_shape_fields_and_required_fields_are_botocores(name: str, sources: tuple[str, ...]) -> None:
+    shapes = [MODEL.shape_for(source) for source in sources]
+    assert set(quotas.SHAPES[name].__struct_encode_fields__) == set().union(*(set(s.members) for s in shapes))
+    # required in both the request and the response shape; a scheduler config may be its bare SchedulerConfig
+    required = (
+        set.intersection(*(set(s.required_members) for s in shapes)) if name != "ClusterSchedulerConfig" else set()
+    )
+    assert {f.encode_name for f in info(quotas.SHAPES[name]).fields if f.required} == required
 
 
 def constraints(kind: Any) -> dict[str, Any]:
@@ -419,75 +378,68 @@ DESCRIBE = {
 MINIMAL = {"Name": "batch", "ComputeQuotaTarget": {"TeamName": "batch"}}
 
 
-def test_create_shape_parses_to_the_domain() -> None:
-    (quota,) = parse_quotas(json.dumps([CREATE]), "quotas.json")
-    assert quota == Quota(
-        name="ml-research",
-        team="research",
-        resources=(
-            ResourceConfig("ml.p5.48xlarge", count=2),
-            ResourceConfig("ml.g5.12xlarge", accelerators=3, vcpu=Fraction(61, 2), memory_gib=Fraction(1, 10)),
-            ResourceConfig("ml.p4d.24xlarge", accelerator_partition=AcceleratorPartition("mig-1g.5gb", 7)),
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            json.dumps([CREATE]),
+            Quota(
+                name="ml-research",
+                team="research",
+                resources=(
+                    ResourceConfig("ml.p5.48xlarge", count=2),
+                    ResourceConfig("ml.g5.12xlarge", accelerators=3, vcpu=Fraction(61, 2), memory_gib=Fraction(1, 10)),
+                    ResourceConfig("ml.p4d.24xlarge", accelerator_partition=AcceleratorPartition("mig-1g.5gb", 7)),
+                ),
+                strategy=Strategy.LEND_AND_BORROW,
+                borrow_limit=150,
+                absolute_borrow_limits=(ResourceConfig("ml.p5.48xlarge", accelerators=4),),
+                preempt_team_tasks="LowerPriority",
+                fair_share_weight=10,
+                enabled=True,
+            ),
         ),
-        strategy=Strategy.LEND_AND_BORROW,
-        borrow_limit=150,
-        absolute_borrow_limits=(ResourceConfig("ml.p5.48xlarge", accelerators=4),),
-        preempt_team_tasks="LowerPriority",
-        fair_share_weight=10,
-        enabled=True,
-    )
+        (
+            json.dumps([DESCRIBE]).encode(),  # its extra fields are ignored
+            Quota(
+                name="inference",
+                team="inference",
+                resources=(ResourceConfig("ml.trn1.32xlarge", count=1),),
+                strategy=Strategy.DONT_LEND,
+                borrow_limit=None,
+                preempt_team_tasks="Never",
+                fair_share_weight=0,
+                enabled=False,
+            ),
+        ),
+    ],
+    ids=["create", "describe"],
+)
+def test_the_api_shapes_parse_to_the_domain(raw: object, expected: Quota) -> None:
+    assert parse_quotas(raw, "quotas.json") == (expected,)
 
 
-def test_describe_shape_parses_and_its_extra_fields_are_ignored() -> None:
-    (quota,) = parse_quotas(json.dumps([DESCRIBE]).encode(), "quotas.json")
-    assert quota == Quota(
-        name="inference",
-        team="inference",
-        resources=(ResourceConfig("ml.trn1.32xlarge", count=1),),
-        strategy=Strategy.DONT_LEND,
-        borrow_limit=None,
-        preempt_team_tasks="Never",
-        fair_share_weight=0,
-        enabled=False,
-    )
-
-
-def test_a_single_describe_response_object_parses() -> None:
-    assert parse_quotas(DESCRIBE)[0].name == "inference"
-
-
-def test_compute_quotas_wrapper_parses_with_next_token() -> None:
-    doc = {"ComputeQuotas": [CREATE, DESCRIBE], "NextToken": "opaque"}
-    assert [q.team for q in parse_quotas(json.dumps(doc))] == ["research", "inference"]
-
-
-def test_both_list_keys_at_once_are_rejected() -> None:
-    with pytest.raises(InputError, match="not both"):
-        parse_quotas({"ComputeQuotas": [CREATE], "ComputeQuotaSummaries": [DESCRIBE]})
-
-
-def test_an_empty_array_is_no_quotas() -> None:
-    assert parse_quotas("[]") == ()
-    assert parse_quotas({"ComputeQuotas": []}) == ()
+@pytest.mark.parametrize(
+    ("raw", "teams"),
+    [
+        (DESCRIBE, ["inference"]),  # a single describe response object
+        (json.dumps({"ComputeQuotas": [CREATE, DESCRIBE], "NextToken": "opaque"}), ["research", "inference"]),
+        ("[]", []),
+        ({"ComputeQuotas": []}, []),
+        (b"\xef\xbb\xbf[]", []),  # a UTF-8 BOM is tolerated
+    ],
+    ids=["describe", "wrapper", "empty", "empty-wrapper", "bom"],
+)
+def test_each_document_shape_parses(raw: object, teams: list[str]) -> None:
+    assert [q.team for q in parse_quotas(raw)] == teams
 
 
 def test_defaults_when_sharing_config_and_activation_state_are_absent() -> None:
     (quota,) = parse_quotas([MINIMAL])
     assert quota == Quota(name="batch", team="batch")
-    assert quota.strategy is Strategy.LEND_AND_BORROW
-    assert quota.borrow_limit is None  # the engine applies its default (50)
-    assert quota.preempt_team_tasks == "Never"
-    assert quota.enabled is True
-    assert quota.resources == ()
-
-
-def test_strategy_is_required_inside_resource_sharing_config() -> None:
-    doc = {**MINIMAL, "ComputeQuotaConfig": {"ResourceSharingConfig": {"BorrowLimit": 10}}}
-    with pytest.raises(InputError) as caught:
-        parse_quotas([doc])
-    assert caught.value.errors == [
-        FieldError("[0].ComputeQuotaConfig.ResourceSharingConfig.Strategy", "required field is missing")
-    ]
+    # the engine applies its default BorrowLimit (50) to None
+    expected = (Strategy.LEND_AND_BORROW, None, "Never", True, ())
+    assert (quota.strategy, quota.borrow_limit, quota.preempt_team_tasks, quota.enabled, quota.resources) == expected
 
 
 def test_the_error_message_names_source_path_bound_and_value() -> None:
@@ -502,72 +454,70 @@ def test_the_error_message_names_source_path_bound_and_value() -> None:
     assert caught.value.source == "quotas.json"
 
 
-def test_every_problem_is_reported_at_once() -> None:
-    bad = mutate(QUOTA_BASE, ("ActivationState",), "On")
-    bad = mutate(bad, ("ComputeQuotaTarget", "FairShareWeight"), 101)
+TWICE = [{"InstanceType": "ml.g5.xlarge", "Count": 1}, {"InstanceType": "ml.g5.xlarge", "Count": 2}]
+LISTED_TWICE = 'instance type "ml.g5.xlarge" listed twice (also [0])'
+QUOTA_ERRORS = {
+    "every-problem-at-once": (
+        [mutate(mutate(QUOTA_BASE, ("ActivationState",), "On"), ("ComputeQuotaTarget", "FairShareWeight"), 101), 5],
+        [
+            ("[0].ComputeQuotaTarget.FairShareWeight", "must be <= 100 (got 101)"),
+            ("[0].ActivationState", 'must be one of Disabled, Enabled (got "On")'),
+            ("[1]", "must be an object (got 5)"),
+        ],
+    ),
+    "misspelled-key": (
+        [{**MINIMAL, "ComputeQuotaConfg": {"ComputeQuotaResources": []}}],
+        [("[0].ComputeQuotaConfg", "unknown field; did you mean ComputeQuotaConfig?")],
+    ),
+    "misspelled-nested-key": (
+        [{**MINIMAL, "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Cout": 1}]}}],
+        [("[0].ComputeQuotaConfig.ComputeQuotaResources[0].Cout", "unknown field; did you mean Count?")],
+    ),
+    "key-in-the-wrong-object": (
+        [{**MINIMAL, "Strategy": "Lend"}],
+        [("[0].Strategy", "unknown field here: put it inside ComputeQuotaConfig.ResourceSharingConfig")],
+    ),
+    "strategy-required": (
+        [{**MINIMAL, "ComputeQuotaConfig": {"ResourceSharingConfig": {"BorrowLimit": 10}}}],
+        [("[0].ComputeQuotaConfig.ResourceSharingConfig.Strategy", "required field is missing")],
+    ),
+    "two-quotas-for-one-team": (
+        [MINIMAL, {"Name": "batch-2", "ComputeQuotaTarget": {"TeamName": "batch"}}],
+        [("[1].ComputeQuotaTarget.TeamName", 'team "batch" has two quotas: "batch" ([0]) and "batch-2" ([1])')],
+    ),
+    "duplicate-quota-name": (
+        {"ComputeQuotas": [MINIMAL, {"Name": "batch", "ComputeQuotaTarget": {"TeamName": "other-team"}}]},
+        [("ComputeQuotas[1].Name", 'duplicate quota name "batch" (also ComputeQuotas[0])')],
+    ),
+    "instance-type-twice-in-one-list": (
+        [
+            {
+                **MINIMAL,
+                "ComputeQuotaConfig": {
+                    "ComputeQuotaResources": TWICE,
+                    "ResourceSharingConfig": {"Strategy": "Lend", "AbsoluteBorrowLimits": TWICE},
+                },
+            }
+        ],
+        [
+            ("[0].ComputeQuotaConfig.ComputeQuotaResources[1].InstanceType", LISTED_TWICE),
+            ("[0].ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits[1].InstanceType", LISTED_TWICE),
+        ],
+    ),
+    "both-list-keys": (
+        {"ComputeQuotas": [CREATE], "ComputeQuotaSummaries": [DESCRIBE]},
+        [("", "give ComputeQuotas or ComputeQuotaSummaries, not both")],
+    ),
+}
+
+
+@pytest.mark.parametrize(("raw", "expected"), QUOTA_ERRORS.values(), ids=QUOTA_ERRORS)
+def test_each_problem_is_named_with_its_field(raw: object, expected: list[tuple[str, str]]) -> None:
     with pytest.raises(InputError) as caught:
-        parse_quotas([bad, 5])
-    assert [e.loc for e in caught.value.errors] == [
-        "[0].ComputeQuotaTarget.FairShareWeight",
-        "[0].ActivationState",
-        "[1]",
-    ]
-    assert "3 errors" in str(caught.value)
-
-
-def test_a_misspelled_key_is_an_error_with_a_suggestion() -> None:
-    doc = {**MINIMAL, "ComputeQuotaConfg": {"ComputeQuotaResources": []}}
-    with pytest.raises(InputError) as caught:
-        parse_quotas([doc], "quotas.json")
-    assert caught.value.errors == [
-        FieldError("[0].ComputeQuotaConfg", "unknown field; did you mean ComputeQuotaConfig?")
-    ]
-
-
-def test_a_misspelled_nested_key_is_an_error() -> None:
-    doc = {**MINIMAL, "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Cout": 1}]}}
-    with pytest.raises(InputError, match=r"\[0\]\.ComputeQuotaConfig\.ComputeQuotaResources\[0\]\.Cout: unknown field"):
-        parse_quotas([doc])
-
-
-def test_a_key_in_the_wrong_object_is_named_as_such() -> None:
-    with pytest.raises(InputError, match=r"\[0\]\.Strategy: unknown field here"):
-        parse_quotas([{**MINIMAL, "Strategy": "Lend"}])
-
-
-def test_two_quotas_for_one_team_are_an_error_naming_both() -> None:
-    other = {"Name": "batch-2", "ComputeQuotaTarget": {"TeamName": "batch"}}
-    with pytest.raises(InputError) as caught:
-        parse_quotas([MINIMAL, other], "quotas.json")
-    (error,) = caught.value.errors
-    assert error.loc == "[1].ComputeQuotaTarget.TeamName"
-    assert '"batch"' in error.message and '"batch-2"' in error.message and "[0]" in error.message
-
-
-def test_duplicate_quota_names_are_an_error() -> None:
-    other = {"Name": "batch", "ComputeQuotaTarget": {"TeamName": "other-team"}}
-    with pytest.raises(InputError) as caught:
-        parse_quotas({"ComputeQuotas": [MINIMAL, other]})
-    assert caught.value.errors == [
-        FieldError("ComputeQuotas[1].Name", 'duplicate quota name "batch" (also ComputeQuotas[0])')
-    ]
-
-
-def test_an_instance_type_twice_in_one_list_is_an_error() -> None:
-    entries = [{"InstanceType": "ml.g5.xlarge", "Count": 1}, {"InstanceType": "ml.g5.xlarge", "Count": 2}]
-    doc = {
-        **MINIMAL,
-        "ComputeQuotaConfig": {
-            "ComputeQuotaResources": entries,
-            "ResourceSharingConfig": {"Strategy": "Lend", "AbsoluteBorrowLimits": entries},
-        },
-    }
-    with pytest.raises(InputError) as caught:
-        parse_quotas([doc])
-    assert [e.loc for e in caught.value.errors] == [
-        "[0].ComputeQuotaConfig.ComputeQuotaResources[1].InstanceType",
-        "[0].ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits[1].InstanceType",
-    ]
+        parse_quotas(raw, "quotas.json")
+    assert [(e.loc, e.message) for e in caught.value.errors] == expected
+    if len(expected) > 1:
+        assert f"{len(expected)} errors" in str(caught.value)
 
 
 def test_the_same_instance_type_in_quota_and_borrow_limits_is_fine() -> None:
@@ -586,6 +536,7 @@ def test_the_same_instance_type_in_quota_and_borrow_limits_is_fine() -> None:
         ("1e2", 100),
         ("12.125", Fraction(97, 8)),
         ("9999999.999999", Fraction(9999999999999, 1000000)),
+        ("0.10000000000000000001", Fraction(10**19 + 1, 10**20)),  # JSON text keeps digits a float would lose
     ],
 )
 def test_float_amounts_are_exact(text: str, expected: Fraction | int) -> None:
@@ -597,14 +548,6 @@ def test_float_amounts_are_exact(text: str, expected: Fraction | int) -> None:
     entry = quota.resources[0]
     assert entry.vcpu == expected and entry.memory_gib == expected
     assert type(entry.vcpu) is type(expected)  # a whole number is an int, never a float
-
-
-def test_json_text_keeps_digits_a_float_would_lose() -> None:
-    doc = (
-        '[{"Name": "a", "ComputeQuotaTarget": {"TeamName": "a"}, "ComputeQuotaConfig": {"ComputeQuotaResources":'
-        ' [{"InstanceType": "ml.c5.large", "VCpu": 0.10000000000000000001}]}}]'
-    )
-    assert parse_quotas(doc)[0].resources[0].vcpu == Fraction(10**19 + 1, 10**20)
 
 
 def test_python_floats_are_read_by_their_decimal_repr() -> None:
@@ -622,36 +565,26 @@ def test_non_finite_amounts_are_rejected(value: object) -> None:
         parse_quotas([doc])
 
 
-@pytest.mark.parametrize("text", ["[NaN]", '[{"Name": Infinity}]'])
-def test_json_nan_and_infinity_are_rejected(text: str) -> None:
-    with pytest.raises(InputError, match="invalid JSON"):
-        parse_quotas(text)
-
-
-def test_json_syntax_errors_name_line_and_column() -> None:
-    text = '[\n  {"Name": "a",\n   "ComputeQuotaTarget": {"TeamName": "a"}\n  ,]\n'
-    with pytest.raises(InputError) as caught:
-        parse_quotas(text, "quotas.json")
-    message = str(caught.value)
-    assert message.startswith("quotas.json: invalid JSON at line 4 column 4")
-
-
 @pytest.mark.parametrize(
     ("raw", "fragment"),
     [
         (b"\xff\xfe[", "not UTF-8"),
         ("", "invalid JSON at line 1 column 1"),
+        ('[\n  {"Name": "a",\n   "ComputeQuotaTarget": {"TeamName": "a"}\n  ,]\n', "invalid JSON at line 4 column 4"),
+        ("[NaN]", "invalid JSON"),
+        ('[{"Name": Infinity}]', "invalid JSON"),
         ('"quotas"', 'expected an array of compute quotas or an object, got "quotas"'),
         ("42", "got 42"),
         (None, "got null"),
         ("[[]]", "[0]: must be an object (got an array)"),
         ("[" * 100_000, "nested too deeply"),
+        ("[" + "9" * 5000 + "]", "invalid JSON"),
     ],
 )
 def test_documents_that_are_not_quotas(raw: object, fragment: str) -> None:
     with pytest.raises(InputError) as caught:
         parse_quotas(raw, "quotas.json")
-    assert fragment in str(caught.value)
+    assert str(caught.value).startswith("quotas.json: ") and fragment in str(caught.value)
 
 
 @pytest.mark.parametrize("value", [10**5000, -(10**5000)], ids=["huge", "huge-negative"])
@@ -660,12 +593,6 @@ def test_huge_integers_are_reported_not_crashed_on(value: int) -> None:
     doc = mutate(QUOTA_BASE, ("ComputeQuotaConfig", "ResourceSharingConfig", "BorrowLimit"), value)
     with pytest.raises(InputError, match=r"BorrowLimit: must be [<>]= \d+ \(got a (negative )?16610-bit integer\)"):
         parse_quotas([doc])
-    with pytest.raises(InputError, match="invalid JSON"):
-        parse_quotas("[" + "9" * 5000 + "]")
-
-
-def test_a_utf8_bom_is_tolerated() -> None:
-    assert parse_quotas(b"\xef\xbb\xbf[]") == ()
 
 
 def test_error_lists_are_capped() -> None:
@@ -676,21 +603,12 @@ def test_error_lists_are_capped() -> None:
 
 
 def test_input_error_survives_pickling() -> None:
-    import pickle
-
     error = InputError("q.json", [FieldError("[0].Name", "bad")])
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error) == "q.json: [0].Name: bad"
 
 
 # ------------------------------------------------------------------------------ scheduler config
-@pytest.mark.parametrize("raw", [None, "", "  \n", b"", "null", {}, {"SchedulerConfig": {}}, {"Name": "x"}])
-def test_absent_scheduler_config_means_everything_enabled(raw: object) -> None:
-    assert parse_scheduler_config(raw) == SchedulerConfig(
-        priority_classes=(), fair_share=True, idle_resource_sharing=True
-    )
-
-
 BARE = {
     "PriorityClasses": [{"Name": "inference", "Weight": 100}, {"Name": "training", "Weight": 50}],
     "FairShare": "Disabled",
@@ -701,59 +619,58 @@ EXPECTED_SCHEDULER = SchedulerConfig(
     fair_share=False,
     idle_resource_sharing=False,
 )
+ARN = "arn:aws:sagemaker:us-west-2:123456789012"
+CREATE_SCHEDULER = {"Name": "default", "ClusterArn": f"{ARN}:cluster/abcdef123456", "SchedulerConfig": BARE}
+DESCRIBE_SCHEDULER = {
+    "ClusterSchedulerConfigArn": f"{ARN}:cluster-scheduler-config/z9y8x7w6v5u4",
+    "ClusterSchedulerConfigId": "z9y8x7w6v5u4",
+    "Name": "default",
+    "ClusterSchedulerConfigVersion": 2,
+    "Status": "Created",
+    "SchedulerConfig": BARE,
+    "CreationTime": "2025-06-01T12:34:56Z",
+    "StatusDetails": {},
+}
+EVERYTHING_ENABLED = SchedulerConfig(priority_classes=(), fair_share=True, idle_resource_sharing=True)
 
 
-def test_bare_scheduler_config_shape() -> None:
-    assert parse_scheduler_config(json.dumps(BARE)) == EXPECTED_SCHEDULER
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        *[
+            (raw, EVERYTHING_ENABLED)
+            for raw in (None, "", "  \n", b"", "null", {}, {"SchedulerConfig": {}}, {"Name": "x"})
+        ],
+        (json.dumps(BARE), EXPECTED_SCHEDULER),
+        ({**CREATE_SCHEDULER, "Description": "cluster policy", "Tags": []}, EXPECTED_SCHEDULER),
+        (json.dumps(DESCRIBE_SCHEDULER).encode(), EXPECTED_SCHEDULER),
+        ({"IdleResourceSharing": "Disabled"}, SchedulerConfig(fair_share=True, idle_resource_sharing=False)),
+    ],
+)
+def test_scheduler_config_shapes(raw: object, expected: SchedulerConfig) -> None:
+    assert parse_scheduler_config(raw) == expected
 
 
-def test_create_scheduler_config_shape() -> None:
-    doc = {
-        "Name": "default",
-        "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456",
-        "SchedulerConfig": BARE,
-        "Description": "cluster policy",
-        "Tags": [],
-    }
-    assert parse_scheduler_config(doc) == EXPECTED_SCHEDULER
-
-
-def test_describe_scheduler_config_shape() -> None:
-    doc = {
-        "ClusterSchedulerConfigArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster-scheduler-config/z9y8x7w6v5u4",
-        "ClusterSchedulerConfigId": "z9y8x7w6v5u4",
-        "Name": "default",
-        "ClusterSchedulerConfigVersion": 2,
-        "Status": "Created",
-        "SchedulerConfig": BARE,
-        "CreationTime": "2025-06-01T12:34:56Z",
-        "StatusDetails": {},
-    }
-    assert parse_scheduler_config(json.dumps(doc).encode()) == EXPECTED_SCHEDULER
-
-
-def test_only_idle_resource_sharing_disabled() -> None:
-    config = parse_scheduler_config({"IdleResourceSharing": "Disabled"})
-    assert config == SchedulerConfig(fair_share=True, idle_resource_sharing=False)
-
-
-def test_bare_keys_beside_wrapper_keys_are_an_error() -> None:
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            {"Name": "default", "FairShare": "Disabled"},
+            [("FairShare", "unknown field here: put it inside SchedulerConfig")],
+        ),
+        (
+            {"SchedulerConfig": {"PriorityClasses": [{"Name": "a", "Weight": 1}, {"Name": "a", "Weight": 2}]}},
+            [("SchedulerConfig.PriorityClasses[1].Name", 'duplicate priority class "a" (also PriorityClasses[0])')],
+        ),
+        ("[]", [("", "expected an object, got an array")]),
+        ("{", [("", "invalid JSON at line 1 column 2: Expecting property name enclosed in double quotes")]),
+        ("5", [("", "expected an object, got 5")]),
+    ],
+)
+def test_scheduler_config_problems_name_their_field(raw: object, expected: list[tuple[str, str]]) -> None:
     with pytest.raises(InputError) as caught:
-        parse_scheduler_config({"Name": "default", "FairShare": "Disabled"}, "sched.json")
-    assert caught.value.errors == [FieldError("FairShare", "unknown field here: put it inside SchedulerConfig")]
-
-
-def test_duplicate_priority_class_names_are_an_error() -> None:
-    doc = {"SchedulerConfig": {"PriorityClasses": [{"Name": "a", "Weight": 1}, {"Name": "a", "Weight": 2}]}}
-    with pytest.raises(InputError) as caught:
-        parse_scheduler_config(doc)
-    assert [e.loc for e in caught.value.errors] == ["SchedulerConfig.PriorityClasses[1].Name"]
-
-
-@pytest.mark.parametrize(("raw", "fragment"), [("[]", "expected an object"), ("{", "line 1 column 2"), ("5", "got 5")])
-def test_scheduler_documents_that_are_not_configs(raw: str, fragment: str) -> None:
-    with pytest.raises(InputError, match=re.escape(fragment)):
-        parse_scheduler_config(raw)
+        parse_scheduler_config(raw, "sched.json")
+    assert [(e.loc, e.message) for e in caught.value.errors] == expected
 
 
 # ------------------------------------------------------------------------------------ fuzzing
@@ -802,37 +719,6 @@ def test_fuzz_arbitrary_values_only_raise_input_error(value: object) -> None:
     only_input_errors(lambda: parse_scheduler_config(value))
 
 
-@FUZZ
-@given(st.text(max_size=200) | st.binary(max_size=200))
-def test_fuzz_arbitrary_text_only_raises_input_error(text: str | bytes) -> None:
-    only_input_errors(lambda: parse_quotas(text))
-    only_input_errors(lambda: parse_scheduler_config(text))
-
-
-@FUZZ
-@given(st.lists(st.tuples(st.sampled_from(QUOTA_PATHS), json_values), min_size=1, max_size=3))
-def test_fuzz_mutated_quotas_parse_or_raise_input_error(mutations: list[tuple[Path_, object]]) -> None:
-    doc = QUOTA_BASE
-    for path, value in mutations:
-        try:
-            doc = mutate(doc, path, value)
-        except (KeyError, IndexError, TypeError):
-            continue  # an earlier mutation removed the container
-    for raw in (
-        [doc],
-        json.dumps([doc], default=str),
-    ):
-        try:
-            result = parse_quotas(raw)
-        except InputError:
-            continue
-        assert all(isinstance(q, Quota) for q in result)
-        for quota in result:
-            for entry in (*quota.resources, *quota.absolute_borrow_limits):
-                for amount in (entry.vcpu, entry.memory_gib):
-                    assert amount is None or type(amount) in (int, Fraction)
-
-
 # ------------------------------------------------------------------------ the schema and its refusal
 def msgspec_refusal(document: Any, kind: Any) -> str | None:
     """Where msgspec itself stops on ``document`` (its first problem), as our path, or None if it accepts it."""
@@ -858,11 +744,13 @@ def test_a_refusal_names_where_msgspec_stopped_and_an_acceptance_names_nothing(m
     document = [doc]
     where = msgspec_refusal(document, list[quotas.ComputeQuota])
     try:
-        parse_quotas(document)
+        result = parse_quotas(document)
     except InputError as error:
         assert where is None or where in [e.loc for e in error.errors], (where, error.errors)
     else:
         assert where is None
+        amounts = [a for q in result for e in (*q.resources, *q.absolute_borrow_limits) for a in (e.vcpu, e.memory_gib)]
+        assert all(a is None or type(a) in (int, Fraction) for a in amounts)  # exact, never a float
 
 
 def test_idleshare_plan_loads_no_pydantic_whatever_the_quotas() -> None:

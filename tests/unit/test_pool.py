@@ -67,24 +67,13 @@ def test_excluded_nodes_leave_capacity_and_are_reported_by_name():
     assert "excluded: NotReady=1, Unschedulable=1" in result.summary()
 
 
-def test_mig_profiles_count_as_their_own_resources_and_gpu_is_what_the_node_reports():
-    result = run([*nodes("p4d", P4D, 2), *nodes("p5", P5, 1)])
-    assert result.capacity[P4D][MIG] == 112
-    assert result.capacity[P4D][GPU] == 0
-    assert MIG in result.resources
+def test_mig_profiles_and_neuron_devices_count_as_their_own_resources_untracked_ones_not_at_all():
+    p5 = node("p5", allocatable={**P5_ALLOC, "pods": 110, "ephemeral-storage": 10**12, "hugepages-1Gi": 0})
+    result = run([*nodes("p4d", P4D, 2), p5, *nodes("trn", TRN1, 2)])
+    assert (result.capacity[P4D][MIG], result.capacity[P4D][GPU]) == (112, 0)  # GPU is what the node reports
     assert result.capacity[P5][MIG] == 0  # covered everywhere, zero where absent
-
-
-def test_neuron_nodes_count_neuron_devices():
-    result = run(nodes("trn", TRN1, 2))
-    assert result.capacity[TRN1][NEURON] == 32
-    assert result.capacity[TRN1].get(GPU, 0) == 0
-
-
-def test_untracked_resources_are_ignored():
-    n = node("n", allocatable={**P5_ALLOC, "pods": 110, "ephemeral-storage": 10**12, "hugepages-1Gi": 0})
-    result = run([n])
-    assert "pods" not in result.resources and "ephemeral-storage" not in result.resources
+    assert (result.capacity[TRN1][NEURON], result.capacity[TRN1][GPU]) == (32, 0)
+    assert MIG in result.resources and "pods" not in result.resources and "ephemeral-storage" not in result.resources
 
 
 # -- nominal from quota entries -----------------------------------------------------------------
@@ -174,8 +163,7 @@ def test_shape_is_the_most_common_allocatable_of_the_flavor_eligible_or_not():
 
 def test_shape_falls_back_to_the_catalog_when_the_cluster_has_no_node_of_the_flavor():
     result = run(nodes("p5", P5, 1), [quota("a", entry("ml.g5.12xlarge", count=2))])
-    assert result.teams["a"].nominal[G5][GPU] == 8  # 2 x 4 A10G from the catalog
-    assert result.teams["a"].nominal[G5]["cpu"] == 96
+    assert (result.teams["a"].nominal[G5][GPU], result.teams["a"].nominal[G5]["cpu"]) == (8, 96)  # 2 x catalog's
     assert result.shortfall[G5][GPU] == 8  # no such node: all of it is shortfall
 
 
@@ -197,9 +185,7 @@ def test_quota_with_ml_name_governs_plain_eks_nodes_with_ec2_names():
 
 def test_unallocated_and_shortfall():
     result = run(nodes("p5", P5, 2), [quota("a", entry(P5, accelerators=10)), quota("b", entry(P5, accelerators=4))])
-    assert result.allocated[P5][GPU] == 14
-    assert result.unallocated[P5][GPU] == 2
-    assert result.shortfall[P5][GPU] == 0
+    assert (result.allocated[P5][GPU], result.unallocated[P5][GPU], result.shortfall[P5][GPU]) == (14, 2, 0)
     over = run(nodes("p5", P5, 1), [quota("a", entry(P5, accelerators=10))])
     assert (over.unallocated[P5][GPU], over.shortfall[P5][GPU]) == (0, 2)
     assert any(i.code == "Shortfall" and i.subject == P5 for i in over.issues)
@@ -245,13 +231,9 @@ def test_borrow_limit_least_bound_wins(name, borrow, absolute, expected, bound):
 
 
 def test_absolute_cap_by_field_caps_only_its_resource():
-    result = run(
-        nodes("p5", P5, 4),
-        [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))],
-    )
-    g = result.teams["a"]
-    assert g.borrowing_limit[P5]["cpu"] == 10
-    assert g.borrowing_limit[P5][GPU] == 24  # no cap on GPUs: the whole pool
+    result = run(nodes("p5", P5, 4), [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))])
+    assert result.teams["a"].borrowing_limit[P5]["cpu"] == 10
+    assert result.teams["a"].borrowing_limit[P5][GPU] == 24  # no cap on GPUs: the whole pool
 
 
 def test_borrow_limits_round_down():
