@@ -166,23 +166,16 @@ GPU = "spec__resourceGroups__0__flavors__0__resources__1__nominalQuota"
     ],
 )
 def test_an_object_is_applied_only_when_the_cluster_does_not_hold_its_desired_state(desired, current, applied):
-    # Given the cluster holds `current` (or nothing) for `desired`
-    # When diffing
     to_apply, to_delete = diff([desired], [current] if current else [])
-    # Then it is applied exactly when its state differs, and nothing is deleted
-    assert keys(to_apply) == (keys([desired]) if applied else [])
-    assert to_delete == []
+    assert (keys(to_apply), to_delete) == (keys([desired]) if applied else [], [])
 
 
 def test_a_field_idleshare_owns_but_no_longer_sets_makes_the_object_differ():
-    # Given a ClusterQueue applied with fairSharing, now desired without it
     before = cq("a", weight="3")
     owned = {"f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}}}, "f:spec": {"f:fairSharing": {}}}
     entry = {"manager": "idleshare", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": owned}
     current = as_stored(before, metadata__managedFields=[entry])
-    # When diffing the object without fairSharing
-    to_apply, _ = diff([cq("a")], [current])
-    # Then it is applied (server-side apply removes the field idleshare no longer sets)
+    to_apply, _ = diff([cq("a")], [current])  # server-side apply removes the field idleshare no longer sets
     assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-a-clusterqueue")]
     assert "spec.fairSharing" in (first_difference(cq("a"), current) or "")
     # ... but not when that field belongs to another manager: it is none of idleshare's business
@@ -203,12 +196,6 @@ def test_owned_map_list_entries_are_matched_by_key():
     assert first_difference(want, cur) is None
     gone = {"spec": {"items": [{"name": "y", "v": 1}]}}
     assert first_difference(gone, cur) is not None
-
-
-def test_apply_keeps_the_given_dependency_order():
-    desired = [rf("ml.p5"), wpc("inference-priority"), ns("a"), cq("a"), lq("a")]
-    to_apply, _ = diff(desired, [])
-    assert to_apply == desired
 
 
 # -- what is deleted, and never ---------------------------------------------------------------------------------
@@ -264,6 +251,26 @@ DIFFS = {
         [("LocalQueue", "hyperpod-ns-c-localqueue")],
     ),
     "terminating-namespace-not-created": ([ns("b")], [terminating_copy(ns("b"))], [], []),
+    "applied-in-the-given-dependency-order": (
+        [rf("ml.p5"), wpc("inference-priority"), ns("a"), cq("a"), lq("a")],
+        [],
+        keys([rf("ml.p5"), wpc("inference-priority"), ns("a"), cq("a"), lq("a")]),
+        [],
+    ),
+    # objects that are not idleshare's (a caller passed more than list_managed returns) are never deleted
+    **{
+        f"not-ours-{name}": (
+            [],
+            [as_stored(o, metadata__labels=labels) for o in (cq("x"), lq("x"), rf("ml.x"))],
+            [],
+            [],
+        )
+        for name, labels in [
+            ("no-labels", {}),
+            ("team-label-only", {TEAM_LABEL: "x"}),
+            ("managed-by-someone-else", {MANAGED_BY_LABEL: "helm", TEAM_LABEL: "x"}),
+        ]
+    },
 }
 
 
@@ -273,32 +280,14 @@ def test_what_is_applied_and_deleted(desired, current, applied, deleted):
     assert (keys(to_apply), keys(to_delete)) == (applied, deleted)
 
 
-@pytest.mark.parametrize(
-    "labels",
-    [
-        pytest.param({}, id="no labels"),
-        pytest.param({TEAM_LABEL: "gone"}, id="team label only"),
-        pytest.param({MANAGED_BY_LABEL: "helm", TEAM_LABEL: "gone"}, id="managed by someone else"),
-    ],
-)
-def test_an_object_without_our_managed_by_label_is_never_deleted(labels):
-    # Given objects that are not idleshare's (a caller passed more than list_managed returns)
-    theirs = [as_stored(o, metadata__labels=dict(labels)) for o in (cq("gone"), lq("gone"), rf("ml.x"))]
-    # When diffing with nothing desired
-    _, to_delete = diff([], theirs)
-    # Then nothing is deleted
-    assert to_delete == []
-
-
 def test_an_object_wanted_again_while_it_terminates_is_left_until_it_is_gone():
-    # Given team b's ClusterQueue terminating (with other values than desired), and team b desired again
+    # team b's ClusterQueue terminating (with other values than desired), and team b desired again
     current = [terminating_copy(cq("b", nominal="4")), as_stored(lq("b"))]
     desired = [cq("b", nominal="16"), lq("b")]
-    # When diffing
     to_apply, to_delete = diff(desired, current)
-    # Then it is neither applied (that would land on the object going away) nor deleted again
+    # neither applied (that would land on the object going away) nor deleted again
     assert to_apply == [] and to_delete == []
     assert keys(terminating(desired, current)) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]
-    # And once it is gone, the next diff creates it
+    # once it is gone, the next diff creates it
     to_apply, _ = diff(desired, [as_stored(lq("b"))])
     assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]

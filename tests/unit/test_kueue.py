@@ -44,13 +44,6 @@ QUOTAS = [
 ]
 
 
-def test_one_flavor_each_with_its_node_label():
-    _, objs = objects(CLUSTER, QUOTAS)
-    flavors = by_kind(objs, "ResourceFlavor")
-    assert sorted(flavors) == sorted([P5, P4D, TRN1])
-    assert flavors[P5]["spec"] == {"nodeLabels": {"node.kubernetes.io/instance-type": P5}}
-
-
 def test_cohort_quota_is_the_unallocated_capacity_and_zero_without_idle_sharing():
     result, objs = objects(CLUSTER, QUOTAS)
     cohort = by_kind(objs, "Cohort")["shared-pool"]
@@ -67,11 +60,13 @@ def test_cluster_queue_per_team():
     cqs = by_kind(objs, "ClusterQueue")
     assert sorted(cqs) == [f"hyperpod-ns-{t}-clusterqueue" for t in ("nlp", "paused", "research", "vision")]
     research = cqs["hyperpod-ns-research-clusterqueue"]["spec"]
-    assert research["cohortName"] == "shared-pool"
-    assert research["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "hyperpod-ns-research"}}
-    assert research["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
-    assert research["fairSharing"] == {"weight": "10"}
-    assert research["stopPolicy"] == "None"
+    assert {k: v for k, v in research.items() if k != "resourceGroups"} == {
+        "cohortName": "shared-pool",
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "hyperpod-ns-research"}},
+        "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+        "fairSharing": {"weight": "10"},
+        "stopPolicy": "None",
+    }
     gpu = quota_of(research["resourceGroups"][0], P5, GPU)
     assert gpu == {"name": GPU, "nominalQuota": "8", "borrowingLimit": "24", "lendingLimit": "8"}
     # it can borrow where it has no quota: the flavor is listed with nominal 0
@@ -85,8 +80,11 @@ def test_cluster_queue_per_team():
     assert cqs["hyperpod-ns-nlp-clusterqueue"]["spec"]["preemption"]["withinClusterQueue"] == "Never"
 
 
-def test_local_queue_namespace_and_priority_classes():
+def test_flavors_local_queues_namespaces_and_priority_classes():
     _, objs = objects(CLUSTER, QUOTAS)
+    flavors = by_kind(objs, "ResourceFlavor")
+    assert sorted(flavors) == sorted([P5, P4D, TRN1])  # one flavor each, with its node label
+    assert flavors[P5]["spec"] == {"nodeLabels": {"node.kubernetes.io/instance-type": P5}}
     lq = by_kind(objs, "LocalQueue")["hyperpod-ns-nlp-localqueue"]
     assert lq["metadata"]["namespace"] == "hyperpod-ns-nlp"
     assert lq["spec"] == {"clusterQueue": "hyperpod-ns-nlp-clusterqueue"}
@@ -95,33 +93,24 @@ def test_local_queue_namespace_and_priority_classes():
     assert {n: o["value"] for n, o in wpcs.items()} == {"inference-priority": 90, "training-priority": 40}
 
 
-def test_every_object_is_labelled_as_ours_and_team_objects_name_their_team():
+def test_every_object_is_ours_team_objects_name_their_team_and_the_order_is_the_apply_order():
     _, objs = objects(CLUSTER, QUOTAS)
     for o in objs:
         assert o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "idleshare"
         if o["kind"] in ("ClusterQueue", "LocalQueue", "Namespace"):
             assert o["metadata"]["labels"]["idleshare.io/team"] in {"research", "nlp", "vision", "paused"}
-
-
-def test_objects_are_sorted_in_apply_order_and_deterministic():
-    _, objs = objects(CLUSTER, QUOTAS)
     kinds = [o["kind"] for o in objs]
     assert kinds.index("Namespace") < kinds.index("ResourceFlavor") < kinds.index("Cohort")
     assert max(i for i, k in enumerate(kinds) if k == "ClusterQueue") < kinds.index("LocalQueue")
     _, again = objects(list(reversed(CLUSTER)), list(reversed(QUOTAS)))
     assert objs == again
+    assert [e for o in objs for e in webhook_violations(o)] == []  # the engine's output passes the webhook's rules
 
 
 def test_prefix_and_cohort_name_are_configurable():
     _, objs = objects(CLUSTER, QUOTAS, settings=Settings(cohort_name="gpu-pool", namespace_prefix="team-"))
     assert "gpu-pool" in by_kind(objs, "Cohort")
-    cq = by_kind(objs, "ClusterQueue")["team-nlp-clusterqueue"]
-    assert cq["spec"]["cohortName"] == "gpu-pool"
-
-
-def test_engine_output_passes_the_webhook_only_rules():
-    _, objs = objects(CLUSTER, QUOTAS)
-    assert [e for o in objs for e in webhook_violations(o)] == []
+    assert by_kind(objs, "ClusterQueue")["team-nlp-clusterqueue"]["spec"]["cohortName"] == "gpu-pool"
 
 
 @pytest.mark.parametrize(

@@ -314,7 +314,7 @@ def test_node_from_dict_errors_name_the_node() -> None:
 def test_a_refused_document_names_every_bad_field_not_only_the_first() -> None:
     # msgspec stops at the first problem; the refusal names every bad node, its problems in order
     items = [
-        {"metadata": {"name": 5}},
+        {"metadata": {"name": 5}, "spec": {"unschedulable": True}},  # a good field beside a bad one: not named
         {"metadata": {"name": "b"}, "spec": {"unschedulable": "yes", "taints": [{"key": "k"}]}},
         node("c", {"cpu": "x"}),
         {"metadata": {"name": "b"}},
