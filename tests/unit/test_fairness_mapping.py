@@ -45,31 +45,24 @@ def cluster_queues(scheduler: SchedulerConfig, **quota: Any) -> dict[str, dict[s
 
 
 @pytest.mark.parametrize(
-    ("fair_share", "weight", "written"),
+    ("fair_share", "weight", "written", "preempt", "within"),
     [
-        (True, 3, {"weight": "3"}),  # FairShareWeight as is
-        (True, 100, {"weight": "100"}),
-        (True, 1, {"weight": "1"}),
-        (True, 0, {"weight": "0"}),  # HyperPod's lowest = Kueue's 0: borrows only what nobody else wants
-        (True, None, None),  # no weight given: Kueue's default 1
-        (False, 3, None),  # FairShare Disabled: no weight at all (first come, first served on a Kueue without it)
-        (False, 0, None),
+        (True, 3, {"weight": "3"}, "LowerPriority", "LowerPriority"),  # FairShareWeight as is
+        (True, 100, {"weight": "100"}, "Never", "Never"),
+        (True, 1, {"weight": "1"}, None, "Never"),
+        (True, 0, {"weight": "0"}, None, "Never"),  # HyperPod's lowest = Kueue's 0: borrows only what nobody wants
+        (True, None, None, None, "Never"),  # no weight given: Kueue's default 1
+        (False, 3, None, None, "Never"),  # FairShare Disabled: no weight (first come, first served)
+        (False, 0, None, None, "Never"),
     ],
 )
-def test_fair_share_weight_maps_to_the_cluster_queues_fair_sharing_weight(fair_share, weight, written):
-    objects = cluster_queues(SchedulerConfig(fair_share=fair_share), weight=weight)
-
-    assert objects["hyperpod-ns-alpha-clusterqueue"]["spec"].get("fairSharing") == written
-
-
-@pytest.mark.parametrize(
-    ("preempt", "within"),
-    [("LowerPriority", "LowerPriority"), ("Never", "Never"), (None, "Never")],
-)
-def test_preempt_team_tasks_maps_to_within_cluster_queue_and_lenders_always_reclaim(preempt, within):
-    spec = cluster_queues(SchedulerConfig(), preempt=preempt)["hyperpod-ns-alpha-clusterqueue"]["spec"]
-
-    assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": within}
+def test_fair_share_weight_and_preempt_team_tasks_map_to_the_cluster_queue(
+    fair_share, weight, written, preempt, within
+):
+    objects = cluster_queues(SchedulerConfig(fair_share=fair_share), weight=weight, preempt=preempt)
+    spec = objects["hyperpod-ns-alpha-clusterqueue"]["spec"]
+    assert spec.get("fairSharing") == written
+    assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": within}  # lenders always reclaim
 
 
 @pytest.mark.parametrize(
@@ -155,22 +148,18 @@ def test_anything_but_a_configuration_is_refused(data):
         (NotFoundError("configmaps not found", operation="get", status=404), "NotFoundError"),
         (PermanentError("HTTP 403: forbidden", operation="get", status=403), "PermanentError"),
         ({KEY: "garbage: ["}, "not YAML"),
+        (None, None),  # a transient error is not read, so no issue comes and goes
     ],
 )
 def test_an_unreadable_configuration_is_a_reading_with_its_reason(stored, problem):
     kube = FakeKube([])
     kube.config_maps[("kueue-system", "kueue-manager-config")] = stored
-
+    kube.down = stored is None
     reading = read_kueue_config(kube.get_config_map)
-
-    assert reading is not None and reading.config is None and problem in reading.problem
-
-
-def test_a_transient_error_is_not_read_so_no_issue_comes_and_goes():
-    kube = FakeKube([])
-    kube.down = True
-
-    assert read_kueue_config(kube.get_config_map) is None
+    if problem is None:
+        assert reading is None
+    else:
+        assert reading is not None and reading.config is None and problem in reading.problem
 
 
 # -- the named issues --------------------------------------------------------------------------------------------

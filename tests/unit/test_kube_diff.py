@@ -93,78 +93,47 @@ def keys(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(o["kind"], o["metadata"]["name"]) for o in objs]
 
 
-MEM = "spec__resourceGroups__0__flavors__0__resources__0__nominalQuota"
-GPU = "spec__resourceGroups__0__flavors__0__resources__1__nominalQuota"
-
-
 # -- what is applied -----------------------------------------------------------------------------
 
+S, PC, COVERED = as_stored, "inference-priority", ["memory", "nvidia.com/gpu"]
+DEFAULTED = {  # what the apiserver adds
+    "spec__queueingStrategy": "BestEffortFIFO",
+    "spec__flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+    "spec__preemption__borrowWithinCohort": {"policy": "Never"},
+    "status": {"pendingWorkloads": 3},
+}
+APPLIED = {
+    "missing object is applied": (cq("a"), None, True),
+    "identical: nothing to send": (cq("a"), S(cq("a")), False),
+    "1000 == 1k": (cq("a", "1000"), S(cq("a", "1k")), False),
+    "2048Mi == 2Gi": (cq("a", memory="2048Mi"), S(cq("a", memory="2Gi")), False),
+    "0.5Gi == 512Mi": (cq("a", memory="0.5Gi"), S(cq("a", memory="512Mi")), False),
+    "weight 1 == 1000m": (cq("a", weight="1"), S(cq("a", weight="1000m")), False),
+    "quota changed": (cq("a", "8"), S(cq("a", "16")), True),
+    "2Gi != 2G": (cq("a", memory="2Gi"), S(cq("a", memory="2G")), True),
+    "weight changed": (cq("a", weight="2"), S(cq("a", weight="1")), True),
+    "fairSharing added": (cq("a", weight="2"), S(cq("a")), True),
+    "apiserver defaults and status are ignored": (cq("a"), S(cq("a"), **DEFAULTED), False),
+    "extra label of someone else is ignored": (
+        cq("a"),
+        S(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "a", "o": "p"}),
+        False,
+    ),
+    "team label changed": (cq("a"), S(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "b"}), True),
+    "our label missing": (cq("a"), S(cq("a"), metadata__labels={TEAM_LABEL: "a"}), True),
+    "stopPolicy changed": (cq("a"), S(cq("a"), spec__stopPolicy="Hold"), True),
+    "non-quantity strings compare as text": (cq("a"), S(cq("a"), spec__cohortName="other"), True),
+    "list length differs": (cq("a"), S(cq("a"), spec__resourceGroups__0__coveredResources=[*COVERED, "cpu"]), True),
+    "WPC same": (wpc(PC), S(wpc(PC)), False),
+    "WPC value": (wpc(PC, 90), S(wpc(PC, 80)), True),
+    "WPC value type": (wpc(PC, 90), S(wpc(PC, "90")), True),
+    "WPC description": (wpc(PC, description="new"), S(wpc(PC, description="old")), True),
+    "LocalQueue same": (lq("a"), S(lq("a")), False),
+    "LQ retargeted": (lq("a"), S(lq("a"), spec__clusterQueue="hyperpod-ns-b-clusterqueue"), True),
+}
 
-@pytest.mark.parametrize(
-    ("desired", "current", "applied"),
-    [
-        pytest.param(cq("a"), None, True, id="missing object is applied"),
-        pytest.param(cq("a"), as_stored(cq("a")), False, id="identical: nothing to send"),
-        pytest.param(cq("a", "1000"), as_stored(cq("a", "1k")), False, id="1000 == 1k"),
-        pytest.param(cq("a", memory="2048Mi"), as_stored(cq("a", memory="2Gi")), False, id="2048Mi == 2Gi"),
-        pytest.param(cq("a", memory="0.5Gi"), as_stored(cq("a", memory="512Mi")), False, id="0.5Gi == 512Mi"),
-        pytest.param(cq("a", weight="1"), as_stored(cq("a", weight="1000m")), False, id="weight 1 == 1000m"),
-        pytest.param(cq("a", "8"), as_stored(cq("a", "16")), True, id="quota changed"),
-        pytest.param(cq("a", memory="2Gi"), as_stored(cq("a", memory="2G")), True, id="2Gi != 2G"),
-        pytest.param(cq("a", weight="2"), as_stored(cq("a", weight="1")), True, id="weight changed"),
-        pytest.param(cq("a", weight="2"), as_stored(cq("a")), True, id="fairSharing added"),
-        pytest.param(
-            cq("a"),
-            as_stored(
-                cq("a"),
-                spec__queueingStrategy="BestEffortFIFO",
-                spec__flavorFungibility={"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
-                spec__preemption__borrowWithinCohort={"policy": "Never"},
-                status={"pendingWorkloads": 3},
-            ),
-            False,
-            id="apiserver defaults and status are ignored",
-        ),
-        pytest.param(
-            cq("a"),
-            as_stored(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "a", "owner": "ops"}),
-            False,
-            id="extra label of someone else is ignored",
-        ),
-        pytest.param(
-            cq("a"), as_stored(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "b"}), True, id="team label changed"
-        ),
-        pytest.param(cq("a"), as_stored(cq("a"), metadata__labels={TEAM_LABEL: "a"}), True, id="our label missing"),
-        pytest.param(cq("a"), as_stored(cq("a"), spec__stopPolicy="Hold"), True, id="stopPolicy changed"),
-        pytest.param(
-            cq("a"),
-            as_stored(cq("a"), spec__cohortName="other"),
-            True,
-            id="non-quantity strings compare as text",
-        ),
-        pytest.param(
-            cq("a"),
-            as_stored(cq("a"), spec__resourceGroups__0__coveredResources=["memory", "nvidia.com/gpu", "cpu"]),
-            True,
-            id="list length differs",
-        ),
-        pytest.param(wpc("inference-priority"), as_stored(wpc("inference-priority")), False, id="WPC same"),
-        pytest.param(wpc("inference-priority", 90), as_stored(wpc("inference-priority", 80)), True, id="WPC value"),
-        pytest.param(
-            wpc("inference-priority", 90), as_stored(wpc("inference-priority", "90")), True, id="WPC value type"
-        ),
-        pytest.param(
-            wpc("inference-priority", description="new"),
-            as_stored(wpc("inference-priority", description="old")),
-            True,
-            id="WPC description",
-        ),
-        pytest.param(lq("a"), as_stored(lq("a")), False, id="LocalQueue same"),
-        pytest.param(
-            lq("a"), as_stored(lq("a"), spec__clusterQueue="hyperpod-ns-b-clusterqueue"), True, id="LQ retargeted"
-        ),
-    ],
-)
+
+@pytest.mark.parametrize(("desired", "current", "applied"), APPLIED.values(), ids=APPLIED)
 def test_an_object_is_applied_only_when_the_cluster_does_not_hold_its_desired_state(desired, current, applied):
     to_apply, to_delete = diff([desired], [current] if current else [])
     assert (keys(to_apply), to_delete) == (keys([desired]) if applied else [], [])

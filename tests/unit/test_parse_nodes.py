@@ -27,27 +27,17 @@ REAL_NODE: dict[str, Any] = copy.deepcopy(EXAMPLE_NODES["items"][0])
 REAL_NODE["spec"]["taints"].append({"effect": "PreferNoSchedule", "key": "team", "value": "ml-research"})
 REAL_NAME = REAL_NODE["metadata"]["name"]
 
+UNREAD = {"ephemeral-storage": 483172477747, "hugepages-1Gi": 0, "hugepages-2Mi": 0, "pods": 100}  # the engine skips
+P5_ALLOCATABLE = {"cpu": Fraction(191450, 1000), "memory": 2095551620 * 1024, "nvidia.com/gpu": 8}
 EXPECTED_REAL = Node(
     name="hyperpod-i-06801cba1736accb4",
     instance_type="ml.p5.48xlarge",
-    allocatable={
-        "cpu": Fraction(191450, 1000),
-        "ephemeral-storage": 483172477747,
-        "hugepages-1Gi": 0,
-        "hugepages-2Mi": 0,
-        "memory": 2095551620 * 1024,
-        "nvidia.com/gpu": 8,
-        "pods": 100,
-        "vpc.amazonaws.com/efa": 32,
-    },
+    allocatable={**P5_ALLOCATABLE, **UNREAD, "vpc.amazonaws.com/efa": 32},
     ready=True,
     unschedulable=False,
     deleting=False,
     health_status="Schedulable",
-    taints=(
-        Taint("nvidia.com/gpu", "NoSchedule", "true"),
-        Taint("team", "PreferNoSchedule", "ml-research"),
-    ),
+    taints=(Taint("nvidia.com/gpu", "NoSchedule", "true"), Taint("team", "PreferNoSchedule", "ml-research")),
 )
 
 

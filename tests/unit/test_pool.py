@@ -90,63 +90,53 @@ def floor_mem(x):
     return int(x // MI) * MI
 
 
-NOMINAL_CASES = [
-    (
-        "Count: n x shape",
+NOMINAL_CASES = {
+    "Count: n x shape": (
         entry(P5, count=2),
         {GPU: 16, "cpu": 2 * CPU_P5, "memory": 2 * MEM_P5, "vpc.amazonaws.com/efa": 64},
     ),
-    (
-        "Count + Accelerators overrides the accelerator only",
+    "Count + Accelerators overrides the accelerator only": (
         entry(P5, count=2, accelerators=4),
         {GPU: 4, "cpu": 2 * CPU_P5, "memory": 2 * MEM_P5, "vpc.amazonaws.com/efa": 64},
     ),
-    (
-        "Count + VCpu + MemoryInGiB override their own",
+    "Count + VCpu + MemoryInGiB override their own": (
         entry(P5, count=1, vcpu=Fraction(3, 2), memory_gib=10),
         {GPU: 8, "cpu": Fraction(3, 2), "memory": 10 * GIB, "vpc.amazonaws.com/efa": 32},
     ),
-    (
-        "Accelerators scale cpu and memory, rounded down to 1m / 1Mi",
+    "Accelerators scale cpu and memory, rounded down to 1m / 1Mi": (
         entry(P5, accelerators=3),
         {GPU: 3, "cpu": floor_cpu(CPU_P5 * 3 / 8), "memory": floor_mem(MEM_P5 * 3 / 8)},
     ),
-    (
-        "Accelerators with VCpu given: cpu as given",
+    "Accelerators with VCpu given: cpu as given": (
         entry(P5, accelerators=2, vcpu=10),
         {GPU: 2, "cpu": 10, "memory": floor_mem(MEM_P5 / 4)},
     ),
-    (
-        "Accelerators on a Neuron flavor mean Neuron devices",
+    "Accelerators on a Neuron flavor mean Neuron devices": (
         entry(TRN1, accelerators=4),
         {NEURON: 4, "cpu": floor_cpu(Fraction(127500, 1000) / 4), "memory": floor_mem(480 * GIB / 4)},
     ),
-    (
-        "AcceleratorPartition: the MIG profile, scaling cpu and memory",
+    "AcceleratorPartition: the MIG profile, scaling cpu and memory": (
         entry(P4D, partition=("mig-1g.5gb", 7)),
         {MIG: 7, "cpu": floor_cpu(Fraction(95690, 1000) * 7 / 56), "memory": floor_mem(1100 * GIB * 7 / 56)},
     ),
-    (
-        "VCpu only: memory scales by the cpu ratio",
+    "VCpu only: memory scales by the cpu ratio": (
         entry(P5, vcpu=20),
         {"cpu": 20, "memory": floor_mem(MEM_P5 * 20 / CPU_P5)},
     ),
-    (
-        "MemoryInGiB only: cpu scales by the memory ratio",
+    "MemoryInGiB only: cpu scales by the memory ratio": (
         entry(P5, memory_gib=95),
         {"memory": 95 * GIB, "cpu": floor_cpu(CPU_P5 * 95 / 1900)},
     ),
-    (
-        "VCpu and MemoryInGiB: as given, exact",
+    "VCpu and MemoryInGiB: as given, exact": (
         entry(P5, vcpu=Fraction(1, 10), memory_gib=Fraction(1, 10)),
         {"cpu": Fraction(1, 10), "memory": Fraction(GIB, 10)},
     ),
-    ("Count 0 and nothing else: nothing", entry(P5, count=0), {}),
-]
+    "Count 0 and nothing else: nothing": (entry(P5, count=0), {}),
+}
 
 
-@pytest.mark.parametrize(("name", "given", "expected"), NOMINAL_CASES, ids=[c[0] for c in NOMINAL_CASES])
-def test_nominal(name, given, expected):
+@pytest.mark.parametrize(("given", "expected"), NOMINAL_CASES.values(), ids=NOMINAL_CASES)
+def test_nominal(given, expected):
     result = run([*nodes("p5", P5, 4), *nodes("trn", TRN1, 2), *nodes("p4d", P4D, 2)], [quota("a", given)])
     flavor = given.instance_type
     got = {r: q for r, q in result.teams["a"].nominal[flavor].items() if q}

@@ -72,56 +72,48 @@ def test_absolute_count_zero_borrows_nothing_of_the_flavor_and_leaves_others_alo
 
 # -- a field caps only what it names, never scaled onto other resources; Count: 0 borrows nothing of the flavor
 
-CAP_CASES = [
-    # (name, absolute entry, resource -> expected borrowing limit on the fleet of 3 whole + 2 all-3g + 1 balanced)
+CAP_CASES = {
+    # name -> (absolute entry, resource -> expected borrowing limit on the fleet of 3 whole + 2 all-3g + 1 balanced)
     # capacity: gpu 3x8 + 4 = 28; 3g 2x16 + 4 = 36; 1g 14; cpu 6 x 191.45; memory 6 x 1900 GiB.
-    (
-        "Accelerators caps GPUs at what is written, cpu and memory stay at the percentage",
+    "Accelerators caps GPUs at what is written, cpu and memory stay at the percentage": (
         entry(P5, accelerators=3),
         {GPU: 3, "cpu": half("cpu", 6 * CPU_P5), "memory": half("memory", 6 * MEM_P5), R3: 18, R1: 7},
     ),
-    (
-        "VCpu caps cpu only",
+    "VCpu caps cpu only": (
         entry(P5, vcpu=Fraction(5, 2)),
         {GPU: 14, "cpu": Fraction(5, 2), "memory": half("memory", 6 * MEM_P5), R3: 18},
     ),
-    (
-        "MemoryInGiB caps memory only, exactly",
+    "MemoryInGiB caps memory only, exactly": (
         entry(P5, memory_gib=10),
         {GPU: 14, "cpu": half("cpu", 6 * CPU_P5), "memory": 10 * GIB},
     ),
-    (
-        # 3. a MIG profile the most common node lacks: capped at 5, nothing else touched, no error
-        "AcceleratorPartition caps its profile even when the most common node has none",
+    # a MIG profile the most common node lacks: capped at 5, nothing else touched, no error
+    "AcceleratorPartition caps its profile even when the most common node has none": (
         entry(P5, partition=(MIG3, 5)),
         {R3: 5, GPU: 14, "cpu": half("cpu", 6 * CPU_P5), "memory": half("memory", 6 * MEM_P5), R1: 7},
     ),
-    (
-        "AcceleratorPartition of a profile no node exposes still caps it (at what is written)",
+    "AcceleratorPartition of a profile no node exposes still caps it (at what is written)": (
         entry(P5, partition=(MIG2, 4)),
         {R2: 0, GPU: 14, R3: 18},  # nothing of it in the pool: the pool bounds it
     ),
-    (
-        # Count n caps every resource at n x S(f)[r]: S(f) is the whole-GPU node, which has no 3g slices
-        "Count 1 caps every resource at one most-common node, 0 where that node has none",
+    # Count n caps every resource at n x S(f)[r]: S(f) is the whole-GPU node, which has no 3g slices
+    "Count 1 caps every resource at one most-common node, 0 where that node has none": (
         entry(P5, count=1),
         {GPU: 8, "cpu": CPU_P5, "memory": MEM_P5, R3: 0, R1: 0},
     ),
-    (
-        "Count 1 with AcceleratorPartition beside it: the field overrides its own resource",
+    "Count 1 with AcceleratorPartition beside it: the field overrides its own resource": (
         entry(P5, count=1, partition=(MIG3, 6)),
         {GPU: 8, R3: 6, R1: 0},
     ),
-    (
-        "Count 0 beside a field: that field at what is written, the rest at 0",
+    "Count 0 beside a field: that field at what is written, the rest at 0": (
         entry(P5, count=0, accelerators=3),
         {GPU: 3, "cpu": 0, R3: 0},
     ),
-]
+}
 
 
-@pytest.mark.parametrize(("name", "cap", "expected"), CAP_CASES, ids=[c[0] for c in CAP_CASES])
-def test_absolute_caps_by_field(name, cap, expected):
+@pytest.mark.parametrize(("cap", "expected"), CAP_CASES.values(), ids=CAP_CASES)
+def test_absolute_caps_by_field(cap, expected):
     result = run(fleet(), [quota("a", absolute=(cap,))])
     g = result.teams["a"]
     assert {r: g.borrowing_limit[P5][r] for r in expected} == expected
@@ -135,31 +127,28 @@ def test_a_cap_that_cannot_be_sized_is_zero_never_no_cap():
     assert result.teams["a"].borrowing_limit[P5][GPU] == 14  # other flavors untouched
 
 
-# -- 4. mixed MIG fleets: S(f, r) -----------------------------------------------------------------
+# -- mixed MIG fleets: S(f, r) -----------------------------------------------------------------
 
-NOMINAL_CASES = [
-    (
-        "3g slices sized by the all-3g nodes (most common among those exposing 3g)",
+NOMINAL_CASES = {
+    "3g slices sized by the all-3g nodes (most common among those exposing 3g)": (
         entry(P5, partition=(MIG3, 8)),
         # S(f, 3g) = ALL_3G (2 nodes vs 1 balanced): ratio 8/16
         {R3: 8, "cpu": Fraction(int(CPU_P5 * 8 / 16 * 1000), 1000), "memory": MEM_P5 // 2},
     ),
-    (
-        "1g slices sized by the only layout that has them",
+    "1g slices sized by the only layout that has them": (
         entry(P5, partition=(MIG1, 7)),
         # S(f, 1g) = BALANCED: ratio 7/14
         {R1: 7, "cpu": Fraction(int(CPU_P5 / 2 * 1000), 1000), "memory": MEM_P5 // 2},
     ),
-    (
-        "Accelerators sized by the whole-GPU nodes",
+    "Accelerators sized by the whole-GPU nodes": (
         entry(P5, accelerators=2),
         {GPU: 2, "cpu": Fraction(int(CPU_P5 * 2 / 8 * 1000), 1000), "memory": MEM_P5 // 4},
     ),
-]
+}
 
 
-@pytest.mark.parametrize(("name", "given", "expected"), NOMINAL_CASES, ids=[c[0] for c in NOMINAL_CASES])
-def test_nominal_on_a_mixed_mig_fleet(name, given, expected):
+@pytest.mark.parametrize(("given", "expected"), NOMINAL_CASES.values(), ids=NOMINAL_CASES)
+def test_nominal_on_a_mixed_mig_fleet(given, expected):
     result = run(fleet(), [quota("a", given)])
     got = {r: q for r, q in result.teams["a"].nominal[P5].items() if q}
     assert got == expected
