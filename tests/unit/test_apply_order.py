@@ -79,11 +79,11 @@ class RecordingKube:
     def delete(self, o: dict[str, Any]) -> None:
         self._write("delete " + describe(o))
 
-    def started(self, prefix: str) -> list[float]:
-        return [t for e, w, t in self.log if e == "start" and w.startswith(prefix)]
+    def started(self, prefix: str, event: str = "start") -> list[float]:
+        return [t for e, w, t in self.log if e == event and w.startswith(prefix)]
 
     def ended(self, prefix: str) -> list[float]:
-        return [t for e, w, t in self.log if e == "end" and w.startswith(prefix)]
+        return self.started(prefix, "end")
 
 
 def test_each_wave_starts_after_the_one_it_depends_on_and_runs_in_parallel() -> None:

@@ -56,8 +56,6 @@ def names_field(error: InputError, field: str, *, prefix: bool = False) -> bool:
 
 
 # ------------------------------------------------------------------------------ the corpus itself
-
-
 def test_the_checked_in_corpus_is_what_make_corpus_generates() -> None:
     # When this fails: `uv run python tests/corpus/make_corpus.py` and check the diff in.
     wanted, found = make_corpus.build(), make_corpus.on_disk()
@@ -65,24 +63,20 @@ def test_the_checked_in_corpus_is_what_make_corpus_generates() -> None:
     assert [name for name in sorted(wanted) if wanted[name] != found[name]] == []
 
 
-def test_the_corpus_covers_every_kind_and_every_file_is_indexed() -> None:
+def test_the_corpus_covers_every_kind_and_constraint_and_every_file_is_indexed() -> None:
     counts = {kind: len(files(kind)) for kind in ("quotas", "scheduler", "nodes", "events")}
     assert counts["quotas"] > 100 and counts["scheduler"] > 15 and counts["nodes"] > 40 and counts["events"] > 40
     for path in INDEX:
         assert (REPO / path).is_file(), path
     on_disk = {f"tests/corpus/{name}" for name in make_corpus.on_disk() if name != "expected.json"}
     assert on_disk <= set(INDEX)
-
-
-def test_the_quota_corpus_breaks_each_botocore_constraint_kind() -> None:
+    # the quota and scheduler files break each kind of botocore constraint
     reasons = {Path(p).stem.split("--")[1] for p in files("quotas") + files("scheduler")}
     kinds = {"required-missing", "below-min", "above-max", "not-in-enum", "enum-wrong-case", "too-long", "too-short"}
     assert kinds | {"too-many-items", "unknown-member", "string-not-object", "pattern-mismatch-0"} <= reasons
 
 
 # ----------------------------------------------------------------------------------------- CLI
-
-
 def plan_args(kind: str, path: str) -> list[str]:
     nodes, quotas = str(EXAMPLES / "nodes.json"), str(EXAMPLES / "quotas.json")
     args = {"nodes": ["--nodes", path, "--quotas", quotas], "quotas": ["--nodes", nodes, "--quotas", path]}.get(
@@ -105,7 +99,7 @@ def test_idleshare_plan_exits_2_with_one_line_naming_file_and_field(
     assert err.startswith(f"idleshare plan: {full}: ") and INDEX[path]["field"] in err and "Traceback" not in err
 
 
-SUBPROCESS_SAMPLE = [
+SAMPLE = [
     "tests/corpus/quotas/ComputeQuotaConfig-ResourceSharingConfig-BorrowLimit--above-max.json",
     "tests/corpus/nodes/quantity-10e30-integer.json",
 ]
@@ -115,29 +109,21 @@ def test_the_real_command_prints_one_line_and_no_traceback() -> None:
     # Real processes: what a user sees on the terminal (a sample; the in-process test covers all).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "functions"), str(REPO)])}
     command = [sys.executable, "-m", "idleshare.cli.main"]
-    running = {
-        path: subprocess.Popen(
-            [*command, *plan_args(INDEX[path]["kind"], path)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for path in SUBPROCESS_SAMPLE
+    pipes: dict[str, Any] = {
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.PIPE,
+        "text": True,
+        "cwd": REPO,
+        "env": env,
     }
-
+    running = {path: subprocess.Popen([*command, *plan_args(INDEX[path]["kind"], path)], **pipes) for path in SAMPLE}
     for path, process in running.items():
         out, err = process.communicate(timeout=120)
-        assert process.returncode == EXIT_INPUT, err
-        assert out == ""
-        assert err.count("\n") == 1 and path in err and INDEX[path]["field"] in err, err
-        assert "Traceback" not in err
+        assert (process.returncode, out, err.count("\n")) == (EXIT_INPUT, "", 1), err
+        assert path in err and INDEX[path]["field"] in err and "Traceback" not in err
 
 
 # ------------------------------------------------------------------------------------- parsers
-
-
 PARSERS = {"quotas": parse_quotas, "scheduler": parse_scheduler_config, "nodes": parse_nodes}
 
 
@@ -176,8 +162,6 @@ def test_parse_event_names_the_field(path: str) -> None:
 
 
 # -------------------------------------------------------------------------------------- router
-
-
 @pytest.mark.parametrize("path", files("events"))
 def test_the_router_drops_each_malformed_event_and_enqueues_nothing(
     path: str, router_deps: wiring.Dependencies, logs: Any
@@ -199,8 +183,6 @@ def test_the_router_drops_each_malformed_event_and_enqueues_nothing(
 # ------------------------------------------------------------- the request models, then the store
 # The admin API's request models are the one gate of a write (the store stores what it is given): every
 # quota and scheduler file is refused there naming its field, and nothing stored changes.
-
-
 @pytest.fixture(scope="module")
 def ddb() -> Iterator[Any]:
     with fake_aws_env(), mock_aws():

@@ -42,8 +42,6 @@ def cluster_queues(scheduler: SchedulerConfig, **quota: Any) -> dict[str, dict[s
 
 
 # -- the mapping -----------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     ("fair_share", "weight", "written", "preempt", "within"),
     [
@@ -84,8 +82,6 @@ def test_priority_classes_map_to_workload_priority_class_values(classes, written
 
 
 # -- Kueue's Configuration ---------------------------------------------------------------------------------------
-
-
 def config_map(doc: Any) -> dict[str, str]:
     return {KEY: doc if isinstance(doc, str) else json.dumps(doc)}
 
@@ -163,8 +159,6 @@ def test_an_unreadable_configuration_is_a_reading_with_its_reason(stored, proble
 
 
 # -- the named issues --------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     ("reading", "fair_share", "codes"),
     [

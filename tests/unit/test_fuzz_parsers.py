@@ -81,8 +81,6 @@ def parsed_or_input_error(call: Callable[[], Any], *, schema_words: bool = False
 
 
 # ---------------------------------------------------------------------------------------- events
-
-
 def check_event(raw: Any) -> None:
     event = parsed_or_input_error(lambda: parse_event(raw), schema_words=True)
     if event is not None:
@@ -136,8 +134,6 @@ def test_fuzz_the_router_returns_normally_for_any_input(raw: Any, router_deps: w
 
 
 # ----------------------------------------------------------------------------------------- nodes
-
-
 def check_nodes(result: tuple[Node, ...] | None) -> None:
     for node in result or ():
         assert isinstance(node, Node)
@@ -168,7 +164,6 @@ def test_fuzz_every_text_parser_with_random_bytes(raw: bytes) -> None:
 
 
 # ------------------------------------------------------------------------------------ quantities
-
 # Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity), ASCII only.
 K8S_QUANTITY = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
 quantity_text = st.one_of(
@@ -202,8 +197,6 @@ def test_fuzz_a_quantity_value_of_any_json_type(value: Any) -> None:
 
 
 # ------------------------------------------------------------------------- quotas, scheduler config
-
-
 @FUZZ
 @given(mutations({"quotas": QUOTAS}), mutations({"scheduler": SCHEDULER}))
 def test_fuzz_parse_quotas_and_scheduler_config_with_one_member_of_the_example_broken(quotas: Any, sched: Any) -> None:

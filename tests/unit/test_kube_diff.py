@@ -94,7 +94,6 @@ def keys(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 # -- what is applied -----------------------------------------------------------------------------
-
 S, PC, COVERED = as_stored, "inference-priority", ["memory", "nvidia.com/gpu"]
 DEFAULTED = {  # what the apiserver adds
     "spec__queueingStrategy": "BestEffortFIFO",
@@ -168,7 +167,6 @@ def test_owned_map_list_entries_are_matched_by_key():
 
 
 # -- what is deleted, and never ---------------------------------------------------------------------------------
-
 DELETING = {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}
 
 

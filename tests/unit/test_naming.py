@@ -28,9 +28,7 @@ def test_the_default_prefix_leaves_the_forty_characters_sagemakers_pattern_was_w
 )
 def test_team_name_problem(team, prefix, ok):
     problem = team_name_problem(team, Settings(namespace_prefix=prefix))
-    assert (problem is None) == ok
-    if not ok:
-        assert problem
+    assert problem is None if ok else problem  # a problem says what it is
 
 
 def test_a_team_whose_queues_cannot_be_named_is_left_out_and_reported_not_fatal():

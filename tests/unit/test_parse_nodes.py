@@ -66,8 +66,6 @@ def errors_of(raw: Any, source: str = "nodes.json") -> list[str]:
 
 
 # ------------------------------------------------------------------------------------- shapes
-
-
 API_NODE_LIST = {
     "kind": "NodeList",
     "apiVersion": "v1",
@@ -97,8 +95,6 @@ def test_an_empty_list_is_no_nodes() -> None:
 
 
 # --------------------------------------------------------------------------------- the fields
-
-
 @pytest.mark.parametrize(
     ("allocatable", "expected"),
     [
@@ -189,8 +185,6 @@ def test_the_example_cluster_parses_with_its_special_nodes() -> None:
 
 
 # ------------------------------------------------------------------------------------- errors
-
-
 def test_a_garbage_quantity_names_the_node_and_the_field() -> None:
     doc = kubectl_list(node("a"), node("b"), node("c"), node("ip-10-0-1-5", {"memory": "1.2.3Gi"}))
     where = 'items[3] (ip-10-0-1-5).status.allocatable["memory"]: invalid quantity "1.2.3Gi"'
@@ -332,8 +326,6 @@ def test_every_bad_node_is_reported_up_to_a_cap() -> None:
 
 
 # ------------------------------------------------------------------------------------ fuzzing
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.lists(mutations({"node": NODES[0], "other": NODES[-1]}), max_size=4))
 def test_fuzz_every_item_msgspec_refuses_is_named_in_the_schema_words(items: list[Any]) -> None:

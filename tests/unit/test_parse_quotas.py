@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
@@ -275,28 +276,8 @@ CREATE = {
     "ActivationState": "Enabled",
     "Tags": [{"Key": "owner", "Value": "ml-platform"}],
 }
-DESCRIBE = {
-    "ComputeQuotaArn": "arn:aws:sagemaker:us-west-2:123456789012:compute-quota/q1w2e3r4t5y6",
-    "ComputeQuotaId": "q1w2e3r4t5y6",
-    "Name": "inference",
-    "ComputeQuotaVersion": 3,
-    "Status": "Created",
-    "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456",
-    "ComputeQuotaConfig": {
-        "ComputeQuotaResources": [{"InstanceType": "ml.trn1.32xlarge", "Count": 1}],
-        "ResourceSharingConfig": {"Strategy": "DontLend"},
-        "PreemptTeamTasks": "Never",
-    },
-    "ComputeQuotaTarget": {"TeamName": "inference", "FairShareWeight": 0},
-    "ActivationState": "Disabled",
-    "CreationTime": "2025-06-01T12:34:56.789000+00:00",
-    "CreatedBy": {
-        "UserProfileName": "alice",
-        "IamIdentity": {"Arn": "arn:aws:sts::123456789012:assumed-role/Admin/alice", "PrincipalId": "AROA"},
-    },
-    "LastModifiedTime": "2025-06-02T08:00:00Z",
-    "FailureReason": "",
-}
+EXAMPLES = json.loads((Path(__file__).resolve().parents[2] / "events" / "examples" / "quotas.json").read_text())
+DESCRIBE = {**EXAMPLES[1], "ActivationState": "Disabled", "FailureReason": ""}  # a DescribeComputeQuota response
 MINIMAL = {"Name": "batch", "ComputeQuotaTarget": {"TeamName": "batch"}}
 
 
@@ -324,13 +305,16 @@ MINIMAL = {"Name": "batch", "ComputeQuotaTarget": {"TeamName": "batch"}}
         (
             json.dumps([DESCRIBE]).encode(),  # its extra fields are ignored
             Quota(
-                name="inference",
-                team="inference",
-                resources=(ResourceConfig("ml.trn1.32xlarge", count=1),),
-                strategy=Strategy.DONT_LEND,
+                name="nlp-quota",
+                team="nlp",
+                resources=(
+                    ResourceConfig("ml.p5.48xlarge", accelerators=16),
+                    ResourceConfig("ml.g5.12xlarge", count=2),
+                ),
+                strategy=Strategy.LEND,
                 borrow_limit=None,
                 preempt_team_tasks="Never",
-                fair_share_weight=0,
+                fair_share_weight=50,
                 enabled=False,
             ),
         ),
@@ -344,8 +328,8 @@ def test_the_api_shapes_parse_to_the_domain(raw: object, expected: Quota) -> Non
 @pytest.mark.parametrize(
     ("raw", "teams"),
     [
-        (DESCRIBE, ["inference"]),  # a single describe response object
-        (json.dumps({"ComputeQuotas": [CREATE, DESCRIBE], "NextToken": "opaque"}), ["research", "inference"]),
+        (DESCRIBE, ["nlp"]),  # a single describe response object
+        (json.dumps({"ComputeQuotas": [CREATE, DESCRIBE], "NextToken": "opaque"}), ["research", "nlp"]),
         ("[]", []),
         ({"ComputeQuotas": []}, []),
         (b"\xef\xbb\xbf[]", []),  # a UTF-8 BOM is tolerated

@@ -30,7 +30,6 @@ def run(nodes_, quotas=(), **sc):
 
 
 # -- eligibility ------------------------------------------------------------------------------
-
 ELIGIBILITY_CASES = [
     ("ready schedulable healthy", node("n"), None),
     ("deleting", node("n", deleting=True), ExclusionReason.DELETING),
@@ -77,7 +76,6 @@ def test_mig_profiles_and_neuron_devices_count_as_their_own_resources_untracked_
 
 
 # -- nominal from quota entries -----------------------------------------------------------------
-
 CPU_P5 = Fraction(191450, 1000)
 MEM_P5 = 1900 * GIB
 
@@ -171,8 +169,6 @@ def test_quota_with_ml_name_governs_plain_eks_nodes_with_ec2_names():
 
 
 # -- allocation, pool and borrowing ---------------------------------------------------------------
-
-
 def test_unallocated_and_shortfall():
     result = run(nodes("p5", P5, 2), [quota("a", entry(P5, accelerators=10)), quota("b", entry(P5, accelerators=4))])
     assert (result.allocated[P5][GPU], result.unallocated[P5][GPU], result.shortfall[P5][GPU]) == (14, 2, 0)

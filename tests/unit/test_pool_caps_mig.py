@@ -71,7 +71,6 @@ def test_absolute_count_zero_borrows_nothing_of_the_flavor_and_leaves_others_alo
 
 
 # -- a field caps only what it names, never scaled onto other resources; Count: 0 borrows nothing of the flavor
-
 CAP_CASES = {
     # name -> (absolute entry, resource -> expected borrowing limit on the fleet of 3 whole + 2 all-3g + 1 balanced)
     # capacity: gpu 3x8 + 4 = 28; 3g 2x16 + 4 = 36; 1g 14; cpu 6 x 191.45; memory 6 x 1900 GiB.
@@ -128,7 +127,6 @@ def test_a_cap_that_cannot_be_sized_is_zero_never_no_cap():
 
 
 # -- mixed MIG fleets: S(f, r) -----------------------------------------------------------------
-
 NOMINAL_CASES = {
     "3g slices sized by the all-3g nodes (most common among those exposing 3g)": (
         entry(P5, partition=(MIG3, 8)),
@@ -193,8 +191,6 @@ def test_the_error_message_is_true_no_error_when_some_node_exposes_the_profile()
 
 
 # -- properties -----------------------------------------------------------------------------------
-
-
 @st.composite
 def mixed_fleet(draw, min_size=1):
     """p5 nodes of random MIG layouts (and some trn1), random eligibility."""

@@ -17,19 +17,11 @@ FLAVORS = [P5, P4D, TRN1, G5]
 
 @st.composite
 def cluster_nodes(draw, min_size=0):
-    n = draw(st.integers(min_value=min_size, max_value=14))
-    out = []
-    for i in range(n):
-        flavor = draw(st.sampled_from(FLAVORS))
-        out.append(
-            node(
-                f"n{i}",
-                flavor,
-                ready=draw(st.booleans()) or draw(st.booleans()),
-                unschedulable=draw(st.integers(0, 5)) == 0,
-                health_status=draw(st.sampled_from(["Schedulable", "Schedulable", "Unschedulable", None])),
-            )
-        )
+    health, out = st.sampled_from(["Schedulable", "Schedulable", "Unschedulable", None]), []
+    for i in range(draw(st.integers(min_value=min_size, max_value=14))):
+        flavor, ready = draw(st.sampled_from(FLAVORS)), draw(st.booleans()) or draw(st.booleans())
+        cordoned = draw(st.integers(0, 5)) == 0
+        out.append(node(f"n{i}", flavor, ready=ready, unschedulable=cordoned, health_status=draw(health)))
     return out
 
 
@@ -51,11 +43,11 @@ def resource_entry(draw, flavor):
 
 @st.composite
 def team_quotas(draw):
-    n = draw(st.integers(0, 5))
     out = []
-    for t in range(n):
-        flavors = draw(st.lists(st.sampled_from(FLAVORS), unique=True, max_size=3))
-        entries = tuple(draw(resource_entry(f)) for f in flavors)
+    for t in range(draw(st.integers(0, 5))):
+        entries = tuple(
+            draw(resource_entry(f)) for f in draw(st.lists(st.sampled_from(FLAVORS), unique=True, max_size=3))
+        )
         absolute = tuple(
             draw(resource_entry(f)) for f in draw(st.lists(st.sampled_from(FLAVORS), unique=True, max_size=2))
         )
