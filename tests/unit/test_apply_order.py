@@ -16,13 +16,7 @@ from idleshare.adapters.errors import (
     PermanentError,
     RetryableError,
 )
-from idleshare.service.apply import (
-    PermanentWritesFailed,
-    RetryableWritesFailed,
-    WritesFailed,
-    describe,
-    write,
-)
+from idleshare.service.apply import PermanentWritesFailed, RetryableWritesFailed, WritesFailed, describe, write
 
 
 def obj(kind: str, name: str, namespace: str = "") -> dict[str, Any]:

@@ -184,37 +184,26 @@ def test_the_router_drops_each_malformed_event_and_enqueues_nothing(
 # The admin API's request models are the one gate of a write (the store stores what it is given): every
 # quota and scheduler file is refused there naming its field, and nothing stored changes.
 @pytest.fixture(scope="module")
-def ddb() -> Iterator[Any]:
-    with fake_aws_env(), mock_aws():
-        yield boto3.resource("dynamodb", region_name="us-east-1")
-
-
-@pytest.fixture(scope="module")
-def seeded(ddb: Any) -> Any:
+def seeded() -> Iterator[Any]:
     """A table holding a cluster, a valid quota and a scheduler config (shared: tests never write)."""
-    table = create_table(ddb)
-    store = DynamoStore(table)
-    store.put_cluster(ClusterRecord("demo", "demo-eks", HYPERPOD_ARN))
-    for body in load("events/examples/quotas.json")[:1]:
-        store.create_quota("demo", body)
-    store.put_scheduler_config("demo", load("events/examples/scheduler-config.json"))
-    return table
+    with fake_aws_env(), mock_aws():
+        table = create_table(boto3.resource("dynamodb", region_name="us-east-1"))
+        store = DynamoStore(table)
+        store.put_cluster(ClusterRecord("demo", "demo-eks", HYPERPOD_ARN))
+        store.create_quota("demo", load("events/examples/quotas.json")[0])
+        store.put_scheduler_config("demo", load("events/examples/scheduler-config.json"))
+        yield table
 
 
 def scan(table: Any) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"ConsistentRead": True}
-    while True:
-        page = table.scan(**kwargs)
-        items += page["Items"]
-        if "LastEvaluatedKey" not in page:
-            return sorted(items, key=lambda i: (i[PK], i[SK]))
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    """Every item (a handful: one page)."""
+    page = table.scan(ConsistentRead=True)
+    assert "LastEvaluatedKey" not in page
+    return sorted(page["Items"], key=lambda i: (i[PK], i[SK]))
 
 
 @pytest.mark.parametrize("path", files("quotas") + files("scheduler"))
 def test_validated_writes_refuse_each_file_and_change_nothing_stored(path: str, seeded: Any) -> None:
-    # validate with the admin API's request model, then store: the one gate of every write
     store, before, doc = DynamoStore(seeded), scan(seeded), load(path)
     with pytest.raises(InputError) as caught:
         if INDEX[path]["kind"] == "quotas":

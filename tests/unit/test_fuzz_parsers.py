@@ -95,8 +95,10 @@ random_detail = st.builds(
 
 @FUZZ
 @given(json_values)
-def test_fuzz_parse_event_with_any_json_value(raw: Any) -> None:
+def test_fuzz_every_parser_with_any_json_value(raw: Any) -> None:
     check_event(raw)
+    for parse in (parse_quotas, lambda raw: parse_quotas([raw]), parse_scheduler_config):
+        parsed_or_input_error(lambda: parse(raw))  # noqa: B023
 
 
 @FUZZ

@@ -177,10 +177,7 @@ def test_rounding_is_always_down():
 @given(
     resource=st.sampled_from(["cpu", "memory", GPU, "aws.amazon.com/neuron"]),
     percent=st.integers(0, 1000),
-    value=st.one_of(
-        st.integers(-5, 10**15),
-        st.fractions(min_value=-5, max_value=10**9, max_denominator=10**6),
-    ),
+    value=st.one_of(st.integers(-5, 10**15), st.fractions(min_value=-5, max_value=10**9, max_denominator=10**6)),
 )
 def test_the_integer_fast_paths_agree_with_exact_fractions(resource, percent, value):
     # The reference: docs/spec.md's rounding applied to the exact product, as a Fraction throughout.

@@ -40,7 +40,7 @@ from tests.corpus.make_corpus import (
     mutate,
     walk,
 )
-from tests.unit.test_fuzz_parsers import parsed_or_input_error, paths
+from tests.unit.test_fuzz_parsers import paths
 
 # The botocore walk, the valid base documents and the mutation are the corpus generator's
 # (tests/corpus/make_corpus.py): these tests check the same members against the same bounds.
@@ -362,6 +362,11 @@ def test_the_error_message_names_source_path_bound_and_value() -> None:
 
 TWICE = [{"InstanceType": "ml.g5.xlarge", "Count": 1}, {"InstanceType": "ml.g5.xlarge", "Count": 2}]
 LISTED_TWICE = 'instance type "ml.g5.xlarge" listed twice (also [0])'
+TWICE_CONFIG = {
+    "ComputeQuotaResources": TWICE,
+    "ResourceSharingConfig": {"Strategy": "Lend", "AbsoluteBorrowLimits": TWICE},
+}
+BORROW = "ResourceSharingConfig.AbsoluteBorrowLimits"
 QUOTA_ERRORS = {
     "every-problem-at-once": (
         [mutate(mutate(QUOTA_BASE, ("ActivationState",), "On"), ("ComputeQuotaTarget", "FairShareWeight"), 101), 5],
@@ -396,20 +401,10 @@ QUOTA_ERRORS = {
         [("ComputeQuotas[1].Name", 'duplicate quota name "batch" (also ComputeQuotas[0])')],
     ),
     "instance-type-twice-in-one-list": (
-        [
-            {
-                **MINIMAL,
-                "ComputeQuotaConfig": {
-                    "ComputeQuotaResources": TWICE,
-                    "ResourceSharingConfig": {"Strategy": "Lend", "AbsoluteBorrowLimits": TWICE},
-                },
-            }
-        ],
-        [
-            ("[0].ComputeQuotaConfig.ComputeQuotaResources[1].InstanceType", LISTED_TWICE),
-            ("[0].ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits[1].InstanceType", LISTED_TWICE),
-        ],
+        [{**MINIMAL, "ComputeQuotaConfig": TWICE_CONFIG}],
+        [(f"[0].ComputeQuotaConfig.{at}[1].InstanceType", LISTED_TWICE) for at in ("ComputeQuotaResources", BORROW)],
     ),
+    "wrapper-not-a-list": ({"ComputeQuotas": 5}, [("ComputeQuotas", "must be an array (got 5)")]),
     "both-list-keys": (
         {"ComputeQuotas": [CREATE], "ComputeQuotaSummaries": [DESCRIBE]},
         [("", "give ComputeQuotas or ComputeQuotaSummaries, not both")],
@@ -597,14 +592,6 @@ json_values = st.recursive(
 
 QUOTA_PATHS = [path for path in paths(QUOTA_BASE) if path]
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@FUZZ
-@given(json_values)
-def test_fuzz_arbitrary_values_only_raise_input_error(value: object) -> None:
-    parsed_or_input_error(lambda: parse_quotas(value))
-    parsed_or_input_error(lambda: parse_quotas([value]))
-    parsed_or_input_error(lambda: parse_scheduler_config(value))
 
 
 # ------------------------------------------------------------------------ the schema and its refusal

@@ -75,8 +75,7 @@ def test_parse_quantity_refuses(text: str) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.sampled_from([CPU, MEMORY, "nvidia.com/gpu"]),
-    st.fractions(min_value=0, max_value=10**15, max_denominator=10**6),
+    st.sampled_from([CPU, MEMORY, "nvidia.com/gpu"]), st.fractions(min_value=0, max_value=10**15, max_denominator=10**6)
 )
 def test_printed_quantities_read_back_with_ours_as_with_lightkube(resource: str, value: Fraction) -> None:
     text = format_quantity(value, resource)
