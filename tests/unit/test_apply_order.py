@@ -141,16 +141,6 @@ def test_several_permanent_failures_are_all_named_and_the_other_writes_still_mad
         assert what in message
 
 
-def test_a_single_failure_is_raised_as_it_came() -> None:
-    kube = RecordingKube()
-    error = PermanentError("c1: apply ClusterQueue/cq-0: HTTP 403: forbidden", operation="apply", status=403)
-    kube.fail["ClusterQueue/cq-0"] = error
-    done = write(kube, cluster_objects(), [], force=False)
-    with pytest.raises(PermanentError) as raised:
-        done.raise_failures()
-    assert raised.value is error
-
-
 def test_a_retryable_failure_stops_what_has_not_started() -> None:
     # a server that times out on the first ClusterQueues (an outage), writes 2 at a time
     kube = RecordingKube(concurrency=2)
@@ -169,21 +159,27 @@ def test_a_retryable_failure_stops_what_has_not_started() -> None:
     assert f"{done.not_started} not started" in str(raised.value)
 
 
-def test_one_retryable_failure_among_permanent_ones_makes_the_whole_retryable() -> None:
-    kube = RecordingKube(concurrency=1)
-    kube.fail["Cohort/pool"] = PermanentError("refused", operation="apply", status=422)
-    kube.fail["ClusterQueue/cq-0"] = RetryableError("HTTP 503", operation="apply", status=503)
-    done = write(kube, cluster_objects(), [], force=False)
-    with pytest.raises(RetryableWritesFailed):
-        done.raise_failures()
+def raised(fail: dict[str, Exception], concurrency: int = 4) -> Exception:
+    """What the writes' outcome raises when the cluster fails ``fail``'s objects."""
+    kube = RecordingKube(concurrency=concurrency)
+    kube.fail = fail
+    with pytest.raises((AdapterError, ValueError)) as caught:
+        write(kube, cluster_objects(), [], force=False).raise_failures()
+    return caught.value
+
+
+def test_one_failure_is_raised_as_it_came_one_retryable_among_permanent_makes_all_retryable() -> None:
+    error = PermanentError("c1: apply ClusterQueue/cq-0: HTTP 403: forbidden", operation="apply", status=403)
+    assert raised({"ClusterQueue/cq-0": error}) is error
+    refused = PermanentError("refused", operation="apply", status=422)
+    unavailable = RetryableError("HTTP 503", operation="apply", status=503)
+    both = raised({"Cohort/pool": refused, "ClusterQueue/cq-0": unavailable}, concurrency=1)
+    assert type(both) is RetryableWritesFailed
 
 
 def test_an_error_that_is_not_an_adapters_is_raised_as_is() -> None:
-    kube = RecordingKube()
-    kube.fail["ClusterQueue/cq-3"] = ValueError("idleshare does not write objects of kind 'X'")
-    done = write(kube, cluster_objects(), [], force=False)
-    with pytest.raises(ValueError, match="does not write"):
-        done.raise_failures()
+    error = ValueError("idleshare does not write objects of kind 'X'")
+    assert raised({"ClusterQueue/cq-3": error}) is error
 
 
 def test_many_failures_quote_a_few_and_name_the_rest() -> None:

@@ -64,12 +64,8 @@ def test_every_enum_member_resolves_by_both_names(name: str) -> None:
 def test_catalog_agrees_with_every_csv_row(row: dict[str, str]) -> None:
     spec = catalog.lookup(row["instance_type"])
     assert spec is not None and spec.verified
-    assert (spec.vcpu, spec.memory_gib, spec.accelerators, spec.efa) == (
-        int(row["vcpu"]),
-        Fraction(row["memory_gib"]),
-        int(row["accelerators"]),
-        int(row["efa"]),
-    )
+    expected = (int(row["vcpu"]), Fraction(row["memory_gib"]), int(row["accelerators"]), int(row["efa"]))
+    assert (spec.vcpu, spec.memory_gib, spec.accelerators, spec.efa) == expected
     assert spec.accelerator == {"nvidia": NVIDIA_GPU, "neuron": NEURON_DEVICE}[row["accelerator_kind"]]
     assert spec.accelerator_name == (row["accelerator_name"] or None)
     memory_mib = row["accelerator_memory_mib"]

@@ -147,10 +147,8 @@ def test_node_from_dict_names_the_field_of_the_bad_node(path: str) -> None:
     good, bad = load(path)["items"]
     field = "node" + INDEX[path]["field"].removeprefix("items[1]")
     node_from_dict(good)
-
     with pytest.raises(InputError) as caught:
         node_from_dict(bad, source="api")
-
     assert names_field(caught.value, field), str(caught.value)
 
 
@@ -169,9 +167,7 @@ def test_the_router_drops_each_malformed_event_and_enqueues_nothing(
     event = load(path)
     store: Any = router_deps.store
     clusters_before = dict(store.clusters)
-
     outcome = router.handler(event, CONTEXT)
-
     assert outcome == {"enqueued": [], "dropped": "Malformed"}
     queue: Any = router_deps.queue
     assert queue.sent == []

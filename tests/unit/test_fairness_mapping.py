@@ -1,5 +1,4 @@
-"""The SchedulerConfig's fairness settings -> what idleshare writes into Kueue, and the Kueue Configuration they need
-the mapping as tables, the Configuration parser, and the pool's named issues."""
+"""The SchedulerConfig's fairness settings -> what idleshare writes into Kueue; the Kueue Configuration they need."""
 
 from __future__ import annotations
 
@@ -77,7 +76,6 @@ def test_fair_share_weight_and_preempt_team_tasks_map_to_the_cluster_queue(
 )
 def test_priority_classes_map_to_workload_priority_class_values(classes, written):
     objects = cluster_queues(SchedulerConfig(priority_classes=classes)).values()
-
     assert {o["metadata"]["name"]: o["value"] for o in objects if o["kind"] == "WorkloadPriorityClass"} == written
 
 
@@ -173,7 +171,6 @@ def test_an_unreadable_configuration_is_a_reading_with_its_reason(stored, proble
 )
 def test_what_kueue_will_not_do_is_a_named_issue(reading, fair_share, codes):
     issues = kueue_config_issues(reading, SchedulerConfig(fair_share=fair_share))
-
     assert [i.code for i in issues] == codes
     assert all(i.subject == "kueue-system/kueue-manager-config" for i in issues)
 
@@ -182,7 +179,6 @@ def test_unreadable_is_a_warning_a_missing_integration_an_error_and_both_join_th
     result = compute(Snapshot(nodes=()))
     unreadable = with_kueue_config(result, KueueConfigReading(None, "NotFoundError: 404"), SchedulerConfig())
     missing = with_kueue_config(result, KueueConfigReading(KueueConfig(True, (), ())), SchedulerConfig())
-
     assert [(i.severity, i.code) for i in unreadable.issues] == [("warning", KUEUE_CONFIG_UNREADABLE)]
     assert "NotFoundError: 404" in unreadable.issues[0].message
     assert [(i.severity, i.code) for i in missing.issues] == [("error", KUEUE_INTEGRATION_MISSING)]

@@ -124,9 +124,7 @@ def router_deps() -> Iterator[wiring.Dependencies]:
 def test_fuzz_the_router_returns_normally_for_any_input(raw: Any, router_deps: wiring.Dependencies) -> None:
     queue: Any = router_deps.queue
     sent_before = len(queue.sent)
-
     outcome = router.handler(raw, CONTEXT)
-
     enqueued = outcome["enqueued"]
     if "dropped" in outcome:
         assert enqueued == [] and len(queue.sent) == sent_before

@@ -9,83 +9,58 @@ import pytest
 
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
 from idleshare.domain.kueue_diff import diff, first_difference, terminating
+from tests.corpus.make_corpus import mutate
 
-OURS = {MANAGED_BY_LABEL: "idleshare"}
+OURS, P5 = {MANAGED_BY_LABEL: "idleshare"}, "ml.p5.48xlarge"
 
 
-def meta(name: str, team: str | None = None, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
-    labels = dict(OURS)
-    if team:
-        labels[TEAM_LABEL] = team
-    m: dict[str, Any] = {"name": name, "labels": labels, **extra}
-    if namespace:
-        m["namespace"] = namespace
-    return m
+def meta(name: str, team: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    labels = OURS | ({TEAM_LABEL: team} if team else {})
+    return {"name": name, "labels": labels} | ({"namespace": namespace} if namespace else {})
+
+
+def obj(kind: str, name: str, team: str | None = None, namespace: str | None = None, **body: Any) -> dict[str, Any]:
+    api = "v1" if kind == "Namespace" else KUEUE_API
+    return {"apiVersion": api, "kind": kind, "metadata": meta(name, team, namespace), **body}
 
 
 def cq(team: str, nominal: str = "8", *, memory: str = "2Gi", weight: str | None = None) -> dict[str, Any]:
     mem = {"name": "memory", "nominalQuota": memory, "borrowingLimit": "0", "lendingLimit": memory}
     gpu = {"name": "nvidia.com/gpu", "nominalQuota": nominal, "borrowingLimit": "0", "lendingLimit": "0"}
+    group = {"coveredResources": ["memory", "nvidia.com/gpu"], "flavors": [{"name": P5, "resources": [mem, gpu]}]}
     spec: dict[str, Any] = {
         "cohortName": "shared-pool",
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": f"hyperpod-ns-{team}"}},
-        "resourceGroups": [
-            {
-                "coveredResources": ["memory", "nvidia.com/gpu"],
-                "flavors": [{"name": "ml.p5.48xlarge", "resources": [mem, gpu]}],
-            }
-        ],
+        "resourceGroups": [group],
         "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
         "stopPolicy": "None",
-    }
-    if weight is not None:
-        spec["fairSharing"] = {"weight": weight}
-    meta_ = meta(f"hyperpod-ns-{team}-clusterqueue", team)
-    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": meta_, "spec": spec}
+    } | ({"fairSharing": {"weight": weight}} if weight is not None else {})
+    return obj("ClusterQueue", f"hyperpod-ns-{team}-clusterqueue", team, spec=spec)
 
 
 def lq(team: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "LocalQueue",
-        "metadata": meta(f"hyperpod-ns-{team}-localqueue", team, f"hyperpod-ns-{team}"),
-        "spec": {"clusterQueue": f"hyperpod-ns-{team}-clusterqueue"},
-    }
+    spec = {"clusterQueue": f"hyperpod-ns-{team}-clusterqueue"}
+    return obj("LocalQueue", f"hyperpod-ns-{team}-localqueue", team, f"hyperpod-ns-{team}", spec=spec)
 
 
 def ns(team: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(f"hyperpod-ns-{team}", team)}
+    return obj("Namespace", f"hyperpod-ns-{team}", team)
 
 
 def rf(flavor: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "ResourceFlavor",
-        "metadata": meta(flavor),
-        "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": flavor}},
-    }
+    return obj("ResourceFlavor", flavor, spec={"nodeLabels": {"node.kubernetes.io/instance-type": flavor}})
 
 
-def wpc(name: str, value: int = 90, description: str = "inference") -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "WorkloadPriorityClass",
-        "metadata": meta(name),
-        "value": value,
-        "description": description,
-    }
+def wpc(name: str, value: int | str = 90, description: str = "inference") -> dict[str, Any]:
+    return obj("WorkloadPriorityClass", name, value=value, description=description)
 
 
 def as_stored(obj: dict[str, Any], **changes: Any) -> dict[str, Any]:
     """What the apiserver returns for ``obj``: server metadata added, ``changes`` applied by path."""
-    stored = copy.deepcopy(obj)
-    stored["metadata"].update(uid="u-1", resourceVersion="42", generation=1, creationTimestamp="2025-01-01T00:00:00Z")
+    server = {"uid": "u-1", "resourceVersion": "42", "generation": 1, "creationTimestamp": "2025-01-01T00:00:00Z"}
+    stored = mutate(obj, ("metadata",), obj["metadata"] | server)
     for path, value in changes.items():
-        *parents, leaf = path.split("__")
-        cur = stored
-        for p in parents:
-            cur = cur[int(p)] if p.isdigit() else cur[p]
-        cur[int(leaf) if leaf.isdigit() else leaf] = value
+        stored = mutate(stored, tuple(int(p) if p.isdigit() else p for p in path.split("__")), value)
     return stored
 
 
@@ -204,12 +179,7 @@ DIFFS = {
         [],
         [LQ_GONE, CQ_GONE, ("WorkloadPriorityClass", "old-priority"), ("ResourceFlavor", "ml.g5")],
     ),
-    "a-kind-idleshare-does-not-write": (
-        [],
-        [{"apiVersion": KUEUE_API, "kind": "Workload", "metadata": meta("job-1", "gone", "hyperpod-ns-gone")}],
-        [],
-        [],
-    ),
+    "a-kind-idleshare-does-not-write": ([], [obj("Workload", "job-1", "gone", "hyperpod-ns-gone")], [], []),
     # team b's queues deleted by an earlier recompute, still held by Kueue's finalizer: left to finish
     "terminating-not-deleted-again": (
         [cq("a")],

@@ -187,6 +187,5 @@ def test_the_integer_fast_paths_agree_with_exact_fractions(resource, percent, va
     assert round_down(resource, value) == round_down(resource, Fraction(value))
     if value >= 0:
         assert format_quantity(value, resource) == format_quantity(Fraction(value), resource)
-        assert Fraction(parse_quantity(format_quantity(value, resource))) == math.floor(
-            Fraction(value) * 1000
-        ) / Fraction(1000)
+        milli = Fraction(math.floor(Fraction(value) * 1000), 1000)
+        assert Fraction(parse_quantity(format_quantity(value, resource))) == milli

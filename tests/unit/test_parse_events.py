@@ -12,6 +12,7 @@ import pytest
 from idleshare.parse import events
 from idleshare.parse.errors import InputError
 from idleshare.parse.events import ClusterRef, cluster_ref, parse_event
+from tests.corpus.make_corpus import DELETE, mutate
 
 ROOT = Path(__file__).resolve().parents[2]
 # AWS's own samples of the HyperPod events, and real-shaped ones of the others
@@ -41,20 +42,11 @@ def errors_of(raw: Any) -> list[tuple[str, str]]:
 
 
 def sample(name: str, **changes: Any) -> dict[str, Any]:
-    raw: dict[str, Any] = json.loads(json.dumps(SAMPLES[name]))
+    """The sample ``name`` with ``a__b=value`` set (removed for ``DELETE``)."""
+    raw = SAMPLES[name]
     for path, value in changes.items():
-        *parents, last = path.split("__")
-        node = raw
-        for p in parents:
-            node = node[p]
-        if value is DELETE:
-            del node[last]
-        else:
-            node[last] = value
+        raw = mutate(raw, tuple(path.split("__")), value)
     return raw
-
-
-DELETE = object()
 
 
 # ---------------------------------------------------------------------------------- accepted
@@ -146,99 +138,85 @@ HEALTH = "hyperpod-node-health-event.json"
 TRAIL = "cloudtrail-create-compute-quota.json"
 RECALC = "idleshare-recalculation-requested.json"
 SCHEDULE = "schedule-safety-net.json"
+STATE, CLUSTER, NODE = (
+    "hyperpod-cluster-state-change.json",
+    "hyperpod-cluster-event.json",
+    "idleshare-node-changed.json",
+)
+BY_EKS = "idleshare-recalculation-requested-by-eks-name.json"
+QUOTA, SCHED = "idleshare-compute-quota-changed.json", "idleshare-scheduler-config-changed.json"
 CLOUDTRAIL_NAMES = ", ".join(sorted(events.CLOUDTRAIL_EVENT_NAMES))
 
 # id -> (the event, [(where, what)] in the order of the fields)
-REFUSED: dict[str, tuple[Any, list[tuple[str, str]]]] = {
-    "not-an-object": ([], [("", "an event must be a JSON object")]),
-    "no-detail-type": ({}, [("detail-type", "unsupported detail-type null")]),
-    "unknown": (sample(HEALTH, **{"detail-type": "Nope"}), [("detail-type", 'unsupported detail-type "Nope"')]),
-    "source": (sample(HEALTH, source="aws.ec2"), [("source", 'must be aws.sagemaker (got "aws.ec2")')]),
-    "missing": (sample(HEALTH, detail__ClusterArn=DELETE), [("detail.ClusterArn", MISSING)]),
-    "type": (sample(HEALTH, detail__ClusterArn=5), [("detail.ClusterArn", "must be a string (got 5)")]),
-    "empty-arn": (sample(HEALTH, detail__ClusterArn=""), [("detail.ClusterArn", "must not be empty")]),
-    "nested-not-object": (
-        sample(HEALTH, detail__HealthSummary="ok"),
-        [("detail.HealthSummary", 'must be an object (got "ok")')],
+REFUSED = [  # (the sample, the change to it, where, what): one problem, named
+    (None, [], "", "an event must be a JSON object"),
+    (None, {}, "detail-type", "unsupported detail-type null"),
+    (HEALTH, {"detail-type": "Nope"}, "detail-type", 'unsupported detail-type "Nope"'),
+    (HEALTH, {"source": "aws.ec2"}, "source", 'must be aws.sagemaker (got "aws.ec2")'),
+    (HEALTH, {"detail__ClusterArn": DELETE}, "detail.ClusterArn", MISSING),
+    (HEALTH, {"detail__ClusterArn": 5}, "detail.ClusterArn", "must be a string (got 5)"),
+    (HEALTH, {"detail__ClusterArn": ""}, "detail.ClusterArn", "must not be empty"),
+    (HEALTH, {"detail__HealthSummary": "ok"}, "detail.HealthSummary", 'must be an object (got "ok")'),
+    (
+        HEALTH,
+        {"detail__HealthSummary__HealthStatus": None},
+        "detail.HealthSummary.HealthStatus",
+        "must be a string (got null)",
     ),
-    "nested-field": (
-        sample(HEALTH, detail__HealthSummary__HealthStatus=None),
-        [("detail.HealthSummary.HealthStatus", "must be a string (got null)")],
+    (HEALTH, {"detail": DELETE}, "detail", MISSING),
+    (
+        STATE,
+        {"detail__Orchestrator": {"Eks": {"ClusterArn": 1}}},
+        "detail.Orchestrator.Eks.ClusterArn",
+        "must be a string (got 1)",
     ),
-    "fields-in-order": (
-        sample(HEALTH, source=None, detail__InstanceId="", detail__HealthSummary__RepairAction=1),
-        [
-            ("source", "must be a string (got null)"),
-            ("detail.InstanceId", "must not be empty"),
-            ("detail.HealthSummary.RepairAction", "must be a string (got 1)"),
-        ],
+    (CLUSTER, {"detail__EventDetails__ClusterArn": DELETE}, "detail.EventDetails.ClusterArn", MISSING),
+    (
+        TRAIL,
+        {"detail__eventSource": "ec2.amazonaws.com"},
+        "detail.eventSource",
+        'must be sagemaker.amazonaws.com (got "ec2.amazonaws.com")',
     ),
-    "no-detail": (sample(HEALTH, detail=DELETE), [("detail", MISSING)]),
-    "orchestrator": (
-        sample("hyperpod-cluster-state-change.json", detail__Orchestrator={"Eks": {"ClusterArn": 1}}),
-        [("detail.Orchestrator.Eks.ClusterArn", "must be a string (got 1)")],
+    (
+        TRAIL,
+        {"detail__eventName": "CreateCluster"},
+        "detail.eventName",
+        f'must be one of {CLOUDTRAIL_NAMES} (got "CreateCluster")',
     ),
-    "cluster-event": (
-        sample("hyperpod-cluster-event.json", detail__EventDetails__ClusterArn=DELETE),
-        [("detail.EventDetails.ClusterArn", MISSING)],
-    ),
-    "cloudtrail-service": (
-        sample(TRAIL, detail__eventSource="ec2.amazonaws.com"),
-        [("detail.eventSource", 'must be sagemaker.amazonaws.com (got "ec2.amazonaws.com")')],
-    ),
-    "cloudtrail-name": (
-        sample(TRAIL, detail__eventName="CreateCluster"),
-        [("detail.eventName", f'must be one of {CLOUDTRAIL_NAMES} (got "CreateCluster")')],
-    ),
-    "cloudtrail-params": (
-        sample(TRAIL, detail__requestParameters=[]),
-        [("detail.requestParameters", "must be an object (got an array)")],
-    ),
-    "cluster-id": (sample(RECALC, detail__cluster="Demo"), [("detail.cluster", f'{CLUSTER_ID} (got "Demo")')]),
-    "cluster-id-newline": (
-        sample(RECALC, detail__cluster="demo\n"),
-        [("detail.cluster", f'{CLUSTER_ID} (got "demo\\n")')],
-    ),
-    "request-id": (
-        sample(RECALC, detail__requestId="r" * 129),
-        [("detail.requestId", "must be at most 128 characters (got 129)")],
-    ),
-    "eks-name": (
-        sample("idleshare-recalculation-requested-by-eks-name.json", detail__eksClusterName=""),
-        [("detail.eksClusterName", "must not be empty")],
-    ),
-    "node": (
-        sample("idleshare-node-changed.json", detail__node="n" * 254),
-        [("detail.node", "must be at most 253 characters (got 254)")],
-    ),
-    "quota-name": (
-        sample("idleshare-compute-quota-changed.json", detail__quotaName="q" * 64),
-        [("detail.quotaName", "must be at most 63 characters (got 64)")],
-    ),
-    "own-detail": (
-        sample("idleshare-scheduler-config-changed.json", detail="x"),
-        [("detail", 'must be an object (got "x")')],
-    ),
-    "own-source": (sample(RECALC, source="aws.scheduler"), [("source", 'must be idleshare (got "aws.scheduler")')]),
-    "schedule-clusters": (
-        sample(SCHEDULE, detail__clusters=["ok", "BAD", 3]),
-        [("detail.clusters[1]", f'{CLUSTER_ID} (got "BAD")'), ("detail.clusters[2]", "must be a string (got 3)")],
-    ),
-    "schedule-clusters-kind": (
-        sample(SCHEDULE, detail__clusters=5),
-        [("detail.clusters", "must be a string or an array (got 5)")],
-    ),
-    "schedule-clusters-word": (
-        sample(SCHEDULE, detail__clusters="some"),
-        [("detail.clusters", 'must be all (got "some")')],
-    ),
-    "schedule-detail": (sample(SCHEDULE, detail=None), [("detail", "must be an object (got null)")]),
-}
+    (TRAIL, {"detail__requestParameters": []}, "detail.requestParameters", "must be an object (got an array)"),
+    (RECALC, {"detail__cluster": "Demo"}, "detail.cluster", f'{CLUSTER_ID} (got "Demo")'),
+    (RECALC, {"detail__cluster": "demo\n"}, "detail.cluster", f'{CLUSTER_ID} (got "demo\\n")'),
+    (RECALC, {"detail__requestId": "r" * 129}, "detail.requestId", "must be at most 128 characters (got 129)"),
+    (BY_EKS, {"detail__eksClusterName": ""}, "detail.eksClusterName", "must not be empty"),
+    (NODE, {"detail__node": "n" * 254}, "detail.node", "must be at most 253 characters (got 254)"),
+    (QUOTA, {"detail__quotaName": "q" * 64}, "detail.quotaName", "must be at most 63 characters (got 64)"),
+    (SCHED, {"detail": "x"}, "detail", 'must be an object (got "x")'),
+    (RECALC, {"source": "aws.scheduler"}, "source", 'must be idleshare (got "aws.scheduler")'),
+    (SCHEDULE, {"detail__clusters": 5}, "detail.clusters", "must be a string or an array (got 5)"),
+    (SCHEDULE, {"detail__clusters": "some"}, "detail.clusters", 'must be all (got "some")'),
+    (SCHEDULE, {"detail": None}, "detail", "must be an object (got null)"),
+]
 
 
-@pytest.mark.parametrize(("raw", "expected"), REFUSED.values(), ids=REFUSED)
-def test_each_malformed_event_is_refused_naming_the_field(raw: Any, expected: list[tuple[str, str]]) -> None:
-    assert errors_of(raw) == expected
+@pytest.mark.parametrize(
+    ("name", "changes", "where", "what"), REFUSED, ids=[f"{r[2]}-{i}" for i, r in enumerate(REFUSED)]
+)
+def test_each_malformed_event_is_refused_naming_the_field(
+    name: str | None, changes: Any, where: str, what: str
+) -> None:
+    assert errors_of(sample(name, **changes) if name else changes) == [(where, what)]
+
+
+def test_every_problem_is_named_in_the_order_of_the_fields() -> None:
+    assert errors_of(sample(HEALTH, source=None, detail__InstanceId="", detail__HealthSummary__RepairAction=1)) == [
+        ("source", "must be a string (got null)"),
+        ("detail.InstanceId", "must not be empty"),
+        ("detail.HealthSummary.RepairAction", "must be a string (got 1)"),
+    ]
+    assert errors_of(sample(SCHEDULE, detail__clusters=["ok", "BAD", 3])) == [
+        ("detail.clusters[1]", f'{CLUSTER_ID} (got "BAD")'),
+        ("detail.clusters[2]", "must be a string (got 3)"),
+    ]
 
 
 def test_detail_type_may_be_spelled_with_an_underscore_and_both_spellings_must_agree() -> None:

@@ -43,15 +43,9 @@ EXPECTED_REAL = Node(
 
 def node(name: str, allocatable: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
     """A minimal Node object; ``top`` replaces top-level sections (metadata, spec, status)."""
-    obj: dict[str, Any] = {
-        "metadata": {"name": name, "labels": {INSTANCE_TYPE_LABEL: "ml.g5.12xlarge"}},
-        "status": {
-            "allocatable": allocatable if allocatable is not None else {"cpu": "47810m", "nvidia.com/gpu": "4"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-    obj.update(top)
-    return obj
+    alloc = allocatable if allocatable is not None else {"cpu": "47810m", "nvidia.com/gpu": "4"}
+    status = {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]}
+    return {"metadata": {"name": name, "labels": {INSTANCE_TYPE_LABEL: "ml.g5.12xlarge"}}, "status": status} | top
 
 
 def kubectl_list(*items: dict[str, Any]) -> dict[str, Any]:
@@ -154,22 +148,16 @@ def test_ready_is_the_ready_condition_being_true(conditions: list[dict[str, str]
 
 
 def test_cordon_deletion_health_and_taints_are_read() -> None:
-    meta = {
-        "name": "n",
-        "deletionTimestamp": "2025-06-02T14:03:11Z",
-        "labels": {HEALTH_LABEL: "UnschedulablePendingReplacement"},
-    }
-    cordon = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2025-06-02T14:03:11Z"}
+    when, replace = "2025-06-02T14:03:11Z", "UnschedulablePendingReplacement"
+    meta = {"name": "n", "deletionTimestamp": when, "labels": {HEALTH_LABEL: replace}}
+    cordon = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": when}
     spec = {
         "unschedulable": True,
         "taints": [cordon, {"key": "dedicated", "effect": "NoExecute", "value": "inference"}],
     }
     (n,) = parse_nodes([node("n", metadata=meta, spec=spec)])
-    assert (n.unschedulable, n.deleting, n.health_status) == (True, True, "UnschedulablePendingReplacement")
-    assert n.taints == (
-        Taint("node.kubernetes.io/unschedulable", "NoSchedule", None),
-        Taint("dedicated", "NoExecute", "inference"),
-    )
+    assert (n.unschedulable, n.deleting, n.health_status) == (True, True, replace)
+    assert n.taints == (Taint(cordon["key"], "NoSchedule", None), Taint("dedicated", "NoExecute", "inference"))
     (plain,) = parse_nodes([node("p")])
     assert (plain.unschedulable, plain.deleting, plain.taints) == (False, False, ())
 

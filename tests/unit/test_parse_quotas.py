@@ -276,7 +276,8 @@ CREATE = {
     "ActivationState": "Enabled",
     "Tags": [{"Key": "owner", "Value": "ml-platform"}],
 }
-EXAMPLES = json.loads((Path(__file__).resolve().parents[2] / "events" / "examples" / "quotas.json").read_text())
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "events" / "examples"
+EXAMPLES = json.loads((EXAMPLES_DIR / "quotas.json").read_text())
 DESCRIBE = {**EXAMPLES[1], "ActivationState": "Disabled", "FailureReason": ""}  # a DescribeComputeQuota response
 MINIMAL = {"Name": "batch", "ComputeQuotaTarget": {"TeamName": "batch"}}
 
@@ -520,18 +521,8 @@ EXPECTED_SCHEDULER = SchedulerConfig(
     fair_share=False,
     idle_resource_sharing=False,
 )
-ARN = "arn:aws:sagemaker:us-west-2:123456789012"
-CREATE_SCHEDULER = {"Name": "default", "ClusterArn": f"{ARN}:cluster/abcdef123456", "SchedulerConfig": BARE}
-DESCRIBE_SCHEDULER = {
-    "ClusterSchedulerConfigArn": f"{ARN}:cluster-scheduler-config/z9y8x7w6v5u4",
-    "ClusterSchedulerConfigId": "z9y8x7w6v5u4",
-    "Name": "default",
-    "ClusterSchedulerConfigVersion": 2,
-    "Status": "Created",
-    "SchedulerConfig": BARE,
-    "CreationTime": "2025-06-01T12:34:56Z",
-    "StatusDetails": {},
-}
+CREATE_SCHEDULER = {"Name": "default", "ClusterArn": CREATE["ClusterArn"], "SchedulerConfig": BARE}
+DESCRIBE_SCHEDULER = json.loads((EXAMPLES_DIR / "scheduler-config.json").read_text()) | {"SchedulerConfig": BARE}
 EVERYTHING_ENABLED = SchedulerConfig(priority_classes=(), fair_share=True, idle_resource_sharing=True)
 
 
@@ -555,10 +546,7 @@ def test_scheduler_config_shapes(raw: object, expected: SchedulerConfig) -> None
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        (
-            {"Name": "default", "FairShare": "Disabled"},
-            [("FairShare", "unknown field here: put it inside SchedulerConfig")],
-        ),
+        ({"Name": "x", "FairShare": "Disabled"}, [("FairShare", "unknown field here: put it inside SchedulerConfig")]),
         (
             {"SchedulerConfig": {"PriorityClasses": [{"Name": "a", "Weight": 1}, {"Name": "a", "Weight": 2}]}},
             [("SchedulerConfig.PriorityClasses[1].Name", 'duplicate priority class "a" (also PriorityClasses[0])')],

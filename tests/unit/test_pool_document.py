@@ -17,11 +17,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "events" / "examples"
 
 
 def example() -> tuple[PoolResult, list[dict[str, Any]]]:
-    return plan(
-        (EXAMPLES / "nodes.json").read_bytes(),
-        (EXAMPLES / "quotas.json").read_bytes(),
-        (EXAMPLES / "scheduler-config.json").read_bytes(),
-    )
+    return plan(*((EXAMPLES / name).read_bytes() for name in ("nodes.json", "quotas.json", "scheduler-config.json")))
 
 
 def test_the_document_keeps_the_stored_shape() -> None:

@@ -11,6 +11,7 @@ from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import SchedulerConfig, Snapshot, Strategy
 from idleshare.domain.pool import compute
 from tests.builders import ALLOC, G5, P4D, P5, TRN1, entry, node, quota
+from tests.unit.test_pool_caps_mig import mixed_fleet, teams_with_caps
 
 FLAVORS = [P5, P4D, TRN1, G5]
 
@@ -112,9 +113,10 @@ def test_adding_an_eligible_node_never_lowers_unallocated(nodes_, quotas_, flavo
     assert gained + covered > 0
 
 
-@settings(max_examples=100, deadline=None)
-@given(cluster_nodes(), team_quotas(), st.randoms(use_true_random=False))
+@settings(max_examples=200, deadline=None)
+@given(cluster_nodes() | mixed_fleet(), team_quotas() | teams_with_caps(), st.randoms(use_true_random=False))
 def test_results_are_identical_for_any_input_order(nodes_, quotas_, rnd):
+    # mixed MIG layouts too: ties between layouts (S(f), S(f, r)) are broken by the shapes themselves
     shuffled_nodes, shuffled_quotas = list(nodes_), list(quotas_)
     rnd.shuffle(shuffled_nodes)
     rnd.shuffle(shuffled_quotas)
