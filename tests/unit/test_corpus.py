@@ -49,8 +49,7 @@ def load(path: str) -> Any:
 
 
 def names_field(error: InputError, field: str, *, prefix: bool = False) -> bool:
-    """Some error of ``error`` is at exactly ``field`` ("" = the whole document; for an event, at or below it), and
-    its message says so."""
+    """An error is at ``field`` ("" = the whole document; with ``prefix``, at or below it), and the message says so."""
     locs = [e.loc for e in error.errors]
     return (field in locs or (prefix and any(loc.startswith(field) for loc in locs))) and field in str(error)
 

@@ -44,11 +44,13 @@ QUOTAS = [
 ]
 
 
+RESULT, OBJS = objects(CLUSTER, QUOTAS)  # read, never changed
+
+
 def test_cohort_quota_is_the_unallocated_capacity_and_zero_without_idle_sharing():
-    result, objs = objects(CLUSTER, QUOTAS)
-    cohort = by_kind(objs, "Cohort")["shared-pool"]
+    cohort = by_kind(OBJS, "Cohort")["shared-pool"]
     group = cohort["spec"]["resourceGroups"][0]
-    assert group["coveredResources"] == list(result.resources)
+    assert group["coveredResources"] == list(RESULT.resources)
     assert quota_of(group, P5, GPU)["nominalQuota"] == "24"  # 32 - research 8 (paused is disabled)
     _, off = objects(CLUSTER, QUOTAS, sc=SchedulerConfig(idle_resource_sharing=False))
     group_off = by_kind(off, "Cohort")["shared-pool"]["spec"]["resourceGroups"][0]
@@ -56,8 +58,7 @@ def test_cohort_quota_is_the_unallocated_capacity_and_zero_without_idle_sharing(
 
 
 def test_cluster_queue_per_team():
-    _, objs = objects(CLUSTER, QUOTAS)
-    cqs = by_kind(objs, "ClusterQueue")
+    cqs = by_kind(OBJS, "ClusterQueue")
     assert sorted(cqs) == [f"hyperpod-ns-{t}-clusterqueue" for t in ("nlp", "paused", "research", "vision")]
     research = cqs["hyperpod-ns-research-clusterqueue"]["spec"]
     assert {k: v for k, v in research.items() if k != "resourceGroups"} == {
@@ -81,30 +82,28 @@ def test_cluster_queue_per_team():
 
 
 def test_flavors_local_queues_namespaces_and_priority_classes():
-    _, objs = objects(CLUSTER, QUOTAS)
-    flavors = by_kind(objs, "ResourceFlavor")
+    flavors = by_kind(OBJS, "ResourceFlavor")
     assert sorted(flavors) == sorted([P5, P4D, TRN1])  # one flavor each, with its node label
     assert flavors[P5]["spec"] == {"nodeLabels": {"node.kubernetes.io/instance-type": P5}}
-    lq = by_kind(objs, "LocalQueue")["hyperpod-ns-nlp-localqueue"]
+    lq = by_kind(OBJS, "LocalQueue")["hyperpod-ns-nlp-localqueue"]
     assert lq["metadata"]["namespace"] == "hyperpod-ns-nlp"
     assert lq["spec"] == {"clusterQueue": "hyperpod-ns-nlp-clusterqueue"}
-    assert "hyperpod-ns-nlp" in by_kind(objs, "Namespace")
-    wpcs = by_kind(objs, "WorkloadPriorityClass")
+    assert "hyperpod-ns-nlp" in by_kind(OBJS, "Namespace")
+    wpcs = by_kind(OBJS, "WorkloadPriorityClass")
     assert {n: o["value"] for n, o in wpcs.items()} == {"inference-priority": 90, "training-priority": 40}
 
 
 def test_every_object_is_ours_team_objects_name_their_team_and_the_order_is_the_apply_order():
-    _, objs = objects(CLUSTER, QUOTAS)
-    for o in objs:
+    for o in OBJS:
         assert o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "idleshare"
         if o["kind"] in ("ClusterQueue", "LocalQueue", "Namespace"):
             assert o["metadata"]["labels"]["idleshare.io/team"] in {"research", "nlp", "vision", "paused"}
-    kinds = [o["kind"] for o in objs]
+    kinds = [o["kind"] for o in OBJS]
     assert kinds.index("Namespace") < kinds.index("ResourceFlavor") < kinds.index("Cohort")
     assert max(i for i, k in enumerate(kinds) if k == "ClusterQueue") < kinds.index("LocalQueue")
     _, again = objects(list(reversed(CLUSTER)), list(reversed(QUOTAS)))
-    assert objs == again
-    assert [e for o in objs for e in webhook_violations(o)] == []  # the engine's output passes the webhook's rules
+    assert again == OBJS
+    assert [e for o in OBJS for e in webhook_violations(o)] == []  # the engine's output passes the webhook's rules
 
 
 def test_prefix_and_cohort_name_are_configurable():

@@ -35,16 +35,12 @@ def test_the_document_keeps_the_stored_shape() -> None:
     assert all(type(b) is str for b in team["bounds"].values())
 
 
-def test_the_digest_is_over_the_document_and_the_manifests_in_canonical_json() -> None:
+def test_the_digest_and_plans_json_are_over_the_document_and_the_manifests() -> None:
     result, manifests = example()
     doc = pool_document(result)
     canonical = json.dumps({"pool": doc, "manifests": manifests}, sort_keys=True, separators=(",", ":"))
     assert digest(doc, manifests) == hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def test_plans_json_is_the_document_with_its_summary_and_manifests() -> None:
-    result, manifests = example()
-    shown = result_json(result, manifests)
+    shown = result_json(result, manifests)  # plan's JSON is the document with its summary and manifests
     assert shown.pop("summary") == result.summary()
     assert shown.pop("manifests") == manifests
     assert shown == pool_document(result)

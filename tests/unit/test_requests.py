@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from idleshare.api.schemas import schema
 from idleshare.parse.errors import InputError
 from idleshare.parse.requests import (
     MAX_INT32,
@@ -191,8 +192,6 @@ SAMPLES = Path(__file__).resolve().parents[2] / "events" / "api"
 def test_the_openapi_schema_accepts_and_refuses_what_the_shape_does(
     model: Any, sample: str, field: str, beyond: Any
 ) -> None:
-    from idleshare.api.schemas import schema
-
     body = json.loads((SAMPLES / sample).read_text())
     parse(model, body)
     jsonschema.validate(body, schema(model))  # what a client generated from the document sends is accepted
