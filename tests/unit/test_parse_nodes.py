@@ -84,10 +84,6 @@ def test_the_three_input_shapes_give_exactly_what_the_engine_needs(document: Any
     assert node_from_dict(copy.deepcopy(REAL_NODE)) == EXPECTED_REAL
 
 
-def test_an_empty_list_is_no_nodes() -> None:
-    assert parse_nodes(b'{"apiVersion":"v1","kind":"List","items":[]}') == () == parse_nodes(b"[]")
-
-
 # --------------------------------------------------------------------------------- the fields
 @pytest.mark.parametrize(
     ("allocatable", "expected"),
@@ -294,10 +290,11 @@ def test_a_refused_document_names_every_bad_field_not_only_the_first() -> None:
     ]
 
 
-def test_unknown_members_and_unread_values_are_ignored() -> None:
+def test_unknown_members_and_unread_values_are_ignored_and_an_empty_list_is_no_nodes() -> None:
     # a number JSON allows but no double holds, where nothing reads it, costs nothing
     raw = '[{"metadata": {"name": "a", "uid": 1e400}, "x": [1e400], "status": {"capacity": {"cpu": "bad"}}}]'
     assert [n.name for n in parse_nodes(raw)] == ["a"]
+    assert parse_nodes(b'{"apiVersion":"v1","kind":"List","items":[]}') == () == parse_nodes(b"[]")  # no nodes
 
 
 def test_every_bad_node_is_reported_up_to_a_cap() -> None:

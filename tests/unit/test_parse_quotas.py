@@ -344,6 +344,8 @@ def test_defaults_when_sharing_config_and_activation_state_are_absent() -> None:
     # the engine applies its default BorrowLimit (50) to None
     expected = (Strategy.LEND_AND_BORROW, None, "Never", True, ())
     assert (quota.strategy, quota.borrow_limit, quota.preempt_team_tasks, quota.enabled, quota.resources) == expected
+    (base,) = parse_quotas([QUOTA_BASE])  # the same instance type in the quota and the borrow limits is fine
+    assert base.resources[0].instance_type == base.absolute_borrow_limits[0].instance_type
 
 
 def test_the_error_message_names_source_path_bound_and_value() -> None:
@@ -419,11 +421,6 @@ def test_each_problem_is_named_with_its_field(raw: object, expected: list[tuple[
         assert f"{len(expected)} errors" in str(caught.value)
 
 
-def test_the_same_instance_type_in_quota_and_borrow_limits_is_fine() -> None:
-    (quota,) = parse_quotas([QUOTA_BASE])
-    assert quota.resources[0].instance_type == quota.absolute_borrow_limits[0].instance_type
-
-
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -494,14 +491,11 @@ def test_huge_integers_are_reported_not_crashed_on(value: int) -> None:
         parse_quotas([doc])
 
 
-def test_error_lists_are_capped() -> None:
+def test_error_lists_are_capped_and_an_input_error_survives_pickling() -> None:
     with pytest.raises(InputError) as caught:
         parse_quotas([1] * 200)
     assert len(caught.value.errors) == quotas.MAX_ERRORS + 1
     assert caught.value.errors[-1].message == "... and 150 more errors"
-
-
-def test_input_error_survives_pickling() -> None:
     error = InputError("q.json", [FieldError("[0].Name", "bad")])
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error) == "q.json: [0].Name: bad"

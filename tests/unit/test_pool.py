@@ -259,13 +259,11 @@ def test_disabled_quota_allocates_nothing_lends_nothing_borrows_nothing():
     assert result.teams["a"].why[P5][GPU].pool == 8  # sees the unallocated 8, nothing from "off"
 
 
-def test_absolute_limit_on_a_flavor_the_cluster_does_not_have_is_a_warning():
+def test_an_absolute_limit_on_an_unknown_flavor_is_a_warning_two_quotas_for_one_team_an_error():
     result = run(nodes("p5", P5, 1), [quota("a", absolute=(entry(G5, accelerators=2),))])
     warnings = [i for i in result.issues if i.code == "AbsoluteLimitOnUnknownFlavor"]
     assert len(warnings) == 1 and warnings[0].severity == "warning"
-
-
-def test_two_quotas_for_one_team_is_an_error_and_only_one_counts():
+    # two quotas for one team is an error, and only one counts
     result = run(nodes("p5", P5, 2), [quota("a", entry(P5, accelerators=2)), quota("a", entry(P5, accelerators=4))])
     assert [i.code for i in result.issues if i.severity == "error"] == ["DuplicateTeam"]
     assert result.allocated[P5][GPU] in (2, 4)

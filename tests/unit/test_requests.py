@@ -60,8 +60,10 @@ def test_every_problem_of_a_body_is_reported_together_naming_its_field() -> None
         "Description": "x" * 1025,
         "Tags": [{"Key": "", "Value": "v"}, {"Key": "k"}, {"Key": "k", "Valeu": "v"}, "tag"],
     }
+    entity_name = "must be a valid EntityName, matching [a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
+    assert name_problem("research") is None and name_problem("bad name!") == f'{entity_name} (got "bad name!")'
     assert errors(CreateQuota, body) == {
-        "Name": 'must be a valid EntityName, matching [a-zA-Z0-9](-*[a-zA-Z0-9]){0,62} (got "-bad-")',
+        "Name": f'{entity_name} (got "-bad-")',
         "ActivationState": "must not be null (omit the field instead)",
         "ClusterArn": "not accepted here: the cluster is the one in the path",
         "ComputeQuotaId": "set by idleshare: not accepted in a request",
@@ -166,13 +168,6 @@ def test_a_body_that_is_not_an_object_or_too_deep_is_one_error_for_the_whole() -
     for _ in range(10_000):
         deep = {"ComputeQuotaConfig": deep}
     assert list(errors(CreateQuota, QUOTA | {"ComputeQuotaConfig": deep})) != []
-
-
-def test_a_quota_name_alone_is_checked_as_botocores_entity_name() -> None:
-    assert name_problem("research") is None
-    assert name_problem("bad name!") == (
-        'must be a valid EntityName, matching [a-zA-Z0-9](-*[a-zA-Z0-9]){0,62} (got "bad name!")'
-    )
 
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "api"
