@@ -16,13 +16,7 @@ from idleshare.adapters.errors import (
     PermanentError,
     RetryableError,
 )
-from idleshare.service.apply import (
-    PermanentWritesFailed,
-    RetryableWritesFailed,
-    WritesFailed,
-    describe,
-    write,
-)
+from idleshare.service.apply import PermanentWritesFailed, RetryableWritesFailed, WritesFailed, describe, write
 
 
 def obj(kind: str, name: str, namespace: str = "") -> dict[str, Any]:
@@ -79,31 +73,27 @@ class RecordingKube:
     def delete(self, o: dict[str, Any]) -> None:
         self._write("delete " + describe(o))
 
-    def started(self, prefix: str) -> list[float]:
-        return [t for e, w, t in self.log if e == "start" and w.startswith(prefix)]
+    def started(self, prefix: str, event: str = "start") -> list[float]:
+        return [t for e, w, t in self.log if e == event and w.startswith(prefix)]
 
     def ended(self, prefix: str) -> list[float]:
-        return [t for e, w, t in self.log if e == "end" and w.startswith(prefix)]
+        return self.started(prefix, "end")
 
 
 def test_each_wave_starts_after_the_one_it_depends_on_and_runs_in_parallel() -> None:
-    # Given 6 teams' objects and a cluster that takes writes 4 at a time
     kube = RecordingKube(concurrency=4)
     kube.existing.add("Namespace/ns-0")
     deletions = [obj("LocalQueue", "old-lq", "ns-9"), obj("ClusterQueue", "old-cq"), obj("ResourceFlavor", "old-f")]
-    # When written
     done = write(kube, cluster_objects(), deletions, force=False)
-    # Then the namespaces, flavors, priority class and cohort are all written before any ClusterQueue starts,
-    # every ClusterQueue before any LocalQueue, every apply before any deletion (LocalQueues deleted first)
+    # namespaces, flavors, priority class and cohort before any ClusterQueue, those before any LocalQueue, every
+    # apply before any deletion (LocalQueues deleted first)
     first_wave = ("Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort")
     assert max(t for p in first_wave for t in kube.ended(p)) <= min(kube.started("ClusterQueue"))
     assert max(kube.ended("ClusterQueue")) <= min(kube.started("LocalQueue"))
     assert max(kube.ended("LocalQueue")) <= min(kube.started("delete"))
     assert max(kube.ended("delete LocalQueue")) <= min(kube.started("delete ClusterQueue"))
     assert max(kube.ended("delete ClusterQueue")) <= min(kube.started("delete ResourceFlavor"))
-    # and 4 writes were in flight at once, never more
-    assert kube.most_in_flight == 4
-    # and the counts are exact
+    assert kube.most_in_flight == 4  # never more
     assert (done.applied, done.namespaces_created, done.deleted) == (3 + 1 + 1 + 6 + 6, 5, 3)  # the 6th ns existed
     assert done.attempted == len(cluster_objects()) + 3 and not done.failures and not done.conflicts
     done.raise_failures()  # nothing to raise
@@ -118,15 +108,13 @@ def test_without_a_write_concurrency_the_objects_are_written_one_at_a_time_in_or
 
 
 def test_a_foreign_managers_conflict_is_left_alone_and_the_rest_is_written() -> None:
-    # Given another field manager owning a field of two ClusterQueues
     kube = RecordingKube()
     for name in ("cq-4", "cq-1"):
         kube.fail[f"ClusterQueue/{name}"] = FieldOwnershipError(
             "owned", operation="apply", managers=("gitops",), fields=(".spec.cohortName",)
         )
-    # When written
     done = write(kube, cluster_objects(), [obj("ResourceFlavor", "old")], force=False)
-    # Then both are named in apply order, everything else is applied, the deletion made, and nothing raised
+    # both named in apply order, everything else applied, the deletion made, and nothing raised
     assert done.conflicts == [
         "ClusterQueue/cq-1: .spec.cohortName owned by gitops",
         "ClusterQueue/cq-4: .spec.cohortName owned by gitops",
@@ -136,16 +124,14 @@ def test_a_foreign_managers_conflict_is_left_alone_and_the_rest_is_written() -> 
 
 
 def test_several_permanent_failures_are_all_named_and_the_other_writes_still_made() -> None:
-    # Given two ClusterQueues the apiserver refuses (422) and a LocalQueue refused too
     kube = RecordingKube()
     for what in ("ClusterQueue/cq-2", "ClusterQueue/cq-5", "LocalQueue/ns-3/lq-3"):
         kube.fail[what] = PermanentError(f"c1: apply {what}: HTTP 422: invalid", operation="apply", status=422)
-    # When written
     done = write(kube, cluster_objects(), [obj("ResourceFlavor", "old")], force=False)
-    # Then every other object was applied (the LocalQueues too), the deletion was not made
+    # every other object applied (the LocalQueues too), the deletion not made
     assert done.applied == 3 + 1 + 1 + 4 + 5 and done.deleted == 0 and not kube.started("delete")
     assert [what for what, _ in done.failures] == ["ClusterQueue/cq-2", "ClusterQueue/cq-5", "LocalQueue/ns-3/lq-3"]
-    # and the raised error names them all, is permanent (not retried) and an AdapterError
+    # the raised error names them all, is permanent (not retried) and an AdapterError
     with pytest.raises(PermanentWritesFailed) as raised:
         done.raise_failures()
     assert isinstance(raised.value, PermanentError) and isinstance(raised.value, AdapterError)
@@ -155,24 +141,13 @@ def test_several_permanent_failures_are_all_named_and_the_other_writes_still_mad
         assert what in message
 
 
-def test_a_single_failure_is_raised_as_it_came() -> None:
-    kube = RecordingKube()
-    error = PermanentError("c1: apply ClusterQueue/cq-0: HTTP 403: forbidden", operation="apply", status=403)
-    kube.fail["ClusterQueue/cq-0"] = error
-    done = write(kube, cluster_objects(), [], force=False)
-    with pytest.raises(PermanentError) as raised:
-        done.raise_failures()
-    assert raised.value is error
-
-
 def test_a_retryable_failure_stops_what_has_not_started() -> None:
-    # Given a server that times out on the first ClusterQueues (an outage), writes 2 at a time
+    # a server that times out on the first ClusterQueues (an outage), writes 2 at a time
     kube = RecordingKube(concurrency=2)
     kube.fail["ClusterQueue/cq-0"] = RetryableError("c1: apply ClusterQueue/cq-0: timed out", operation="apply")
     kube.fail["ClusterQueue/cq-1"] = AuthExpiredError("c1: apply ClusterQueue/cq-1: HTTP 401", operation="apply")
-    # When written
     done = write(kube, cluster_objects(), [obj("ResourceFlavor", "old")], force=False)
-    # Then the writes in flight finished, nothing after them started (no LocalQueue, no deletion)
+    # the writes in flight finished, nothing after them started (no LocalQueue, no deletion)
     assert not kube.started("LocalQueue") and not kube.started("delete")
     assert len(kube.started("ClusterQueue")) <= 3
     assert done.not_started >= 6 + 6 - 3
@@ -184,21 +159,27 @@ def test_a_retryable_failure_stops_what_has_not_started() -> None:
     assert f"{done.not_started} not started" in str(raised.value)
 
 
-def test_one_retryable_failure_among_permanent_ones_makes_the_whole_retryable() -> None:
-    kube = RecordingKube(concurrency=1)
-    kube.fail["Cohort/pool"] = PermanentError("refused", operation="apply", status=422)
-    kube.fail["ClusterQueue/cq-0"] = RetryableError("HTTP 503", operation="apply", status=503)
-    done = write(kube, cluster_objects(), [], force=False)
-    with pytest.raises(RetryableWritesFailed):
-        done.raise_failures()
+def raised(fail: dict[str, Exception], concurrency: int = 4) -> Exception:
+    """What the writes' outcome raises when the cluster fails ``fail``'s objects."""
+    kube = RecordingKube(concurrency=concurrency)
+    kube.fail = fail
+    with pytest.raises((AdapterError, ValueError)) as caught:
+        write(kube, cluster_objects(), [], force=False).raise_failures()
+    return caught.value
+
+
+def test_one_failure_is_raised_as_it_came_one_retryable_among_permanent_makes_all_retryable() -> None:
+    error = PermanentError("c1: apply ClusterQueue/cq-0: HTTP 403: forbidden", operation="apply", status=403)
+    assert raised({"ClusterQueue/cq-0": error}) is error
+    refused = PermanentError("refused", operation="apply", status=422)
+    unavailable = RetryableError("HTTP 503", operation="apply", status=503)
+    both = raised({"Cohort/pool": refused, "ClusterQueue/cq-0": unavailable}, concurrency=1)
+    assert type(both) is RetryableWritesFailed
 
 
 def test_an_error_that_is_not_an_adapters_is_raised_as_is() -> None:
-    kube = RecordingKube()
-    kube.fail["ClusterQueue/cq-3"] = ValueError("idleshare does not write objects of kind 'X'")
-    done = write(kube, cluster_objects(), [], force=False)
-    with pytest.raises(ValueError, match="does not write"):
-        done.raise_failures()
+    error = ValueError("idleshare does not write objects of kind 'X'")
+    assert raised({"ClusterQueue/cq-3": error}) is error
 
 
 def test_many_failures_quote_a_few_and_name_the_rest() -> None:

@@ -1,5 +1,4 @@
-"""The SchedulerConfig's fairness settings -> what idleshare writes into Kueue, and the Kueue Configuration they need
-the mapping as tables, the Configuration parser, and the pool's named issues."""
+"""The SchedulerConfig's fairness settings -> what idleshare writes into Kueue; the Kueue Configuration they need."""
 
 from __future__ import annotations
 
@@ -42,34 +41,25 @@ def cluster_queues(scheduler: SchedulerConfig, **quota: Any) -> dict[str, dict[s
 
 
 # -- the mapping -----------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
-    ("fair_share", "weight", "written"),
+    ("fair_share", "weight", "written", "preempt", "within"),
     [
-        (True, 3, {"weight": "3"}),  # FairShareWeight as is
-        (True, 100, {"weight": "100"}),
-        (True, 1, {"weight": "1"}),
-        (True, 0, {"weight": "0"}),  # HyperPod's lowest = Kueue's 0: borrows only what nobody else wants
-        (True, None, None),  # no weight given: Kueue's default 1
-        (False, 3, None),  # FairShare Disabled: no weight at all (first come, first served on a Kueue without it)
-        (False, 0, None),
+        (True, 3, {"weight": "3"}, "LowerPriority", "LowerPriority"),  # FairShareWeight as is
+        (True, 100, {"weight": "100"}, "Never", "Never"),
+        (True, 1, {"weight": "1"}, None, "Never"),
+        (True, 0, {"weight": "0"}, None, "Never"),  # HyperPod's lowest = Kueue's 0: borrows only what nobody wants
+        (True, None, None, None, "Never"),  # no weight given: Kueue's default 1
+        (False, 3, None, None, "Never"),  # FairShare Disabled: no weight (first come, first served)
+        (False, 0, None, None, "Never"),
     ],
 )
-def test_fair_share_weight_maps_to_the_cluster_queues_fair_sharing_weight(fair_share, weight, written):
-    objects = cluster_queues(SchedulerConfig(fair_share=fair_share), weight=weight)
-
-    assert objects["hyperpod-ns-alpha-clusterqueue"]["spec"].get("fairSharing") == written
-
-
-@pytest.mark.parametrize(
-    ("preempt", "within"),
-    [("LowerPriority", "LowerPriority"), ("Never", "Never"), (None, "Never")],
-)
-def test_preempt_team_tasks_maps_to_within_cluster_queue_and_lenders_always_reclaim(preempt, within):
-    spec = cluster_queues(SchedulerConfig(), preempt=preempt)["hyperpod-ns-alpha-clusterqueue"]["spec"]
-
-    assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": within}
+def test_fair_share_weight_and_preempt_team_tasks_map_to_the_cluster_queue(
+    fair_share, weight, written, preempt, within
+):
+    objects = cluster_queues(SchedulerConfig(fair_share=fair_share), weight=weight, preempt=preempt)
+    spec = objects["hyperpod-ns-alpha-clusterqueue"]["spec"]
+    assert spec.get("fairSharing") == written
+    assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": within}  # lenders always reclaim
 
 
 @pytest.mark.parametrize(
@@ -86,52 +76,43 @@ def test_preempt_team_tasks_maps_to_within_cluster_queue_and_lenders_always_recl
 )
 def test_priority_classes_map_to_workload_priority_class_values(classes, written):
     objects = cluster_queues(SchedulerConfig(priority_classes=classes)).values()
-
     assert {o["metadata"]["name"]: o["value"] for o in objects if o["kind"] == "WorkloadPriorityClass"} == written
 
 
 # -- Kueue's Configuration ---------------------------------------------------------------------------------------
-
-
 def config_map(doc: Any) -> dict[str, str]:
     return {KEY: doc if isinstance(doc, str) else json.dumps(doc)}
+
+
+def conf(api: str = V1BETA2, **sections: Any) -> dict[str, Any]:
+    return {"apiVersion": api, "kind": "Configuration", **sections}
+
+
+V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
 
 
 @pytest.mark.parametrize(
     ("doc", "expected"),
     [
         (
-            {
-                "apiVersion": V1BETA2,
-                "kind": "Configuration",
-                "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]},
-            },
+            conf(fairSharing={"preemptionStrategies": ["LessThanInitialShare"]}),
             KueueConfig(True, ("LessThanInitialShare",), ("batch/job",)),
         ),
-        ({"apiVersion": V1BETA2, "kind": "Configuration"}, FAIR_OFF),  # no section: off (v1beta2)
-        ({"apiVersion": V1BETA2, "kind": "Configuration", "fairSharing": {}}, KueueConfig(True, (), ("batch/job",))),
+        (conf(), FAIR_OFF),  # no section: off (v1beta2)
+        (conf(fairSharing={}), KueueConfig(True, (), ("batch/job",))),
         (
-            {
-                "apiVersion": V1BETA2,
-                "kind": "Configuration",
-                "integrations": {"frameworks": ["kubeflow.org/pytorchjob"]},
-            },
+            conf(integrations={"frameworks": ["kubeflow.org/pytorchjob"]}),
             KueueConfig(False, (), ("kubeflow.org/pytorchjob",)),
         ),
-        ({"apiVersion": V1BETA2, "kind": "Configuration", "integrations": {"frameworks": []}}, FAIR_OFF),  # default
-        (
-            {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "fairSharing": {"enable": True}},
-            KueueConfig(True, (), ("batch/job",)),
-        ),
-        (
-            {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "fairSharing": {"enable": False}},
-            FAIR_OFF,
-        ),
+        (conf(integrations={"frameworks": []}), FAIR_OFF),  # the default frameworks
+        (conf(V1BETA1, fairSharing={"enable": True}), KueueConfig(True, (), ("batch/job",))),
+        (conf(V1BETA1, fairSharing={"enable": False}), FAIR_OFF),
         (
             "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing:\n  preemptionStrategies:"
             " [LessThanOrEqualToFinalShare]\nintegrations:\n  frameworks: [batch/job, pod]\n",
             KueueConfig(True, ("LessThanOrEqualToFinalShare",), ("batch/job", "pod")),
         ),
+        (KUEUE_CONFIG_FAIR_SHARING, FAIR_ON),  # the devkit stack's
     ],
 )
 def test_the_configuration_says_whether_fair_sharing_is_on(doc, expected):
@@ -144,23 +125,15 @@ def test_the_configuration_says_whether_fair_sharing_is_on(doc, expected):
         {},
         {KEY: "a: [unclosed"},
         {KEY: "just a string"},
-        {KEY: json.dumps({"apiVersion": "v1", "kind": "ConfigMap"})},
-        {KEY: json.dumps({"apiVersion": V1BETA2, "kind": "Configuration", "fairSharing": "yes"})},
-        {
-            KEY: json.dumps(
-                {"apiVersion": V1BETA2, "kind": "Configuration", "integrations": {"frameworks": "batch/job"}}
-            )
-        },
+        config_map({"apiVersion": "v1", "kind": "ConfigMap"}),
+        config_map(conf(fairSharing="yes")),
+        config_map(conf(integrations={"frameworks": "batch/job"})),
         {"a.yaml": "x", "b.yaml": "y"},
     ],
 )
-def test_anything_but_a_configuration_is_refused_with_the_reason(data):
+def test_anything_but_a_configuration_is_refused(data):
     with pytest.raises(InputError):
         parse_kueue_config(data)
-
-
-def test_the_devkit_stacks_configuration_reads_as_fair_sharing_on():
-    assert parse_kueue_config(config_map(KUEUE_CONFIG_FAIR_SHARING)) == FAIR_ON
 
 
 @pytest.mark.parametrize(
@@ -169,27 +142,21 @@ def test_the_devkit_stacks_configuration_reads_as_fair_sharing_on():
         (NotFoundError("configmaps not found", operation="get", status=404), "NotFoundError"),
         (PermanentError("HTTP 403: forbidden", operation="get", status=403), "PermanentError"),
         ({KEY: "garbage: ["}, "not YAML"),
+        (None, None),  # a transient error is not read, so no issue comes and goes
     ],
 )
 def test_an_unreadable_configuration_is_a_reading_with_its_reason(stored, problem):
     kube = FakeKube([])
     kube.config_maps[("kueue-system", "kueue-manager-config")] = stored
-
+    kube.down = stored is None
     reading = read_kueue_config(kube.get_config_map)
-
-    assert reading is not None and reading.config is None and problem in reading.problem
-
-
-def test_a_transient_error_is_not_read_so_no_issue_comes_and_goes():
-    kube = FakeKube([])
-    kube.down = True
-
-    assert read_kueue_config(kube.get_config_map) is None
+    if problem is None:
+        assert reading is None
+    else:
+        assert reading is not None and reading.config is None and problem in reading.problem
 
 
 # -- the named issues --------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     ("reading", "fair_share", "codes"),
     [
@@ -204,7 +171,6 @@ def test_a_transient_error_is_not_read_so_no_issue_comes_and_goes():
 )
 def test_what_kueue_will_not_do_is_a_named_issue(reading, fair_share, codes):
     issues = kueue_config_issues(reading, SchedulerConfig(fair_share=fair_share))
-
     assert [i.code for i in issues] == codes
     assert all(i.subject == "kueue-system/kueue-manager-config" for i in issues)
 
@@ -213,7 +179,6 @@ def test_unreadable_is_a_warning_a_missing_integration_an_error_and_both_join_th
     result = compute(Snapshot(nodes=()))
     unreadable = with_kueue_config(result, KueueConfigReading(None, "NotFoundError: 404"), SchedulerConfig())
     missing = with_kueue_config(result, KueueConfigReading(KueueConfig(True, (), ())), SchedulerConfig())
-
     assert [(i.severity, i.code) for i in unreadable.issues] == [("warning", KUEUE_CONFIG_UNREADABLE)]
     assert "NotFoundError: 404" in unreadable.issues[0].message
     assert [(i.severity, i.code) for i in missing.issues] == [("error", KUEUE_INTEGRATION_MISSING)]

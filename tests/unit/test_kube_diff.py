@@ -9,100 +9,58 @@ import pytest
 
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
 from idleshare.domain.kueue_diff import diff, first_difference, terminating
+from tests.corpus.make_corpus import mutate
 
-OURS = {MANAGED_BY_LABEL: "idleshare"}
-
-
-def meta(name: str, team: str | None = None, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
-    labels = dict(OURS)
-    if team:
-        labels[TEAM_LABEL] = team
-    m: dict[str, Any] = {"name": name, "labels": labels, **extra}
-    if namespace:
-        m["namespace"] = namespace
-    return m
+OURS, P5 = {MANAGED_BY_LABEL: "idleshare"}, "ml.p5.48xlarge"
 
 
-def cq(
-    team: str, nominal: str = "8", *, memory: str = "2Gi", weight: str | None = None, **extra: Any
-) -> dict[str, Any]:
+def meta(name: str, team: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    labels = OURS | ({TEAM_LABEL: team} if team else {})
+    return {"name": name, "labels": labels} | ({"namespace": namespace} if namespace else {})
+
+
+def obj(kind: str, name: str, team: str | None = None, namespace: str | None = None, **body: Any) -> dict[str, Any]:
+    api = "v1" if kind == "Namespace" else KUEUE_API
+    return {"apiVersion": api, "kind": kind, "metadata": meta(name, team, namespace), **body}
+
+
+def cq(team: str, nominal: str = "8", *, memory: str = "2Gi", weight: str | None = None) -> dict[str, Any]:
+    mem = {"name": "memory", "nominalQuota": memory, "borrowingLimit": "0", "lendingLimit": memory}
+    gpu = {"name": "nvidia.com/gpu", "nominalQuota": nominal, "borrowingLimit": "0", "lendingLimit": "0"}
+    group = {"coveredResources": ["memory", "nvidia.com/gpu"], "flavors": [{"name": P5, "resources": [mem, gpu]}]}
     spec: dict[str, Any] = {
         "cohortName": "shared-pool",
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": f"hyperpod-ns-{team}"}},
-        "resourceGroups": [
-            {
-                "coveredResources": ["memory", "nvidia.com/gpu"],
-                "flavors": [
-                    {
-                        "name": "ml.p5.48xlarge",
-                        "resources": [
-                            {"name": "memory", "nominalQuota": memory, "borrowingLimit": "0", "lendingLimit": memory},
-                            {
-                                "name": "nvidia.com/gpu",
-                                "nominalQuota": nominal,
-                                "borrowingLimit": "0",
-                                "lendingLimit": "0",
-                            },
-                        ],
-                    }
-                ],
-            }
-        ],
+        "resourceGroups": [group],
         "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
         "stopPolicy": "None",
-    }
-    if weight is not None:
-        spec["fairSharing"] = {"weight": weight}
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "ClusterQueue",
-        "metadata": meta(f"hyperpod-ns-{team}-clusterqueue", team, **extra),
-        "spec": spec,
-    }
+    } | ({"fairSharing": {"weight": weight}} if weight is not None else {})
+    return obj("ClusterQueue", f"hyperpod-ns-{team}-clusterqueue", team, spec=spec)
 
 
 def lq(team: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "LocalQueue",
-        "metadata": meta(f"hyperpod-ns-{team}-localqueue", team, f"hyperpod-ns-{team}"),
-        "spec": {"clusterQueue": f"hyperpod-ns-{team}-clusterqueue"},
-    }
+    spec = {"clusterQueue": f"hyperpod-ns-{team}-clusterqueue"}
+    return obj("LocalQueue", f"hyperpod-ns-{team}-localqueue", team, f"hyperpod-ns-{team}", spec=spec)
 
 
 def ns(team: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(f"hyperpod-ns-{team}", team)}
+    return obj("Namespace", f"hyperpod-ns-{team}", team)
 
 
 def rf(flavor: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "ResourceFlavor",
-        "metadata": meta(flavor),
-        "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": flavor}},
-    }
+    return obj("ResourceFlavor", flavor, spec={"nodeLabels": {"node.kubernetes.io/instance-type": flavor}})
 
 
-def wpc(name: str, value: int = 90, description: str = "inference") -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "WorkloadPriorityClass",
-        "metadata": meta(name),
-        "value": value,
-        "description": description,
-    }
+def wpc(name: str, value: int | str = 90, description: str = "inference") -> dict[str, Any]:
+    return obj("WorkloadPriorityClass", name, value=value, description=description)
 
 
 def as_stored(obj: dict[str, Any], **changes: Any) -> dict[str, Any]:
     """What the apiserver returns for ``obj``: server metadata added, ``changes`` applied by path."""
-    stored = copy.deepcopy(obj)
-    stored["metadata"].update(uid="u-1", resourceVersion="42", generation=1, creationTimestamp="2025-01-01T00:00:00Z")
+    server = {"uid": "u-1", "resourceVersion": "42", "generation": 1, "creationTimestamp": "2025-01-01T00:00:00Z"}
+    stored = mutate(obj, ("metadata",), obj["metadata"] | server)
     for path, value in changes.items():
-        *parents, leaf = path.split("__")
-        cur = stored
-        for p in parents:
-            cur = cur[int(p)] if p.isdigit() else cur[p]
-        cur[int(leaf) if leaf.isdigit() else leaf] = value
+        stored = mutate(stored, tuple(int(p) if p.isdigit() else p for p in path.split("__")), value)
     return stored
 
 
@@ -110,96 +68,57 @@ def keys(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(o["kind"], o["metadata"]["name"]) for o in objs]
 
 
-MEM = "spec__resourceGroups__0__flavors__0__resources__0__nominalQuota"
-GPU = "spec__resourceGroups__0__flavors__0__resources__1__nominalQuota"
-
-
 # -- what is applied -----------------------------------------------------------------------------
+S, PC, COVERED = as_stored, "inference-priority", ["memory", "nvidia.com/gpu"]
+DEFAULTED = {  # what the apiserver adds
+    "spec__queueingStrategy": "BestEffortFIFO",
+    "spec__flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+    "spec__preemption__borrowWithinCohort": {"policy": "Never"},
+    "status": {"pendingWorkloads": 3},
+}
+APPLIED = {
+    "missing object is applied": (cq("a"), None, True),
+    "identical: nothing to send": (cq("a"), S(cq("a")), False),
+    "1000 == 1k": (cq("a", "1000"), S(cq("a", "1k")), False),
+    "2048Mi == 2Gi": (cq("a", memory="2048Mi"), S(cq("a", memory="2Gi")), False),
+    "0.5Gi == 512Mi": (cq("a", memory="0.5Gi"), S(cq("a", memory="512Mi")), False),
+    "weight 1 == 1000m": (cq("a", weight="1"), S(cq("a", weight="1000m")), False),
+    "quota changed": (cq("a", "8"), S(cq("a", "16")), True),
+    "2Gi != 2G": (cq("a", memory="2Gi"), S(cq("a", memory="2G")), True),
+    "weight changed": (cq("a", weight="2"), S(cq("a", weight="1")), True),
+    "fairSharing added": (cq("a", weight="2"), S(cq("a")), True),
+    "apiserver defaults and status are ignored": (cq("a"), S(cq("a"), **DEFAULTED), False),
+    "extra label of someone else is ignored": (
+        cq("a"),
+        S(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "a", "o": "p"}),
+        False,
+    ),
+    "team label changed": (cq("a"), S(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "b"}), True),
+    "our label missing": (cq("a"), S(cq("a"), metadata__labels={TEAM_LABEL: "a"}), True),
+    "stopPolicy changed": (cq("a"), S(cq("a"), spec__stopPolicy="Hold"), True),
+    "non-quantity strings compare as text": (cq("a"), S(cq("a"), spec__cohortName="other"), True),
+    "list length differs": (cq("a"), S(cq("a"), spec__resourceGroups__0__coveredResources=[*COVERED, "cpu"]), True),
+    "WPC same": (wpc(PC), S(wpc(PC)), False),
+    "WPC value": (wpc(PC, 90), S(wpc(PC, 80)), True),
+    "WPC value type": (wpc(PC, 90), S(wpc(PC, "90")), True),
+    "WPC description": (wpc(PC, description="new"), S(wpc(PC, description="old")), True),
+    "LocalQueue same": (lq("a"), S(lq("a")), False),
+    "LQ retargeted": (lq("a"), S(lq("a"), spec__clusterQueue="hyperpod-ns-b-clusterqueue"), True),
+}
 
 
-@pytest.mark.parametrize(
-    ("desired", "current", "applied"),
-    [
-        pytest.param(cq("a"), None, True, id="missing object is applied"),
-        pytest.param(cq("a"), as_stored(cq("a")), False, id="identical: nothing to send"),
-        pytest.param(cq("a", "1000"), as_stored(cq("a", "1k")), False, id="1000 == 1k"),
-        pytest.param(cq("a", memory="2048Mi"), as_stored(cq("a", memory="2Gi")), False, id="2048Mi == 2Gi"),
-        pytest.param(cq("a", memory="0.5Gi"), as_stored(cq("a", memory="512Mi")), False, id="0.5Gi == 512Mi"),
-        pytest.param(cq("a", weight="1"), as_stored(cq("a", weight="1000m")), False, id="weight 1 == 1000m"),
-        pytest.param(cq("a", "8"), as_stored(cq("a", "16")), True, id="quota changed"),
-        pytest.param(cq("a", memory="2Gi"), as_stored(cq("a", memory="2G")), True, id="2Gi != 2G"),
-        pytest.param(cq("a", weight="2"), as_stored(cq("a", weight="1")), True, id="weight changed"),
-        pytest.param(cq("a", weight="2"), as_stored(cq("a")), True, id="fairSharing added"),
-        pytest.param(
-            cq("a"),
-            as_stored(
-                cq("a"),
-                spec__queueingStrategy="BestEffortFIFO",
-                spec__flavorFungibility={"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
-                spec__preemption__borrowWithinCohort={"policy": "Never"},
-                status={"pendingWorkloads": 3},
-            ),
-            False,
-            id="apiserver defaults and status are ignored",
-        ),
-        pytest.param(
-            cq("a"),
-            as_stored(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "a", "owner": "ops"}),
-            False,
-            id="extra label of someone else is ignored",
-        ),
-        pytest.param(
-            cq("a"), as_stored(cq("a"), metadata__labels={**OURS, TEAM_LABEL: "b"}), True, id="team label changed"
-        ),
-        pytest.param(cq("a"), as_stored(cq("a"), metadata__labels={TEAM_LABEL: "a"}), True, id="our label missing"),
-        pytest.param(cq("a"), as_stored(cq("a"), spec__stopPolicy="Hold"), True, id="stopPolicy changed"),
-        pytest.param(
-            cq("a"),
-            as_stored(cq("a"), spec__cohortName="other"),
-            True,
-            id="non-quantity strings compare as text",
-        ),
-        pytest.param(
-            cq("a"),
-            as_stored(cq("a"), spec__resourceGroups__0__coveredResources=["memory", "nvidia.com/gpu", "cpu"]),
-            True,
-            id="list length differs",
-        ),
-        pytest.param(wpc("inference-priority"), as_stored(wpc("inference-priority")), False, id="WPC same"),
-        pytest.param(wpc("inference-priority", 90), as_stored(wpc("inference-priority", 80)), True, id="WPC value"),
-        pytest.param(
-            wpc("inference-priority", 90), as_stored(wpc("inference-priority", "90")), True, id="WPC value type"
-        ),
-        pytest.param(
-            wpc("inference-priority", description="new"),
-            as_stored(wpc("inference-priority", description="old")),
-            True,
-            id="WPC description",
-        ),
-        pytest.param(lq("a"), as_stored(lq("a")), False, id="LocalQueue same"),
-        pytest.param(
-            lq("a"), as_stored(lq("a"), spec__clusterQueue="hyperpod-ns-b-clusterqueue"), True, id="LQ retargeted"
-        ),
-    ],
-)
+@pytest.mark.parametrize(("desired", "current", "applied"), APPLIED.values(), ids=APPLIED)
 def test_an_object_is_applied_only_when_the_cluster_does_not_hold_its_desired_state(desired, current, applied):
-    # Given the cluster holds `current` (or nothing) for `desired`
-    # When diffing
     to_apply, to_delete = diff([desired], [current] if current else [])
-    # Then it is applied exactly when its state differs, and nothing is deleted
-    assert keys(to_apply) == (keys([desired]) if applied else [])
-    assert to_delete == []
+    assert (keys(to_apply), to_delete) == (keys([desired]) if applied else [], [])
 
 
 def test_a_field_idleshare_owns_but_no_longer_sets_makes_the_object_differ():
-    # Given a ClusterQueue applied with fairSharing, now desired without it
     before = cq("a", weight="3")
     owned = {"f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}}}, "f:spec": {"f:fairSharing": {}}}
     entry = {"manager": "idleshare", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": owned}
     current = as_stored(before, metadata__managedFields=[entry])
-    # When diffing the object without fairSharing
-    to_apply, _ = diff([cq("a")], [current])
-    # Then it is applied (server-side apply removes the field idleshare no longer sets)
+    to_apply, _ = diff([cq("a")], [current])  # server-side apply removes the field idleshare no longer sets
     assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-a-clusterqueue")]
     assert "spec.fairSharing" in (first_difference(cq("a"), current) or "")
     # ... but not when that field belongs to another manager: it is none of idleshare's business
@@ -222,91 +141,7 @@ def test_owned_map_list_entries_are_matched_by_key():
     assert first_difference(gone, cur) is not None
 
 
-def test_apply_keeps_the_given_dependency_order():
-    desired = [rf("ml.p5"), wpc("inference-priority"), ns("a"), cq("a"), lq("a")]
-    to_apply, _ = diff(desired, [])
-    assert to_apply == desired
-
-
-# -- namespaces ----------------------------------------------------------------------------------
-
-
-def test_a_namespace_is_listed_only_when_missing_and_never_compared():
-    # Given team a's namespace exists (ours, with a label someone changed), team b's does not
-    current = [as_stored(ns("a"), metadata__labels={"x": "y"})]
-    # When diffing
-    to_apply, to_delete = diff([ns("a"), ns("b")], current)
-    # Then only b's namespace is to be ensured; a's is never patched
-    assert keys(to_apply) == [("Namespace", "hyperpod-ns-b")]
-    assert to_delete == []
-
-
-def test_a_namespace_is_never_deleted_even_when_its_team_is_gone():
-    current = [as_stored(ns("gone")), as_stored(cq("gone")), as_stored(lq("gone"))]
-    _, to_delete = diff([], current)
-    assert ("Namespace", "hyperpod-ns-gone") not in keys(to_delete)
-    assert keys(to_delete) == [
-        ("LocalQueue", "hyperpod-ns-gone-localqueue"),
-        ("ClusterQueue", "hyperpod-ns-gone-clusterqueue"),
-    ]
-
-
-# -- what is deleted -----------------------------------------------------------------------------
-
-
-def test_the_objects_of_a_team_no_longer_present_are_deleted_in_reverse_dependency_order():
-    # Given teams a and b in the cluster, and only a desired
-    current = [as_stored(o) for o in (rf("ml.p5"), ns("a"), cq("a"), lq("a"), ns("b"), cq("b"), lq("b"))]
-    desired = [rf("ml.p5"), ns("a"), cq("a"), lq("a")]
-    # When diffing
-    to_apply, to_delete = diff(desired, current)
-    # Then b's LocalQueue goes before its ClusterQueue; a's objects and the flavor stay
-    assert to_apply == []
-    assert keys(to_delete) == [
-        ("LocalQueue", "hyperpod-ns-b-localqueue"),
-        ("ClusterQueue", "hyperpod-ns-b-clusterqueue"),
-    ]
-
-
-def test_shared_objects_no_longer_desired_are_deleted_after_the_queues():
-    # Given a flavor with no node left, a priority class no longer configured, a gone team
-    current = [as_stored(o) for o in (rf("ml.p5"), rf("ml.g5"), wpc("old-priority"), cq("gone"), lq("gone"))]
-    desired = [rf("ml.p5")]
-    # When diffing
-    _, to_delete = diff(desired, current)
-    # Then everything not desired goes, queues first, the flavor last
-    assert keys(to_delete) == [
-        ("LocalQueue", "hyperpod-ns-gone-localqueue"),
-        ("ClusterQueue", "hyperpod-ns-gone-clusterqueue"),
-        ("WorkloadPriorityClass", "old-priority"),
-        ("ResourceFlavor", "ml.g5"),
-    ]
-
-
-@pytest.mark.parametrize(
-    "labels",
-    [
-        pytest.param({}, id="no labels"),
-        pytest.param({TEAM_LABEL: "gone"}, id="team label only"),
-        pytest.param({MANAGED_BY_LABEL: "helm", TEAM_LABEL: "gone"}, id="managed by someone else"),
-    ],
-)
-def test_an_object_without_our_managed_by_label_is_never_deleted(labels):
-    # Given objects that are not idleshare's (a caller passed more than list_managed returns)
-    theirs = [as_stored(o, metadata__labels=dict(labels)) for o in (cq("gone"), lq("gone"), rf("ml.x"))]
-    # When diffing with nothing desired
-    _, to_delete = diff([], theirs)
-    # Then nothing is deleted
-    assert to_delete == []
-
-
-def test_a_kind_idleshare_does_not_write_is_never_deleted():
-    workload = {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": meta("job-1", "gone", "hyperpod-ns-gone")}
-    assert diff([], [workload]) == ([], [])
-
-
-# -- terminating objects ---------------------------------------------------------------------------------------
-
+# -- what is deleted, and never ---------------------------------------------------------------------------------
 DELETING = {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}
 
 
@@ -317,30 +152,79 @@ def terminating_copy(obj: dict[str, Any]) -> dict[str, Any]:
     return stored
 
 
-def test_an_object_already_terminating_is_not_deleted_again():
-    # Given team b's queues deleted by an earlier recompute, still held by Kueue's finalizer
-    current = [as_stored(cq("a")), terminating_copy(cq("b")), terminating_copy(lq("b")), as_stored(lq("c"))]
-    # When the next recompute diffs, with only team a desired
-    to_apply, to_delete = diff([cq("a")], current)
-    # Then only the object not yet deleted is deleted; the terminating ones are left to finish
-    assert to_apply == []
-    assert keys(to_delete) == [("LocalQueue", "hyperpod-ns-c-localqueue")]
+def stored(*objs: dict[str, Any]) -> list[dict[str, Any]]:
+    return [as_stored(o) for o in objs]
+
+
+LQ_GONE, CQ_GONE = ("LocalQueue", "hyperpod-ns-gone-localqueue"), ("ClusterQueue", "hyperpod-ns-gone-clusterqueue")
+DIFFS = {
+    # a's namespace exists (with a label someone changed): only b's is ensured, a's is never patched
+    "namespace-only-when-missing": (
+        [ns("a"), ns("b")],
+        [as_stored(ns("a"), metadata__labels={"x": "y"})],
+        [("Namespace", "hyperpod-ns-b")],
+        [],
+    ),
+    "namespace-never-deleted": ([], stored(ns("gone"), cq("gone"), lq("gone")), [], [LQ_GONE, CQ_GONE]),
+    "gone-team-in-reverse-dependency-order": (
+        [rf("ml.p5"), ns("a"), cq("a"), lq("a")],
+        stored(rf("ml.p5"), ns("a"), cq("a"), lq("a"), ns("b"), cq("b"), lq("b")),
+        [],
+        [("LocalQueue", "hyperpod-ns-b-localqueue"), ("ClusterQueue", "hyperpod-ns-b-clusterqueue")],
+    ),
+    # a flavor with no node left, a priority class no longer configured: after the queues, the flavor last
+    "shared-objects-after-the-queues": (
+        [rf("ml.p5")],
+        stored(rf("ml.p5"), rf("ml.g5"), wpc("old-priority"), cq("gone"), lq("gone")),
+        [],
+        [LQ_GONE, CQ_GONE, ("WorkloadPriorityClass", "old-priority"), ("ResourceFlavor", "ml.g5")],
+    ),
+    "a-kind-idleshare-does-not-write": ([], [obj("Workload", "job-1", "gone", "hyperpod-ns-gone")], [], []),
+    # team b's queues deleted by an earlier recompute, still held by Kueue's finalizer: left to finish
+    "terminating-not-deleted-again": (
+        [cq("a")],
+        [as_stored(cq("a")), terminating_copy(cq("b")), terminating_copy(lq("b")), as_stored(lq("c"))],
+        [],
+        [("LocalQueue", "hyperpod-ns-c-localqueue")],
+    ),
+    "terminating-namespace-not-created": ([ns("b")], [terminating_copy(ns("b"))], [], []),
+    "applied-in-the-given-dependency-order": (
+        [rf("ml.p5"), wpc("inference-priority"), ns("a"), cq("a"), lq("a")],
+        [],
+        keys([rf("ml.p5"), wpc("inference-priority"), ns("a"), cq("a"), lq("a")]),
+        [],
+    ),
+    # objects that are not idleshare's (a caller passed more than list_managed returns) are never deleted
+    **{
+        f"not-ours-{name}": (
+            [],
+            [as_stored(o, metadata__labels=labels) for o in (cq("x"), lq("x"), rf("ml.x"))],
+            [],
+            [],
+        )
+        for name, labels in [
+            ("no-labels", {}),
+            ("team-label-only", {TEAM_LABEL: "x"}),
+            ("managed-by-someone-else", {MANAGED_BY_LABEL: "helm", TEAM_LABEL: "x"}),
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize(("desired", "current", "applied", "deleted"), DIFFS.values(), ids=DIFFS)
+def test_what_is_applied_and_deleted(desired, current, applied, deleted):
+    to_apply, to_delete = diff(desired, current)
+    assert (keys(to_apply), keys(to_delete)) == (applied, deleted)
 
 
 def test_an_object_wanted_again_while_it_terminates_is_left_until_it_is_gone():
-    # Given team b's ClusterQueue terminating (with other values than desired), and team b desired again
+    # team b's ClusterQueue terminating (with other values than desired), and team b desired again
     current = [terminating_copy(cq("b", nominal="4")), as_stored(lq("b"))]
     desired = [cq("b", nominal="16"), lq("b")]
-    # When diffing
     to_apply, to_delete = diff(desired, current)
-    # Then it is neither applied (that would land on the object going away) nor deleted again
+    # neither applied (that would land on the object going away) nor deleted again
     assert to_apply == [] and to_delete == []
     assert keys(terminating(desired, current)) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]
-    # And once it is gone, the next diff creates it
+    # once it is gone, the next diff creates it
     to_apply, _ = diff(desired, [as_stored(lq("b"))])
     assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]
-
-
-def test_a_terminating_namespace_is_not_listed_for_creation():
-    current = [terminating_copy(ns("b"))]
-    assert diff([ns("b")], current) == ([], [])

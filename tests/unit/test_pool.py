@@ -30,7 +30,6 @@ def run(nodes_, quotas=(), **sc):
 
 
 # -- eligibility ------------------------------------------------------------------------------
-
 ELIGIBILITY_CASES = [
     ("ready schedulable healthy", node("n"), None),
     ("deleting", node("n", deleting=True), ExclusionReason.DELETING),
@@ -67,28 +66,16 @@ def test_excluded_nodes_leave_capacity_and_are_reported_by_name():
     assert "excluded: NotReady=1, Unschedulable=1" in result.summary()
 
 
-def test_mig_profiles_count_as_their_own_resources_and_gpu_is_what_the_node_reports():
-    result = run([*nodes("p4d", P4D, 2), *nodes("p5", P5, 1)])
-    assert result.capacity[P4D][MIG] == 112
-    assert result.capacity[P4D][GPU] == 0
-    assert MIG in result.resources
+def test_mig_profiles_and_neuron_devices_count_as_their_own_resources_untracked_ones_not_at_all():
+    p5 = node("p5", allocatable={**P5_ALLOC, "pods": 110, "ephemeral-storage": 10**12, "hugepages-1Gi": 0})
+    result = run([*nodes("p4d", P4D, 2), p5, *nodes("trn", TRN1, 2)])
+    assert (result.capacity[P4D][MIG], result.capacity[P4D][GPU]) == (112, 0)  # GPU is what the node reports
     assert result.capacity[P5][MIG] == 0  # covered everywhere, zero where absent
-
-
-def test_neuron_nodes_count_neuron_devices():
-    result = run(nodes("trn", TRN1, 2))
-    assert result.capacity[TRN1][NEURON] == 32
-    assert result.capacity[TRN1].get(GPU, 0) == 0
-
-
-def test_untracked_resources_are_ignored():
-    n = node("n", allocatable={**P5_ALLOC, "pods": 110, "ephemeral-storage": 10**12, "hugepages-1Gi": 0})
-    result = run([n])
-    assert "pods" not in result.resources and "ephemeral-storage" not in result.resources
+    assert (result.capacity[TRN1][NEURON], result.capacity[TRN1][GPU]) == (32, 0)
+    assert MIG in result.resources and "pods" not in result.resources and "ephemeral-storage" not in result.resources
 
 
 # -- nominal from quota entries -----------------------------------------------------------------
-
 CPU_P5 = Fraction(191450, 1000)
 MEM_P5 = 1900 * GIB
 
@@ -101,63 +88,53 @@ def floor_mem(x):
     return int(x // MI) * MI
 
 
-NOMINAL_CASES = [
-    (
-        "Count: n x shape",
+NOMINAL_CASES = {
+    "Count: n x shape": (
         entry(P5, count=2),
         {GPU: 16, "cpu": 2 * CPU_P5, "memory": 2 * MEM_P5, "vpc.amazonaws.com/efa": 64},
     ),
-    (
-        "Count + Accelerators overrides the accelerator only",
+    "Count + Accelerators overrides the accelerator only": (
         entry(P5, count=2, accelerators=4),
         {GPU: 4, "cpu": 2 * CPU_P5, "memory": 2 * MEM_P5, "vpc.amazonaws.com/efa": 64},
     ),
-    (
-        "Count + VCpu + MemoryInGiB override their own",
+    "Count + VCpu + MemoryInGiB override their own": (
         entry(P5, count=1, vcpu=Fraction(3, 2), memory_gib=10),
         {GPU: 8, "cpu": Fraction(3, 2), "memory": 10 * GIB, "vpc.amazonaws.com/efa": 32},
     ),
-    (
-        "Accelerators scale cpu and memory, rounded down to 1m / 1Mi",
+    "Accelerators scale cpu and memory, rounded down to 1m / 1Mi": (
         entry(P5, accelerators=3),
         {GPU: 3, "cpu": floor_cpu(CPU_P5 * 3 / 8), "memory": floor_mem(MEM_P5 * 3 / 8)},
     ),
-    (
-        "Accelerators with VCpu given: cpu as given",
+    "Accelerators with VCpu given: cpu as given": (
         entry(P5, accelerators=2, vcpu=10),
         {GPU: 2, "cpu": 10, "memory": floor_mem(MEM_P5 / 4)},
     ),
-    (
-        "Accelerators on a Neuron flavor mean Neuron devices",
+    "Accelerators on a Neuron flavor mean Neuron devices": (
         entry(TRN1, accelerators=4),
         {NEURON: 4, "cpu": floor_cpu(Fraction(127500, 1000) / 4), "memory": floor_mem(480 * GIB / 4)},
     ),
-    (
-        "AcceleratorPartition: the MIG profile, scaling cpu and memory",
+    "AcceleratorPartition: the MIG profile, scaling cpu and memory": (
         entry(P4D, partition=("mig-1g.5gb", 7)),
         {MIG: 7, "cpu": floor_cpu(Fraction(95690, 1000) * 7 / 56), "memory": floor_mem(1100 * GIB * 7 / 56)},
     ),
-    (
-        "VCpu only: memory scales by the cpu ratio",
+    "VCpu only: memory scales by the cpu ratio": (
         entry(P5, vcpu=20),
         {"cpu": 20, "memory": floor_mem(MEM_P5 * 20 / CPU_P5)},
     ),
-    (
-        "MemoryInGiB only: cpu scales by the memory ratio",
+    "MemoryInGiB only: cpu scales by the memory ratio": (
         entry(P5, memory_gib=95),
         {"memory": 95 * GIB, "cpu": floor_cpu(CPU_P5 * 95 / 1900)},
     ),
-    (
-        "VCpu and MemoryInGiB: as given, exact",
+    "VCpu and MemoryInGiB: as given, exact": (
         entry(P5, vcpu=Fraction(1, 10), memory_gib=Fraction(1, 10)),
         {"cpu": Fraction(1, 10), "memory": Fraction(GIB, 10)},
     ),
-    ("Count 0 and nothing else: nothing", entry(P5, count=0), {}),
-]
+    "Count 0 and nothing else: nothing": (entry(P5, count=0), {}),
+}
 
 
-@pytest.mark.parametrize(("name", "given", "expected"), NOMINAL_CASES, ids=[c[0] for c in NOMINAL_CASES])
-def test_nominal(name, given, expected):
+@pytest.mark.parametrize(("given", "expected"), NOMINAL_CASES.values(), ids=NOMINAL_CASES)
+def test_nominal(given, expected):
     result = run([*nodes("p5", P5, 4), *nodes("trn", TRN1, 2), *nodes("p4d", P4D, 2)], [quota("a", given)])
     flavor = given.instance_type
     got = {r: q for r, q in result.teams["a"].nominal[flavor].items() if q}
@@ -174,8 +151,7 @@ def test_shape_is_the_most_common_allocatable_of_the_flavor_eligible_or_not():
 
 def test_shape_falls_back_to_the_catalog_when_the_cluster_has_no_node_of_the_flavor():
     result = run(nodes("p5", P5, 1), [quota("a", entry("ml.g5.12xlarge", count=2))])
-    assert result.teams["a"].nominal[G5][GPU] == 8  # 2 x 4 A10G from the catalog
-    assert result.teams["a"].nominal[G5]["cpu"] == 96
+    assert (result.teams["a"].nominal[G5][GPU], result.teams["a"].nominal[G5]["cpu"]) == (8, 96)  # 2 x catalog's
     assert result.shortfall[G5][GPU] == 8  # no such node: all of it is shortfall
 
 
@@ -193,13 +169,9 @@ def test_quota_with_ml_name_governs_plain_eks_nodes_with_ec2_names():
 
 
 # -- allocation, pool and borrowing ---------------------------------------------------------------
-
-
 def test_unallocated_and_shortfall():
     result = run(nodes("p5", P5, 2), [quota("a", entry(P5, accelerators=10)), quota("b", entry(P5, accelerators=4))])
-    assert result.allocated[P5][GPU] == 14
-    assert result.unallocated[P5][GPU] == 2
-    assert result.shortfall[P5][GPU] == 0
+    assert (result.allocated[P5][GPU], result.unallocated[P5][GPU], result.shortfall[P5][GPU]) == (14, 2, 0)
     over = run(nodes("p5", P5, 1), [quota("a", entry(P5, accelerators=10))])
     assert (over.unallocated[P5][GPU], over.shortfall[P5][GPU]) == (0, 2)
     assert any(i.code == "Shortfall" and i.subject == P5 for i in over.issues)
@@ -245,13 +217,9 @@ def test_borrow_limit_least_bound_wins(name, borrow, absolute, expected, bound):
 
 
 def test_absolute_cap_by_field_caps_only_its_resource():
-    result = run(
-        nodes("p5", P5, 4),
-        [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))],
-    )
-    g = result.teams["a"]
-    assert g.borrowing_limit[P5]["cpu"] == 10
-    assert g.borrowing_limit[P5][GPU] == 24  # no cap on GPUs: the whole pool
+    result = run(nodes("p5", P5, 4), [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))])
+    assert result.teams["a"].borrowing_limit[P5]["cpu"] == 10
+    assert result.teams["a"].borrowing_limit[P5][GPU] == 24  # no cap on GPUs: the whole pool
 
 
 def test_borrow_limits_round_down():
@@ -291,13 +259,11 @@ def test_disabled_quota_allocates_nothing_lends_nothing_borrows_nothing():
     assert result.teams["a"].why[P5][GPU].pool == 8  # sees the unallocated 8, nothing from "off"
 
 
-def test_absolute_limit_on_a_flavor_the_cluster_does_not_have_is_a_warning():
+def test_an_absolute_limit_on_an_unknown_flavor_is_a_warning_two_quotas_for_one_team_an_error():
     result = run(nodes("p5", P5, 1), [quota("a", absolute=(entry(G5, accelerators=2),))])
     warnings = [i for i in result.issues if i.code == "AbsoluteLimitOnUnknownFlavor"]
     assert len(warnings) == 1 and warnings[0].severity == "warning"
-
-
-def test_two_quotas_for_one_team_is_an_error_and_only_one_counts():
+    # two quotas for one team is an error, and only one counts
     result = run(nodes("p5", P5, 2), [quota("a", entry(P5, accelerators=2)), quota("a", entry(P5, accelerators=4))])
     assert [i.code for i in result.issues if i.severity == "error"] == ["DuplicateTeam"]
     assert result.allocated[P5][GPU] in (2, 4)

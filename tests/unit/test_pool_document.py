@@ -1,6 +1,5 @@
-"""The stored pool document is derived from the domain result, not from a presenter: deployed
-clusters hold documents of this shape, and the change digest is taken over it, so its shape and the
-digest's canonical form are pinned here."""
+"""The stored pool document (deployed clusters hold documents of this shape, the change digest is taken over it): its
+shape and the digest's canonical form are pinned here."""
 
 from __future__ import annotations
 
@@ -18,58 +17,30 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "events" / "examples"
 
 
 def example() -> tuple[PoolResult, list[dict[str, Any]]]:
-    return plan(
-        (EXAMPLES / "nodes.json").read_bytes(),
-        (EXAMPLES / "quotas.json").read_bytes(),
-        (EXAMPLES / "scheduler-config.json").read_bytes(),
-    )
+    return plan(*((EXAMPLES / name).read_bytes() for name in ("nodes.json", "quotas.json", "scheduler-config.json")))
 
 
 def test_the_document_keeps_the_stored_shape() -> None:
     result, _ = example()
     doc = pool_document(result)
-    assert list(doc) == [
-        "idleResourceSharing",
-        "flavors",
-        "resources",
-        "capacity",
-        "allocated",
-        "unallocated",
-        "shortfall",
-        "teams",
-        "excludedNodes",
-        "nodeCounts",
-        "issues",
-    ]
+    keys = "idleResourceSharing flavors resources capacity allocated unallocated shortfall teams excludedNodes"
+    assert " ".join(doc) == keys + " nodeCounts issues"
     team = next(iter(doc["teams"].values()))
-    assert list(team) == [
-        "quota",
-        "strategy",
-        "activationState",
-        "nominal",
-        "borrowingLimit",
-        "lendingLimit",
-        "why",
-        "bounds",
-    ]
+    assert " ".join(team) == "quota strategy activationState nominal borrowingLimit lendingLimit why bounds"
     why = next(d for per in team["why"].values() for d in per.values())
-    assert list(why) == ["pool", "percent", "percentCap", "absoluteCap", "limit", "bound"]
+    assert " ".join(why) == "pool percent percentCap absoluteCap limit bound"
     # plain JSON values: strings, not the domain's enums (a stored document reads back equal)
     assert json.loads(json.dumps(doc)) == doc
     assert type(why["bound"]) is str and why["bound"] in {str(b) for b in Bound}
     assert all(type(b) is str for b in team["bounds"].values())
 
 
-def test_the_digest_is_over_the_document_and_the_manifests_in_canonical_json() -> None:
+def test_the_digest_and_plans_json_are_over_the_document_and_the_manifests() -> None:
     result, manifests = example()
     doc = pool_document(result)
     canonical = json.dumps({"pool": doc, "manifests": manifests}, sort_keys=True, separators=(",", ":"))
     assert digest(doc, manifests) == hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def test_plans_json_is_the_document_with_its_summary_and_manifests() -> None:
-    result, manifests = example()
-    shown = result_json(result, manifests)
+    shown = result_json(result, manifests)  # plan's JSON is the document with its summary and manifests
     assert shown.pop("summary") == result.summary()
     assert shown.pop("manifests") == manifests
     assert shown == pool_document(result)

@@ -16,14 +16,6 @@ from infra.constructs.observability import ISSUE_DIMS
 from tests.builders import node
 
 
-def _emitted(capsys: pytest.CaptureFixture[str]) -> list[dict]:
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-
-
-def _issue_gauges(records: list[dict]) -> dict[str, list[float]]:
-    return {r[names.METRIC_DIM_ISSUE]: r[names.METRIC_POOL_ISSUES] for r in records if names.METRIC_POOL_ISSUES in r}
-
-
 @pytest.mark.parametrize(
     ("fair_share", "kueue_fair_sharing", "expected"),
     [
@@ -38,9 +30,9 @@ def test_each_pool_issue_is_a_gauge_named_by_its_code(capsys, fair_share, kueue_
     result = with_kueue_config(result, KueueConfigReading(KueueConfig(fair_sharing=kueue_fair_sharing)), scheduler)
     capsys.readouterr()
     emit_recompute(Outcome("c1", 1, True, result=result))
-    records = _emitted(capsys)
-    assert _issue_gauges(records) == expected
-    for r in records:  # exactly the dimensions the dashboard's search names
-        if names.METRIC_POOL_ISSUES in r:
-            assert sorted(r["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) == sorted(ISSUE_DIMS)
-            assert r[names.METRIC_DIM_CLUSTER] == "c1" and r["service"] == names.SERVICE
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    gauges = [r for r in emitted if names.METRIC_POOL_ISSUES in r]
+    assert {r[names.METRIC_DIM_ISSUE]: r[names.METRIC_POOL_ISSUES] for r in gauges} == expected
+    for r in gauges:  # exactly the dimensions the dashboard's search names
+        assert sorted(r["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) == sorted(ISSUE_DIMS)
+        assert r[names.METRIC_DIM_CLUSTER] == "c1" and r["service"] == names.SERVICE

@@ -11,25 +11,18 @@ from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import SchedulerConfig, Snapshot, Strategy
 from idleshare.domain.pool import compute
 from tests.builders import ALLOC, G5, P4D, P5, TRN1, entry, node, quota
+from tests.unit.test_pool_caps_mig import mixed_fleet, teams_with_caps
 
 FLAVORS = [P5, P4D, TRN1, G5]
 
 
 @st.composite
 def cluster_nodes(draw, min_size=0):
-    n = draw(st.integers(min_value=min_size, max_value=14))
-    out = []
-    for i in range(n):
-        flavor = draw(st.sampled_from(FLAVORS))
-        out.append(
-            node(
-                f"n{i}",
-                flavor,
-                ready=draw(st.booleans()) or draw(st.booleans()),
-                unschedulable=draw(st.integers(0, 5)) == 0,
-                health_status=draw(st.sampled_from(["Schedulable", "Schedulable", "Unschedulable", None])),
-            )
-        )
+    health, out = st.sampled_from(["Schedulable", "Schedulable", "Unschedulable", None]), []
+    for i in range(draw(st.integers(min_value=min_size, max_value=14))):
+        flavor, ready = draw(st.sampled_from(FLAVORS)), draw(st.booleans()) or draw(st.booleans())
+        cordoned = draw(st.integers(0, 5)) == 0
+        out.append(node(f"n{i}", flavor, ready=ready, unschedulable=cordoned, health_status=draw(health)))
     return out
 
 
@@ -51,11 +44,11 @@ def resource_entry(draw, flavor):
 
 @st.composite
 def team_quotas(draw):
-    n = draw(st.integers(0, 5))
     out = []
-    for t in range(n):
-        flavors = draw(st.lists(st.sampled_from(FLAVORS), unique=True, max_size=3))
-        entries = tuple(draw(resource_entry(f)) for f in flavors)
+    for t in range(draw(st.integers(0, 5))):
+        entries = tuple(
+            draw(resource_entry(f)) for f in draw(st.lists(st.sampled_from(FLAVORS), unique=True, max_size=3))
+        )
         absolute = tuple(
             draw(resource_entry(f)) for f in draw(st.lists(st.sampled_from(FLAVORS), unique=True, max_size=2))
         )
@@ -120,9 +113,10 @@ def test_adding_an_eligible_node_never_lowers_unallocated(nodes_, quotas_, flavo
     assert gained + covered > 0
 
 
-@settings(max_examples=100, deadline=None)
-@given(cluster_nodes(), team_quotas(), st.randoms(use_true_random=False))
+@settings(max_examples=200, deadline=None)
+@given(cluster_nodes() | mixed_fleet(), team_quotas() | teams_with_caps(), st.randoms(use_true_random=False))
 def test_results_are_identical_for_any_input_order(nodes_, quotas_, rnd):
+    # mixed MIG layouts too: ties between layouts (S(f), S(f, r)) are broken by the shapes themselves
     shuffled_nodes, shuffled_quotas = list(nodes_), list(quotas_)
     rnd.shuffle(shuffled_nodes)
     rnd.shuffle(shuffled_quotas)
