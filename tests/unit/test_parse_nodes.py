@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL, Node, Taint
+from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, INSTANCE_TYPE_LABEL, Node, Taint
 from idleshare.parse import nodes as nodes_module
 from idleshare.parse.errors import InputError
-from idleshare.parse.nodes import BETA_INSTANCE_TYPE_LABEL, node_from_dict, parse_nodes
+from idleshare.parse.nodes import node_from_dict, parse_nodes
 from tests.unit.test_fuzz_parsers import NODES, mutations
 
 EXAMPLE_NODES = json.loads((Path(__file__).resolve().parents[2] / "events" / "examples" / "nodes.json").read_text())
