@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from idleshare import names
 from idleshare.parse import events
 from idleshare.parse.errors import InputError
 from idleshare.parse.events import ClusterRef, cluster_ref, parse_event
@@ -145,7 +146,7 @@ STATE, CLUSTER, NODE = (
 )
 BY_EKS = "idleshare-recalculation-requested-by-eks-name.json"
 QUOTA, SCHED = "idleshare-compute-quota-changed.json", "idleshare-scheduler-config-changed.json"
-CLOUDTRAIL_NAMES = ", ".join(sorted(events.CLOUDTRAIL_EVENT_NAMES))
+CLOUDTRAIL_NAMES = ", ".join(sorted(names.CLOUDTRAIL_EVENT_NAMES))
 
 # id -> (the event, [(where, what)] in the order of the fields)
 REFUSED = [  # (the sample, the change to it, where, what): one problem, named

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, INSTANCE_TYPE_LABEL, Node, Taint
 from idleshare.parse import nodes as nodes_module
-from idleshare.parse.errors import InputError
+from idleshare.parse.errors import MAX_ERRORS, InputError
 from idleshare.parse.nodes import node_from_dict, parse_nodes
 from tests.unit.test_fuzz_parsers import NODES, mutations
 
@@ -298,9 +298,9 @@ def test_unknown_members_and_unread_values_are_ignored_and_an_empty_list_is_no_n
 
 
 def test_every_bad_node_is_reported_up_to_a_cap() -> None:
-    items = [node(f"n{i}", {"cpu": "bad"}) for i in range(nodes_module.MAX_ERRORS + 10)]
+    items = [node(f"n{i}", {"cpu": "bad"}) for i in range(MAX_ERRORS + 10)]
     errors = errors_of(items)
-    assert len(errors) == nodes_module.MAX_ERRORS + 1
+    assert len(errors) == MAX_ERRORS + 1
     assert errors[0].startswith("items[0] (n0).") and errors[-1] == "... and 10 more errors"
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES
 from idleshare.domain.model import AcceleratorPartition, PriorityClass, Quota, ResourceConfig, SchedulerConfig, Strategy
 from idleshare.parse import quotas
-from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.errors import MAX_ERRORS, FieldError, InputError
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.parse.schema import Shape, field_names
 from tests.corpus.make_corpus import (
@@ -494,7 +494,7 @@ def test_huge_integers_are_reported_not_crashed_on(value: int) -> None:
 def test_error_lists_are_capped_and_an_input_error_survives_pickling() -> None:
     with pytest.raises(InputError) as caught:
         parse_quotas([1] * 200)
-    assert len(caught.value.errors) == quotas.MAX_ERRORS + 1
+    assert len(caught.value.errors) == MAX_ERRORS + 1
     assert caught.value.errors[-1].message == "... and 150 more errors"
     error = InputError("q.json", [FieldError("[0].Name", "bad")])
     again = pickle.loads(pickle.dumps(error))

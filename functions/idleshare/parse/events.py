@@ -116,10 +116,6 @@ class ClusterEvent(SageMakerEvent, tag=names.DT_HYPERPOD_EVENT, frozen=True):
 
 
 # -- CloudTrail API calls (aws.sagemaker) ---------------------------------------------------------------
-
-CLOUDTRAIL_EVENT_NAMES = names.CLOUDTRAIL_EVENT_NAMES
-
-
 class CloudTrailDetail(_Object, frozen=True):
     eventSource: Literal["sagemaker.amazonaws.com"]
     eventName: CloudTrailEventName

@@ -39,7 +39,6 @@ import msgspec
 from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, INSTANCE_TYPE_LABEL, Amount, Node, Taint
 from idleshare.domain.quantity import QuantityError, parse_quantity
 from idleshare.parse import schema
-from idleshare.parse.errors import MAX_ERRORS as MAX_ERRORS  # the cap of every parser's error list
 from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.schema import show
 

@@ -58,7 +58,6 @@ from msgspec import Meta
 
 from idleshare.domain import model
 from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES, MIG_PROFILES
-from idleshare.parse.errors import MAX_ERRORS as MAX_ERRORS  # the cap of every parser's error list
 from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.schema import ExactNumber, Path, Shape, convert, show
 
