@@ -53,7 +53,7 @@ def intro(sc: scenarios.Scenario) -> str:
         lines.append(
             f"  {q['ComputeQuotaTarget']['TeamName']:<12} {sharing.get('Strategy', 'LendAndBorrow')}{borrow}: {entries}"
         )
-    config = (sc.scheduler_config or {}).get("SchedulerConfig", sc.scheduler_config or {})
+    config = scenarios.scheduler_body(sc.scheduler_config)
     if config:
         classes = ", ".join(f"{c.get('Name')} {c.get('Weight')}" for c in config.get("PriorityClasses") or [])
         lines.append(

@@ -6,6 +6,7 @@ from typing import Any
 
 from devkit.scenario import StepReport, bound_of, is_accelerator
 from idleshare.cli.present import short_resource
+from idleshare.domain.quantity import parse_quantity
 
 BOUND_SHORT = {"percentage": "%", "absolute": "abs", "pool": "pool", "strategy": "-", "disabled": "off"}
 PREEMPTED_BY = {
@@ -248,8 +249,6 @@ def render_fair_sharing(report: StepReport, previous: StepReport | None = None) 
 
 def _resources(per_flavor: dict[str, dict[str, str]]) -> dict[str, Any]:
     """Borrowed per resource name, summed over flavors as Kueue adds them up for the share (exact quantities)."""
-    from idleshare.domain.quantity import parse_quantity
-
     out: dict[str, Any] = {}
     for per in per_flavor.values():
         for r, q in per.items():

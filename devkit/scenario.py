@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
 from idleshare.cli.present import short_resource
 from idleshare.domain.model import is_accelerator as is_accelerator  # devkit/report.py
+from idleshare.domain.naming import is_dns_label, priority_class_name
 from idleshare.parse.errors import FieldError, InputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -198,7 +198,7 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
 
     refs = NodeRefs(nodes_doc)
     # the SchedulerConfig as each step sees it (a schedulerConfig step merges into it): its priority classes
-    current_sc = _scheduler_body(sc_doc)
+    current_sc = scheduler_body(sc_doc)
     raw_steps = doc.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         raise InputError(source, [FieldError("steps", "must be a non-empty list")])
@@ -254,7 +254,7 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
                 raise InputError(
                     source, [FieldError(loc, "must be a SchedulerConfig object (merged into the current)")]
                 )
-            current_sc = _merge(current_sc, _scheduler_body(arg))
+            current_sc = _merge(current_sc, scheduler_body(arg))
         elif kind in ("cordon", "uncordon"):
             arg = {"name": refs.resolve(arg, source, loc), "change": kind}
         elif kind == "node":
@@ -301,7 +301,7 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
     )
 
 
-def _scheduler_body(doc: Any) -> dict[str, Any]:
+def scheduler_body(doc: Any) -> dict[str, Any]:
     """The SchedulerConfig itself, bare or wrapped as ``{SchedulerConfig: …}`` (as the store keeps it)."""
     if not isinstance(doc, dict):
         return {}
@@ -318,16 +318,14 @@ def priority_class_names(scheduler_config: Mapping[str, Any]) -> list[str]:
 
 
 SUBMIT_FIELDS = ("team", "name", "requests", "count", "instanceType", "priorityClass")
-JOB_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
-def _parse_submit(arg: Any, source: str, loc: str, priority_classes: list[str] | None = None) -> list[dict[str, Any]]:
+def _parse_submit(arg: Any, source: str, loc: str, priority_classes: list[str]) -> list[dict[str, Any]]:
     """``submit``: one Job or a list, each ``{team, name, requests: {gpu: 8, cpu: 4}, count: 1,
     instanceType: ml.p5.48xlarge, priorityClass: inference}``: ``instanceType`` the node selector a job pins its
     instance type with, ``priorityClass`` the ``Name`` of one of the SchedulerConfig's PriorityClasses as the step
     sees it (``priority_classes``); both optional."""
     items = arg if isinstance(arg, list) else [arg]
-    known = priority_classes or []
     out = []
     for j, item in enumerate(items):
         at = f"{loc}[{j}]" if isinstance(arg, list) else loc
@@ -341,11 +339,11 @@ def _parse_submit(arg: Any, source: str, loc: str, priority_classes: list[str] |
                 source, [FieldError(f"{at}.instanceType", "must be an instance type, e.g. ml.p5.48xlarge")]
             )
         if "priorityClass" in item:
-            _check_priority_class(item["priorityClass"], known, source, f"{at}.priorityClass")
+            _check_priority_class(item["priorityClass"], priority_classes, source, f"{at}.priorityClass")
         for key in ("team", "name"):
             if not isinstance(item.get(key), str) or not item[key]:
                 raise InputError(source, [FieldError(f"{at}.{key}", "required: a non-empty string")])
-        if not JOB_NAME.fullmatch(item["name"]):
+        if not is_dns_label(item["name"]):
             raise InputError(
                 source,
                 [FieldError(f"{at}.name", "must be a Job name: lower-case letters, digits and '-', at most 63")],
@@ -374,8 +372,6 @@ def _parse_submit(arg: Any, source: str, loc: str, priority_classes: list[str] |
 def _check_priority_class(value: Any, known: list[str], source: str, loc: str) -> None:
     """A priority class is named as the SchedulerConfig names it; the Job carries the WorkloadPriorityClass
     idleshare writes for it."""
-    from idleshare.domain.naming import priority_class_name
-
     listed = f"its PriorityClasses: {', '.join(known)}" if known else "it lists no PriorityClasses"
     if not isinstance(value, str) or not value:
         raise InputError(
@@ -658,8 +654,7 @@ class Runner:
                 return f"deleteQuota {arg}", [_event(c, "Compute Quota Changed", {"cluster": cid, "quotaName": arg})]
             if kind == "schedulerConfig":
                 current = store.get_scheduler_config(cid)
-                base = (current.body.get("SchedulerConfig", current.body) if current else {}) or {}
-                merged = _merge(base, arg.get("SchedulerConfig", arg))
+                merged = _merge(scheduler_body(current.body if current else None), scheduler_body(arg))
                 parse_scheduler_config(json.dumps(merged), f"{self.s.source}: {step.where}.schedulerConfig")
                 store.put_scheduler_config(cid, {"SchedulerConfig": merged}, current.version if current else None)
                 what = "schedulerConfig " + ", ".join(f"{k}={v}" for k, v in sorted(arg.items()))

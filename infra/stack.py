@@ -21,7 +21,7 @@ from infra.constructs.storage import Storage
 from infra.constructs.watcher import NodeWatcher
 
 # The timeout (s) and memory (MB) of the functions that need more than the default: the recompute's are
-# idleshare.timings' (its queue's and event source mapping's are too; the devkit uses them), the node watcher's names'.
+# idleshare.timings', as are the node watcher's (the recompute's queue and event source mapping read it too; so does the devkit).
 RECOMPUTE_SIZE = (timings.RECOMPUTE_TIMEOUT_SECONDS, timings.RECOMPUTE_MEMORY_MB)
 WATCHER_SIZE = (timings.WATCHER_FUNCTION_TIMEOUT_SECONDS, timings.WATCHER_MEMORY_MB)
 
@@ -101,7 +101,13 @@ class IdleshareStack(Stack):
             names.ENV_CLUSTERS: config.clusters_env(),
         }
 
-        def function(construct_id: str, handler: str, seconds: int = 0, mb: int = DEFAULT_MEMORY, vpc: bool = False):
+        def function(
+            construct_id: str,
+            handler: str,
+            seconds: int = int(DEFAULT_TIMEOUT.to_seconds()),
+            mb: int = DEFAULT_MEMORY,
+            vpc: bool = False,
+        ):
             return IdleshareFunction(
                 self,
                 construct_id,
@@ -110,7 +116,7 @@ class IdleshareStack(Stack):
                 description=DESCRIPTIONS[handler],
                 environment={k: values[k] for k in names.FUNCTION_ENV[handler] if k in values},
                 log_retention_days=config.log_retention_days,
-                timeout=Duration.seconds(seconds) if seconds else DEFAULT_TIMEOUT,
+                timeout=Duration.seconds(seconds),
                 memory_size=mb,
                 placement=network.placement if vpc and network is not None else None,
             )

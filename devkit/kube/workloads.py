@@ -14,19 +14,20 @@ the quota itself and the Job queues again.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from devkit.kube.client import KUEUE, Kube
 from idleshare.domain.model import Settings
-from idleshare.domain.naming import cluster_queue_name, local_queue_name, priority_class_name
+from idleshare.domain.naming import cluster_queue_name, local_queue_name, namespace_name, priority_class_name
+from idleshare.domain.quantity import parse_quantity
 
 ADMITTED, PENDING, PREEMPTED, EVICTED, FINISHED = "Admitted", "Pending", "Preempted", "Evicted", "Finished"
 
 
 def namespace_of(team: str, prefix: str = "hyperpod-ns-") -> str:
-    return f"{prefix}{team}"
+    return namespace_name(team, Settings(namespace_prefix=prefix))
 
 
 def local_queue_of(team: str, prefix: str = "hyperpod-ns-") -> str:
@@ -152,10 +153,8 @@ def settle_jobs(kube: Kube, jobs: Iterable[Mapping[str, Any]], *, quiet: float =
     on the first pending Workload of a queue it tried; the ones behind it wait without one, so a pending Workload
     counts as decided once nothing moves."""
     wanted = [(j["metadata"]["namespace"], j["metadata"]["name"]) for j in jobs]
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    since = time.monotonic()
-    while time.monotonic() < deadline:
+
+    def look() -> tuple[list[Any], bool]:
         workloads: dict[tuple[str, str], dict[str, Any]] = {}
         suspended: dict[tuple[str, str], Any] = {}
         for ns in sorted({ns for ns, _ in wanted}):
@@ -173,12 +172,25 @@ def settle_jobs(kube: Kube, jobs: Iterable[Mapping[str, Any]], *, quiet: float =
             )
             state = state_of(w).state if w else ""
             snapshot.append((key[1], suspended.get(key), state, w is not None and not evicting))
+        return snapshot, all(s[3] for s in snapshot)
+
+    _until_quiet(look, "the Jobs", quiet=quiet, timeout=timeout)
+
+
+def _until_quiet(look: Callable[[], tuple[list[Any], bool]], what: str, *, quiet: float, timeout: float) -> None:
+    """Poll ``look`` (a snapshot, and whether Kueue has decided about everything in it) until it is decided and
+    has not changed for ``quiet`` seconds; TimeoutError (naming ``what`` and the last snapshot) after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        snapshot, decided = look()
         if snapshot != last:
             last, since = snapshot, time.monotonic()
-        elif all(s[3] for s in snapshot) and time.monotonic() - since >= quiet:
+        elif decided and time.monotonic() - since >= quiet:
             return
         time.sleep(0.1)
-    raise TimeoutError(f"Kueue did not settle the Jobs in {timeout:.0f} s: {last}")
+    raise TimeoutError(f"Kueue did not settle {what} in {timeout:.0f} s: {last}")
 
 
 def submit(kube: Kube, wl: dict[str, Any]) -> dict[str, Any]:
@@ -270,22 +282,16 @@ def settle(kube: Kube, names: Iterable[tuple[str, str]], *, quiet: float = 1.5, 
     """Wait until Kueue has decided about every named workload ((namespace, name): admitted, or pending with a
     reason) and nothing changed for ``quiet`` seconds."""
     wanted = list(names)
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    stable_since = time.monotonic()
-    while time.monotonic() < deadline:
+
+    def look() -> tuple[list[Any], bool]:
         snapshot = []
         for ns, name in wanted:
             wl = kube.get("Workload", name, ns)
             st = state_of(wl) if wl else None
             snapshot.append((name, st.state if st else None, st.message if st else None))
-        decided = all(s is not None and (s != PENDING or m) for _, s, m in snapshot)
-        if snapshot != last:
-            last, stable_since = snapshot, time.monotonic()
-        elif decided and time.monotonic() - stable_since >= quiet:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"Kueue did not settle in {timeout:.0f} s: {last}")
+        return snapshot, all(s is not None and (s != PENDING or m) for _, s, m in snapshot)
+
+    _until_quiet(look, "the workloads", quiet=quiet, timeout=timeout)
 
 
 def finish(kube: Kube, wl: Mapping[str, Any], message: str = "the job completed") -> None:
@@ -395,8 +401,6 @@ def lendable(objects: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Per resource name, summed over flavors: what the Cohort holds and each ClusterQueue may lend (its
     ``lendingLimit``, else its ``nominalQuota``) — Kueue's denominator of a ClusterQueue's dominant resource share
     in a one-level cohort. Whole units (``1k`` cpu, ``2Gi`` memory as bytes)."""
-    from idleshare.domain.quantity import parse_quantity
-
     out: dict[str, int] = {}
     for obj in objects:
         if obj.get("kind") == "ClusterQueue" and not (obj.get("spec") or {}).get("cohortName"):

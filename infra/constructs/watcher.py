@@ -28,8 +28,6 @@ from infra.config import ClusterConfig
 from infra.constructs.eks_access import access_entries, cluster_arn
 from infra.constructs.events import invoke_role, invoke_schedule
 
-TIMEOUT = Duration.seconds(timings.WATCHER_FUNCTION_TIMEOUT_SECONDS)
-MEMORY = timings.WATCHER_MEMORY_MB
 # DynamoDB actions: the claim and checkpoints are UpdateItem (both items in one transaction, which IAM
 # authorises item by item), the saved node views are read with GetItem.
 TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem")  # + parts

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES
 from idleshare.domain.model import AcceleratorPartition, PriorityClass, Quota, ResourceConfig, SchedulerConfig, Strategy
+from idleshare.domain.naming import DNS_LABEL
 from idleshare.parse import quotas
 from idleshare.parse.errors import MAX_ERRORS, FieldError, InputError
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
@@ -227,7 +228,7 @@ NAME_PATTERNS = [
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab09-_A.", max_size=14))
 def test_the_linear_name_pattern_accepts_exactly_what_botocore_does(name: str) -> None:
-    linear = re.compile(quotas.DNS_LABEL)
+    linear = re.compile(DNS_LABEL)
     for pattern in NAME_PATTERNS:
         assert (re.fullmatch(pattern, name) is None) == (linear.fullmatch(name) is None)
 

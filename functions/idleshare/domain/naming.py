@@ -14,7 +14,8 @@ from idleshare.domain.model import Settings
 
 LABEL_VALUE_MAX = 63  # a namespace name (DNS-1123 label) and a label value
 SUBDOMAIN_MAX = 253  # a cluster-scoped object's name (DNS-1123 subdomain)
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"  # a DNS-1123 label, its length aside
+_DNS_LABEL = re.compile(DNS_LABEL)
 
 CLUSTER_QUEUE_SUFFIX = "-clusterqueue"
 LOCAL_QUEUE_SUFFIX = "-localqueue"
@@ -60,3 +61,8 @@ def team_name_problem(team: str, settings: Settings) -> str | None:
     if not _DNS_LABEL.fullmatch(namespace_name(team, settings)):
         return f"namespace {namespace_name(team, settings)!r} must be a DNS-1123 label (lower-case a-z, 0-9, '-')"
     return None
+
+
+def is_dns_label(text: str) -> bool:
+    """A DNS-1123 label: what a namespace, a Job or a label value may be called (at most 63 characters)."""
+    return len(text) <= LABEL_VALUE_MAX and _DNS_LABEL.fullmatch(text) is not None

@@ -58,6 +58,7 @@ from msgspec import Meta
 
 from idleshare.domain import model
 from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES, MIG_PROFILES
+from idleshare.domain.naming import DNS_LABEL
 from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.schema import ExactNumber, Path, Shape, convert, show
 
@@ -74,9 +75,8 @@ def _pattern(botocore: str, what: str, linear: str | None = None) -> Meta:
 
 
 # botocore's name pattern nests quantifiers: Python's backtracking ``re`` takes exponential time to reject
-# ``"a" * 40 + "!"``. Since one repetition of the group can absorb any run, it accepts exactly the strings of this
-# linear-time pattern (a DNS label without a length limit); the unit tests check the two agree.
-DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+# ``"a" * 40 + "!"``. Since one repetition of the group can absorb any run, it accepts exactly the strings of
+# DNS_LABEL's linear-time pattern (a DNS label without a length limit); the unit tests check the two agree.
 
 InstanceCount = Annotated[int, Meta(ge=0, le=10_000_000)]
 """InstanceCount, AcceleratorsAmount, AcceleratorPartitionConfigCountInteger"""
