@@ -299,13 +299,16 @@ DIMENSIONS = {v for k, v in vars(names).items() if k.startswith("METRIC_DIM_")} 
 def test_every_alarm_watches_a_dlq_a_function_or_a_metric_idleshare_emits(public) -> None:
     clusters = {c.id for c in public.stack.config.clusters}
     assert public.resources("AWS::SNS::Subscription") == {}  # no alarm_email: nobody to subscribe
+    watched = set()  # (what, threshold, comparison) of every alarm
     for logical_id, alarm in public.resources("AWS::CloudWatch::Alarm").items():
         props = alarm["Properties"]
         dims = {d["Name"]: d["Value"] for d in props.get("Dimensions", [])}
         if props.get("Namespace") == "AWS/SQS":  # a message in a dead-letter queue: the main queue's depth is normal
             assert _target(dims["QueueName"]) in {"RecomputeQueueDlq", "RouterDlqQueue"}, logical_id
+            what = _target(dims["QueueName"])
         elif props.get("Namespace") == "AWS/Lambda":
             assert _target(dims["FunctionName"]) in {_name(k) for k in public.resources("AWS::Lambda::Function")}
+            what = f"{_target(dims['FunctionName'])} {props['MetricName']}"
         elif "Metrics" in props:  # a Metrics Insights query over idleshare's gauges, per cluster
             (query,) = props["Metrics"]
             found = re.fullmatch(
@@ -316,13 +319,29 @@ def test_every_alarm_watches_a_dlq_a_function_or_a_metric_idleshare_emits(public
             assert metric in EMITTED and namespace == names.METRICS_NAMESPACE, logical_id
             assert set(schema.split(", ")) <= DIMENSIONS and where == names.METRIC_DIM_CLUSTER, logical_id
             assert cluster in clusters, logical_id
+            what = f"{metric} {cluster}"
         else:
             assert props["Namespace"] == names.METRICS_NAMESPACE and props["MetricName"] in EMITTED, logical_id
             assert set(dims) <= DIMENSIONS and dims["service"] == names.SERVICE, logical_id
             assert dims.get(names.METRIC_DIM_CLUSTER, next(iter(clusters))) in clusters, logical_id
+            what = " ".join([props["MetricName"], *([dims[names.METRIC_DIM_CLUSTER]] if len(dims) > 1 else [])])
+        watched.add((what, props["Threshold"], props["ComparisonOperator"]))
         # no data is normal for an error or a depth; for the node watcher's heartbeat it is the failure itself
         heartbeat = props.get("MetricName") == names.METRIC_NODE_WATCH_SECONDS
         assert props["TreatMissingData"] == ("breaching" if heartbeat else "notBreaching"), logical_id
+    # every alarm docs/operations.md lists is there, with its threshold: one in a DLQ, a failure, a conflict...
+    at_least, above, below = "GreaterThanOrEqualToThreshold", "GreaterThanThreshold", "LessThanThreshold"
+    (cluster,) = clusters
+    assert watched == {
+        ("RecomputeQueueDlq", 1, at_least),
+        ("RouterDlqQueue", 1, at_least),
+        ("RecomputeFunction Errors", 1, at_least),
+        (names.METRIC_PERMANENT_FAILURES, 1, at_least),
+        (f"{names.METRIC_SHORTFALL} {cluster}", 0, above),
+        (f"{names.METRIC_IDLE_WHILE_PENDING} {cluster}", 0, above),
+        (f"{names.METRIC_FOREIGN_FIELD_MANAGER} {cluster}", 0, above),
+        (f"{names.METRIC_NODE_WATCH_SECONDS} {cluster}", timings.WATCHER_ALARM_MINUTES * 60 / 2, below),
+    }
 
 
 # --- outputs ------------------------------------------------------------------------------------------------
@@ -333,8 +352,21 @@ def test_every_output_idleshare_names_exists_and_resolves(public) -> None:
     wanted = {v for k, v in vars(names).items() if k.startswith("OUTPUT_")}
     assert set(outputs) - {"BootstrapVersion"} == wanted
     resources = {_name(k) for k in public.json["Resources"]}
-    for key in wanted - {names.OUTPUT_API_URL}:
-        assert _target(outputs[key]["Value"]) in resources, key
+    targets = {key: _target(outputs[key]["Value"]) for key in wanted - {names.OUTPUT_API_URL}}
+    assert set(targets.values()) <= resources
+    assert targets == {  # each output names its own resource (a swapped pair would send the CLI to the wrong one)
+        names.OUTPUT_TABLE_NAME: "StorageTable",
+        names.OUTPUT_IDEMPOTENCY_TABLE_NAME: "StorageIdempotencyTable",
+        names.OUTPUT_QUEUE_URL: "RecomputeQueue",
+        names.OUTPUT_DLQ_URL: "RecomputeQueueDlq",
+        names.OUTPUT_ROUTER_DLQ_URL: "RouterDlqQueue",
+        names.OUTPUT_EVENT_BUS_NAME: "EventsBus",
+        names.OUTPUT_EVENT_BUS_ARN: "EventsBus",
+        names.OUTPUT_ARCHIVE_NAME: "EventsBusArchive",
+        names.OUTPUT_RECOMPUTE_ROLE_ARN: "RecomputeRole",
+        names.OUTPUT_ALARM_TOPIC_ARN: "ObservabilityAlarmTopic",
+        names.OUTPUT_DASHBOARD_NAME: "ObservabilityDashboard",
+    }
     # the CLI finds the admin API by this output (cli/remote.py): the stage's URL
     api_url = json.dumps(outputs[names.OUTPUT_API_URL]["Value"])
     assert "execute-api" in api_url and '"Ref": "AdminApiGatewayApiDeploymentStagev1' in api_url

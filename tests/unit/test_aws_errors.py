@@ -51,6 +51,8 @@ def client_error(code: str, status: int = 400) -> ClientError:
 def test_translate_aws(exc: Exception, kind: type[AdapterError]) -> None:
     out = translate_aws(exc, operation="sqs:SendMessage", subject="queue 'q'")
     assert type(out) is kind and out.operation == "sqs:SendMessage"
+    # the response's HTTP status, which the API's 503 warning logs (none when no response came)
+    assert out.status == (exc.response["ResponseMetadata"]["HTTPStatusCode"] if isinstance(exc, ClientError) else None)
     assert str(out).startswith("sqs:SendMessage queue 'q': ")
     error = RetryableError("x")  # an adapter error is returned as it is
     assert translate_aws(error, operation="op") is error

@@ -107,6 +107,8 @@ def test_an_update_deregisters_every_cluster_not_in_the_new_config(store, answer
     assert out == {"Status": "SUCCESS", "Registered": answer[0], "Deregistered": answer[1]}
     assert [c.cluster_id for c in store.list_clusters()] == [c["id"] for c in left]
     assert registry_keys(store) == registry_of(*left)  # every lookup of a removed cluster is gone
+    for c in left:  # and each EKS name routes to the cluster that holds it now (beta-eks: beta-2 when renamed)
+        assert store.find_cluster(eks_cluster_name=c["eks_cluster_name"]).cluster_id == c["id"]
     assert store.find_cluster(hyperpod_arn=B["hyperpod_cluster_arn"]) is None
     # the routes of the cluster kept are untouched; the removed cluster's data stays in the table
     assert store.find_cluster(eks_cluster_name="alpha-eks").cluster_id == "alpha"
