@@ -1,8 +1,9 @@
-"""Given-builders: domain nodes and quotas in a line each, and the quota documents (JSON) the API, the store
-and the CLI take (:func:`quota_body`)."""
+"""Given-builders: domain nodes and quotas in a line each, the quota documents (JSON) the API, the store
+and the CLI take (:func:`quota_body`), and the event API Gateway hands the admin API (:func:`proxy_event`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
@@ -116,3 +117,36 @@ def quota_body(
     if enabled is not None:
         body["ActivationState"] = "Enabled" if enabled else "Disabled"
     return body | extra
+
+
+API_HOST = "abc123.execute-api.us-east-1.amazonaws.com"
+
+
+def proxy_event(
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    query: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    signed: bool = True,
+    request_id: str = "c0ffee00-0000-4000-8000-000000000001",
+) -> dict[str, Any]:
+    """What API Gateway (REST API, Lambda proxy, resource ``/{proxy+}``, stage ``v1``) sends the Lambda."""
+    raw = body if body is None or isinstance(body, str) else json.dumps(body)
+    hdrs = {"Host": API_HOST, "User-Agent": "idleshare-cli"}
+    if raw:
+        hdrs["Content-Type"] = "application/json"
+    hdrs.update(headers or {})
+    principal = {"accountId": "111122223333", "caller": "AIDAEXAMPLEEXAMPLE", "user": "AIDAEXAMPLEEXAMPLE"}
+    principal |= {"userArn": "arn:aws:iam::111122223333:user/admin", "accessKey": "ASIAEXAMPLE"}
+    identity: dict[str, Any] = {"sourceIp": "198.51.100.7", "userAgent": "idleshare-cli", "apiKey": None}
+    identity.update(principal if signed else dict.fromkeys(principal))
+    context = {"resourceId": "r1", "resourcePath": "/{proxy+}", "httpMethod": method, "requestId": request_id}
+    context |= {"path": f"/v1{path}", "stage": "v1", "accountId": "111122223333", "apiId": "abc123"}
+    context |= {"protocol": "HTTP/1.1", "domainName": API_HOST, "identity": identity}
+    event = {"resource": "/{proxy+}", "path": path, "httpMethod": method, "headers": hdrs, "body": raw}
+    event |= {"multiValueHeaders": {k: [v] for k, v in hdrs.items()}, "queryStringParameters": query}
+    event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
+    event |= {"pathParameters": {"proxy": path.lstrip("/")}, "stageVariables": None, "isBase64Encoded": False}
+    return event | {"requestContext": context}

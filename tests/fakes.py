@@ -423,3 +423,8 @@ if TYPE_CHECKING:  # each fake is what its ports say (mypy checks this module: p
     _queue: RecomputeQueue = FakeQueue()
     _publisher: EventBus = FakePublisher()
     _kube: ClusterConnection = FakeKube([])
+
+
+def emf_documents(printed: str) -> list[dict[str, Any]]:
+    """The CloudWatch embedded-metric-format documents among the lines Powertools' metrics printed."""
+    return [json.loads(line) for line in printed.splitlines() if line.startswith('{"_aws"')]

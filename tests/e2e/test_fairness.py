@@ -37,8 +37,8 @@ from idleshare.adapters.errors import PermanentError
 from idleshare.api import app as admin_api
 from idleshare.domain.naming import priority_class_name
 from idleshare.parse.kueue_config import read_kueue_config
+from tests.builders import proxy_event
 from tests.e2e.conftest import GPU, P5, Cluster, p5_nodes, quota
-from tests.unit.test_api import proxy_event
 
 JOB_GPUS = 4
 API_CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="e2e-fairness")

@@ -128,7 +128,7 @@ def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
     from idleshare.api import app as api
     from idleshare.handlers import recompute, registrar, router
     from idleshare.runtime import observability, wiring
-    from tests.unit.test_api import proxy_event
+    from tests.builders import proxy_event
 
     synthesized = synth(CONFIG, tmp=tmp / "cdk.out")
     template = synthesized.json

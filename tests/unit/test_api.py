@@ -27,7 +27,7 @@ from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
 from idleshare.service.recompute import Recomputer
 from tests.aws_env import create_table, fake_aws_env
-from tests.builders import quota_body
+from tests.builders import proxy_event, quota_body
 from tests.fakes import FakeKube, FakePublisher
 
 CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="lambda-req-1")
@@ -36,37 +36,6 @@ GPU = "nvidia.com/gpu"
 ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456"
 QUOTAS = "/clusters/demo/compute-quotas"
 SCHEDULER = "/clusters/demo/scheduler-config"
-HOST = "abc123.execute-api.us-east-1.amazonaws.com"
-
-
-def proxy_event(
-    method: str,
-    path: str,
-    *,
-    body: Any = None,
-    query: dict[str, str] | None = None,
-    headers: dict[str, str] | None = None,
-    signed: bool = True,
-    request_id: str = "c0ffee00-0000-4000-8000-000000000001",
-) -> dict[str, Any]:
-    """What API Gateway (REST API, Lambda proxy, resource ``/{proxy+}``, stage ``v1``) sends the Lambda."""
-    raw = body if body is None or isinstance(body, str) else json.dumps(body)
-    hdrs = {"Host": HOST, "User-Agent": "idleshare-cli"}
-    if raw:
-        hdrs["Content-Type"] = "application/json"
-    hdrs.update(headers or {})
-    principal = {"accountId": "111122223333", "caller": "AIDAEXAMPLEEXAMPLE", "user": "AIDAEXAMPLEEXAMPLE"}
-    principal |= {"userArn": "arn:aws:iam::111122223333:user/admin", "accessKey": "ASIAEXAMPLE"}
-    identity: dict[str, Any] = {"sourceIp": "198.51.100.7", "userAgent": "idleshare-cli", "apiKey": None}
-    identity.update(principal if signed else dict.fromkeys(principal))
-    context = {"resourceId": "r1", "resourcePath": "/{proxy+}", "httpMethod": method, "requestId": request_id}
-    context |= {"path": f"/v1{path}", "stage": "v1", "accountId": "111122223333", "apiId": "abc123"}
-    context |= {"protocol": "HTTP/1.1", "domainName": HOST, "identity": identity}
-    event = {"resource": "/{proxy+}", "path": path, "httpMethod": method, "headers": hdrs, "body": raw}
-    event |= {"multiValueHeaders": {k: [v] for k, v in hdrs.items()}, "queryStringParameters": query}
-    event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
-    event |= {"pathParameters": {"proxy": path.lstrip("/")}, "stageVariables": None, "isBase64Encoded": False}
-    return event | {"requestContext": context}
 
 
 @dataclass

@@ -15,7 +15,7 @@ from idleshare.runtime import wiring
 from idleshare.service.recompute import ClusterReadError, Outcome, Recomputer
 from tests.builders import quota_body
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
-from tests.fakes import FakeKube, FakePublisher, FakeStore
+from tests.fakes import FakeKube, FakePublisher, FakeStore, emf_documents
 
 EVENTS = Path(__file__).parents[2] / "events"
 
@@ -224,7 +224,7 @@ def emitted_metrics(capsys, outcome) -> list[dict]:
     from idleshare.runtime.metrics import emit_recompute  # not at collection: it reads the environment
 
     emit_recompute(outcome)
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    return emf_documents(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("service_env", [None, "idleshare"], ids=["no POWERTOOLS_SERVICE_NAME", "as deployed"])

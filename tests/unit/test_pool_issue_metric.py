@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from idleshare import names
@@ -14,6 +12,7 @@ from idleshare.runtime.metrics import emit_recompute
 from idleshare.service.recompute import Outcome
 from infra.constructs.observability import ISSUE_DIMS
 from tests.builders import node
+from tests.fakes import emf_documents
 
 
 @pytest.mark.parametrize(
@@ -30,7 +29,7 @@ def test_each_pool_issue_is_a_gauge_named_by_its_code(capsys, fair_share, kueue_
     result = with_kueue_config(result, KueueConfigReading(KueueConfig(fair_sharing=kueue_fair_sharing)), scheduler)
     capsys.readouterr()
     emit_recompute(Outcome("c1", 1, True, result=result))
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    emitted = emf_documents(capsys.readouterr().out)
     gauges = [r for r in emitted if names.METRIC_POOL_ISSUES in r]
     assert {r[names.METRIC_DIM_ISSUE]: r[names.METRIC_POOL_ISSUES] for r in gauges} == expected
     for r in gauges:  # exactly the dimensions the dashboard's search names

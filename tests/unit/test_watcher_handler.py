@@ -13,7 +13,7 @@ from devkit.lambda_context import LambdaContext
 from idleshare import names, timings
 from idleshare.handlers import watcher as handler_module
 from idleshare.runtime import wiring
-from tests.fakes import FakeKube, FakePublisher, FakeStore
+from tests.fakes import FakeKube, FakePublisher, FakeStore, emf_documents
 from tests.kube.fixtures import make_node
 from tests.unit.test_watcher import StuckPublisher, _saved, cordon
 
@@ -46,7 +46,7 @@ def test_watches_the_named_cluster_and_reports(installed, capsys):
     assert installed.seen == ["eks-1"]
     assert out["published"] == 1 and out["changes"] == {"Cordoned": 1} and out["failures"] == 0
     assert [e["change"] for e in installed.publisher.details] == ["Cordoned"]
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    emitted = emf_documents(capsys.readouterr().out)
     metrics = {m["Name"] for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
     assert {names.METRIC_NODE_WATCH_SECONDS, names.METRIC_NODE_CHANGES_PUBLISHED} <= metrics
     dims = {tuple(sorted(ds)) for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for ds in d["Dimensions"]}
