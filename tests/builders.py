@@ -150,3 +150,12 @@ def proxy_event(
     event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
     event |= {"pathParameters": {"proxy": path.lstrip("/")}, "stageVariables": None, "isBase64Encoded": False}
     return event | {"requestContext": context}
+
+
+def k8s_node(name: str, gpus: int = 8, ready: str = "True") -> dict[str, Any]:
+    """A schedulable p5 Node object as the API server returns it, with ``gpus`` GPUs and Ready ``ready``."""
+    labels = {"node.kubernetes.io/instance-type": P5, "sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+    allocatable = {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": str(gpus), "pods": "110"}
+    status = {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    return node | {"spec": {}, "status": status}

@@ -78,9 +78,8 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
     from idleshare.adapters.sqs_records import SqsRecordReturns
     from idleshare.handlers import recompute, router
     from idleshare.runtime import wiring
-    from tests.builders import quota_body
+    from tests.builders import k8s_node, quota_body
     from tests.kube.watcher_harness import CollectingPublisher, WatcherThread, moto_table
-    from tests.unit.test_api import k8s_node
 
     changes = 4 if quick else CHANGES
     window = timings.COALESCE_SECONDS

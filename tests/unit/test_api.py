@@ -27,7 +27,7 @@ from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
 from idleshare.service.recompute import Recomputer
 from tests.aws_env import create_table, fake_aws_env
-from tests.builders import proxy_event, quota_body
+from tests.builders import k8s_node, proxy_event, quota_body
 from tests.fakes import FakeKube, FakePublisher
 
 CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="lambda-req-1")
@@ -62,14 +62,6 @@ def pages(path: str, **query: str) -> list[Any]:
     while "NextToken" in out[-1]:
         out.append(call("GET", path, query=query | {"NextToken": out[-1]["NextToken"]}).body)
     return out
-
-
-def k8s_node(name: str, gpus: int = 8, ready: str = "True") -> dict[str, Any]:
-    labels = {"node.kubernetes.io/instance-type": P5, "sagemaker.amazonaws.com/node-health-status": "Schedulable"}
-    allocatable = {"cpu": "191450m", "memory": "2000Gi", GPU: str(gpus), "pods": "110"}
-    status = {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]}
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
-    return node | {"spec": {}, "status": status}
 
 
 @pytest.fixture(scope="module")

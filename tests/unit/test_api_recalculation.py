@@ -20,7 +20,7 @@ from idleshare.runtime import wiring
 from idleshare.service.admin import Admin
 from tests.aws_env import create_idempotency_table, create_table, fifo_queue
 from tests.builders import quota_body
-from tests.unit.test_api import CONTEXT, World, aws, call, k8s_node  # noqa: F401  (fixture)
+from tests.unit.test_api import CONTEXT, World, aws, call  # noqa: F401  (fixture)
 
 INBOUND = Path(__file__).parents[2] / "events" / "inbound"
 

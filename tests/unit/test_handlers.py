@@ -13,6 +13,7 @@ from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime import wiring
 from idleshare.service.recompute import ClusterReadError, Outcome, Recomputer
+from tests.builders import k8s_node as node  # the name the recompute tests import it by
 from tests.builders import quota_body
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
 from tests.fakes import FakeKube, FakePublisher, FakeStore, emf_documents
@@ -74,14 +75,6 @@ def test_a_malformed_or_unknown_cluster_event_is_dropped_with_its_reason(router_
 
 
 # -- recompute ------------------------------------------------------------------------------------
-
-
-def node(name: str, ready: str = "True") -> dict:
-    """A p5 Node object with 8 GPUs, Ready ``ready``."""
-    allocatable = {"cpu": "191450m", "memory": "2000Gi", "nvidia.com/gpu": "8", "pods": "110"}
-    metadata = {"name": name, "labels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}}
-    status = {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]}
-    return {"metadata": metadata, "spec": {}, "status": status}
 
 
 @pytest.fixture

@@ -29,9 +29,9 @@ from idleshare.adapters.store.items import COMPRESS_ABOVE, MAX_POOL_PARTS, MAX_S
 from idleshare.service.recompute import Recomputer
 from tests import builders
 from tests.aws_env import all_items, create_table, fake_aws_env
+from tests.builders import k8s_node
 from tests.corpus.make_corpus import MODEL, QUOTA_BASE, SCHEDULER_BASE
 from tests.fakes import FakeKube, FakePublisher
-from tests.unit.test_api import k8s_node
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
