@@ -31,6 +31,7 @@ import contextlib
 import copy
 import io
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -247,11 +248,12 @@ class Embedded:
         )
         wiring.install(self.deps)
         self._stack.callback(wiring.install, None)
-        # Powertools logs go to a buffer (``self.logs``), not to the terminal.
+        # Powertools logs go to a buffer (``self.logs``), not to the terminal. Swapped, not setStream(): that
+        # flushes the stream it replaces, which may be closed (a test's captured stdout, when the logger was made)
         handler = observability.logger.registered_handler
-        if hasattr(handler, "setStream"):
-            old = handler.setStream(self.logs)
-            self._stack.callback(handler.setStream, old)
+        if isinstance(handler, logging.StreamHandler):
+            old, handler.stream = handler.stream, self.logs
+            self._stack.callback(setattr, handler, "stream", old)
         c = self.cluster
         self.store.put_cluster(ClusterRecord(c.cluster_id, c.eks_cluster_name, c.hyperpod_cluster_arn))
         # The node watcher, as deployed: its first pass lists the nodes and publishes nothing (a baseline)

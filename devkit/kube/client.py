@@ -283,13 +283,15 @@ class Kube:
             return list(pool.map(fn, items))
 
     def delete_all(self, kind: str, namespace: str | None = None) -> None:
-        """deletecollection (every namespace when ``namespace`` is None and the kind is namespaced)."""
+        """deletecollection (every namespace when ``namespace`` is None and the kind is namespaced), in the
+        background: a Job's default is to orphan its dependents, an ``orphan`` finalizer that only the garbage
+        collector (not run here) removes, and the Job would stay "being deleted" for ever."""
         kind = _PLURAL.get(kind, kind)
         if RESOURCES[kind][2] and namespace is None:
             for ns in {o["metadata"]["namespace"] for o in self.objects(kind)}:
                 self.delete_all(kind, ns)
             return
-        self.request("DELETE", self.path(kind, namespace=namespace), ok=(200, 202))
+        self.request("DELETE", self.path(kind, namespace=namespace), {"propagationPolicy": "Background"}, ok=(200, 202))
 
     def drop_namespace(self, name: str) -> None:
         """Delete a namespace and finalize it at once (no namespace controller runs here): the
@@ -317,8 +319,12 @@ class Kube:
             name = ns["metadata"]["name"]
             if name not in SYSTEM_NAMESPACES:
                 self.drop_namespace(name)
-        # ClusterQueues carry Kueue's finalizer: gone when Kueue has let them go.
-        self.wait_for(lambda: not self.objects("ClusterQueue") and not self.objects("Cohort"), "Kueue objects deleted")
+        # ClusterQueues and Workloads carry Kueue's finalizers: gone when Kueue has let them go. A Job still
+        # "being deleted" would refuse the next one of its name (HTTP 409).
+        self.wait_for(
+            lambda: not any(self.objects(kind) for kind in ("Job", "Workload", "ClusterQueue", "Cohort")),
+            "Jobs and Kueue objects deleted",
+        )
 
     def wait_for(self, predicate: Callable[[], T], what: str, *, timeout: float = 30.0, interval: float = 0.1) -> T:
         """Poll until ``predicate()`` is truthy; returns its value, raises TimeoutError naming ``what``."""

@@ -132,10 +132,8 @@ def jobs_cluster(kube: Kube, nodes: list[dict[str, Any]]) -> Iterator[Jobs]:
 
 
 def delete_jobs(kube: Kube) -> None:
-    """Every Job, gone before the Workloads go (else Kueue makes a Job's Workload again). Background propagation:
-    a Job's default (orphan) puts the garbage collector's finalizer on it, and no kube-controller-manager runs."""
-    for ns in {j["metadata"]["namespace"] for j in kube.objects("Job")}:
-        kube.request("DELETE", kube.path("Job", namespace=ns), {"propagationPolicy": "Background"}, ok=(200, 202))
+    """Every Job, gone before the Workloads go (else Kueue makes a Job's Workload again)."""
+    kube.delete_all("Job")
     kube.wait_for(lambda: not kube.objects("Job"), "every Job deleted")
 
 
