@@ -21,6 +21,7 @@ from typing import Any
 
 from devkit import scenario as scenarios
 from devkit.embedded import one_stack
+from devkit.kube.stack import StackError
 from devkit.report import render_step, summary_line
 
 DEFAULT = [
@@ -86,12 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
     bad = 0
-    with one_stack():  # one cluster for every scenario, emptied between them
-        for sc in loaded:
-            bad += play(sc, all_resources=args.all_resources)
+    try:
+        with one_stack():  # one cluster for every scenario, emptied between them
+            for sc in loaded:
+                bad += play(sc, all_resources=args.all_resources)
+    except StackError as exc:
+        print(f"demo: the local Kubernetes + Kueue stack: {exc}", file=sys.stderr)
+        return 1
     elapsed = time.perf_counter() - started
     print(f"{len(loaded)} scenario(s); {elapsed:.1f} s")
-    print("Next: `idleshare replay events/scenarios/*.yaml --local`, `idleshare plan --help`, events/README.md")
+    print("Next: `./idleshare replay events/scenarios/*.yaml --local`, `./idleshare plan --help`, events/README.md")
     return 1 if bad else 0
 
 

@@ -15,6 +15,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 
+if ! command -v go >/dev/null 2>&1; then
+    echo "kube stack: \`go\` is not on PATH: Go $(awk '$1 == "go" {print $2; exit}' go.mod) or later builds the pinned stack (and names its cache)" >&2
+    exit 127
+fi
+
 kube_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' go.mod)"
 kueue_version="$(awk '$1 == "sigs.k8s.io/kueue" && $2 ~ /^v/ {print $2; exit}' go.mod)"
 etcd_version="$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' go.mod)"

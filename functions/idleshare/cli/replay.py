@@ -56,10 +56,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _local(args: argparse.Namespace) -> int:
     from devkit import scenario as scenarios
     from devkit.embedded import one_stack
+    from devkit.kube.stack import StackError
+    from idleshare.cli.main import CommandError
 
     loaded = [scenarios.load(p) for p in args.paths]  # every file checked before anything runs
-    with one_stack():  # one cluster for every file (built on first use, with progress)
-        return _play(loaded, args)
+    try:
+        with one_stack():  # one cluster for every file (built on first use, with progress)
+            return _play(loaded, args)
+    except StackError as exc:
+        raise CommandError(f"the local Kubernetes + Kueue stack: {exc}") from None
 
 
 def _play(loaded: list[Any], args: argparse.Namespace) -> int:
