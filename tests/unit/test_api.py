@@ -321,6 +321,32 @@ def test_get_pool_shows_the_first_excluded_nodes_and_counts_them_all_far_below_l
     assert len(json.dumps(call("GET", route, query={"limit": "1000"}).body)) < 1_000_000
 
 
+def test_a_thousand_teams_page_through_grants_and_every_answer_stays_far_below_lambdas_6_mb(world: World) -> None:
+    # Given the pool the engine computes for 1,200 teams on 8 flavors: more grants than one Lambda answer can hold
+    from idleshare.cli.plan import plan_from_bytes
+    from tests.bench.synthetic import make_cluster
+
+    pool = plan_from_bytes(*make_cluster(400, n_teams=1200))
+    del pool["manifests"]  # what the recompute stores: the pool document
+    teams = pool.pop("teams")
+    assert len(teams) == 1200 and len(json.dumps(teams)) > 6 * 2**20
+    record = PoolRecord("demo", 1, "d1", pool | {"teams": teams}, "2026-01-01T00:00:00+00:00")
+    world.store.put_pool(record, expected_generation=0)
+    # When GET pool and every page of GET grants are read
+    body = call("GET", "/clusters/demo/pool").body
+    paged = pages("/clusters/demo/grants")
+    # Then GET pool shows the first 100 teams by name and counts them all, naming the route that pages them
+    assert list(body["teams"]) == sorted(teams)[:100]
+    assert body["teamsSummary"] == {"total": 1200, "shown": 100, "route": "/clusters/demo/grants"}
+    # And the pages hold every team once, in name order, 100 a page, each of generation 1 counting them all
+    assert [len(p["teams"]) for p in paged] == [100] * 12
+    assert [t for p in paged for t in p["teams"]] == sorted(teams)
+    assert {t: g for p in paged for t, g in p["teams"].items()} == teams
+    assert {(p["generation"], p["total"]) for p in paged} == {(1, 1200)}
+    # And every answer is under 1 MB
+    assert max(len(json.dumps(b)) for b in [body, *paged]) < 1_000_000
+
+
 @pytest.mark.parametrize(
     ("route", "query", "field"),
     [
@@ -333,6 +359,9 @@ def test_get_pool_shows_the_first_excluded_nodes_and_counts_them_all_far_below_l
         ("excluded-nodes", {"limit": "many"}, "limit"),
         ("excluded-nodes", {"NextToken": "not-a-token!"}, "NextToken"),
         ("excluded-nodes", {"NextToken": "eyJiZWZvcmUiOjJ9"}, "NextToken"),  # {"before":2}: a history token
+        ("grants", {"limit": "0"}, "limit"),
+        ("grants", {"limit": "101"}, "limit"),
+        ("grants", {"NextToken": "eyJhZnRlciI6ImEifQ"}, "NextToken"),  # {"after":"a"}: an excluded-nodes token
         ("history", {"limit": "101"}, "limit"),
     ],
 )

@@ -38,6 +38,7 @@ class FakeAdminApi:
 
     PAGE = 2
     POOL_SAMPLE = 100  # excluded nodes GET pool shows (as the real API)
+    TEAMS_SAMPLE = 100  # teams GET pool shows (as the real API)
 
     def __init__(self) -> None:
         self.repeat_token = ""  # a server bug: the same NextToken on every page
@@ -47,6 +48,7 @@ class FakeAdminApi:
         self.receipt_status = "Done"
         self.receipt_polls: dict[str, int] = {}
         self.fail_next: list[int] = []  # statuses to answer before serving normally
+        self.grant_generations: list[int] = []  # the generation of each page of GET grants in turn (then 7)
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self.fail_next:
@@ -69,6 +71,10 @@ class FakeAdminApi:
             summary = {"total": len(excluded), "byReason": dict(Counter(excluded.values())), "shown": len(shown)}
             summary["route"] = f"/clusters/{cluster}/excluded-nodes"
             bounded = {"excludedNodes": {n: excluded[n] for n in shown}, "excludedSummary": summary}
+            teams = sorted(self.pool["teams"])[: self.TEAMS_SAMPLE]
+            bounded["teams"] = {t: self.pool["teams"][t] for t in teams}
+            route = f"/clusters/{cluster}/grants"
+            bounded["teamsSummary"] = {"total": len(self.pool["teams"]), "shown": len(teams), "route": route}
             return self.reply(200, {**head, **status, **self.pool, **bounded})
         if (method, what) == ("GET", "excluded-nodes"):
             names_ = sorted(self.pool["excludedNodes"])
@@ -80,9 +86,17 @@ class FakeAdminApi:
             return self.page({"cluster": cluster, "total": len(names_), "excludedNodes": chunk}, next_token)
         if (method, what) == ("GET", "grants") and rest and rest[0] not in self.pool["teams"]:
             return self.reply(404, {"message": f"unknown team {rest[0]!r}", "errors": []})
+        if (method, what) == ("GET", "grants") and rest:
+            return self.reply(
+                200, {"cluster": cluster, "generation": 7, "team": rest[0], **self.pool["teams"][rest[0]]}
+            )
         if (method, what) == ("GET", "grants"):
-            grants = {"team": rest[0], **self.pool["teams"][rest[0]]} if rest else {"teams": self.pool["teams"]}
-            return self.reply(200, {"cluster": cluster, "generation": 7, **grants})
+            teams, start = sorted(self.pool["teams"]), int(query.get("NextToken", "0"))
+            limit = min(int(query.get("limit", "100")), self.PAGE)
+            chunk = {t: self.pool["teams"][t] for t in teams[start : start + limit]}
+            generation = self.grant_generations.pop(0) if self.grant_generations else 7
+            page = {"cluster": cluster, "generation": generation, "total": len(teams), "teams": chunk}
+            return self.page(page, str(start + limit) if start + limit < len(teams) else None)
         if (method, what) == ("GET", "history"):
             start = int(query.get("NextToken", "10"))
             limit = min(int(query.get("limit", "20")), self.PAGE)
@@ -315,6 +329,31 @@ def test_pool_explain_shows_each_derivation_and_the_bound_that_won(api, fake, ca
     assert code == 0 and all(team in out for team in fake.pool["teams"]) and " cpu " in out
     code, _, err = run(api, capsys, "pool", "explain", "--cluster", "demo", "--team", "nobody")
     assert code == 1 and "unknown team 'nobody'" in err
+
+
+def test_pool_explain_and_show_read_every_team_from_the_grants_pages_of_one_generation(api, fake, capsys):
+    # Given 4 teams, GET grants answering 2 a page, GET pool showing only the first team
+    fake.TEAMS_SAMPLE = 1
+    teams = fake.pool["teams"]
+    assert len(teams) == 4
+    # When the operator explains every team: both pages read, every team shown
+    code, out, _ = run(api, capsys, "pool", "explain", "--cluster", "demo", "--format", "json")
+    assert code == 0 and json.loads(out)["teams"] == teams and json.loads(out)["generation"] == 7
+    grants = [r["queryStringParameters"] or {} for r in api.requests if r["path"] == "/clusters/demo/grants"]
+    assert [(q.get("NextToken"), q.get("limit")) for q in grants] == [(None, "100"), ("2", "100")]
+    # And pool show fills in the teams GET pool left out
+    code, out, _ = run(api, capsys, "pool", "show", "--cluster", "demo", "--format", "json")
+    assert code == 0 and json.loads(out)["teams"] == teams and json.loads(out)["teamsSummary"]["shown"] == 4
+    # And a recompute landing between two pages makes it read them again, from the first
+    api.requests.clear()
+    fake.grant_generations = [7, 8]
+    code, out, _ = run(api, capsys, "pool", "explain", "--cluster", "demo", "--format", "json")
+    assert code == 0 and json.loads(out)["teams"] == teams
+    assert sum(r["path"] == "/clusters/demo/grants" for r in api.requests) == 4
+    # And a pool that changes on every read is an error naming the generations, not a mix of two
+    fake.grant_generations = [7, 8, 8, 9, 9, 10]
+    code, _, err = run(api, capsys, "pool", "explain", "--cluster", "demo")
+    assert code == 1 and "the pool changed while its pages were read, 3 times (generations 9, 10)" in err
 
 
 def test_pool_history_pages_up_to_the_limit(api, capsys):

@@ -36,7 +36,14 @@ from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.requests import MAX_INT32
 from idleshare.runtime.observability import logger, tracer
 from idleshare.runtime.wiring import dependencies
-from idleshare.service.admin import EXCLUDED_PAGE_MAX, POOL_EXCLUDED_SAMPLE, Admin, BadRequestError
+from idleshare.service.admin import (
+    EXCLUDED_PAGE_MAX,
+    GRANTS_PAGE_MAX,
+    POOL_EXCLUDED_SAMPLE,
+    POOL_TEAMS_SAMPLE,
+    Admin,
+    BadRequestError,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -110,6 +117,12 @@ TargetVersionQuery = Annotated[
     Query(alias="TargetVersion", ge=0, le=MAX_INT32, description="only if still at this version (else 409)"),
 ]
 NextToken = Annotated[str | None, Query(alias="NextToken", max_length=8192, description="from the previous page")]
+TeamsLimit = Annotated[
+    int, Query(ge=1, le=GRANTS_PAGE_MAX, description=f"at most this many teams (1..{GRANTS_PAGE_MAX})")
+]
+NodesLimit = Annotated[
+    int, Query(ge=1, le=EXCLUDED_PAGE_MAX, description=f"at most this many nodes (1..{EXCLUDED_PAGE_MAX})")
+]
 READ = _responses(200, 400, 404)
 WRITE = _responses(200, 400, 404, 409, 413, 422)
 
@@ -216,15 +229,23 @@ def delete_scheduler_config(cluster: Cluster, version: TargetVersionQuery = None
     "The current lendable pool",
     "pool",
     f"The pool document; `excludedNodes` holds the first {POOL_EXCLUDED_SAMPLE} by name, `excludedSummary` counts "
-    "them all (per reason) and names the route that lists them: GET /clusters/{cluster}/excluded-nodes.",
+    "them all (per reason) and names the route that lists them: GET /clusters/{cluster}/excluded-nodes. `teams` "
+    f"holds the first {POOL_TEAMS_SAMPLE} teams by name, `teamsSummary` counts them all and names GET "
+    "/clusters/{cluster}/grants, which pages through them.",
 )
 def get_pool(cluster: Cluster) -> dict[str, Any]:
     return _admin().pool(cluster)
 
 
-@_read("/clusters/<cluster>/grants", "Every team's limits with their derivation (why)", "pool")
-def get_grants(cluster: Cluster) -> dict[str, Any]:
-    return _admin().grants(cluster)
+@_read(
+    "/clusters/<cluster>/grants",
+    "Every team's limits with their derivation (why), sorted by team, paginated",
+    "pool",
+    "A page of `teams` ({team: grant}) sorted by team name; `total` counts them all, `generation` names the pool "
+    "the page was read from. `NextToken` in the answer continues with the next page.",
+)
+def get_grants(cluster: Cluster, limit: TeamsLimit = GRANTS_PAGE_MAX, next_token: NextToken = None) -> dict[str, Any]:
+    return _admin().grants(cluster, limit=limit, next_token=next_token)
 
 
 @_read("/clusters/<cluster>/grants/<team>", "One team's limits and why", "pool")
@@ -249,11 +270,7 @@ def get_history(
     "`NextToken` in the answer continues with the next page.",
 )
 def get_excluded_nodes(
-    cluster: Cluster,
-    limit: Annotated[
-        int, Query(ge=1, le=EXCLUDED_PAGE_MAX, description=f"at most this many nodes (1..{EXCLUDED_PAGE_MAX})")
-    ] = EXCLUDED_PAGE_MAX,
-    next_token: NextToken = None,
+    cluster: Cluster, limit: NodesLimit = EXCLUDED_PAGE_MAX, next_token: NextToken = None
 ) -> dict[str, Any]:
     return _admin().excluded_nodes(cluster, limit=limit, next_token=next_token)
 

@@ -15,6 +15,8 @@ from idleshare.domain.pool import Bound
 
 HISTORY_PAGE_MAX = 100
 EXCLUDED_PAGE_MAX = 1000  # the admin API's largest page of excluded nodes
+GRANTS_PAGE_MAX = 100  # the admin API's largest page of teams' grants
+GRANTS_ATTEMPTS = 3  # reads of every page when a recompute lands between two of them
 HISTORY_LIMIT_MAX = 1000
 SUMMARY_WIDTH = 100  # history table; --format json has the whole summary
 BOUND_MEANING: dict[str, str] = {
@@ -59,6 +61,11 @@ def show(args: argparse.Namespace) -> int:
             # GET pool shows the first excluded nodes only: every one of them, page by page
             pool["excludedNodes"] = excluded_nodes(api, path)
             summary["shown"] = len(pool["excludedNodes"])
+        teams = pool.get("teamsSummary")
+        if isinstance(teams, dict) and teams.get("total", 0) != teams.get("shown", 0):
+            # GET pool shows the first teams only: every one, from the grants' pages
+            pool["teams"] = all_grants(api, path)["teams"]
+            teams["shown"] = len(pool["teams"])
     remote.emit(args, pool, show_text)
     return 0
 
@@ -68,12 +75,41 @@ def excluded_nodes(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
     return api.merged_pages([*path, "excluded-nodes"], "excludedNodes", {"limit": EXCLUDED_PAGE_MAX})
 
 
+def all_grants(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
+    """Every team's grants of one generation (``GET .../grants``, following ``NextToken``): ``{cluster,
+    generation, teams}``. Pages read across a recompute are read again from the first."""
+    route = "/" + "/".join([*path, "grants"])
+    generations: list[Any] = []
+    for _ in range(GRANTS_ATTEMPTS):
+        teams: dict[str, Any] = {}
+        generations = []
+        query: dict[str, object] = {"limit": GRANTS_PAGE_MAX}
+        while True:
+            page = api.get([*path, "grants"], query)
+            if not isinstance(page, dict) or not isinstance(page.get("teams"), dict):
+                raise CommandError(f"GET {route}: unexpected response: no teams object")
+            generations.append(page.get("generation"))
+            teams.update(page["teams"])
+            token = page.get("NextToken")
+            if not token:
+                break
+            if token == query.get("NextToken"):  # a server bug must not loop forever
+                raise CommandError(f"GET {route}: the API repeated NextToken {str(token)[:40]!r}")
+            query["NextToken"] = token
+        if len(set(generations)) == 1:
+            return {"cluster": page.get("cluster", path[-1]), "generation": generations[0], "teams": teams}
+    raise CommandError(
+        f"GET {route}: the pool changed while its pages were read, {GRANTS_ATTEMPTS} times "
+        f"(generations {', '.join(str(g) for g in dict.fromkeys(generations))}); try again"
+    )
+
+
 def explain(args: argparse.Namespace) -> int:
     path = _cluster(args.cluster)
     if args.team is not None and not args.team.strip():
         raise UsageError("--team: must not be empty")
     api = remote.connect(args)
-    data = api.get([*path, "grants", args.team] if args.team else [*path, "grants"])
+    data = api.get([*path, "grants", args.team]) if args.team else all_grants(api, path)
     remote.emit(args, data, lambda d: explain_text(d, all_resources=args.all_resources))
     return 0
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError
-from idleshare.cli.pool import excluded_nodes
+from idleshare.cli.pool import all_grants, excluded_nodes
 
 DEFAULT_DAYS = 7
 GRANULARITIES = ("hour", "day")
@@ -75,12 +75,12 @@ def collect(api: remote.ApiClient, cluster: str, start: str, end: str, granulari
     pool = api.get([*path, "pool"])
     if not isinstance(pool, dict):
         raise CommandError(f"GET /clusters/{cluster}/pool: unexpected response: not an object")
-    grants = api.get([*path, "grants"])
+    grants = all_grants(api, path)
     usage, usage_missing = optional(api, [*path, "usage"])
     history, history_missing = optional(api, [*path, "usage"], {"from": start, "to": end, "granularity": granularity})
     return {
         "pool": pool,
-        "grants": grants if isinstance(grants, dict) else None,
+        "grants": grants,
         "excludedNodes": excluded_nodes(api, path),
         "usage": usage if isinstance(usage, dict) else None,
         "history": history if isinstance(history, dict) else None,

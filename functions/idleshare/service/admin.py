@@ -50,6 +50,10 @@ DEFAULT_MAX_RESULTS = 100
 DEFAULT_HISTORY_LIMIT = 20
 EXCLUDED_PAGE_MAX = 1000  # excluded nodes a page of GET excluded-nodes holds (~300 KB at most: 253-char names)
 POOL_EXCLUDED_SAMPLE = 100  # excluded nodes GET pool shows (the first by name; counts per reason for all)
+# A team's grants are ~0.8 KB of JSON per flavor: 1,000 teams on 8 flavors would be a 6 MB pool, past what a Lambda
+# may answer. GET pool shows the first teams by name and GET grants pages through them all (~0.6 MB a page at 8).
+GRANTS_PAGE_MAX = 100
+POOL_TEAMS_SAMPLE = 100
 
 _BARE_SCHEDULER_KEYS = frozenset(SchedulerConfig.__struct_fields__)
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
@@ -164,6 +168,29 @@ def _decode_token(token: str | None, field: str = "NextToken") -> dict[str, Any]
 
 def _encode_token(value: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _page_start(limit: int, maximum: int, next_token: str | None, key: str) -> str | None:
+    """The name a page of a by-name listing starts after (None: the first page); a bad limit or token is a 400."""
+    if isinstance(limit, bool) or not 1 <= limit <= maximum:
+        raise BadRequestError("query", [FieldError("limit", f"must be between 1 and {maximum}")])
+    token = _decode_token(next_token)
+    after = token.get(key) if token else None
+    if token is not None and (not isinstance(after, str) or not after):
+        raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
+    return after
+
+
+def _page_of(entries: dict[str, Any], after: str | None, limit: int, key: str) -> tuple[dict[str, Any], str | None]:
+    """The ``limit`` entries named after ``after``, by name, and the token of the next page (None: the last)."""
+    names = sorted(n for n in entries if after is None or n > after)
+    page = names[:limit]
+    return {name: entries[name] for name in page}, _encode_token({key: page[-1]}) if len(names) > limit else None
+
+
+def _teams(record: PoolRecord) -> dict[str, Any]:
+    teams = record.pool.get("teams")
+    return teams if isinstance(teams, dict) else {}
 
 
 def _excluded(record: PoolRecord) -> dict[str, str]:
@@ -343,7 +370,11 @@ class Admin:
         out: dict[str, Any] = dict(record.pool)
         excluded = _excluded(record)
         shown = sorted(excluded)[:POOL_EXCLUDED_SAMPLE]
+        teams = _teams(record)
+        shown_teams = sorted(teams)[:POOL_TEAMS_SAMPLE]
         out.update(
+            teams={team: teams[team] for team in shown_teams},
+            teamsSummary={"total": len(teams), "shown": len(shown_teams), "route": f"/clusters/{cluster_id}/grants"},
             cluster=cluster_id,
             generation=record.generation,
             computedAt=record.computed_at,
@@ -362,13 +393,20 @@ class Admin:
             out["summary"] = record.extra["summary"]
         return out
 
-    def grants(self, cluster_id: str) -> dict[str, Any]:
+    def grants(self, cluster_id: str, *, limit: int = GRANTS_PAGE_MAX, next_token: str | None = None) -> dict[str, Any]:
+        """Each team's limits and why, sorted by team, ``limit`` (1..100) a page: ``NextToken`` (opaque) continues
+        after the last team of the page, in the pool as it is then (every page names its ``generation``: a reader
+        that sees it change starts again). ``total`` counts them all."""
+        after = _page_start(limit, GRANTS_PAGE_MAX, next_token, "afterTeam")
         record = self._pool(cluster_id)
-        return {"cluster": cluster_id, "generation": record.generation, "teams": record.pool.get("teams", {})}
+        teams = _teams(record)
+        page, token = _page_of(teams, after, limit, "afterTeam")
+        out = {"cluster": cluster_id, "generation": record.generation, "total": len(teams), "teams": page}
+        return out | ({"NextToken": token} if token else {})
 
     def grant(self, cluster_id: str, team: str) -> dict[str, Any]:
         record = self._pool(cluster_id)
-        teams = record.pool.get("teams", {})
+        teams = _teams(record)
         if team not in teams:
             known = ", ".join(sorted(teams)) or "none"
             raise NotFoundError(
@@ -382,26 +420,13 @@ class Admin:
         """The nodes left out of the capacity with their reason, sorted by node name, ``limit`` (1..1000) a page:
         ``NextToken`` (opaque) continues after the last name of the page, in the pool as it is then. ``total`` and
         ``byReason`` count them all."""
-        if isinstance(limit, bool) or not 1 <= limit <= EXCLUDED_PAGE_MAX:
-            raise BadRequestError("query", [FieldError("limit", f"must be between 1 and {EXCLUDED_PAGE_MAX}")])
-        token = _decode_token(next_token)
-        after = token.get("after") if token else None
-        if token is not None and (not isinstance(after, str) or not after):
-            raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
+        after = _page_start(limit, EXCLUDED_PAGE_MAX, next_token, "after")
         record = self._pool(cluster_id)
         excluded = _excluded(record)
-        names = sorted(n for n in excluded if after is None or n > after)
-        page = names[:limit]
-        out: dict[str, Any] = {
-            "cluster": cluster_id,
-            "generation": record.generation,
-            "total": len(excluded),
-            "byReason": _by_reason(excluded),
-            "excludedNodes": {name: excluded[name] for name in page},
-        }
-        if len(names) > limit:
-            out["NextToken"] = _encode_token({"after": page[-1]})
-        return out
+        page, token = _page_of(excluded, after, limit, "after")
+        out = {"cluster": cluster_id, "generation": record.generation, "total": len(excluded)}
+        out |= {"byReason": _by_reason(excluded), "excludedNodes": page}
+        return out | ({"NextToken": token} if token else {})
 
     def history(
         self, cluster_id: str, *, limit: int = DEFAULT_HISTORY_LIMIT, next_token: str | None = None
