@@ -8,15 +8,21 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import (
     GIB,
     AcceleratorPartition,
     Node,
+    PriorityClass,
     Quota,
     ResourceConfig,
+    SchedulerConfig,
+    Settings,
+    Snapshot,
     Strategy,
     Taint,
 )
+from idleshare.domain.pool import PoolResult, compute
 
 P5 = "ml.p5.48xlarge"
 P4D = "ml.p4d.24xlarge"
@@ -31,6 +37,16 @@ P4D_MIG_ALLOC = {
     "nvidia.com/mig-1g.5gb": 56,
     "vpc.amazonaws.com/efa": 4,
 }
+
+MIG3 = "mig-3g.40gb"
+MIG1 = "mig-1g.10gb"
+MIG2 = "mig-2g.20gb"
+R3, R1, R2 = (f"nvidia.com/{p}" for p in (MIG3, MIG1, MIG2))
+# Three MIG layouts of one p5.48xlarge (8 x H100 80GB): as HyperPod's MIG manager leaves them.
+WHOLE = dict(P5_ALLOC)
+ALL_3G = {**P5_ALLOC, "nvidia.com/gpu": 0, R3: 16}  # 2 x 3g.40gb per GPU
+BALANCED = {**P5_ALLOC, "nvidia.com/gpu": 4, R3: 4, R1: 14}  # 4 whole GPUs, 2 GPUs as 2 x 3g, 2 GPUs as 7 x 1g
+LAYOUTS = {"whole": WHOLE, "all-3g": ALL_3G, "balanced": BALANCED}
 TRN1_ALLOC = {"cpu": Fraction(127500, 1000), "memory": 480 * GIB, "aws.amazon.com/neurondevice": 16}
 G5_ALLOC = {"cpu": Fraction(47810, 1000), "memory": 180 * GIB, "nvidia.com/gpu": 4}
 ALLOC = {P5: P5_ALLOC, P4D: P4D_MIG_ALLOC, TRN1: TRN1_ALLOC, G5: G5_ALLOC}
@@ -159,3 +175,23 @@ def k8s_node(name: str, gpus: int = 8, ready: str = "True") -> dict[str, Any]:
     status = {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]}
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
     return node | {"spec": {}, "status": status}
+
+
+def objects(
+    nodes_: Any, quotas_: Any, sc: SchedulerConfig | None = None, settings: Settings | None = None
+) -> tuple[PoolResult, list[dict[str, Any]]]:
+    """The engine's result for these nodes and quotas, and the Kueue objects idleshare writes for it."""
+    sc = sc or SchedulerConfig(priority_classes=(PriorityClass("inference", 90), PriorityClass("training", 40)))
+    settings = settings or Settings()
+    result = compute(Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas_), scheduler_config=sc, settings=settings))
+    return result, desired_objects(result, sc, settings)
+
+
+# a cluster of every kind of flavor and quota: 4 p5, 2 p4d (MIG), 2 trn1, one NotReady node; the four strategies
+CLUSTER = [*nodes("p5", P5, 4), *nodes("p4d", P4D, 2), *nodes("trn", TRN1, 2), node("bad", ready=False)]
+QUOTAS = [
+    quota("research", entry(P5, accelerators=8), borrow=100, fair_share_weight=10, preempt_team_tasks="LowerPriority"),
+    quota("nlp", entry(TRN1, count=1), strategy=Strategy.LEND),
+    quota("vision", entry(P4D, partition=("mig-1g.5gb", 28)), strategy=Strategy.DONT_LEND),
+    quota("paused", entry(P5, accelerators=4), enabled=False),
+]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from idleshare.adapters.errors import ConflictError, NotFoundError, RetryableErr
 from idleshare.adapters.ports import (
     ClusterRecord,
     PoolRecord,
+    QueuedRecord,
     RecalculationReceipt,
     StoredQuota,
     UsageBucket,
@@ -396,6 +397,19 @@ ROUTER_CLUSTERS = (
     ClusterRecord("other", "other-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcd1234efgh"),
 )
 ROUTER_CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, region="us-west-2", aws_request_id="r1")
+# the clusters of ROUTER_CLUSTERS each inbound event file (events/inbound) routes to
+EXPECTED_CLUSTERS = {
+    "hyperpod-node-health-event.json": ["demo"], "hyperpod-cluster-state-change.json": ["demo"],
+    "hyperpod-cluster-event.json": ["demo"],
+    "cloudtrail-create-compute-quota.json": ["other"], "cloudtrail-create-scheduler-config.json": ["other"],
+    # an update or a delete names only the quota's or config's id: every cluster
+    "cloudtrail-update-compute-quota.json": ["demo", "other"], "cloudtrail-delete-compute-quota.json": ["demo", "other"],
+    "cloudtrail-update-scheduler-config.json": ["demo", "other"],
+    "cloudtrail-delete-scheduler-config.json": ["demo", "other"],
+    "idleshare-node-changed.json": ["demo"], "idleshare-compute-quota-changed.json": ["demo"],
+    "idleshare-scheduler-config-changed.json": ["demo"], "idleshare-recalculation-requested.json": ["demo"],
+    "idleshare-recalculation-requested-by-eks-name.json": ["demo"], "schedule-safety-net.json": ["demo", "other"],
+}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -428,3 +442,55 @@ if TYPE_CHECKING:  # each fake is what its ports say (mypy checks this module: p
 def emf_documents(printed: str) -> list[dict[str, Any]]:
     """The CloudWatch embedded-metric-format documents among the lines Powertools' metrics printed."""
     return [json.loads(line) for line in printed.splitlines() if line.startswith('{"_aws"')]
+
+
+def cq(kube: FakeKube, team: str) -> dict[str, Any]:
+    """The ClusterQueue idleshare applied for ``team``."""
+    return kube.objects[("ClusterQueue", "", f"hyperpod-ns-{team}-clusterqueue")]
+
+
+def gpu_limit(obj: dict[str, Any], field: str = "borrowingLimit") -> Any:
+    """A ClusterQueue's (or Cohort's) ``field`` of nvidia.com/gpu in its first flavor."""
+    flavor = obj["spec"]["resourceGroups"][0]["flavors"][0]
+    return next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")[field]
+
+
+# -- a batch of SQS records as the recompute's batch processor runs it ---------------------------------------------
+class Returns:
+    """The record-returns port: the records handed back to their queue, with their delays."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[tuple[str, int]]]] = []
+
+    def retry_later(self, queue_arn: str, entries: Sequence[tuple[str, int]]) -> int:
+        self.calls.append((queue_arn, list(entries)))
+        return len(entries)
+
+
+def deliverer(records: list[QueuedRecord], fifo: bool = True) -> Callable[[Callable[[str], Any]], dict[str, Any]]:
+    """What the batch processor answers: each record's failure; FIFO: later records of a failed group fail too."""
+
+    def deliver(handle: Callable[[str], Any]) -> dict[str, Any]:
+        failed: list[dict[str, str]] = []
+        groups: set[str] = set()
+        for rec in records:
+            group = json.loads(str(rec.body))["cluster"] if fifo else rec.message_id
+            try:
+                if group in groups:
+                    raise RuntimeError("behind a failed record of its group")
+                handle(rec.message_id)
+            except Exception:
+                failed.append({"itemIdentifier": rec.message_id})
+                groups.add(group)
+        return {"batchItemFailures": failed}
+
+    return deliver
+
+
+def batch(
+    recomputer: Any, records: list[QueuedRecord], fifo: bool = True, **options: Any
+) -> tuple[list[str], list[tuple[str, list[tuple[str, int]]]]]:
+    """The batch's failed message ids, and the records it handed back to the queue: [(queue, [(handle, delay)])]."""
+    returns = Returns()
+    answer = recomputer.run_batch(records, deliverer(records, fifo), returns=returns, **options)
+    return [f["itemIdentifier"] for f in answer["batchItemFailures"]], returns.calls

@@ -30,10 +30,10 @@ from devkit import sqs as event_source
 from devkit.lambda_context import LambdaContext
 from idleshare import names, timings
 from tests.aws_env import create_idempotency_table, create_table, fifo_queue
+from tests.fakes import EXPECTED_CLUSTERS
 from tests.infra.conftest import SAMPLE, synth
 from tests.infra.least_privilege import RUNTIME_ACTIONS, Recorder, Roles, enforced, running_as
 from tests.kube.fixtures import make_node
-from tests.unit.test_handlers import EXPECTED_CLUSTERS
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"

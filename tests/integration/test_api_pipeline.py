@@ -15,10 +15,10 @@ from moto import mock_aws
 
 from idleshare import names
 from idleshare.runtime import wiring
+from tests.admin_api import call
 from tests.builders import quota_body
 from tests.integration.test_pipeline import GPU, Harness
 from tests.kube.fixtures import make_node
-from tests.unit.test_api import call
 
 pytestmark = pytest.mark.integration
 

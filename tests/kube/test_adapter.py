@@ -26,8 +26,8 @@ from idleshare.adapters.errors import (
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.domain.kueue_diff import diff, object_identity
 from idleshare.parse.nodes import node_from_dict
+from tests.builders import CLUSTER, QUOTAS, objects
 from tests.kube.fixtures import FakeConnector, make_node
-from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 
 CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 STRANGER_TOKEN = "stranger-token"  # tests/realkube.py: a user in no group the RBAC manifest names

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from devkit.kube.client import Kube
 from idleshare.domain.kueue_diff import diff
+from tests.builders import CLUSTER, QUOTAS, objects
 from tests.kube.dryrun import dry_run_apply, ensure_namespace
-from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 
 
 def test_the_domain_objects_are_in_sync_with_what_the_apiserver_stores_after_defaulting(kube: Kube) -> None:

@@ -12,8 +12,8 @@ from idleshare.adapters.errors import PermanentError, RetryableError
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.domain.kueue_diff import diff
 from idleshare.service.apply import PermanentWritesFailed, write
+from tests.builders import CLUSTER, QUOTAS, objects
 from tests.kube.fixtures import ProxiedKube, proxied_kube  # noqa: F401  (fixture)
-from tests.unit.test_kueue import CLUSTER, QUOTAS, objects
 
 CONCURRENCY = 8
 

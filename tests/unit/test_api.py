@@ -8,97 +8,24 @@ import json
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import partialmethod
 from pathlib import Path
 from typing import Any
 from unittest.mock import Mock
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
-from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
-from idleshare.service.recompute import Recomputer
-from tests.aws_env import create_table, fake_aws_env
+from tests.admin_api import ARN, CONTEXT, Reply, World, call, pages
 from tests.builders import k8s_node, proxy_event, quota_body
-from tests.fakes import FakeKube, FakePublisher
 
-CONTEXT = LambdaContext(function_name="admin-api", account="111122223333", aws_request_id="lambda-req-1")
 P5 = "ml.p5.48xlarge"
 GPU = "nvidia.com/gpu"
-ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456"
 QUOTAS = "/clusters/demo/compute-quotas"
 SCHEDULER = "/clusters/demo/scheduler-config"
-
-
-@dataclass
-class Reply:
-    status: int
-    body: Any
-    headers: dict[str, Any]
-
-
-def call(method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
-    from idleshare.api import app
-
-    out = app.handler(proxy_event(method, path, body=body, **kwargs), CONTEXT)
-    headers = dict(out.get("headers") or {})
-    headers.update({k: v[0] for k, v in (out.get("multiValueHeaders") or {}).items() if v})
-    text = out.get("body") or ""
-    is_json = "json" in str(headers.get("Content-Type", ""))
-    return Reply(out["statusCode"], json.loads(text) if text and is_json else text, headers)
-
-
-def pages(path: str, **query: str) -> list[Any]:
-    """Every page of a paged GET, following NextToken."""
-    out = [call("GET", path, query=query).body]
-    while "NextToken" in out[-1]:
-        out.append(call("GET", path, query=query | {"NextToken": out[-1]["NextToken"]}).body)
-    return out
-
-
-@pytest.fixture(scope="module")
-def aws() -> Iterator[None]:
-    # one moto mock per module (starting one costs ~1 s); each test gets its own table
-    with fake_aws_env(POWERTOOLS_TRACE_DISABLED="1", POWERTOOLS_METRICS_NAMESPACE="idleshare"), mock_aws():
-        yield
-
-
-class World:
-    """A governed cluster ``demo`` on a fresh table, idleshare's bus as a FakePublisher, a 4-node cluster."""
-
-    def __init__(self, table: Any) -> None:
-        self.table = table
-        self.store = DynamoStore(table)
-        self.publisher = FakePublisher()
-        self.kube = FakeKube([k8s_node(f"p5-{i}") for i in range(4)])
-        self.store.put_cluster(ClusterRecord("demo", "demo-eks", ARN))
-        self.deps = wiring.Dependencies(store=self.store, publisher=self.publisher, kube_for=lambda c: self.kube)
-        wiring.install(self.deps)
-
-    def items(self) -> list[dict[str, Any]]:
-        """Everything stored, in a stable order (to show that a refused request changed nothing)."""
-        return sorted(self.table.scan(ConsistentRead=True)["Items"], key=lambda i: (i["pk"], i["sk"]))
-
-    def recompute(self) -> Any:
-        return Recomputer(self.store, lambda c: self.kube, FakePublisher()).recompute("demo")
-
-
-@pytest.fixture
-def world(aws: None, request: pytest.FixtureRequest) -> Iterator[World]:
-    table = create_table(boto3.resource("dynamodb", region_name="us-east-1"), f"t-{abs(hash(request.node.nodeid))}")
-    try:
-        yield World(table)
-    finally:
-        wiring.install(None)
-        table.delete()
 
 
 def fields(reply: Reply) -> list[str]:

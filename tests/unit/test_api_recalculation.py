@@ -18,9 +18,9 @@ from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
 from idleshare.service.admin import Admin
+from tests.admin_api import CONTEXT, World, call
 from tests.aws_env import create_idempotency_table, create_table, fifo_queue
 from tests.builders import quota_body
-from tests.unit.test_api import CONTEXT, World, aws, call  # noqa: F401  (fixture)
 
 INBOUND = Path(__file__).parents[2] / "events" / "inbound"
 
@@ -77,7 +77,7 @@ class Pipeline(World):
 
 
 @pytest.fixture
-def pipe(aws: None, request: pytest.FixtureRequest) -> Iterator[Pipeline]:  # noqa: F811
+def pipe(aws: None, request: pytest.FixtureRequest) -> Iterator[Pipeline]:
     table = create_table(boto3.resource("dynamodb", region_name="us-east-1"), f"r-{abs(hash(request.node.nodeid))}")
     try:
         p = Pipeline(table)

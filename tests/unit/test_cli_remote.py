@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,144 +14,14 @@ from botocore.stub import Stubber
 from idleshare import names
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, main
-from idleshare.cli.plan import plan
-from idleshare.cli.present import result_json
 from tests.apigw_local import TEST_IDENTITY, ApiGatewayLocal, use_credentials
 from tests.builders import quota_body
-
-EXAMPLES = Path(__file__).parents[2] / "events" / "examples"
+from tests.fake_admin_api import FakeAdminApi
 
 
 def quota_doc(name: str = "research", team: str = "research", gpus: int = 8, **extra: Any) -> dict[str, Any]:
     """The CLI tests' quota file: ``name`` (default: the team's name) of ``gpus`` p5 accelerators."""
     return quota_body(team, gpus, name=name, **extra)
-
-
-def example_pool() -> dict[str, Any]:
-    result, _ = plan((EXAMPLES / "nodes.json").read_bytes(), (EXAMPLES / "quotas.json").read_bytes())
-    return result_json(result)
-
-
-class FakeAdminApi:
-    """The admin API contract (notes/api-contract.md) in memory, enough to drive the CLI."""
-
-    PAGE = 2
-    POOL_SAMPLE = 100  # excluded nodes GET pool shows (as the real API)
-    TEAMS_SAMPLE = 100  # teams GET pool shows (as the real API)
-
-    def __init__(self) -> None:
-        self.repeat_token = ""  # a server bug: the same NextToken on every page
-        self.quotas: dict[str, dict[str, Any]] = {}
-        self.pool = example_pool()
-        self.receipt_after = 2  # GETs of a receipt answered 404 before it exists
-        self.receipt_status = "Done"
-        self.receipt_polls: dict[str, int] = {}
-        self.fail_next: list[int] = []  # statuses to answer before serving normally
-        self.grant_generations: list[int] = []  # the generation of each page of GET grants in turn (then 7)
-
-    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        if self.fail_next:
-            return self.reply(self.fail_next.pop(0), {"message": "try again"})
-        method, parts = event["httpMethod"], event["path"].strip("/").split("/")
-        query = event["queryStringParameters"] or {}
-        body = json.loads(event["body"]) if event["body"] else None
-        if parts[0] != "clusters" or len(parts) < 3:
-            return self.reply(404, {"message": "no route"})
-        cluster, what, rest = parts[1], parts[2], parts[3:]
-        if cluster != "demo":
-            return self.reply(404, {"message": f"unknown cluster {cluster!r}", "errors": []})
-        if what == "compute-quotas":
-            return self.quota(method, cluster, rest[0] if rest else None, query, body)
-        if (method, what) == ("GET", "pool"):
-            head = {"cluster": cluster, "generation": 7, "computedAt": "2026-12-01T10:00:00Z"}
-            status = {"applyStatus": "Failed", "applyMessage": "kube API timeout", "readFailure": ""}
-            excluded = self.pool["excludedNodes"]
-            shown = sorted(excluded)[: self.POOL_SAMPLE]
-            summary = {"total": len(excluded), "byReason": dict(Counter(excluded.values())), "shown": len(shown)}
-            summary["route"] = f"/clusters/{cluster}/excluded-nodes"
-            bounded = {"excludedNodes": {n: excluded[n] for n in shown}, "excludedSummary": summary}
-            teams = sorted(self.pool["teams"])[: self.TEAMS_SAMPLE]
-            bounded["teams"] = {t: self.pool["teams"][t] for t in teams}
-            route = f"/clusters/{cluster}/grants"
-            bounded["teamsSummary"] = {"total": len(self.pool["teams"]), "shown": len(teams), "route": route}
-            return self.reply(200, {**head, **status, **self.pool, **bounded})
-        if (method, what) == ("GET", "excluded-nodes"):
-            names_ = sorted(self.pool["excludedNodes"])
-            token = query.get("NextToken", "0")
-            start = 0 if token == self.repeat_token else int(token)
-            limit = min(int(query.get("limit", "1000")), self.PAGE)
-            chunk = {n: self.pool["excludedNodes"][n] for n in names_[start : start + limit]}
-            next_token = self.repeat_token or str(start + limit) if start + limit < len(names_) else None
-            return self.page({"cluster": cluster, "total": len(names_), "excludedNodes": chunk}, next_token)
-        if (method, what) == ("GET", "grants") and rest and rest[0] not in self.pool["teams"]:
-            return self.reply(404, {"message": f"unknown team {rest[0]!r}", "errors": []})
-        if (method, what) == ("GET", "grants") and rest:
-            return self.reply(
-                200, {"cluster": cluster, "generation": 7, "team": rest[0], **self.pool["teams"][rest[0]]}
-            )
-        if (method, what) == ("GET", "grants"):
-            teams, start = sorted(self.pool["teams"]), int(query.get("NextToken", "0"))
-            limit = min(int(query.get("limit", "100")), self.PAGE)
-            chunk = {t: self.pool["teams"][t] for t in teams[start : start + limit]}
-            generation = self.grant_generations.pop(0) if self.grant_generations else 7
-            page = {"cluster": cluster, "generation": generation, "total": len(teams), "teams": chunk}
-            return self.page(page, str(start + limit) if start + limit < len(teams) else None)
-        if (method, what) == ("GET", "history"):
-            start = int(query.get("NextToken", "10"))
-            limit = min(int(query.get("limit", "20")), self.PAGE)
-            gens = [{"generation": g, "computedAt": f"t{g}", "summary": f"gen {g}"} for g in range(start, 0, -1)]
-            return self.page({"generations": gens[:limit]}, str(start - limit) if len(gens) > limit else None)
-        if (method, what) == ("POST", "recalculate"):
-            request_id = f"req-{len(self.receipt_polls) + 1}"
-            self.receipt_polls[request_id] = 0
-            self.reasons = (body or {}).get("reason")
-            return self.reply(202, {"requestId": request_id, "cluster": cluster, "status": "Requested"})
-        if (method, what) == ("GET", "recalculations") and rest[0] in self.receipt_polls:
-            self.receipt_polls[rest[0]] += 1
-            if self.receipt_polls[rest[0]] <= self.receipt_after:
-                return self.reply(404, {"message": "no receipt yet", "errors": []})
-            receipt = {"requestId": rest[0], "cluster": cluster, "status": self.receipt_status, "generation": 8}
-            receipt.update({"changed": True} if self.receipt_status == "Done" else {"message": "kube API down"})
-            return self.reply(200, receipt)
-        return self.reply(404, {"message": "no route"})
-
-    def quota(self, method: str, cluster: str, name: str | None, query: dict[str, str], body: Any) -> dict[str, Any]:
-        if name is None and method == "POST":
-            if body.get("Description") == "server says no":
-                errors = [{"field": "Description", "message": "refused by the server"}]
-                return self.reply(422, {"message": "Validation failed", "errors": errors})
-            if body["Name"] in self.quotas:
-                return self.reply(409, {"message": f"quota {body['Name']} exists", "errors": []})
-            self.quotas[body["Name"]] = {**body, "ComputeQuotaVersion": 1, "Status": "Created", "ClusterId": cluster}
-            return self.reply(201, self.quotas[body["Name"]])
-        if name is None:
-            names_ = sorted(n for n in self.quotas if query.get("NameContains", "") in n)
-            start = int(query.get("NextToken", "0"))
-            summaries = [self.quotas[n] for n in names_[start : start + self.PAGE]]
-            more = start + self.PAGE < len(names_)
-            return self.page({"ComputeQuotaSummaries": summaries}, str(start + self.PAGE) if more else None)
-        if name not in self.quotas:
-            return self.reply(404, {"message": f"no compute quota {name!r} in cluster {cluster!r}", "errors": []})
-        current = self.quotas[name]["ComputeQuotaVersion"]
-        if method == "GET":
-            return self.reply(200, self.quotas[name])
-        target = body.get("TargetVersion") if method == "PUT" else query.get("TargetVersion")
-        if target is not None and int(target) != current:
-            message = f"TargetVersion {target} is stale: the current version is {current}"
-            return self.reply(409, {"message": message, "errors": [], "CurrentVersion": current})
-        if method == "DELETE":
-            del self.quotas[name]
-            return {"statusCode": 204, "headers": {}, "body": ""}
-        patch = {k: v for k, v in body.items() if k != "TargetVersion"}
-        self.quotas[name] = {**self.quotas[name], **patch, "ComputeQuotaVersion": current + 1}
-        return self.reply(200, self.quotas[name])
-
-    def page(self, body: dict[str, Any], next_token: str | None) -> dict[str, Any]:
-        return self.reply(200, body | ({"NextToken": next_token} if next_token else {}))
-
-    @staticmethod
-    def reply(status: int, payload: Any) -> dict[str, Any]:
-        return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": json.dumps(payload)}
 
 
 @pytest.fixture

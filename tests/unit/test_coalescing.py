@@ -17,7 +17,7 @@ from idleshare.adapters.aws import SqsRecomputeQueue
 from idleshare.adapters.ports import QueuedRecord, RecomputeMessage
 from idleshare.parse.errors import InputError
 from idleshare.service.recompute import Outcome, Recomputer
-from tests.unit.test_recompute_reliability import batch
+from tests.fakes import batch
 
 WINDOW = timings.COALESCE_SECONDS
 

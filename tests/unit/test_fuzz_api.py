@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.admin_api import World, call
 from tests.builders import quota_body
 from tests.corpus.make_corpus import mutate
-from tests.unit.test_api import World, aws, call, world  # noqa: F401  (fixtures)
-from tests.unit.test_fuzz_parsers import json_values, mutation_values, paths
+from tests.strategies import json_values, mutation_values, paths
 
 HEALTH = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=HEALTH)
@@ -44,7 +44,7 @@ def check(reply: Any) -> None:
 
 
 @pytest.fixture
-def seeded(world: World) -> World:  # noqa: F811
+def seeded(world: World) -> World:
     assert call("POST", "/clusters/demo/compute-quotas", quota_body("seed")).status == 201
     return world
 

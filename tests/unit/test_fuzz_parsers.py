@@ -22,49 +22,16 @@ from idleshare.parse.nodes import QUANTITY_MAX, node_from_dict, parse_nodes
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.runtime import wiring
 from idleshare.runtime.observability import logger
-from tests.corpus.make_corpus import DELETE, Path_, mutate
 from tests.fakes import ROUTER_CLUSTERS, router_dependencies
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
+from tests.strategies import NODE_LIST, NODES, json_values, mutations
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 INBOUND = {p.name: json.loads(p.read_text()) for p in sorted((EVENTS / "inbound").glob("*.json"))}
-NODE_LIST = json.loads((EVENTS / "examples" / "nodes.json").read_text())
-# one node of each instance type (the example has 36; the others add nothing but time)
-NODES = list({n["metadata"]["labels"].get("node.kubernetes.io/instance-type"): n for n in NODE_LIST["items"]}.values())
 QUOTAS = json.loads((EVENTS / "examples" / "quotas.json").read_text())
 SCHEDULER = json.loads((EVENTS / "examples" / "scheduler-config.json").read_text())
-
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-json_values = st.recursive(
-    json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=10,
-)
-# values that get past a type check more often than arbitrary JSON does
-near_misses = st.sampled_from(["", "all", "True", "Ready", "aws.sagemaker", "idleshare", "ml.p5.48xlarge", "8", "-1"])
-near_misses |= st.sampled_from(["1e400", "NaN", "８", 10**30])
-mutation_values = st.one_of(json_values, near_misses, st.just(DELETE))
-
-
-def paths(doc: Any, path: Path_ = ()) -> Iterator[Path_]:
-    """Every member and item of ``doc`` (and the document itself: ``()``)."""
-    yield path
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from paths(value, (*path, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            yield from paths(value, (*path, index))
-
-
-def mutations(documents: dict[str, Any]) -> st.SearchStrategy[Any]:
-    """One example document with one member replaced by a random value (or removed)."""
-    choices = [(name, p) for name, doc in documents.items() for p in paths(doc)]
-    return st.builds(
-        lambda choice, value: mutate(documents[choice[0]], choice[1], value), st.sampled_from(choices), mutation_values
-    )
 
 
 def parsed_or_input_error(call: Callable[[], Any], *, schema_words: bool = False) -> Any:

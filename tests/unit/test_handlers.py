@@ -10,13 +10,12 @@ import pytest
 from devkit.sqs import sqs_record
 from idleshare import names
 from idleshare.adapters.errors import RetryableError
-from idleshare.adapters.ports import ClusterRecord
 from idleshare.runtime import wiring
-from idleshare.service.recompute import ClusterReadError, Outcome, Recomputer
+from idleshare.service.recompute import ClusterReadError, Outcome
 from tests.builders import k8s_node as node  # the name the recompute tests import it by
 from tests.builders import quota_body
+from tests.fakes import EXPECTED_CLUSTERS, FakeStore, cq, emf_documents, gpu_limit
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
-from tests.fakes import FakeKube, FakePublisher, FakeStore, emf_documents
 
 EVENTS = Path(__file__).parents[2] / "events"
 
@@ -26,18 +25,6 @@ def load_event(name: str) -> dict:
 
 
 INBOUND = sorted(p.name for p in (EVENTS / "inbound").glob("*.json"))
-EXPECTED_CLUSTERS = {
-    "hyperpod-node-health-event.json": ["demo"], "hyperpod-cluster-state-change.json": ["demo"],
-    "hyperpod-cluster-event.json": ["demo"],
-    "cloudtrail-create-compute-quota.json": ["other"], "cloudtrail-create-scheduler-config.json": ["other"],
-    # an update or a delete names only the quota's or config's id: every cluster
-    "cloudtrail-update-compute-quota.json": ["demo", "other"], "cloudtrail-delete-compute-quota.json": ["demo", "other"],
-    "cloudtrail-update-scheduler-config.json": ["demo", "other"],
-    "cloudtrail-delete-scheduler-config.json": ["demo", "other"],
-    "idleshare-node-changed.json": ["demo"], "idleshare-compute-quota-changed.json": ["demo"],
-    "idleshare-scheduler-config-changed.json": ["demo"], "idleshare-recalculation-requested.json": ["demo"],
-    "idleshare-recalculation-requested-by-eks-name.json": ["demo"], "schedule-safety-net.json": ["demo", "other"],
-}  # fmt: skip
 
 
 def test_every_inbound_event_file_has_an_expectation():
@@ -75,24 +62,6 @@ def test_a_malformed_or_unknown_cluster_event_is_dropped_with_its_reason(router_
 
 
 # -- recompute ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def cluster():
-    store = FakeStore([ClusterRecord("demo", "demo-eks")])
-    store.set_quotas("demo", [quota_body("a", 8, enabled=True), quota_body("b", 8, "Lend", enabled=True)])
-    kube = FakeKube([node(f"p5-{i}") for i in range(4)])
-    publisher = FakePublisher()
-    return store, kube, publisher, Recomputer(store, lambda c: kube, publisher)
-
-
-def cq(kube: FakeKube, team: str) -> dict:
-    return kube.objects[("ClusterQueue", "", f"hyperpod-ns-{team}-clusterqueue")]
-
-
-def gpu_limit(obj: dict, field: str = "borrowingLimit") -> str:
-    flavor = obj["spec"]["resourceGroups"][0]["flavors"][0]
-    return next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")[field]
 
 
 def test_first_recompute_persists_generation_1_applies_and_publishes_then_the_same_state_writes_nothing(cluster):

@@ -10,20 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lightkube.utils.quantity import parse_quantity
 
-from idleshare.domain.kueue import desired_objects, webhook_violations
-from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings, Snapshot, Strategy
-from idleshare.domain.pool import compute
+from idleshare.domain.kueue import webhook_violations
+from idleshare.domain.model import SchedulerConfig, Settings
 from idleshare.domain.quantity import exact, format_quantity, percent_of, round_down
-from tests.builders import P4D, P5, TRN1, entry, node, nodes, quota
+from tests.builders import CLUSTER, P4D, P5, QUOTAS, TRN1, objects
 
 GPU = "nvidia.com/gpu"
-
-
-def objects(nodes_, quotas_, sc=None, settings=None):
-    sc = sc or SchedulerConfig(priority_classes=(PriorityClass("inference", 90), PriorityClass("training", 40)))
-    settings = settings or Settings()
-    result = compute(Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas_), scheduler_config=sc, settings=settings))
-    return result, desired_objects(result, sc, settings)
 
 
 def by_kind(objs, kind):
@@ -33,15 +25,6 @@ def by_kind(objs, kind):
 def quota_of(group, flavor, resource):
     f = next(f for f in group["flavors"] if f["name"] == flavor)
     return next(r for r in f["resources"] if r["name"] == resource)
-
-
-CLUSTER = [*nodes("p5", P5, 4), *nodes("p4d", P4D, 2), *nodes("trn", TRN1, 2), node("bad", ready=False)]
-QUOTAS = [
-    quota("research", entry(P5, accelerators=8), borrow=100, fair_share_weight=10, preempt_team_tasks="LowerPriority"),
-    quota("nlp", entry(TRN1, count=1), strategy=Strategy.LEND),
-    quota("vision", entry(P4D, partition=("mig-1g.5gb", 28)), strategy=Strategy.DONT_LEND),
-    quota("paused", entry(P5, accelerators=4), enabled=False),
-]
 
 
 RESULT, OBJS = objects(CLUSTER, QUOTAS)  # read, never changed

@@ -18,7 +18,7 @@ from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, INSTA
 from idleshare.parse import nodes as nodes_module
 from idleshare.parse.errors import MAX_ERRORS, InputError
 from idleshare.parse.nodes import node_from_dict, parse_nodes
-from tests.unit.test_fuzz_parsers import NODES, mutations
+from tests.strategies import NODES, mutations
 
 EXAMPLE_NODES = json.loads((Path(__file__).resolve().parents[2] / "events" / "examples" / "nodes.json").read_text())
 # A HyperPod p5 node as `kubectl get node -o json` prints it (managedFields, images, nodeInfo, ...), with a

@@ -41,7 +41,7 @@ from tests.corpus.make_corpus import (
     mutate,
     walk,
 )
-from tests.unit.test_fuzz_parsers import paths
+from tests.strategies import paths
 
 # The botocore walk, the valid base documents and the mutation are the corpus generator's
 # (tests/corpus/make_corpus.py): these tests check the same members against the same bounds.

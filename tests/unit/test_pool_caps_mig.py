@@ -13,23 +13,33 @@ from hypothesis import strategies as st
 from idleshare.domain import catalog
 from idleshare.domain.model import GIB, SchedulerConfig, Snapshot
 from idleshare.domain.pool import Bound, compute
-from tests.builders import P4D, P4D_MIG_ALLOC, P5, P5_ALLOC, TRN1, entry, node, nodes, quota
+from tests.builders import (
+    ALL_3G,
+    BALANCED,
+    MIG1,
+    MIG2,
+    MIG3,
+    P4D,
+    P4D_MIG_ALLOC,
+    P5,
+    P5_ALLOC,
+    R1,
+    R2,
+    R3,
+    TRN1,
+    WHOLE,
+    entry,
+    node,
+    nodes,
+    quota,
+)
+from tests.strategies import mixed_fleet, teams_with_caps
 
 GPU = "nvidia.com/gpu"
 NEURON = "aws.amazon.com/neurondevice"
-MIG3 = "mig-3g.40gb"
-MIG1 = "mig-1g.10gb"
-MIG2 = "mig-2g.20gb"
-R3, R1, R2 = (f"nvidia.com/{p}" for p in (MIG3, MIG1, MIG2))
 MI = 1024**2
 CPU_P5 = P5_ALLOC["cpu"]  # 191.45
 MEM_P5 = P5_ALLOC["memory"]  # 1900 GiB
-
-# Three MIG layouts of one p5.48xlarge (8 x H100 80GB): as HyperPod's MIG manager leaves them.
-WHOLE = dict(P5_ALLOC)
-ALL_3G = {**P5_ALLOC, GPU: 0, R3: 16}  # 2 x 3g.40gb per GPU
-BALANCED = {**P5_ALLOC, GPU: 4, R3: 4, R1: 14}  # 4 whole GPUs, 2 GPUs as 2 x 3g, 2 GPUs as 7 x 1g
-LAYOUTS = {"whole": WHOLE, "all-3g": ALL_3G, "balanced": BALANCED}
 
 
 def fleet(whole=3, all_3g=2, balanced=1):
@@ -194,43 +204,6 @@ def test_a_profile_no_node_exposes_and_the_catalog_lacks_is_an_error_that_says_s
 
 
 # -- properties -----------------------------------------------------------------------------------
-@st.composite
-def mixed_fleet(draw, min_size=1):
-    """p5 nodes of random MIG layouts (and some trn1), random eligibility."""
-    n = draw(st.integers(min_size, 12))
-    out = []
-    for i in range(n):
-        if draw(st.integers(0, 5)) == 0:
-            out.append(node(f"trn-{i}", TRN1, ready=draw(st.booleans())))
-        else:
-            alloc = dict(LAYOUTS[draw(st.sampled_from(sorted(LAYOUTS)))])
-            ready, cordoned = draw(st.integers(0, 4)) > 0, draw(st.integers(0, 5)) == 0
-            out.append(node(f"p5-{i}", P5, allocatable=alloc, ready=ready, unschedulable=cordoned))
-    return out
-
-
-@st.composite
-def cap_entry(draw, flavor):
-    options = {
-        "count": st.integers(0, 2),
-        "accelerators": st.integers(0, 40),
-        "vcpu": st.fractions(min_value=0, max_value=500, max_denominator=1000),
-        "memory_gib": st.integers(0, 5000),
-        "partition": st.tuples(st.sampled_from([MIG3, MIG1, MIG2]), st.integers(0, 40)),
-    }
-    return entry(flavor, **{field: draw(values) for field, values in options.items() if draw(st.booleans())})
-
-
-@st.composite
-def teams_with_caps(draw):
-    out = []
-    for t in range(draw(st.integers(1, 4))):
-        own = tuple(draw(st.lists(cap_entry(P5), max_size=1)))  # any entry is also a valid quota entry
-        caps = tuple(draw(cap_entry(f)) for f in draw(st.lists(st.sampled_from([P5, TRN1]), unique=True)))
-        out.append(quota(f"t{t}", *own, borrow=draw(st.integers(0, 300)), absolute=caps))
-    return out
-
-
 def written_caps(cap, flavor_nodes):
     """resource -> the cap the admin wrote, from docs/spec.md §2 (computed here, independently of the engine)."""
     out = {}

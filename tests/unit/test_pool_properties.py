@@ -11,7 +11,7 @@ from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import SchedulerConfig, Snapshot, Strategy
 from idleshare.domain.pool import compute
 from tests.builders import ALLOC, G5, P4D, P5, TRN1, entry, node, quota
-from tests.unit.test_pool_caps_mig import mixed_fleet, teams_with_caps
+from tests.strategies import mixed_fleet, teams_with_caps
 
 FLAVORS = [P5, P4D, TRN1, G5]
 

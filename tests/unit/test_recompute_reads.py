@@ -15,9 +15,9 @@ import pytest
 from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.service.recompute import ClusterReadError, Recomputer
+from tests.builders import k8s_node as node
 from tests.builders import quota_body
 from tests.fakes import FakeKube, FakePublisher, FakeStore
-from tests.unit.test_handlers import node
 
 WAIT = 5.0  # seconds a read waits for the other before the test fails (never reached when they overlap)
 

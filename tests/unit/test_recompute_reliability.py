@@ -12,10 +12,8 @@ from idleshare import timings
 from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord, QueuedRecord
 from idleshare.service.recompute import EXCLUDED_SAMPLE
-from tests.unit import test_handlers
-from tests.unit.test_handlers import cq, gpu_limit, node
-
-cluster = test_handlers.cluster  # the fixture: cluster demo (4 p5 nodes, teams a and b) on fakes, and its Recomputer
+from tests.builders import k8s_node as node
+from tests.fakes import batch, cq, gpu_limit
 
 
 def test_a_node_that_cannot_be_read_is_excluded_as_unreadable_and_the_rest_counts(cluster):
@@ -78,44 +76,9 @@ def test_an_event_lost_to_a_failure_after_the_pool_was_stored_is_published_by_th
 # -- the batch: backoff, FIFO, the function's time --------------------------------------------------------------
 
 
-class Returns:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, list[tuple[str, int]]]] = []
-
-    def retry_later(self, queue_arn, entries):
-        self.calls.append((queue_arn, list(entries)))
-        return len(entries)
-
-
 def record(i: int, cluster: str = "demo", count: int = 1) -> QueuedRecord:
     body = json.dumps({"cluster": cluster, "reason": "test", "requestId": f"r{i}"})
     return QueuedRecord(f"m{i}", body, receipt_handle=f"h{i}", receive_count=count, queue_arn="arn:q")
-
-
-def deliverer(records, fifo=True):
-    """What the batch processor answers: each record's failure; FIFO: later records of a failed group fail too."""
-
-    def deliver(handle):
-        failed, groups = [], set()
-        for rec in records:
-            group = json.loads(rec.body)["cluster"] if fifo else rec.message_id
-            try:
-                if group in groups:
-                    raise RuntimeError("behind a failed record of its group")
-                handle(rec.message_id)
-            except Exception:
-                failed.append({"itemIdentifier": rec.message_id})
-                groups.add(group)
-        return {"batchItemFailures": failed}
-
-    return deliver
-
-
-def batch(recomputer, records, fifo=True, **options):
-    """The batch's failed message ids, and the records it handed back to the queue: [(queue, [(handle, delay)])]."""
-    returns = Returns()
-    answer = recomputer.run_batch(records, deliverer(records, fifo), returns=returns, **options)
-    return [f["itemIdentifier"] for f in answer["batchItemFailures"]], returns.calls
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 30])

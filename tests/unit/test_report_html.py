@@ -28,7 +28,7 @@ from idleshare.cli.report import period
 from idleshare.domain.model import is_accelerator
 from idleshare.domain.quantity import parse_quantity
 from tests.apigw_local import ApiGatewayLocal, use_credentials
-from tests.unit.test_cli_remote import EXAMPLES, FakeAdminApi, example_pool
+from tests.fake_admin_api import EXAMPLES, FakeAdminApi, example_pool
 
 CLUSTER = "demo"
 HEAD = {"cluster": CLUSTER, "generation": 7, "computedAt": "2026-12-01T10:00:00Z", "applyStatus": "Applied"}

@@ -311,8 +311,8 @@ def test_no_sample_failed_samples_and_an_interval_above_the_limit_are_gaps_not_z
 def test_the_route_answers_the_latest_sample_and_the_period():
     from idleshare.api import app as api
     from idleshare.runtime import wiring
+    from tests.admin_api import CONTEXT
     from tests.builders import proxy_event
-    from tests.unit.test_api import CONTEXT
 
     store = FakeStore([ClusterRecord("c1", "eks")])
     store.pools["c1"] = PoolRecord("c1", 1, "d", pool({P5: 32}, {P5: 16}), "t")

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 import time
 from typing import Any
 
 import pytest
 
 from idleshare.adapters.errors import PermanentError, ResourceExpiredError, RetryableError
-from idleshare.adapters.ports import WatchBookmark
 from idleshare.domain.model import HEALTH_LABEL
 from idleshare.service import watcher as w
 from tests.fakes import FakeKube, FakePublisher, FakeStore
 from tests.kube.fixtures import make_node
+from tests.watch_events import StuckPublisher, cordon, saved_bookmark, watch_node
 
 
 def _changed(node: dict[str, Any], edit: Any) -> list[str]:
@@ -75,31 +74,16 @@ class Ticks:
         return self.now
 
 
-def _node(name: str, rv: str, **kw: Any) -> dict[str, Any]:
-    node = make_node(name, **kw)
-    node["metadata"]["resourceVersion"] = rv
-    return node
-
-
 def _run(kube: FakeKube, store: FakeStore, publisher: Any, readings: int = 8, **options: Any) -> w.WatchReport:
     return w.watch_cluster(
         "c1", kube, store, publisher, deadline=readings, owner="me", clock=Ticks(), sleep=lambda s: None, **options
     )
 
 
-def cordon(name: str = "a", rv: str = "12") -> tuple[str, dict[str, Any]]:
-    """The watch event of Node ``name`` cordoned at resourceVersion ``rv``."""
-    return ("MODIFIED", _node(name, rv, unschedulable=True))
-
-
-def _saved(nodes: list[dict[str, Any]], rv: str) -> WatchBookmark:
-    return WatchBookmark("c1", 1, rv, {n["metadata"]["name"]: w.node_view(n) for n in nodes})
-
-
 def resume(script: list[Any], saved: list[dict[str, Any]], publisher: Any = None, readings: int = 8, **kube: Any):
     """A run resuming from ``saved`` node views at rv 10, its watch answering ``script``."""
     kube_ = FakeKube(kube.get("nodes", []), kube.get("rv", ""), script)
-    store, publisher = FakeStore(bookmark=_saved(saved, "10")), publisher or FakePublisher()
+    store, publisher = FakeStore(bookmark=saved_bookmark(saved, "10")), publisher or FakePublisher()
     return kube_, store, publisher, _run(kube_, store, publisher, readings)
 
 
@@ -110,15 +94,15 @@ def test_a_first_run_lists_and_publishes_nothing_and_a_taken_over_one_stops():
     assert kube.lists == 1 and publisher.events == [] and store.saves[0] == ("10", True)
     assert kube.watches and set(kube.watches) == {"10"}
     # and a run whose watch another invocation took over stops
-    kube = FakeKube([], "", [[("MODIFIED", _node("a", "12"))]])
-    store = FakeStore(bookmark=_saved([make_node("a")], "10"))
+    kube = FakeKube([], "", [[("MODIFIED", watch_node("a", "12"))]])
+    store = FakeStore(bookmark=saved_bookmark([make_node("a")], "10"))
     store.taken_over = True
     report = _run(kube, store, FakePublisher(), readings=100)
     assert report.superseded and len(kube.watches) == 1
 
 
 def test_resume_reports_changes_and_ignores_heartbeats():
-    beat = _node("a", "11")
+    beat = watch_node("a", "11")
     beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:01Z"
     bookmark = ("BOOKMARK", {"metadata": {"resourceVersion": "15"}})
     kube, store, publisher, report = resume([[("MODIFIED", beat), cordon(), bookmark]], [make_node("a")])
@@ -150,24 +134,11 @@ def test_a_watch_error_resumes_where_it_was():
     assert [e["change"] for e in publisher.details] == ["Cordoned"]
 
 
-class StuckPublisher:
-    """PutEvents that does not answer (until ``release``): the publisher thread is stuck in its call."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.calls = 0
-
-    def publish_batch(self, events: Any) -> int:
-        self.calls += 1
-        self.release.wait(10)
-        return 1
-
-
 def test_publishing_is_bounded_by_the_time_left_and_nothing_unpublished_is_checkpointed():
     # Given a cordon to publish, a bus that does not answer, and 0.3 s left for publishing
     a = make_node("a")
     kube = FakeKube([], "", [[cordon()]])
-    store, stuck = FakeStore(bookmark=_saved([a], "10")), StuckPublisher()
+    store, stuck = FakeStore(bookmark=saved_bookmark([a], "10")), StuckPublisher()
     started = time.monotonic()
     try:
         report = _run(kube, store, stuck, readings=100, publish_time_left=lambda: 0.3)

@@ -15,7 +15,7 @@ from idleshare.handlers import watcher as handler_module
 from idleshare.runtime import wiring
 from tests.fakes import FakeKube, FakePublisher, FakeStore, emf_documents
 from tests.kube.fixtures import make_node
-from tests.unit.test_watcher import StuckPublisher, _saved, cordon
+from tests.watch_events import StuckPublisher, cordon, saved_bookmark
 
 CLUSTERS = json.dumps([{"id": "c1", "eks_cluster_name": "eks-1"}])
 
@@ -29,7 +29,7 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv(names.ENV_CLUSTERS, CLUSTERS)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", names.SERVICE)
     kube = FakeKube([], "", [[cordon()]])
-    store, publisher = FakeStore(bookmark=_saved([make_node("a")], "10")), FakePublisher()
+    store, publisher = FakeStore(bookmark=saved_bookmark([make_node("a")], "10")), FakePublisher()
     seen: list[str] = []
 
     def kube_for(cluster: Any) -> FakeKube:
