@@ -298,6 +298,7 @@ class Kube:
         namespaced objects this stack knows are deleted first, as the controller would."""
         for kind in ("Workload", "LocalQueue", "Job", "Event"):
             self.delete_all(kind, name)
+        self._wait_gone(("Job", "Workload"), name)  # while the namespace is there: a finalizer cannot go after
         self.delete("Namespace", name)
         ns = self.get("Namespace", name)
         if ns is not None:
@@ -310,6 +311,7 @@ class Kube:
         namespace), and an admitted Workload holds its ClusterQueue's finalizer."""
         for kind in ("Job", "Workload", "LocalQueue"):
             self.delete_all(kind)
+        self._wait_gone(("Job", "Workload"))
         for node in self.objects("Node"):
             if node["metadata"].get("finalizers"):
                 self.merge_patch("Node", node["metadata"]["name"], {"metadata": {"finalizers": None}})
@@ -319,12 +321,41 @@ class Kube:
             name = ns["metadata"]["name"]
             if name not in SYSTEM_NAMESPACES:
                 self.drop_namespace(name)
-        # ClusterQueues and Workloads carry Kueue's finalizers: gone when Kueue has let them go. A Job still
-        # "being deleted" would refuse the next one of its name (HTTP 409).
-        self.wait_for(
-            lambda: not any(self.objects(kind) for kind in ("Job", "Workload", "ClusterQueue", "Cohort")),
-            "Jobs and Kueue objects deleted",
-        )
+        # ClusterQueues carry Kueue's finalizer: gone when Kueue has let them go
+        self._wait_gone(("ClusterQueue", "Cohort"))
+
+    def _wait_gone(self, kinds: tuple[str, ...], namespace: str | None = None) -> None:
+        """Until no object of ``kinds`` is left. A Job or Workload left behind would refuse the next one of its name
+        (HTTP 409) and hold its ClusterQueue, and no garbage collector runs here to take a Job's Workload with it:
+        each is deleted (again: Kueue may have made a Workload for a Job since) and, once being deleted, let go
+        of its finalizers. The error names what is left."""
+        left: list[str] = []
+
+        def gone() -> bool:
+            left[:] = []
+            for kind in kinds:
+                for obj in self.objects(kind, namespace):
+                    meta = obj["metadata"]
+                    left.append(f"{kind} {meta.get('namespace', '')}/{meta['name']} {meta.get('finalizers', [])}")
+                    if kind in ("Job", "Workload"):
+                        self._let_go(kind, meta)
+            return not left
+
+        try:
+            self.wait_for(gone, f"{', '.join(kinds)} deleted")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: {', '.join(left[:10])}") from None
+
+    def _let_go(self, kind: str, meta: dict[str, Any]) -> None:
+        try:
+            if not meta.get("deletionTimestamp"):
+                body = {"propagationPolicy": "Background"}
+                self.request("DELETE", self.path(kind, meta["name"], meta["namespace"]), body, ok=(200, 202))
+            elif meta.get("finalizers"):
+                self.merge_patch(kind, meta["name"], {"metadata": {"finalizers": None}}, meta["namespace"])
+        except KubeRequestError as exc:
+            if exc.status not in (404, 409):  # gone meanwhile, or changed meanwhile: the next poll sees it
+                raise
 
     def wait_for(self, predicate: Callable[[], T], what: str, *, timeout: float = 30.0, interval: float = 0.1) -> T:
         """Poll until ``predicate()`` is truthy; returns its value, raises TimeoutError naming ``what``."""
