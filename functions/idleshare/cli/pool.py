@@ -78,28 +78,17 @@ def excluded_nodes(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
 def all_grants(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
     """Every team's grants of one generation (``GET .../grants``, following ``NextToken``): ``{cluster,
     generation, teams}``. Pages read across a recompute are read again from the first."""
-    route = "/" + "/".join([*path, "grants"])
     generations: list[Any] = []
     for _ in range(GRANTS_ATTEMPTS):
         teams: dict[str, Any] = {}
         generations = []
-        query: dict[str, object] = {"limit": GRANTS_PAGE_MAX}
-        while True:
-            page = api.get([*path, "grants"], query)
-            if not isinstance(page, dict) or not isinstance(page.get("teams"), dict):
-                raise CommandError(f"GET {route}: unexpected response: no teams object")
+        for page in api.each_page([*path, "grants"], "teams", {"limit": GRANTS_PAGE_MAX}):
             generations.append(page.get("generation"))
             teams.update(page["teams"])
-            token = page.get("NextToken")
-            if not token:
-                break
-            if token == query.get("NextToken"):  # a server bug must not loop forever
-                raise CommandError(f"GET {route}: the API repeated NextToken {str(token)[:40]!r}")
-            query["NextToken"] = token
         if len(set(generations)) == 1:
-            return {"cluster": page.get("cluster", path[-1]), "generation": generations[0], "teams": teams}
+            return {"cluster": path[-1], "generation": generations[0], "teams": teams}
     raise CommandError(
-        f"GET {route}: the pool changed while its pages were read, {GRANTS_ATTEMPTS} times "
+        f"GET /{'/'.join([*path, 'grants'])}: the pool changed while its pages were read, {GRANTS_ATTEMPTS} times "
         f"(generations {', '.join(str(g) for g in dict.fromkeys(generations))}); try again"
     )
 

@@ -156,28 +156,30 @@ class ApiClient:
     def pages(self, path: Sequence[str], key: str, query: Mapping[str, object] | None = None) -> list[Any]:
         """Every item of a paginated list (follows ``NextToken`` until the API stops returning one)."""
         items: list[Any] = []
-        for found in self._pages(path, key, query, list):
-            items.extend(found)
+        for page in self.each_page(path, key, query, list):
+            items.extend(page[key])
         return items
 
     def merged_pages(self, path: Sequence[str], key: str, query: Mapping[str, object] | None = None) -> dict[str, Any]:
         """Every entry of a paginated object (``key`` holds a JSON object on each page), merged."""
         entries: dict[str, Any] = {}
-        for found in self._pages(path, key, query, dict):
-            entries.update(found)
+        for page in self.each_page(path, key, query):
+            entries.update(page[key])
         return entries
 
-    def _pages(self, path: Sequence[str], key: str, query: Mapping[str, object] | None, kind: type) -> Iterator[Any]:
-        """Each page's ``key`` (of type ``kind``), following ``NextToken`` until the API stops returning one."""
+    def each_page(
+        self, path: Sequence[str], key: str, query: Mapping[str, object] | None = None, kind: type = dict
+    ) -> Iterator[dict[str, Any]]:
+        """Each page (its ``key`` checked to be of type ``kind``), following ``NextToken`` until the API stops
+        returning one."""
         params = dict(query or {})
         seen: set[str] = set()
         what = "list" if kind is list else "object"
         while True:
             page = self.get(path, params)
-            found = page.get(key) if isinstance(page, dict) else None
-            if not isinstance(found, kind):
+            if not isinstance(page, dict) or not isinstance(page.get(key), kind):
                 raise CommandError(f"GET {_path(path)}: unexpected response: no {key} {what}")
-            yield found
+            yield page
             token = page.get("NextToken")
             if not token:
                 return

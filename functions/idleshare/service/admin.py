@@ -424,8 +424,13 @@ class Admin:
         record = self._pool(cluster_id)
         excluded = _excluded(record)
         page, token = _page_of(excluded, after, limit, "after")
-        out = {"cluster": cluster_id, "generation": record.generation, "total": len(excluded)}
-        out |= {"byReason": _by_reason(excluded), "excludedNodes": page}
+        out = {
+            "cluster": cluster_id,
+            "generation": record.generation,
+            "total": len(excluded),
+            "byReason": _by_reason(excluded),
+            "excludedNodes": page,
+        }
         return out | ({"NextToken": token} if token else {})
 
     def history(
