@@ -884,7 +884,12 @@ def bound_of(pool: Mapping[str, Any], team: str, flavor: str, resource: str) -> 
     if grant.get("strategy") != "LendAndBorrow":
         return "strategy"
     # nothing to explain (no pool, no quota, no cap, limit 0): on the Quota basis the type is outside the quota
-    bases = {d.get("basis") for g in pool.get("teams", {}).values() for per in g.get("why", {}).values() for d in per.values()}
+    bases = {
+        d.get("basis")
+        for g in pool.get("teams", {}).values()
+        for per in g.get("why", {}).values()
+        for d in per.values()
+    }
     return "pool" if str(BorrowLimitBasis.POOL) in bases else "not in quota"
 
 
