@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from idleshare.domain.model import Settings, Snapshot
-from idleshare.domain.naming import LABEL_VALUE_MAX, local_queue_name, max_team_name_length, team_name_problem
+from idleshare.cli.plan import plan
+from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES
+from idleshare.domain.kueue import INVALID_OBJECT_NAME, writable_objects
+from idleshare.domain.model import ExclusionReason, PriorityClass, SchedulerConfig, Settings, Snapshot
+from idleshare.domain.naming import (
+    LABEL_VALUE_MAX,
+    PRIORITY_CLASS_NAME_MAX,
+    RESERVED_NAMESPACE_PREFIXES,
+    cohort_name_problem,
+    flavor_name_problem,
+    local_queue_name,
+    max_team_name_length,
+    namespace_prefix_problem,
+    object_name_problems,
+    priority_class_name_problem,
+    team_name_problem,
+)
 from idleshare.domain.pool import compute
-from tests.builders import P5, entry, nodes, quota
+from tests.builders import CLUSTER, P5, QUOTAS, entry, k8s_node, node, nodes, objects, quota
 
 
 @pytest.mark.parametrize(
@@ -36,3 +53,220 @@ def test_a_team_whose_queues_cannot_be_named_is_left_out_and_reported_not_fatal(
     # is a label value on every job, 12 + 40 + 11 = 63
     assert max_team_name_length(Settings()) == 40 and len(local_queue_name("t" * 40, Settings())) == LABEL_VALUE_MAX
     assert issue.severity == "error" and issue.subject == long_team and "40" in issue.message
+
+
+# -- issue 35: every name checked before any write ------------------------------------------------------------
+
+_, GOOD = objects(CLUSTER, QUOTAS)  # every kind, every name valid
+
+
+def _one(kind):
+    return json.loads(json.dumps(next(o for o in GOOD if o["kind"] == kind)))  # a copy to spoil
+
+
+def _set(obj, path, value):
+    *parents, last = path
+    for key in parents:
+        obj = obj[key]
+    obj[last] = value
+
+
+# (kind, where in the manifest, the bad value, the field the problem names); each row a rule of the API server's
+BAD_NAMES = [
+    ("Namespace", ("metadata", "name"), "Team-A", "metadata.name"),  # a namespace is a DNS label
+    ("Namespace", ("metadata", "name"), "a.b", "metadata.name"),
+    ("Namespace", ("metadata", "name"), "n" * 64, "metadata.name"),
+    ("Namespace", ("metadata", "name"), "kube-system", "metadata.name"),  # reserved
+    ("Namespace", ("metadata", "name"), "default", "metadata.name"),
+    ("Namespace", ("metadata", "name"), "openshift-monitoring", "metadata.name"),
+    ("ResourceFlavor", ("metadata", "name"), "GPU_Box.X", "metadata.name"),  # a subdomain: lower case, no '_'
+    ("ResourceFlavor", ("metadata", "name"), "a" * 254, "metadata.name"),
+    ("ResourceFlavor", ("metadata", "name"), "-a", "metadata.name"),
+    ("ResourceFlavor", ("metadata", "name"), "a..b", "metadata.name"),
+    ("ResourceFlavor", ("metadata", "name"), "a\n", "metadata.name"),  # no trailing newline through
+    ("ResourceFlavor", ("spec", "nodeLabels", "node.kubernetes.io/instance-type"), "x" * 64, "spec.nodeLabels"),
+    ("ResourceFlavor", ("spec", "nodeLabels", "node.kubernetes.io/instance-type"), "a b", "spec.nodeLabels"),
+    ("ResourceFlavor", ("spec", "nodeLabels", "bad key!"), "v", "spec.nodeLabels"),
+    ("WorkloadPriorityClass", ("metadata", "name"), "p" * 64, "metadata.name"),  # a Job's label value: 63
+    ("WorkloadPriorityClass", ("metadata", "name"), "p" * 300, "metadata.name"),
+    ("Cohort", ("metadata", "name"), "Shared_Pool", "metadata.name"),
+    ("ClusterQueue", ("metadata", "name"), "q" * 254, "metadata.name"),
+    ("ClusterQueue", ("spec", "cohortName"), "Shared_Pool", "spec.cohortName"),
+    ("ClusterQueue", ("spec", "resourceGroups", 0, "flavors", 0, "name"), "GPU_Box.X", "flavors[0].name"),
+    ("ClusterQueue", ("spec", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"), "a" * 64, "match"),
+    ("Cohort", ("spec", "resourceGroups", 0, "flavors", 1, "name"), "Bad", "spec.resourceGroups[0].flavors[1].name"),
+    ("LocalQueue", ("metadata", "name"), "l" * 64, "metadata.name"),  # a Job's queue-name label value: 63
+    ("LocalQueue", ("metadata", "namespace"), "kube-system", "metadata.namespace"),
+    ("LocalQueue", ("metadata", "namespace"), "Upper", "metadata.namespace"),
+    ("LocalQueue", ("spec", "clusterQueue"), "Q", "spec.clusterQueue"),
+    ("LocalQueue", ("metadata", "labels", "idleshare.io/team"), "t" * 64, "metadata.labels"),
+    ("ClusterQueue", ("metadata", "name"), 7, "metadata.name"),  # not even a string
+]
+
+
+@pytest.mark.parametrize(("kind", "path", "value", "field"), BAD_NAMES, ids=lambda v: str(v)[:30])
+def test_every_name_an_object_carries_or_refers_to_is_checked(kind, path, value, field):
+    obj = _one(kind)
+    assert object_name_problems(obj) == []  # given a writable object
+    _set(obj, path, value)
+    problems = object_name_problems(obj)
+    assert len(problems) == 1 and field in problems[0], problems
+    assert len(problems[0]) < 400  # a hostile name is cut in the message
+
+
+def test_every_desired_object_of_a_good_cluster_passes():
+    assert {o["kind"] for o in GOOD} == {"Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort"} | {
+        "ClusterQueue",
+        "LocalQueue",
+    }
+    assert [o for o in GOOD if object_name_problems(o)] == []
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("ml.p5.48xlarge", True),
+        ("p5.48xlarge", True),
+        ("GPU_Box.X", False),  # a valid label value, not a ResourceFlavor name
+        ("gpu_box", False),
+        ("Gpu", False),
+        ("a" * 63, True),
+        ("a" * 64, False),  # the ResourceFlavor's nodeLabels value must hold it
+        ("a.-b", False),
+    ],
+)
+def test_flavor_name_problem(value, ok):
+    assert (flavor_name_problem(value) is None) is ok
+
+
+def test_every_instance_type_a_quota_may_name_can_name_a_flavor():
+    # the quota parser takes only these (botocore's enum): no quota can ask for an unwritable flavor
+    assert [
+        t for t in KNOWN_INSTANCE_TYPES if flavor_name_problem(t) or flavor_name_problem(t.removeprefix("ml."))
+    ] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("p" * PRIORITY_CLASS_NAME_MAX, True),  # 54 + "-priority" = 63
+        ("p" * (PRIORITY_CLASS_NAME_MAX + 1), False),
+        ("p" * 300, False),
+        ("inference", True),
+        ("a.b", False),
+        ("Inference", False),
+        ("-a", False),
+    ],
+)
+def test_priority_class_name_problem(name, ok):
+    assert (priority_class_name_problem(name) is None) is ok
+    assert PRIORITY_CLASS_NAME_MAX == 54
+
+
+@pytest.mark.parametrize(
+    ("prefix", "ok"),
+    [
+        ("hyperpod-ns-", True),
+        ("defaul", True),  # a team "t" is refused instead (below)
+        ("team-", True),
+        ("", False),  # bare namespaces
+        ("kube-", False),
+        ("kube-x-", False),
+        ("openshift-", False),
+        ("openshift", False),
+        ("default", False),
+        ("default-", False),
+        ("Hyperpod-", False),
+        ("-ns-", False),
+        ("n" * 31, True),
+        ("n" * 32, False),
+        ("ns_", False),
+    ],
+)
+def test_namespace_prefix_problem(prefix, ok):
+    assert (namespace_prefix_problem(prefix) is None) is ok
+
+
+@pytest.mark.parametrize(
+    ("prefix", "team"),
+    [("defaul", "t"), ("kub", "e-system"), ("k", "ube-public"), ("openshif", "t-x"), ("d", "efault")],
+)
+def test_a_team_whose_namespace_would_be_reserved_is_refused(prefix, team):
+    problem = team_name_problem(team, Settings(namespace_prefix=prefix))
+    assert problem and "reserved" in problem
+    assert any(f"{prefix}{team}".startswith(p) for p in RESERVED_NAMESPACE_PREFIXES)
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"), [("shared-pool", True), ("pool.a", True), ("Shared", False), ("p" * 253, True), ("p" * 254, False)]
+)
+def test_cohort_name_problem(name, ok):
+    assert (cohort_name_problem(name) is None) is ok
+
+
+def test_a_node_whose_instance_type_cannot_name_a_flavor_is_excluded_with_its_reason_and_named():
+    bad = node("odd-1", flavor="GPU_Box.X")
+    not_ready = node("odd-2", flavor="GPU_Box.X", ready=False)  # the label is what must change: it names it
+    result = compute(Snapshot(nodes=(*nodes("p5", P5, 2), bad, not_ready), quotas=(quota("a", entry(P5, count=1)),)))
+    assert result.excluded_nodes == {"odd-1": ExclusionReason.INVALID_INSTANCE_TYPE, "odd-2": "InvalidInstanceType"}
+    assert result.flavors == (P5,) and result.node_counts == {P5: (2, 2)}
+    issue = next(i for i in result.issues if i.code == "InvalidInstanceType")
+    assert issue.severity == "error" and issue.subject == "GPU_Box.X"
+    assert "odd-1, odd-2" in issue.message and "2 node(s)" in issue.message
+
+
+def test_invalid_instance_types_are_named_within_bounds():
+    many = [node(f"n{i}", flavor=f"Bad_{i:03}") for i in range(30)]
+    result = compute(Snapshot(nodes=tuple(many)))
+    issues = [i for i in result.issues if i.code == "InvalidInstanceType"]
+    assert len(issues) == 11 and "20 more node(s)" in next(i.message for i in issues if "more" in i.subject)
+    assert result.flavors == ()
+
+
+def test_a_quota_naming_an_instance_type_that_cannot_name_a_flavor_makes_no_flavor():
+    # the quota parser refuses such a type (an enum); a domain Quota from elsewhere still cannot produce one
+    q = quota("a", entry("GPU_Box.X", accelerators=8), entry(P5, accelerators=8), absolute=(entry("Bad_X", count=1),))
+    result = compute(Snapshot(nodes=tuple(nodes("p5", P5, 2)), quotas=(q,)))
+    assert result.flavors == (P5,)
+    codes = {(i.code, i.subject) for i in result.issues}
+    assert {("InvalidInstanceType", "a-quota/GPU_Box.X"), ("InvalidInstanceType", "a-quota/Bad_X")} <= codes
+
+
+def test_an_object_that_cannot_be_written_is_named_and_the_others_are_kept():
+    sc = SchedulerConfig(
+        priority_classes=(PriorityClass("p" * 300, 10), PriorityClass("p" * 55, 20), PriorityClass("ok", 5))
+    )
+    result, kept = writable_objects(*_pool(sc), sc, Settings())
+    names = {(o["kind"], o["metadata"]["name"]) for o in kept}
+    assert ("WorkloadPriorityClass", "ok-priority") in names
+    assert not any(n.startswith("pp") for _, n in names)
+    assert {"ClusterQueue", "Cohort", "LocalQueue", "Namespace", "ResourceFlavor"} <= {k for k, _ in names}
+    bad = [i for i in result.issues if i.code == INVALID_OBJECT_NAME]
+    assert len(bad) == 2 and all(i.subject.startswith("WorkloadPriorityClass/pp") for i in bad)
+    assert all("priority class" in i.message and len(i.subject) <= 130 for i in bad)
+
+
+def _pool(sc):
+    return (compute(Snapshot(nodes=tuple(CLUSTER), quotas=tuple(QUOTAS), scheduler_config=sc)),)
+
+
+def test_plan_writes_no_invalid_name_and_reports_each():
+    odd = k8s_node("odd")
+    odd["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "GPU_Box.X"
+    nodes_json = json.dumps({"items": [k8s_node("p5-0"), odd]})
+    quotas_json = json.dumps(
+        [
+            {
+                "Name": "a",
+                "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": P5, "Accelerators": 4}]},
+                "ComputeQuotaTarget": {"TeamName": "a"},
+            }
+        ]
+    )
+    sc_json = json.dumps({"PriorityClasses": [{"Name": "x" * 300, "Weight": 1}, {"Name": "ok", "Weight": 2}]})
+    result, manifests = plan(nodes_json, quotas_json, sc_json)
+    assert [o for o in manifests if object_name_problems(o)] == []
+    assert {o["metadata"]["name"] for o in manifests if o["kind"] == "ResourceFlavor"} == {P5}
+    assert result.excluded_nodes == {"odd": "InvalidInstanceType"}
+    assert {i.code for i in result.issues} >= {"InvalidInstanceType", INVALID_OBJECT_NAME}
+    assert {o["kind"] for o in manifests} >= {"ClusterQueue", "Cohort", "LocalQueue", "WorkloadPriorityClass"}
