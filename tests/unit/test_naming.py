@@ -270,3 +270,44 @@ def test_plan_writes_no_invalid_name_and_reports_each():
     assert result.excluded_nodes == {"odd": "InvalidInstanceType"}
     assert {i.code for i in result.issues} >= {"InvalidInstanceType", INVALID_OBJECT_NAME}
     assert {o["kind"] for o in manifests} >= {"ClusterQueue", "Cohort", "LocalQueue", "WorkloadPriorityClass"}
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [
+        ("--namespace-prefix", "", "must not be empty"),  # teams onto bare namespaces
+        ("--namespace-prefix", "kube-", "must not start with 'kube-'"),
+        ("--namespace-prefix", "openshift-", "must not start with 'openshift'"),
+        ("--namespace-prefix", "default-", "must not start with 'default'"),
+        ("--cohort-name", "Shared_Pool", "RFC 1123 subdomain"),
+        ("--cohort-name", "p" * 254, "at most 253"),
+    ],
+)
+def test_plan_refuses_a_prefix_or_cohort_that_cannot_name_objects(tmp_path, capsys, flag, value, named):
+    from idleshare.cli.main import EXIT_INPUT, main
+
+    (tmp_path / "n.json").write_text(json.dumps({"items": [k8s_node("p5-0")]}))
+    (tmp_path / "q.json").write_text("[]")
+    files = ["--nodes", str(tmp_path / "n.json"), "--quotas", str(tmp_path / "q.json"), "--format", "json"]
+    assert main(["plan", *files]) == 0  # given files plan takes
+    capsys.readouterr()
+    assert main(["plan", *files, flag, value]) == EXIT_INPUT
+    out = capsys.readouterr()
+    assert out.out == "" and flag in out.err and named in out.err and "Traceback" not in out.err
+
+
+def test_plan_json_names_the_node_and_the_object_it_left_out(tmp_path, capsys):
+    from idleshare.cli.main import main
+
+    odd = k8s_node("odd")
+    odd["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "GPU_Box.X"
+    (tmp_path / "n.json").write_text(json.dumps({"items": [k8s_node("p5-0"), odd]}))
+    (tmp_path / "q.json").write_text("[]")
+    (tmp_path / "sc.json").write_text(json.dumps({"PriorityClasses": [{"Name": "x" * 60, "Weight": 1}]}))
+    args = ["--nodes", str(tmp_path / "n.json"), "--quotas", str(tmp_path / "q.json")]
+    assert main(["plan", *args, "--scheduler-config", str(tmp_path / "sc.json"), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert "odd" in json.dumps(document) and "InvalidInstanceType" in json.dumps(document)
+    assert {i["code"] for i in document["issues"]} >= {"InvalidInstanceType", INVALID_OBJECT_NAME}
+    assert document["manifests"] and all(object_name_problems(m) == [] for m in document["manifests"])
+    assert "GPU_Box.X" not in json.dumps(document["manifests"]) and "x" * 60 not in json.dumps(document["manifests"])
