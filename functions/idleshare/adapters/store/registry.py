@@ -84,13 +84,13 @@ class ClusterRegistry(TableAccess):
             raise PermanentError(
                 f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400
             )
-        for what, value, problem_of in (
+        for what, name, problem_of in (
             ("namespace_prefix", cluster.namespace_prefix, namespace_prefix_problem),
             ("cohort_name", cluster.cohort_name, cohort_name_problem),
         ):
-            problem = problem_of(value) if isinstance(value, str) else "must be a string"
+            problem = problem_of(name) if isinstance(name, str) else "must be a string"
             if problem is not None:
-                raise PermanentError(f"{what} {show(str(value))}: {problem}", operation=op, status=400)
+                raise PermanentError(f"{what} {show(str(name))}: {problem}", operation=op, status=400)
         if cluster.field_ownership not in FIELD_OWNERSHIP_MODES:
             raise PermanentError(
                 f"field_ownership {cluster.field_ownership!r} must be one of {', '.join(FIELD_OWNERSHIP_MODES)}",
