@@ -24,7 +24,20 @@ from idleshare.domain.naming import (
     team_name_problem,
 )
 from idleshare.domain.pool import compute
-from tests.builders import CLUSTER, P5, QUOTAS, entry, k8s_node, node, nodes, objects, quota
+from tests.builders import (
+    BAD_NAMES,
+    CLUSTER,
+    GOOD_OBJECTS,
+    P5,
+    QUOTAS,
+    entry,
+    good_object,
+    k8s_node,
+    node,
+    nodes,
+    quota,
+    spoiled,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,69 +70,28 @@ def test_a_team_whose_queues_cannot_be_named_is_left_out_and_reported_not_fatal(
 
 # -- issue 35: every name checked before any write ------------------------------------------------------------
 
-_, GOOD = objects(CLUSTER, QUOTAS)  # every kind, every name valid
-
-
-def _one(kind):
-    return json.loads(json.dumps(next(o for o in GOOD if o["kind"] == kind)))  # a copy to spoil
-
-
-def _set(obj, path, value):
-    *parents, last = path
-    for key in parents:
-        obj = obj[key]
-    obj[last] = value
-
-
-# (kind, where in the manifest, the bad value, the field the problem names); each row a rule of the API server's
-BAD_NAMES = [
-    ("Namespace", ("metadata", "name"), "Team-A", "metadata.name"),  # a namespace is a DNS label
-    ("Namespace", ("metadata", "name"), "a.b", "metadata.name"),
-    ("Namespace", ("metadata", "name"), "n" * 64, "metadata.name"),
-    ("Namespace", ("metadata", "name"), "kube-system", "metadata.name"),  # reserved
-    ("Namespace", ("metadata", "name"), "default", "metadata.name"),
-    ("Namespace", ("metadata", "name"), "openshift-monitoring", "metadata.name"),
-    ("ResourceFlavor", ("metadata", "name"), "GPU_Box.X", "metadata.name"),  # a subdomain: lower case, no '_'
-    ("ResourceFlavor", ("metadata", "name"), "a" * 254, "metadata.name"),
-    ("ResourceFlavor", ("metadata", "name"), "-a", "metadata.name"),
-    ("ResourceFlavor", ("metadata", "name"), "a..b", "metadata.name"),
-    ("ResourceFlavor", ("metadata", "name"), "a\n", "metadata.name"),  # no trailing newline through
-    ("ResourceFlavor", ("spec", "nodeLabels", "node.kubernetes.io/instance-type"), "x" * 64, "spec.nodeLabels"),
-    ("ResourceFlavor", ("spec", "nodeLabels", "node.kubernetes.io/instance-type"), "a b", "spec.nodeLabels"),
-    ("ResourceFlavor", ("spec", "nodeLabels", "bad key!"), "v", "spec.nodeLabels"),
-    ("WorkloadPriorityClass", ("metadata", "name"), "p" * 64, "metadata.name"),  # a Job's label value: 63
-    ("WorkloadPriorityClass", ("metadata", "name"), "p" * 300, "metadata.name"),
-    ("Cohort", ("metadata", "name"), "Shared_Pool", "metadata.name"),
-    ("ClusterQueue", ("metadata", "name"), "q" * 254, "metadata.name"),
-    ("ClusterQueue", ("spec", "cohortName"), "Shared_Pool", "spec.cohortName"),
-    ("ClusterQueue", ("spec", "resourceGroups", 0, "flavors", 0, "name"), "GPU_Box.X", "flavors[0].name"),
-    ("ClusterQueue", ("spec", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"), "a" * 64, "match"),
-    ("Cohort", ("spec", "resourceGroups", 0, "flavors", 1, "name"), "Bad", "spec.resourceGroups[0].flavors[1].name"),
-    ("LocalQueue", ("metadata", "name"), "l" * 64, "metadata.name"),  # a Job's queue-name label value: 63
-    ("LocalQueue", ("metadata", "namespace"), "kube-system", "metadata.namespace"),
-    ("LocalQueue", ("metadata", "namespace"), "Upper", "metadata.namespace"),
-    ("LocalQueue", ("spec", "clusterQueue"), "Q", "spec.clusterQueue"),
-    ("LocalQueue", ("metadata", "labels", "idleshare.io/team"), "t" * 64, "metadata.labels"),
-    ("ClusterQueue", ("metadata", "name"), 7, "metadata.name"),  # not even a string
+UNIT_ONLY = [  # what the server cannot even be asked: a name that is not text, a newline, a namespace's URL
+    ("ResourceFlavor", ("metadata", "name"), "a\n", "metadata.name", True),
+    ("ClusterQueue", ("metadata", "name"), 7, "metadata.name", True),
+    ("LocalQueue", ("metadata", "namespace"), "Upper", "metadata.namespace", True),
 ]
 
 
-@pytest.mark.parametrize(("kind", "path", "value", "field"), BAD_NAMES, ids=lambda v: str(v)[:30])
-def test_every_name_an_object_carries_or_refers_to_is_checked(kind, path, value, field):
-    obj = _one(kind)
-    assert object_name_problems(obj) == []  # given a writable object
-    _set(obj, path, value)
+@pytest.mark.parametrize(("kind", "path", "value", "field", "api"), BAD_NAMES + UNIT_ONLY, ids=lambda v: str(v)[:30])
+def test_every_name_an_object_carries_or_refers_to_is_checked(kind, path, value, field, api):
+    assert object_name_problems(good_object(kind)) == []  # given a writable object
+    obj = spoiled(kind, path, value)
     problems = object_name_problems(obj)
     assert len(problems) == 1 and field in problems[0], problems
     assert len(problems[0]) < 400  # a hostile name is cut in the message
 
 
 def test_every_desired_object_of_a_good_cluster_passes():
-    assert {o["kind"] for o in GOOD} == {"Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort"} | {
+    assert {o["kind"] for o in GOOD_OBJECTS} == {"Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort"} | {
         "ClusterQueue",
         "LocalQueue",
     }
-    assert [o for o in GOOD if object_name_problems(o)] == []
+    assert [o for o in GOOD_OBJECTS if object_name_problems(o)] == []
 
 
 @pytest.mark.parametrize(
