@@ -283,3 +283,28 @@ def test_plan_json_names_the_node_and_the_object_it_left_out(tmp_path, capsys):
     assert {i["code"] for i in document["issues"]} >= {"InvalidInstanceType", INVALID_OBJECT_NAME}
     assert document["manifests"] and all(object_name_problems(m) == [] for m in document["manifests"])
     assert "GPU_Box.X" not in json.dumps(document["manifests"]) and "x" * 60 not in json.dumps(document["manifests"])
+
+
+def test_the_docs_state_the_names_bounds_and_codes_the_code_has():
+    from pathlib import Path
+
+    from idleshare.domain.naming import NAMESPACE_PREFIX_MAX, SUBDOMAIN_MAX
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    operations = (docs / "operations.md").read_text()
+    section = operations[operations.index("## Names idleshare will not write") :]
+    section = section[: section.index("\n## ", 1)]
+    spec = (docs / "spec.md").read_text()
+    for stated in (
+        f"more than {PRIORITY_CLASS_NAME_MAX} characters",
+        f"longer than {NAMESPACE_PREFIX_MAX} characters",
+        f"at most {SUBDOMAIN_MAX} characters",
+        f"at most {LABEL_VALUE_MAX} characters",
+        f"`{ExclusionReason.INVALID_INSTANCE_TYPE}`",
+        f"`{INVALID_OBJECT_NAME}`",
+        "SchedulerConfig.PriorityClasses[i].Name",
+        *(f"`{p}`" for p in RESERVED_NAMESPACE_PREFIXES),
+    ):
+        assert stated in section, stated
+    assert f"of at most {PRIORITY_CLASS_NAME_MAX}" in spec and f"`{INVALID_OBJECT_NAME}`" in spec
+    assert all(f"`{p}`" in spec for p in RESERVED_NAMESPACE_PREFIXES)
