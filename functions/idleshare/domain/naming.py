@@ -26,6 +26,8 @@ _DNS_LABEL = re.compile(DNS_LABEL)
 _DNS_SUBDOMAIN = re.compile(rf"{DNS_LABEL}(?:\.{DNS_LABEL})*")
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 _LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_cached = functools.lru_cache(maxsize=4096)
+"""A rule's answers, kept: the same few names (flavors, the cohort) are checked on every object naming them."""
 
 CLUSTER_QUEUE_SUFFIX = "-clusterqueue"
 LOCAL_QUEUE_SUFFIX = "-localqueue"
@@ -96,6 +98,7 @@ def is_label_value(text: str) -> bool:
     return len(text) <= LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(text) is not None
 
 
+@_cached
 def is_label_key(name: str) -> bool:
     """A label key (a qualified name): an optional DNS-subdomain prefix and ``/``, then a name of at most 63."""
     prefix, _, key = name.rpartition("/")
@@ -112,6 +115,7 @@ def show(name: str, limit: int = 80) -> str:
     return repr(name) if len(name) <= limit else f"{name[:limit]!r}... ({len(name)} characters)"
 
 
+@_cached
 def _subdomain_problem(name: str) -> str | None:
     if len(name) > SUBDOMAIN_MAX:
         return f"must be at most {SUBDOMAIN_MAX} characters (got {len(name)})"
@@ -120,6 +124,7 @@ def _subdomain_problem(name: str) -> str | None:
     return None
 
 
+@_cached
 def _label_problem(name: str) -> str | None:
     if len(name) > LABEL_VALUE_MAX:
         return f"must be at most {LABEL_VALUE_MAX} characters (got {len(name)})"
@@ -128,6 +133,7 @@ def _label_problem(name: str) -> str | None:
     return None
 
 
+@_cached
 def _label_value_problem(value: str) -> str | None:
     if len(value) > LABEL_VALUE_MAX:
         return f"must be at most {LABEL_VALUE_MAX} characters (got {len(value)})"
@@ -156,7 +162,7 @@ def _namespace_problem(name: str) -> str | None:
     return _label_problem(name) or _reserved_problem(name)
 
 
-@functools.lru_cache(maxsize=4096)
+@_cached
 def flavor_name_problem(instance_type: str) -> str | None:
     """Why a node's (or a quota's) instance type cannot name a ResourceFlavor, or None. The flavor is named after
     it and selects its nodes by it (``nodeLabels``): a lower-case RFC 1123 subdomain that is also a label value."""
