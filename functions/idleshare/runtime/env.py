@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from idleshare import names
 from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.domain.naming import namespace_prefix_problem
 
 HANDLER_VARIABLE = "_HANDLER"  # set by the Lambda runtime: the function's handler string
@@ -74,6 +75,14 @@ def _prefix(value: object, where: str) -> str | None:
     return prefix
 
 
+def _basis(value: object, where: str) -> BorrowLimitBasis:
+    if value is None:
+        return BorrowLimitBasis.QUOTA
+    if value not in tuple(BorrowLimitBasis):
+        raise EnvError(f"{where}: must be one of {', '.join(BorrowLimitBasis)} (got {value!r})")
+    return BorrowLimitBasis(str(value))
+
+
 def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
     """``IDLESHARE_CLUSTERS``: the CDK config's clusters as JSON (``infra/config.py: clusters_env``)."""
     var = names.ENV_CLUSTERS
@@ -98,6 +107,7 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
                 ),
                 namespace_prefix=_prefix(item.get("prefix"), f"{var}[{i}].prefix") or "hyperpod-ns-",
                 field_ownership=_ownership(item.get("field_ownership"), f"{var}[{i}].field_ownership"),
+                borrow_limit_basis=_basis(item.get("borrow_limit_basis"), f"{var}[{i}].borrow_limit_basis"),
             )
         )
     ids = [c.cluster_id for c in out]
