@@ -124,7 +124,10 @@ def test_plan_tables_name_it(result):
 
 def test_the_html_report_names_it(result):
     page = render(pool_document(result))
-    assert '<tr data-excluded-node="p5-mig-pending"><td>p5-mig-pending</td><td data-field="reason">MigNotReady</td>' in page
+    assert (
+        '<tr data-excluded-node="p5-mig-pending"><td>p5-mig-pending</td><td data-field="reason">MigNotReady</td>'
+        in page
+    )
     assert '<b data-reason="MigNotReady" data-value="1">' in page
 
 

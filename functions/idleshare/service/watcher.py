@@ -10,8 +10,9 @@ One invocation per governed cluster per minute (``handlers/watcher.py``) calls :
    is compared with the node's previous one (:func:`node_changes`): only a change of something that can
    move the pool — the node added or deleted, ``deletionTimestamp`` set, the Ready condition's status,
    ``spec.unschedulable``, the HyperPod health label, the NoSchedule / NoExecute taints,
-   ``status.allocatable``, the instance-type label, NVIDIA's ``nvidia.com/mig.config.state`` label — becomes an event. A kubelet's heartbeat (a status
-   update that changes none of these) produces nothing.
+   ``status.allocatable``, the instance-type label, the MIG manager's ``nvidia.com/mig.config.state`` label
+   — becomes an event. A kubelet's heartbeat (a status update that changes none of these) produces nothing.
+   ``tests/unit/test_mig_readiness.py`` fails when a field the engine's ``Node`` reads is not watched here.
 3. **Publish** each change as ``Node Changed`` (detail: ``cluster``, ``node``, ``change`` — the most
    significant one —, ``changes`` — all of them —, ``resourceVersion``) on idleshare's bus, by batched
    PutEvents from a background thread, so a burst (an AZ's nodes going NotReady) costs one call per ten
