@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from idleshare import timings
+from idleshare.domain.model import BorrowLimitBasis
 
 CONTEXT_KEY = "idleshare"
 CONTEXT_CONFIG_FILE = "idleshare:config"
@@ -76,6 +77,9 @@ class ClusterConfig(_Strict):
     field_ownership: Literal["Respect", "Take"] = "Respect"
     """Respect: fields of idleshare's Kueue objects that another field manager owns (HyperPod task governance,
     GitOps) are left to it and reported; Take: idleshare's server-side apply forces ownership."""
+    borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
+    """What a quota's BorrowLimit is a percentage of: Quota (HyperPod's: the team's own quota) or Pool (the lendable
+    pool the team sees); docs/spec.md §2."""
     vpc: VpcConfig | None = None
 
 
@@ -147,7 +151,16 @@ class IdleshareConfig(_Strict):
         """The governed clusters as the JSON the Lambdas read from names.ENV_CLUSTERS."""
         return json.dumps(
             [
-                c.model_dump(include={"id", "eks_cluster_name", "hyperpod_cluster_arn", "prefix", "field_ownership"})
+                c.model_dump(
+                    include={
+                        "id",
+                        "eks_cluster_name",
+                        "hyperpod_cluster_arn",
+                        "prefix",
+                        "field_ownership",
+                        "borrow_limit_basis",
+                    }
+                )
                 for c in self.clusters
             ],
             separators=(",", ":"),

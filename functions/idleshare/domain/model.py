@@ -56,6 +56,15 @@ class ExclusionReason(enum.StrEnum):
     MIG_NOT_READY = "MigNotReady"  # only the node's MIG profiles are left out; its other resources count
 
 
+class BorrowLimitBasis(enum.StrEnum):
+    """What a quota's ``BorrowLimit`` percentage is a percentage of (docs/spec.md §2, "Borrow limit")."""
+
+    QUOTA = "Quota"
+    """HyperPod task governance's: of the team's own nominal quota, per instance type in its quota (the default)."""
+    POOL = "Pool"
+    """idleshare's earlier reading: of the lendable pool the team sees, capped at that pool, on every flavor."""
+
+
 class Strategy(enum.StrEnum):
     LEND = "Lend"
     DONT_LEND = "DontLend"
@@ -119,7 +128,7 @@ class Quota:
     team: str
     resources: tuple[ResourceConfig, ...] = ()
     strategy: Strategy = Strategy.LEND_AND_BORROW
-    borrow_limit: int | None = None  # percent of the pool; None -> 50
+    borrow_limit: int | None = None  # percent (of the team's quota or of the pool: Settings.borrow_limit_basis)
     absolute_borrow_limits: tuple[ResourceConfig, ...] = ()
     preempt_team_tasks: str = "Never"  # "Never" | "LowerPriority"
     fair_share_weight: int | None = None
@@ -148,6 +157,7 @@ class Settings:
     cohort_name: str = "shared-pool"
     namespace_prefix: str = "hyperpod-ns-"
     default_borrow_limit: int = 50
+    borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from idleshare.domain import catalog
@@ -23,6 +23,7 @@ from idleshare.domain.model import (
     NEURON_DEVICE,
     NVIDIA_GPU,
     Amount,
+    BorrowLimitBasis,
     ExclusionReason,
     Node,
     Quota,
@@ -41,25 +42,56 @@ BASE_RESOURCES = frozenset({CPU, MEMORY, NVIDIA_GPU, NEURON_DEVICE, EFA})
 
 
 class Bound(enum.StrEnum):
-    """Which bound set a borrowing limit (the least wins)."""
+    """Which rule set a borrowing limit (docs/spec.md §2, "Borrow limit")."""
 
-    PERCENTAGE = "percentage"
-    ABSOLUTE = "absolute"
-    POOL = "pool"
+    PERCENTAGE_OF_QUOTA = "percentage of quota"  # Quota basis: BorrowLimit% x the team's nominal
+    NOT_IN_QUOTA = "not in quota"  # Quota basis: an instance type outside the team's quota, no absolute limit
+    PERCENTAGE = "percentage"  # Pool basis: BorrowLimit% x the pool the team sees was the least
+    ABSOLUTE = "absolute"  # an AbsoluteBorrowLimits entry (Quota basis: it replaces the percentage)
+    POOL = "pool"  # Pool basis: the pool itself was the least
     STRATEGY = "strategy"  # Lend / DontLend: no borrowing at all
     DISABLED = "disabled"  # ActivationState Disabled
 
 
+BOUND_MEANING: dict[str, str] = {
+    Bound.PERCENTAGE_OF_QUOTA: "BorrowLimit % of the team's own quota",
+    Bound.NOT_IN_QUOTA: "the instance type is not in the team's quota",
+    Bound.PERCENTAGE: "BorrowLimit % of the pool",
+    Bound.ABSOLUTE: "the AbsoluteBorrowLimits cap",
+    Bound.POOL: "the whole pool (the % cap was larger)",
+    Bound.STRATEGY: "the strategy does not borrow",
+    Bound.DISABLED: "the quota is Disabled",
+}
+"""What each bound means, in a few words: the CLI's legend and the report's."""
+
+BASIS_RULE: dict[str, str] = {
+    BorrowLimitBasis.QUOTA: "borrowing limit = BorrowLimit% x the team's quota of that instance type and resource "
+    "(an absolute limit replaces it; 0 outside the quota)",
+    BorrowLimitBasis.POOL: "borrowing limit = min(BorrowLimit% x pool seen, absolute cap, pool seen)",
+}
+"""Each basis's rule in one line (docs/spec.md §2)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Derivation:
-    """How one borrowing limit was reached: the pool the team saw and each cap applied to it."""
+    """How one borrowing limit was reached: the basis, what the percentage applied to, each cap, the rule that won.
 
+    ``pool`` is the lendable pool the team sees (on the Quota basis for information: it caps nothing);
+    ``nominal`` the team's own quota of the resource (what the percentage applies to on the Quota basis)."""
+
+    basis: BorrowLimitBasis
     pool: Amount
+    nominal: Amount
     percent: int
     percent_cap: Amount
     absolute_cap: Amount | None
     limit: Amount
     bound: Bound
+
+    @property
+    def matters(self) -> bool:
+        """Whether there is anything to explain: a pool, a quota, a cap or a limit (else all zero, and no rule)."""
+        return bool(self.pool or self.nominal or self.limit or self.absolute_cap is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +122,8 @@ class TeamGrant:
         out: dict[str, str] = {}
         for flavor, per_resource in self.why.items():
             chosen = next((d for r, d in per_resource.items() if r in (NVIDIA_GPU, NEURON_DEVICE)), None)
-            if chosen is None or chosen.pool == 0:
-                chosen = next((d for d in per_resource.values() if d.pool > 0), chosen)
+            if chosen is None or not chosen.matters:
+                chosen = next((d for d in per_resource.values() if d.matters), chosen)
             if chosen is not None:
                 out[flavor] = str(chosen.bound)
         return out
@@ -444,6 +476,9 @@ def compute(snapshot: Snapshot) -> PoolResult:
             )
 
     sharing = snapshot.scheduler_config.idle_resource_sharing
+    basis = settings.borrow_limit_basis
+    if basis is BorrowLimitBasis.QUOTA:
+        _absolute_outside_quota(quotas, nominals, absolutes, ctx)
     teams: dict[str, TeamGrant] = {}
     for q in quotas:
         nominal = table()
@@ -454,11 +489,16 @@ def compute(snapshot: Snapshot) -> PoolResult:
         borrowing, why = table(), {f: dict[str, Derivation]() for f in flavors}
         percent = q.borrow_limit if q.borrow_limit is not None else settings.default_borrow_limit
         absolute = absolutes[q.team]
+        in_quota = nominals[q.team]
         for f in flavors:
             for r in resources:
                 own_lent = nominal[f][r] if lends else 0
                 pool = exact((unallocated[f][r] if sharing else 0) + lent[f][r] - own_lent)
-                derivation = _borrow(q, pool, percent, cap_of(absolute.get(f, ()), r), r)
+                limit_cap = cap_of(absolute.get(f, ()), r)
+                if basis is BorrowLimitBasis.QUOTA:
+                    derivation = _borrow_of_quota(q, pool, nominal[f][r], f in in_quota, percent, limit_cap, r)
+                else:
+                    derivation = _borrow_of_pool(q, pool, nominal[f][r], percent, limit_cap, r)
                 borrowing[f][r] = derivation.limit
                 why[f][r] = derivation
         teams[q.team] = TeamGrant(
@@ -491,20 +531,64 @@ def compute(snapshot: Snapshot) -> PoolResult:
     )
 
 
-def _borrow(quota: Quota, pool: Amount, percent: int, absolute: Amount | None, resource: str) -> Derivation:
-    """``min(BorrowLimit% x pool, absolute cap, pool)`` rounded down; 0 unless LendAndBorrow and enabled."""
-    percent_cap = percent_of(resource, percent, pool)
+def _borrow_of_quota(
+    quota: Quota, pool: Amount, nominal: Amount, in_quota: bool, percent: int, absolute: Amount | None, resource: str
+) -> Derivation:
+    """HyperPod's basis: ``BorrowLimit% x nominal`` rounded down, per instance type in the team's quota; an
+    ``AbsoluteBorrowLimits`` cap on the resource replaces it; an instance type outside the quota: 0 (or its absolute
+    limit, an extension). Never capped at the pool: Kueue admits only what is free. 0 unless LendAndBorrow, enabled."""
+    percent_cap = percent_of(resource, percent, nominal)
+    d = Derivation(BorrowLimitBasis.QUOTA, pool, nominal, percent, percent_cap, absolute, 0, Bound.DISABLED)
     if not quota.enabled:
-        return Derivation(pool, percent, percent_cap, absolute, 0, Bound.DISABLED)
+        return d
     if quota.strategy is not Strategy.LEND_AND_BORROW:
-        return Derivation(pool, percent, percent_cap, absolute, 0, Bound.STRATEGY)
+        return replace(d, bound=Bound.STRATEGY)
+    if absolute is not None:
+        return replace(d, limit=exact(round_down(resource, absolute)), bound=Bound.ABSOLUTE)
+    if not in_quota:
+        return replace(d, bound=Bound.NOT_IN_QUOTA)
+    return replace(d, limit=exact(percent_cap), bound=Bound.PERCENTAGE_OF_QUOTA)
+
+
+def _borrow_of_pool(
+    quota: Quota, pool: Amount, nominal: Amount, percent: int, absolute: Amount | None, resource: str
+) -> Derivation:
+    """The Pool basis: ``min(BorrowLimit% x pool, absolute cap, pool)`` rounded down; 0 unless LendAndBorrow, enabled."""
+    percent_cap = percent_of(resource, percent, pool)
+    d = Derivation(BorrowLimitBasis.POOL, pool, nominal, percent, percent_cap, absolute, 0, Bound.DISABLED)
+    if not quota.enabled:
+        return d
+    if quota.strategy is not Strategy.LEND_AND_BORROW:
+        return replace(d, bound=Bound.STRATEGY)
     limit: Amount = min(percent_cap, round_down(resource, pool))
     bound = Bound.PERCENTAGE if percent_cap < pool else Bound.POOL
     if absolute is not None:
         capped = round_down(resource, absolute)
         if capped <= limit:
             limit, bound = capped, Bound.ABSOLUTE
-    return Derivation(pool, percent, percent_cap, absolute, exact(limit), bound)
+    return replace(d, limit=exact(limit), bound=bound)
+
+
+def _absolute_outside_quota(
+    quotas: Iterable[Quota],
+    nominals: Mapping[str, Table],
+    absolutes: Mapping[str, Mapping[str, list[Cap]]],
+    ctx: _Context,
+) -> None:
+    """On the Quota basis an absolute limit on an instance type outside the team's quota is honoured (HyperPod's
+    guide sets absolute limits on instance types "in your team's quota"): named, so the operator knows."""
+    for q in quotas:
+        for flavor in sorted(set(absolutes[q.team]) - set(nominals[q.team])):
+            ctx.issues.append(
+                Issue(
+                    "warning",
+                    "AbsoluteLimitOutsideQuota",
+                    f"{q.name}/{flavor}",
+                    f"quota {q.name!r} (team {q.team}) sets an absolute borrow limit on {flavor}, which is not in its "
+                    "ComputeQuotaResources: idleshare lets the team borrow up to it there (HyperPod applies absolute "
+                    "limits to instance types in the team's quota only)",
+                )
+            )
 
 
 def _unique_teams(quotas: Iterable[Quota], issues: list[Issue], settings: Settings) -> list[Quota]:

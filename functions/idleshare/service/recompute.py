@@ -143,7 +143,11 @@ class Recomputer:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def settings_for(self, cluster: ClusterRecord) -> Settings:
-        base = Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix)
+        base = Settings(
+            cohort_name=cluster.cohort_name,
+            namespace_prefix=cluster.namespace_prefix,
+            borrow_limit_basis=cluster.borrow_limit_basis,
+        )
         tolerated = self.tolerated_taint_keys
         return base if tolerated is None else replace(base, tolerated_taint_keys=tolerated)
 
