@@ -36,6 +36,7 @@ from typing import Any
 
 from idleshare.domain.model import CPU, INSTANCE_TYPE_LABEL, Amount, is_accelerator
 from idleshare.domain.quantity import QuantityError, format_quantity, parse_quantity
+from idleshare.domain.why import Cause, WaitCause, why_waits, worst
 
 TEAM_LABEL = "idleshare.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -81,6 +82,31 @@ class IdleWhilePending:
     resource: str
     idle: Amount
     reason: str
+    cause: WaitCause | None = None
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A pending workload, the flavor and resource it waits on, and why (:func:`idleshare.domain.why.why_waits`)."""
+
+    team: str
+    job: str
+    flavor: str
+    resource: str
+    request: Amount
+    reason: str
+    cause: WaitCause
+
+
+@dataclass(frozen=True)
+class AboveLimit:
+    """A team borrowing more than its current limit (lowered after Kueue admitted the work; Kueue does not evict)."""
+
+    team: str
+    flavor: str
+    resource: str
+    borrowed: Amount
+    limit: Amount
 
 
 @dataclass(frozen=True)
@@ -90,6 +116,8 @@ class UsageSample:
     flavors: dict[str, dict[str, FlavorUsage]]
     teams: dict[str, TeamUsage]
     idle_while_pending: list[IdleWhilePending]
+    pending: list[PendingJob] = field(default_factory=list)
+    above_limit: list[AboveLimit] = field(default_factory=list)
 
 
 # -- reading Kueue's objects ---------------------------------------------------------------------------------
@@ -282,6 +310,7 @@ def derive_usage(
     )
     flavors: dict[str, dict[str, FlavorUsage]] = {}
     lent: dict[str, Table] = {t: {} for t in teams}
+    free: dict[tuple[str, str, str], Amount] = {}  # (team, flavor, resource) -> what the team could be given now
     for f, r in pairs:
         own_pool = _amount((unallocated_doc.get(f) or {}).get(r)) if sharing else ZERO
         used = sum((t.in_use.get(f, {}).get(r, ZERO) for t in teams.values()), ZERO)
@@ -301,12 +330,19 @@ def derive_usage(
             limit = t.lending_limit.get(f, {}).get(r)
             lendable[t.team] = max(ZERO, min(nominal_q if limit is None else limit, nominal_q - own_use))
         shares = split_lent(lendable, max(ZERO, drawn - own_pool), r)
+        supply = own_pool + sum(lendable.values(), ZERO)
         for t in teams.values():
             if r in t.nominal.get(f, {}):
                 lent[t.team].setdefault(f, {})[r] = shares.get(t.team, ZERO)
+                own_left = max(ZERO, t.nominal[f][r] - (t.in_use[f][r] - t.borrowed[f][r]))
+                # the cohort's unused supply, but for this team's own idle quota (counted as its own) and
+                # what others draw from it
+                others = supply - lendable.get(t.team, ZERO)
+                free[(t.team, f, r)] = own_left + max(ZERO, others - (drawn - shares.get(t.team, ZERO)))
     by_namespace = {t.namespace: t.team for t in teams.values() if t.namespace}
     preempted: dict[str, int] = {}
-    waiting: dict[tuple[str, str, str], str] = {}
+    waiting: dict[tuple[str, str, str], tuple[str, WaitCause | None]] = {}
+    pending: list[PendingJob] = []
     ordered = sorted(
         workloads,
         key=lambda w: (
@@ -325,17 +361,68 @@ def derive_usage(
             continue
         asks, pinned = requests_of(wl)
         candidates = [pinned] if pinned else list(teams[team].nominal)
+        reason = pending_reason(wl)
         for flavor in candidates:
+            causes = {
+                r: _why(teams[team], (pool.get("teams") or {}).get(team) or {}, flavor, r, q, free)
+                for r, q in asks.items()
+                if q > 0
+            }
+            picked = worst([c for r, c in causes.items() if is_accelerator(r)]) or worst(list(causes.values()))
+            if picked is not None:
+                r = next(r for r, c in causes.items() if c is picked)
+                pending.append(PendingJob(team, job_of(wl), flavor, r, asks[r], reason, picked))
             for r, q in asks.items():
                 idle = flavors.get(flavor, {}).get(r)
                 if q > 0 and is_accelerator(r) and idle is not None and idle.idle > 0:
-                    waiting.setdefault((team, flavor, r), pending_reason(wl))
+                    waiting.setdefault((team, flavor, r), (reason, causes.get(r)))
     final = {name: replace(t, lent=lent[name], preemptions=preempted.get(name, 0)) for name, t in teams.items()}
     iwp = [
-        IdleWhilePending(team, flavor, r, flavors[flavor][r].idle, reason)
-        for (team, flavor, r), reason in sorted(waiting.items())
+        IdleWhilePending(team, flavor, r, flavors[flavor][r].idle, reason, cause)
+        for (team, flavor, r), (reason, cause) in sorted(waiting.items())
     ]
-    return UsageSample(cluster_id, until, flavors, final, iwp)
+    above = [
+        AboveLimit(name, f, r, b, limit)
+        for name, t in sorted(final.items())
+        for f, per in sorted(t.borrowed.items())
+        for r, b in sorted(per.items())
+        if (limit := t.borrowing_limit.get(f, {}).get(r)) is not None and b > limit
+    ]
+    return UsageSample(cluster_id, until, flavors, final, iwp, pending, above)
+
+
+def job_of(workload: Mapping[str, Any]) -> str:
+    """The name of the Job that owns a workload (what the team submitted), else the workload's own name."""
+    meta = workload.get("metadata") or {}
+    for owner in meta.get("ownerReferences") or ():
+        if isinstance(owner, Mapping) and owner.get("kind") == "Job" and owner.get("name"):
+            return str(owner["name"])
+    return str(meta.get("name") or "")
+
+
+def _why(
+    t: TeamUsage, grant: Mapping[str, Any], flavor: str, r: str, request: Amount, free: Mapping[tuple[str, str, str], Amount]
+) -> WaitCause:
+    """:func:`why_waits` on what the sample holds: the ClusterQueue's limit and use, the stored grant's rule."""
+    derivation = ((grant.get("why") or {}).get(flavor) or {}).get(r) or {}
+    in_quota = r in t.nominal.get(flavor, {})
+    limit = t.borrowing_limit.get(flavor, {}).get(r) if in_quota else ZERO
+    bound = derivation.get("bound")
+    if bound is None and grant.get("strategy") in ("Lend", "DontLend"):
+        bound = str(Cause.STRATEGY)
+    percent = derivation.get("percent")
+    return why_waits(
+        resource=r,
+        request=request,
+        nominal=t.nominal.get(flavor, {}).get(r, ZERO),
+        in_use=t.in_use.get(flavor, {}).get(r, ZERO),
+        borrowed=t.borrowed.get(flavor, {}).get(r, ZERO),
+        limit=limit,
+        free=free.get((t.team, flavor, r), ZERO),
+        bound=None if bound is None else str(bound),
+        percent=percent if isinstance(percent, int) else None,
+        disabled=grant.get("activationState") == "Disabled",
+    )
 
 
 # -- the document --------------------------------------------------------------------------------------------
@@ -384,10 +471,25 @@ def sample_document(sample: UsageSample) -> dict[str, Any]:
         },
         "idleWhilePending": [
             {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": _q(i.idle, i.resource),
-             "pendingReason": i.reason}
+             "pendingReason": i.reason, **_cause_fields(i.cause)}
             for i in sample.idle_while_pending
         ],
+        "pending": [
+            {"team": p.team, "job": p.job, "flavor": p.flavor, "resource": p.resource,
+             "request": _q(p.request, p.resource), "pendingReason": p.reason, **_cause_fields(p.cause)}
+            for p in sample.pending
+        ],
+        "aboveLimit": [
+            {"team": a.team, "flavor": a.flavor, "resource": a.resource, "borrowed": _q(a.borrowed, a.resource),
+             "limit": _q(a.limit, a.resource)}
+            for a in sample.above_limit
+        ],
     }  # fmt: skip
+
+
+def _cause_fields(cause: WaitCause | None) -> dict[str, str]:
+    """``cause`` (its name) and ``why`` (one line): what idleshare knows beside Kueue's message."""
+    return {} if cause is None else {"cause": str(cause.cause), "why": cause.text}
 
 
 def allocations(sample: UsageSample) -> list[tuple[str, str, str, Amount, Amount]]:
