@@ -168,7 +168,13 @@ def render_usage(usage: dict[str, Any]) -> list[str]:
     for w in usage.get("idleWhilePending") or []:
         out.append(
             f"    ! {w.get('idle')} {short_resource(str(w.get('resource')))} idle on {_flavor_short(str(w.get('flavor')))}"
-            f" while {w.get('team')} waits"
+            f" while {w.get('team')} waits" + (f": {w['cause']} — {w.get('why')}" if w.get("cause") else "")
+        )
+    for a in usage.get("aboveLimit") or []:
+        out.append(
+            f"    ! {a.get('team')} borrows {a.get('borrowed')} {short_resource(str(a.get('resource')))} on "
+            f"{_flavor_short(str(a.get('flavor')))}, above its limit of {a.get('limit')} (lowered after Kueue admitted "
+            "the work; Kueue does not evict it)"
         )
     return out
 
@@ -183,6 +189,7 @@ def render_workloads(report: StepReport) -> list[str]:
         by_team.setdefault(w["team"], []).append(w)
     width = max(len(t) for t in by_team)
     out = ["  workloads (what Kueue did)"]
+    causes = {(p.get("team"), p.get("job")): p for p in (report.usage or {}).get("pending") or []}
     for team in sorted(by_team):
         ws = by_team[team]
         parts = []
@@ -214,7 +221,9 @@ def render_workloads(report: StepReport) -> list[str]:
                 reason = w["message"].removeprefix("couldn't assign flavors to pod set main: ")
                 # flavors the pods' node selector rules out are not news: keep why the right one said no
                 reason = ", ".join(p for p in reason.split(", ") if "doesn't match node affinity" not in p)
-                parts.append(f"{w['name']} pending: {reason}")
+                why = causes.get((team, w["name"]))
+                told = f" [{why['cause']}: {why.get('why')}]" if why and why.get("cause") else ""
+                parts.append(f"{w['name']} pending: {reason}{told}")
         out.append(f"    {team:<{width}}  " + "; ".join(parts))
     return out
 

@@ -76,9 +76,20 @@ def usage_doc() -> dict[str, Any]:
         TRN1: {NEURON: flavor("112", "48", "64", "16", "48")},
     }  # fmt: skip
     reason = f"couldn't assign flavors to pod set main: borrowing limit for {GPU} in flavor {P5} exceeded {HOSTILE}"
-    pending = [{"team": "infra", "flavor": P5, "resource": GPU, "idle": "22", "pendingReason": reason}]
+    pending = [
+        {
+            "team": "infra",
+            "flavor": P5,
+            "resource": GPU,
+            "idle": "22",
+            "pendingReason": reason,
+            "cause": "not in quota",
+            "why": "the instance type is not in its quota: it may borrow none",
+        }
+    ]
+    above = [{"team": "nlp", "flavor": P5, "resource": GPU, "borrowed": "4", "limit": "2"}]
     return {"cluster": CLUSTER, "sampledAt": "2026-12-01T09:59:00Z", "flavors": flavors, "teams": teams,
-            "idleWhilePending": pending}  # fmt: skip
+            "idleWhilePending": pending, "aboveLimit": above}  # fmt: skip
 
 
 def history_doc() -> dict[str, Any]:
@@ -302,6 +313,9 @@ def test_the_report_in_chromium_shows_the_numbers_of_the_json(browser, tmp_path)
         assert dict(excluded) == pool["excludedNodes"] and len(excluded) == 4
         pending = page.locator("tr[data-idle-pending]")
         assert pending.count() == 1 and HOSTILE in pending.inner_text()
+        # beside Kueue's words, the cause idleshare knows; a team above its lowered limit flagged
+        assert pending.locator("td[data-cause]").inner_text().startswith("not in quota: the instance type is not")
+        assert page.locator("tr[data-above-limit]").inner_text().split("\t") == ["nlp", P5, "gpu", "4", "2"]
         assert page.locator("script").count() == 0
         assert cells(numbers, "idleWhilePending")[("infra", P5, GPU)]["value"] == "22"
         assert page.locator("[data-usage=none]").count() == 0

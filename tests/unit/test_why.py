@@ -152,3 +152,37 @@ def test_the_sample_says_no_free_capacity_when_the_limit_allows_it() -> None:
     assert "4 is free" in job["why"]
     (waiting,) = out["idleWhilePending"]  # 64 - 60 in use: 4 idle, not the 16 it asks
     assert (waiting["idle"], waiting["cause"]) == ("4", "no free capacity")
+
+
+# -- the surfaces: the demo's / replay's step output and `idleshare usage` ------------------------------------------
+
+
+def _usage_with_causes() -> dict[str, Any]:
+    pool = {"capacity": {P5: {GPU: "64"}}, "unallocated": {P5: {GPU: "40"}}, "teams": {"ml": _grant("absolute")}}
+    return _sample([_cq("ml", 24, 8, 32, 8), _cq("nlp", 8, 4, 14, 6)], [_pending("ml", "sweep", 16)], pool)
+
+
+def test_the_step_output_names_the_cause_beside_kueues_reason() -> None:
+    from devkit import scenario
+    from devkit.report import render_usage, render_workloads
+
+    report = scenario.StepReport(1, "t", "submit")
+    report.workloads = [{"team": "ml", "name": "sweep", "state": "Pending", "reason": "Pending",
+                         "message": "couldn't assign flavors to pod set main: insufficient quota"}]  # fmt: skip
+    report.usage = _usage_with_causes()
+    (line,) = [x for x in render_workloads(report) if "sweep pending" in x]
+    assert "insufficient quota [absolute: its limit of 8 (its AbsoluteBorrowLimits cap)" in line
+    text = "\n".join(render_usage(report.usage))
+    assert "18 gpu idle on p5 while ml waits: absolute — its limit of 8" in text
+    assert "nlp borrows 6 gpu on p5, above its limit of 4" in text
+
+
+def test_usage_cli_shows_the_cause_and_who_borrows_above_its_limit() -> None:
+    from idleshare.cli.usage import table_text
+
+    text = table_text(_usage_with_causes())
+    (row,) = [x for x in text.splitlines() if x.startswith("ml ") and "insufficient quota" in x]
+    assert "absolute" in row and "its limit of 8" in row
+    assert "Borrowing above its limit" in text
+    after = text.split("Borrowing above its limit")[1].splitlines()
+    assert after[-1].split() == ["nlp", P5, GPU, "6", "4"]

@@ -358,12 +358,19 @@ def _split_table(
 # ------------------------------------------------------------------------------------------- teams
 def _idle_while_pending(usage: Json | None) -> str:
     rows = _get(usage, "idleWhilePending")
-    if not isinstance(rows, list) or not rows:
+    above = _get(usage, "aboveLimit")
+    rows = rows if isinstance(rows, list) else []
+    above = above if isinstance(above, list) else []
+    if not rows and not above:
         return ""
     out = ['<section id="idle-while-pending"><h2>Idle while work is pending</h2>']
+    out += _above_limit(above)
+    if not rows:
+        return "\n".join(out) + "</section>"
     out.append('<p class="alert">Accelerators sit idle in a flavor while a team has pending workloads for it.</p>')
     out.append(
-        "<table><tr><th>team</th><th>flavor</th><th>resource</th><th class=num>idle</th><th>pending reason</th></tr>"
+        "<table><tr><th>team</th><th>flavor</th><th>resource</th><th class=num>idle</th><th>why (idleshare)</th>"
+        "<th>Kueue's reason</th></tr>"
     )
     for item in rows:
         if not isinstance(item, Mapping):
@@ -372,9 +379,30 @@ def _idle_while_pending(usage: Json | None) -> str:
         out.append(
             f"<tr data-idle-pending><td>{e(team)}</td><td>{e(flavor)}</td><td>{_res(resource)}</td>"
             f"{_num(item.get('idle'), resource, 'idleWhilePending', team=team, flavor=flavor)}"
+            f'<td data-cause="{e(item.get("cause") or "")}"><b>{e(item.get("cause") or "")}</b>'
+            f"{': ' if item.get('why') else ''}{e(item.get('why') or '')}</td>"
             f"<td>{e(item.get('pendingReason'))}</td></tr>"
         )
     return "\n".join(out) + "</table></section>"
+
+
+def _above_limit(rows: list[Any]) -> list[str]:
+    """Teams borrowing more than their current limit: it was lowered after Kueue admitted the work."""
+    if not rows:
+        return []
+    out = ['<p class="alert">Borrowing above its limit: the limit was lowered (a node failed, a quota or a policy '
+           "changed) after Kueue admitted the work, which Kueue does not evict; nothing more is borrowed until it "
+           "ends.</p>",
+           "<table><tr><th>team</th><th>flavor</th><th>resource</th><th class=num>borrowed</th>"
+           "<th class=num>limit</th></tr>"]  # fmt: skip
+    for a in rows:
+        if isinstance(a, Mapping):
+            out.append(
+                f"<tr data-above-limit><td>{e(a.get('team'))}</td><td>{e(a.get('flavor'))}</td>"
+                f"<td>{_res(str(a.get('resource', '')))}</td><td class=num>{e(a.get('borrowed'))}</td>"
+                f"<td class=num>{e(a.get('limit'))}</td></tr>"
+            )
+    return [*out, "</table>"]
 
 
 def _teams(pool: Json, teams: dict[str, Any], usage: Json | None, note: str | None) -> str:

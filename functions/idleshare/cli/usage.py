@@ -109,8 +109,11 @@ def table_text(data: Any) -> str:
         for team, t in (data.get("teams") or {}).items()
         for w in [t.get("workloads") or {}]
     ]
-    waiting = [[i.get("team"), i.get("flavor"), i.get("resource"), i.get("idle"), i.get("pendingReason")]
+    waiting = [[i.get("team"), i.get("flavor"), i.get("resource"), i.get("idle"), i.get("pendingReason"),
+                i.get("cause"), i.get("why")]
                for i in data.get("idleWhilePending") or []]  # fmt: skip
+    above = [[a.get("team"), a.get("flavor"), a.get("resource"), a.get("borrowed"), a.get("limit")]
+             for a in data.get("aboveLimit") or []]  # fmt: skip
     parts = [
         f"{data.get('cluster')}: sampled at {data.get('sampledAt')}",
         remote.table(flavors, ["flavor", "resource", "capacity", "pool", "in use", "borrowed", "idle"]),
@@ -118,5 +121,9 @@ def table_text(data: Any) -> str:
         remote.table(work, ["team", "pending", "reserving", "admitted", "preemptions"]),
     ]
     if waiting:
-        parts.append("Idle while pending\n" + remote.table(waiting, ["team", "flavor", "resource", "idle", "reason"]))
+        parts.append("Idle while pending (Kueue's reason; the cause idleshare knows)\n"
+                     + remote.table(waiting, ["team", "flavor", "resource", "idle", "kueue", "cause", "why"]))  # fmt: skip
+    if above:
+        parts.append("Borrowing above its limit (lowered after Kueue admitted the work; Kueue does not evict it)\n"
+                     + remote.table(above, ["team", "flavor", "resource", "borrowed", "limit"]))  # fmt: skip
     return "\n\n".join(parts)

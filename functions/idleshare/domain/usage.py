@@ -401,7 +401,12 @@ def job_of(workload: Mapping[str, Any]) -> str:
 
 
 def _why(
-    t: TeamUsage, grant: Mapping[str, Any], flavor: str, r: str, request: Amount, free: Mapping[tuple[str, str, str], Amount]
+    t: TeamUsage,
+    grant: Mapping[str, Any],
+    flavor: str,
+    r: str,
+    request: Amount,
+    free: Mapping[tuple[str, str, str], Amount],
 ) -> WaitCause:
     """:func:`why_waits` on what the sample holds: the ClusterQueue's limit and use, the stored grant's rule."""
     derivation = ((grant.get("why") or {}).get(flavor) or {}).get(r) or {}

@@ -196,8 +196,21 @@ def emit_usage(sample: UsageSample) -> None:
                 "cluster": cid,
                 "idleWhilePending": [
                     {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": str(i.idle),
-                     "pendingReason": i.reason}
+                     "pendingReason": i.reason,
+                     **({"cause": str(i.cause.cause), "why": i.cause.text} if i.cause else {})}
                     for i in sample.idle_while_pending
+                ],
+            },
+        )  # fmt: skip
+    if sample.above_limit:
+        logger.warning(
+            "teams borrow above their current limit (lowered after Kueue admitted the work; Kueue does not evict it)",
+            extra={
+                "cluster": cid,
+                "aboveLimit": [
+                    {"team": a.team, "flavor": a.flavor, "resource": a.resource, "borrowed": str(a.borrowed),
+                     "limit": str(a.limit)}
+                    for a in sample.above_limit
                 ],
             },
         )  # fmt: skip
