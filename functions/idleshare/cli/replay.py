@@ -156,6 +156,22 @@ def to_entry(event: dict[str, Any], bus: str) -> dict[str, Any]:
     return entry
 
 
+def _events_client(region: str | None) -> Any:
+    """EventBridge's client in ``region``, else the AWS configuration's; none anywhere: one line naming it (exit 2)."""
+    import boto3
+    from botocore.exceptions import NoRegionError
+
+    from idleshare.cli.main import UsageError
+
+    try:
+        return boto3.client("events", region_name=region) if region else boto3.client("events")
+    except NoRegionError:
+        raise UsageError(
+            "--bus needs the bus's region: pass --region (e.g. --region us-west-2), or set AWS_REGION or a "
+            "profile's region"
+        ) from None
+
+
 def _bus(args: argparse.Namespace) -> int:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
@@ -172,7 +188,7 @@ def _bus(args: argparse.Namespace) -> int:
         planned += [(path, e) for e in events]
     if not planned:
         raise CommandError("no events to put (operator steps only replay with --local)")
-    client: Any = boto3.client("events", region_name=args.region) if args.region else boto3.client("events")
+    client: Any = _events_client(args.region)
     sent, failures = 0, []
     for start in range(0, len(planned), BATCH):
         batch = planned[start : start + BATCH]
