@@ -173,7 +173,6 @@ def _events_client(region: str | None) -> Any:
 
 
 def _bus(args: argparse.Namespace) -> int:
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
     from idleshare.cli.main import CommandError
