@@ -26,6 +26,18 @@ PREEMPTED_BY = {
 """Kueue's Preempted reasons, said."""
 
 
+def _set_by(pool: dict[str, Any], team: str, flavor: str, resource: str, bound: str) -> str:
+    """What set a limit, in parentheses after the amount: ``(50% q)`` — never ``140 %``, which reads as a
+    percentage when it is 140 units set by the percentage."""
+    d = (((pool.get("teams") or {}).get(team) or {}).get("why") or {}).get(flavor, {}).get(resource) or {}
+    pct = d.get("percent")
+    if bound == "percentage of quota":
+        return f"({pct}% q)" if pct is not None else "(% q)"
+    if bound == "percentage":
+        return f"({pct}% pool)" if pct is not None else "(% pool)"
+    return f"({BOUND_SHORT.get(bound, bound)})"
+
+
 def _table(rows: list[list[str]], header: list[str], indent: str = "  ") -> list[str]:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -104,15 +116,15 @@ def render_step(
                 else limit
             )
             seen_bounds.add(bound)
-            text = "-" if bound in ("strategy", "disabled") else f"{limit} {BOUND_SHORT.get(bound, bound)}"
+            text = "-" if bound in ("strategy", "disabled") else f"{limit} {_set_by(pool, team, f, r, bound)}"
             row.append(text + ("*" if prev != limit else ""))
         team_rows.append(row)
     lines.append(
-        "  borrow limits (set by: % BorrowLimit of the team's quota, abs AbsoluteBorrowLimits, n/q not in its quota;"
-        " - no borrowing)"
+        "  borrow limits, amounts (set by: (50% q) BorrowLimit 50% of the team's quota, (abs) AbsoluteBorrowLimits,"
+        " (n/q) not in its quota; - no borrowing)"
         if not any(b in seen_bounds for b in ("percentage", "pool"))
-        else "  borrow limits (Pool basis, set by: % pool BorrowLimit of the pool, abs AbsoluteBorrowLimits, pool the"
-        " whole pool; - no borrowing)"
+        else "  borrow limits, amounts (Pool basis, set by: (50% pool) BorrowLimit 50% of the pool, (abs)"
+        " AbsoluteBorrowLimits, (pool) the whole pool; - no borrowing)"
     )
     lines += _table(team_rows, ["team", *head[1:]], "    ")
 

@@ -223,14 +223,20 @@ def check_limits(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
                 assert not parse_quantity(value) or (team, flavor, resource) in shown, (field, team, flavor, resource)
 
 
+NO_BORROW_LIMIT = ("strategy", "disabled")
+
+
 def check_why(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
     expected = {(team, f, r): why for team, grant in teams.items() for f, r, why in places(grant["why"])}
     assert expected
+    assert any(w["bound"] in NO_BORROW_LIMIT and w["percent"] is not None for w in expected.values())
     for key in ("pool", "percent", "percentCap", "absoluteCap", "limit", "bound"):
         shown = cells(numbers, f"why.{key}")
         assert set(shown) == set(expected), key
         for (team, flavor, resource), cell in shown.items():
             value = expected[(team, flavor, resource)][key]
+            if key in ("percent", "percentCap") and expected[(team, flavor, resource)]["bound"] in NO_BORROW_LIMIT:
+                value = None  # a Lend / DontLend / Disabled team: no BorrowLimit in effect, none shown (not a 50%)
             assert cell["value"] == ("" if value is None else str(value)), cell
             text = {"percent": f"{value}%", "bound": value}.get(key) or human_text(value, str(resource), "0")
             assert cell["text"] == ("-" if value is None and key != "bound" else text), cell
@@ -329,6 +335,10 @@ def test_plan_format_html_shows_the_pool_limits_and_why_and_says_usage_needs_a_c
     page_html = capsys.readouterr().out
     assert main([*argv, "--format", "json"]) == 0
     plan = json.loads(capsys.readouterr().out)
+    # "lendable pool" means one thing or is not said: the bars show the unallocated quota (the Cohort's own), the
+    # why table the pool a team sees (unallocated + what lenders do not use)
+    assert "lendable pool" not in page_html.lower()
+    assert "unallocated (the Cohort" in page_html and "pool the team sees (unallocated + lenders" in page_html
     with Opened(browser, page_html, tmp_path / "plan.html") as opened:
         opened.assert_clean()
         assert png_size(opened.page.screenshot(path=str(tmp_path / "plan.png"), full_page=True))[1] > 1000

@@ -186,3 +186,24 @@ def test_usage_cli_shows_the_cause_and_who_borrows_above_its_limit() -> None:
     assert "Borrowing above its limit" in text
     after = text.split("Borrowing above its limit")[1].splitlines()
     assert after[-1].split() == ["nlp", P5, GPU, "6", "4"]
+
+
+def test_the_step_output_shows_limits_as_amounts_with_the_rule_in_parentheses() -> None:
+    from devkit import scenario
+    from devkit.report import render_step
+
+    why = {"bound": "percentage of quota", "percent": 50, "limit": "140"}
+    pool = {"flavors": [P5], "resources": [GPU], "capacity": {P5: {GPU: "280"}}, "idleResourceSharing": "Enabled",
+            "teams": {"ml": {"strategy": "LendAndBorrow", "activationState": "Enabled", "nominal": {P5: {GPU: "280"}},
+                             "borrowingLimit": {P5: {GPU: "140"}}, "why": {P5: {GPU: why}}, "bounds": {P5: "percentage of quota"}},
+                      "lender": {"strategy": "DontLend", "activationState": "Enabled", "borrowingLimit": {},
+                                 "why": {P5: {GPU: {"bound": "strategy", "percent": 50, "limit": "0"}}},
+                                 "bounds": {P5: "strategy"}}}}  # fmt: skip
+    report = scenario.StepReport(1, "t", "event")
+    report.pool = pool
+    lines = render_step(report, None).splitlines()
+    (ml,) = [x for x in lines if x.strip().startswith("ml (")]
+    assert ml.split(")", 1)[1].strip() == "140 (50% q)"
+    assert "140 %" not in "\n".join(lines)
+    (lender,) = [x for x in lines if x.strip().startswith("lender (")]
+    assert lender.split(")", 1)[1].strip() == "-"

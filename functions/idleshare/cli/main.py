@@ -67,8 +67,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         else:  # a redirected text stream (tests)
             sys.stdout.write(data.decode())
     else:
+        from idleshare.domain.kueue import KUEUE_API
+
         print(result_tables(result))
-        print(f"\n{len(manifests)} Kueue/v1 objects (see --format json)")
+        kinds = [str(m.get("kind")) for m in manifests if m.get("apiVersion") != KUEUE_API]
+        others = "".join(f" and {kinds.count(k)} {k}{'s' if kinds.count(k) != 1 else ''}" for k in sorted(set(kinds)))
+        print(f"\n{len(manifests) - len(kinds)} {KUEUE_API} objects{others} (see --format json)")
     return 0
 
 

@@ -2,7 +2,7 @@
 documents the admin API serves, or that `idleshare plan` computes offline.
 
 - per flavor, a bar of its capacity: guaranteed in use (in use within nominal), borrowed and idle (from the usage
-  snapshot); without usage, the capacity granted as nominal quota beside the lendable pool;
+  snapshot); without usage, the capacity granted as nominal quota beside the unallocated quota (the Cohort's own);
 - per team, its nominal, borrowing and lending limits, and what it uses, borrows and lends;
 - why each borrowing limit is what it is (the pool the team saw, the percent cap, the absolute cap, the bound);
 - accelerators idle while work is pending, excluded nodes and their reasons, issues;
@@ -41,7 +41,7 @@ LIMIT_FIELDS = (("nominal", "nominal"), ("borrowingLimit", "borrowing limit"), (
 USE_FIELDS = (("inUse", "in use"), ("borrowed", "borrowed"), ("lent", "lent"))
 WHY_FIELDS: tuple[tuple[str, str], ...] = (
     ("basis", "basis"),
-    ("pool", "pool seen"),
+    ("pool", "pool the team sees (unallocated + lenders' quota)"),
     ("percent", "percent"),
     ("percentCap", "% cap"),
     ("absoluteCap", "absolute cap"),
@@ -242,7 +242,13 @@ def _flavors(pool: Json, usage: Json | None, note: str | None) -> str:
         )
     else:
         out.append(
-            _legend([(NOMINAL_COLOR, "nominal (granted quota)"), (POOL_COLOR, "lendable pool"), (IDLE, "not granted")])
+            _legend(
+                [
+                    (NOMINAL_COLOR, "nominal (granted quota)"),
+                    (POOL_COLOR, "unallocated (the Cohort's own quota)"),
+                    (IDLE, "not granted"),
+                ]
+            )
         )
         if note:
             out.append(f'<p class="note" data-usage="none">{e(note)}</p>')
@@ -294,7 +300,7 @@ def _flavor_bar(
         lendable = amount(_get(unallocated, flavor, resource)) or Fraction(0)
         segments = [
             (NOMINAL_COLOR, f"nominal {human_text(_get(allocated, flavor, resource), resource, '0')}", nominal),
-            (POOL_COLOR, f"lendable pool {human_text(_get(unallocated, flavor, resource), resource, '0')}", lendable),
+            (POOL_COLOR, f"unallocated {human_text(_get(unallocated, flavor, resource), resource, '0')}", lendable),
             (IDLE, "not granted", total - nominal - lendable),
         ]
         text = (
@@ -302,7 +308,7 @@ def _flavor_bar(
             f"{e(short_resource(resource))}: "
             f"{_num(_get(allocated, flavor, resource), resource, 'allocated', flavor=flavor, tag='b', zero='0')} nominal, "
             f"{_num(_get(unallocated, flavor, resource), resource, 'unallocated', flavor=flavor, tag='b', zero='0')} "
-            "in the lendable pool"
+            "unallocated (the Cohort's own quota; the pool a team sees adds what lenders do not use)"
         )
         short = _get(shortfall, flavor, resource)
         if amount(short):
@@ -321,7 +327,7 @@ def _fmt(value: Fraction, resource: str = "") -> str:
 def _flavor_table(
     pairs: list[tuple[str, str]], capacity: Any, used: dict[str, Any], allocated: Any, unallocated: Any, shortfall: Any
 ) -> str:
-    head = ["flavor", "resource", "capacity", "nominal", "lendable pool", "shortfall"]
+    head = ["flavor", "resource", "capacity", "nominal", "unallocated", "shortfall"]
     if used:
         head += ["in use", "borrowed", "idle"]
 
@@ -511,6 +517,8 @@ def _why(teams: dict[str, Any]) -> str:
                 f'data-team="{e(team)}" data-flavor="{e(flavor)}" data-resource="{e(resource)}" data-field="why.{key}"'
             )
             value = d.get(key)
+            if key in ("percent", "percentCap") and d.get("bound") in ("strategy", "disabled"):
+                value = None  # a Lend / DontLend or Disabled team has no BorrowLimit in effect: none is shown
             if key == "percent":
                 text = "-" if value is None else f"{value}%"
                 cells.append(f'<td class="num" {attrs} data-value="{e("" if value is None else value)}">{e(text)}</td>')
