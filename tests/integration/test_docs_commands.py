@@ -45,3 +45,14 @@ def test_every_local_command_runs_as_written(command, capsys):
         assert f"{node}" in out and "NotReady" in out
     else:
         assert "expectations hold" in out
+
+
+def test_the_readmes_screenshot_page_is_the_demos_cluster_with_its_causes():
+    # Given the demo's cluster after its third step, as devkit.screenshot renders it for docs/report.png
+    from devkit.screenshot import page_of
+
+    page = page_of(3)
+    # Then it shows why each team waits, beside Kueue's words, and no test strings
+    assert 'data-cause="absolute"' in page and 'data-cause="not in quota"' in page
+    assert 'data-cause="percentage of quota"' in page
+    assert "alert(" not in page and "&lt;script" not in page

@@ -3,7 +3,7 @@ built from real documents (the engine on the example cluster, usage as the usage
 console error and no request but its own, screenshots, and shows on the page exactly the numbers of the JSON.
 
 Without chromium the browser tests skip on a developer's machine and FAIL under CI (CI=true): a report nobody
-opened is not tested. ``python -m tests.unit.test_report_html docs/report.png`` renders the README's screenshot.
+opened is not tested. The README's screenshot is rendered from the demo's cluster: ``python -m devkit.screenshot``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import struct
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -443,15 +442,3 @@ def test_everything_shown_is_escaped():
     assert "<img src=x" not in page and "<script>" not in page and "<b>bold" not in page and "<i>" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "NotReady &amp; &lt;gone&gt;" in page
     assert "http://" not in page and "https://" not in page and "src=" not in page.replace("src=x", "")
-
-
-if __name__ == "__main__":  # the README's screenshot: python -m tests.unit.test_report_html docs/report.png
-    from playwright.sync_api import sync_playwright
-
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/report.png").resolve()
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        with Opened(chromium, full_report(), target.with_suffix(".html"), width=1240) as opened:
-            opened.page.screenshot(path=str(target), full_page=True)
-    target.with_suffix(".html").unlink()
-    print(f"wrote {target}")

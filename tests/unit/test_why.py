@@ -207,3 +207,15 @@ def test_the_step_output_shows_limits_as_amounts_with_the_rule_in_parentheses() 
     assert "140 %" not in "\n".join(lines)
     (lender,) = [x for x in lines if x.strip().startswith("lender (")]
     assert lender.split(")", 1)[1].strip() == "-"
+
+
+def test_the_report_leaves_out_a_flavors_resource_with_nothing_in_it() -> None:
+    from idleshare.cli.report_html import render
+
+    pool = {"capacity": {P5: {GPU: "64", "aws.amazon.com/neurondevice": "0"}}, "allocated": {P5: {GPU: "24"}},
+            "unallocated": {P5: {GPU: "40"}}, "teams": {}}  # fmt: skip
+    usage = {"flavors": {P5: {GPU: {"capacity": "64", "inUse": "32", "borrowed": "8", "idle": "32"},
+                              "aws.amazon.com/neurondevice": {"capacity": "0", "inUse": "0", "borrowed": "0"}}}}  # fmt: skip
+    page = render(pool, usage=usage)
+    assert f'data-bar="{P5}|{GPU}"' in page
+    assert "neurondevice" not in page

@@ -224,10 +224,21 @@ def _pairs(*tables: object) -> list[tuple[str, str]]:
     return sorted(seen)
 
 
+def _any_amount(pair: tuple[str, str], *tables: object) -> bool:
+    """Whether a flavor's resource has anything to show: a row of zeros (a Neuron device on a GPU flavor) is left
+    out."""
+    for table in tables:
+        value = _get(table, *pair)
+        values = value.values() if isinstance(value, Mapping) else [value]
+        if any(amount(v) for v in values if isinstance(v, str)):
+            return True
+    return False
+
+
 def _flavors(pool: Json, usage: Json | None, note: str | None) -> str:
     capacity, used = pool.get("capacity"), _dict(_get(usage, "flavors"))
     allocated, unallocated, shortfall = pool.get("allocated"), pool.get("unallocated"), pool.get("shortfall")
-    pairs = _pairs(capacity, used)
+    pairs = [p for p in _pairs(capacity, used) if _any_amount(p, capacity, allocated, unallocated, shortfall, used)]
     counts = _dict(pool.get("nodeCounts"))
     out = ['<section id="flavors"><h2>Capacity per flavor</h2>']
     if used:
