@@ -247,7 +247,8 @@ class Observability(Construct):
                 f"IdleWhilePendingAlarm-{cluster_id}",
                 f"Cluster {cluster_id}: accelerators idle in a flavor for {timings.IDLE_WHILE_PENDING_ALARM_MINUTES} "
                 "minutes while a team's workloads asking for that flavor are pending (the waste idleshare exists to "
-                "remove). Which team, flavor and Kueue pending reason: GET /clusters/{c}/usage (idleWhilePending), "
+                "remove). Which team, flavor, Kueue pending reason and the cause idleshare names (cause/why: the bound "
+                "of its limit, above limit, no free capacity): GET /clusters/{c}/usage (idleWhilePending), "
                 "`idleshare usage --cluster c`, or the node watcher's log line 'accelerators idle while work is "
                 "pending'; the metric's dimensions name the flavor and resource",
                 cw.MathExpression(

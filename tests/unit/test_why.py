@@ -184,6 +184,8 @@ def test_usage_cli_shows_the_cause_and_who_borrows_above_its_limit() -> None:
     (row,) = [x for x in text.splitlines() if x.startswith("ml ") and "insufficient quota" in x]
     assert "absolute" in row and "its limit of 8" in row
     assert "Borrowing above its limit" in text
+    jobs = text.split("Pending Jobs and why")[1].split("\n\n")[0].splitlines()
+    assert jobs[-1].split()[:6] == ["ml", "sweep", P5, GPU, "16", "absolute"]
     after = text.split("Borrowing above its limit")[1].splitlines()
     assert after[-1].split() == ["nlp", P5, GPU, "6", "4"]
 
@@ -219,3 +221,11 @@ def test_the_report_leaves_out_a_flavors_resource_with_nothing_in_it() -> None:
     page = render(pool, usage=usage)
     assert f'data-bar="{P5}|{GPU}"' in page
     assert "neurondevice" not in page
+
+
+def test_the_report_lists_every_pending_job_with_its_cause() -> None:
+    from idleshare.cli.report_html import render
+
+    page = render({"capacity": {}, "teams": {}}, usage=_usage_with_causes())
+    assert '<tr data-pending-job="sweep"><td>ml</td><td>sweep</td>' in page
+    assert '<td data-cause="absolute"><b>absolute</b>: its limit of 8' in page

@@ -376,14 +376,16 @@ def _split_table(
 def _idle_while_pending(usage: Json | None) -> str:
     rows = _get(usage, "idleWhilePending")
     above = _get(usage, "aboveLimit")
+    jobs = _get(usage, "pending")
     rows = rows if isinstance(rows, list) else []
     above = above if isinstance(above, list) else []
-    if not rows and not above:
+    jobs = jobs if isinstance(jobs, list) else []
+    if not rows and not above and not jobs:
         return ""
     out = ['<section id="idle-while-pending"><h2>Idle while work is pending</h2>']
     out += _above_limit(above)
     if not rows:
-        return "\n".join(out) + "</section>"
+        return "\n".join([*out, *_pending_jobs(jobs)]) + "</section>"
     out.append('<p class="alert">Accelerators sit idle in a flavor while a team has pending workloads for it.</p>')
     out.append(
         "<table><tr><th>team</th><th>flavor</th><th>resource</th><th class=num>idle</th><th>why (idleshare)</th>"
@@ -400,7 +402,26 @@ def _idle_while_pending(usage: Json | None) -> str:
             f"{': ' if item.get('why') else ''}{e(item.get('why') or '')}</td>"
             f"<td>{e(item.get('pendingReason'))}</td></tr>"
         )
-    return "\n".join(out) + "</table></section>"
+    return "\n".join([*out, "</table>", *_pending_jobs(jobs)]) + "</section>"
+
+
+def _pending_jobs(rows: list[Any]) -> list[str]:
+    """Every pending Job, what it asks for and why it waits (idleshare's cause; Kueue's words in its Workload)."""
+    rows = [r for r in rows if isinstance(r, Mapping)]
+    if not rows:
+        return []
+    out = ["<h3>Pending Jobs and why they wait</h3>",
+           "<table><tr><th>team</th><th>job</th><th>flavor</th><th>resource</th><th class=num>asks</th>"
+           "<th>why (idleshare)</th></tr>"]  # fmt: skip
+    for j in rows:
+        out.append(
+            f'<tr data-pending-job="{e(j.get("job"))}"><td>{e(j.get("team"))}</td><td>{e(j.get("job"))}</td>'
+            f"<td>{e(j.get('flavor'))}</td><td>{_res(str(j.get('resource', '')))}</td>"
+            f"<td class=num>{e(j.get('request'))}</td>"
+            f'<td data-cause="{e(j.get("cause") or "")}"><b>{e(j.get("cause") or "")}</b>: {e(j.get("why") or "")}'
+            "</td></tr>"
+        )
+    return [*out, "</table>"]
 
 
 def _above_limit(rows: list[Any]) -> list[str]:

@@ -114,6 +114,9 @@ def table_text(data: Any) -> str:
                for i in data.get("idleWhilePending") or []]  # fmt: skip
     above = [[a.get("team"), a.get("flavor"), a.get("resource"), a.get("borrowed"), a.get("limit")]
              for a in data.get("aboveLimit") or []]  # fmt: skip
+    pending = [[p.get("team"), p.get("job"), p.get("flavor"), p.get("resource"), p.get("request"), p.get("cause"),
+                p.get("why")]
+               for p in data.get("pending") or []]  # fmt: skip
     parts = [
         f"{data.get('cluster')}: sampled at {data.get('sampledAt')}",
         remote.table(flavors, ["flavor", "resource", "capacity", "pool", "in use", "borrowed", "idle"]),
@@ -123,6 +126,9 @@ def table_text(data: Any) -> str:
     if waiting:
         parts.append("Idle while pending (Kueue's reason; the cause idleshare knows)\n"
                      + remote.table(waiting, ["team", "flavor", "resource", "idle", "kueue", "cause", "why"]))  # fmt: skip
+    if pending:
+        parts.append("Pending Jobs and why (the cause idleshare knows; Kueue's reason: above, or the Workload)\n"
+                     + remote.table(pending, ["team", "job", "flavor", "resource", "asks", "cause", "why"]))  # fmt: skip
     if above:
         parts.append("Borrowing above its limit (lowered after Kueue admitted the work; Kueue does not evict it)\n"
                      + remote.table(above, ["team", "flavor", "resource", "borrowed", "limit"]))  # fmt: skip
