@@ -39,6 +39,8 @@ MAX_INTERVAL_SECONDS = 180  # a longer interval between two samples is a gap (th
 FIRST_INTERVAL_SECONDS = 60  # the first sample counts preemptions of the minute before it
 MAX_REPORT_DAYS = {"hour": 62, "day": 400}
 GRANULARITIES = ("hour", "day")
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # a report's from/to: no sample is older; in range in every offset
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)  # and room left for a bucket's end (year 9999 + 14 h overflowed: a 500)
 NO_SAMPLE = "NoSample"
 SAMPLE_FAILED = "SampleFailed"
 
@@ -171,7 +173,14 @@ def _instant(text: str, field: str) -> datetime:
     parsed = parse_time(text)
     if parsed is None:
         raise BadRequestError("usage", [FieldError(field, f"expected an ISO 8601 time, found {text!r}")])
-    return parsed.astimezone(UTC)
+    try:
+        moment = parsed.astimezone(UTC)
+    except OverflowError:
+        moment = EARLIEST - timedelta(days=1)  # past either end once in UTC: refused below
+    if not EARLIEST <= moment <= LATEST:
+        window = f"{_iso(EARLIEST)} to {_iso(LATEST)}"
+        raise BadRequestError("usage", [FieldError(field, f"must be from {window} (found {text!r})")])
+    return moment
 
 
 def _bucket_time(key: str) -> datetime:
