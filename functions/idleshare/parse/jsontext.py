@@ -102,7 +102,7 @@ def text_problems(document: object) -> list[FieldError]:
     return capped(errors)
 
 
-def decode(raw: bytes | str, source: str) -> Any:
+def decode(raw: bytes | bytearray | memoryview | str, source: str) -> Any:
     """JSON text -> the document, or :class:`InputError` (module docstring)."""
     if isinstance(raw, bytes | bytearray | memoryview):
         try:
