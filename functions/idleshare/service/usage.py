@@ -270,7 +270,11 @@ def usage_report(
     """Allocated and borrowed hours per bucket, team, flavor and resource in ``[from, to)``, and the gaps: a page of
     them (:func:`_report_page`; ``NextToken`` continues)."""
     _limit(limit)
-    decode_token(next_token)  # a bad token is a 400 before anything is read
+    token = decode_token(next_token)  # a bad token is a 400 before anything is read
+    after = token.get("afterRow") if token else None
+    # a later page builds only the rows from its first bucket on (the rows before it are the earlier pages')
+    first_start = str(after[0]) if isinstance(after, list) and after else ""
+    done_with_rows = bool(token) and "gap" in (token or {})
     start, end = _instant(start_text, "from"), _instant(end_text, "to")
     if granularity not in GRANULARITIES:
         raise BadRequestError("usage", [FieldError("granularity", f"expected hour or day, found {granularity!r}")])
@@ -309,6 +313,7 @@ def usage_report(
             "borrowedHours": hours_text(bw),
         }
         for b in buckets
+        if not done_with_rows and _iso(_bucket_time(b.start)) >= first_start
         for (team, flavor, resource), (a, bw) in sorted(b.rows.items())
     ]
     gaps: list[dict[str, str]] = []
