@@ -172,7 +172,11 @@ class Reader:
         if not isinstance(value, str):
             return value, source
         for candidate in (base / value, REPO / value):
-            if candidate.is_file():
+            try:
+                found = candidate.is_file()
+            except (OSError, ValueError):  # a name too long, a NUL
+                found = False
+            if found:
                 return self.read(candidate, value), value
         raise InputError(source, [FieldError(loc, f"no such file {value!r}")])
 

@@ -102,9 +102,9 @@ def test_every_field_of_every_body_against_the_hostile_table(seeded: World, meth
         if reply.status < 300:  # a hostile value a field may hold (0.5 vCPU): what is stored now is the reference
             before, events = seeded.items(), len(seeded.publisher.events)
         value = name.rpartition("=")[2]
-        if problem is None and (name in BODIES or name == "array-of-bodies" or value in UNREADABLE):
-            if reply.status != 400:
-                problem = f"{reply.status}, not 400: {reply.body}"
+        must_be_400 = name in BODIES or name == "array-of-bodies" or value in UNREADABLE
+        if problem is None and must_be_400 and reply.status != 400:
+            problem = f"{reply.status}, not 400: {reply.body}"
         if problem is None and value in UNREADABLE:
             path = next(p for p in paths(sample) if ".".join(map(str, p)) == name.rpartition("=")[0])
             if [e["field"] for e in reply.body["errors"]] != [loc(path)]:

@@ -39,8 +39,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from idleshare.cli.main import UsageError
 
     for path in args.paths:
-        if not Path(path).is_file():
-            raise UsageError(f"PATH {path}: no such file")
+        try:
+            found = Path(path).is_file()
+        except OSError as exc:  # a name too long for the file system
+            raise UsageError(f"PATH {path[:80]}: {exc.strerror}") from None
+        if not found:
+            raise UsageError(f"PATH {path[:200]}: no such file")
     if args.region and not args.bus:
         raise UsageError("--region goes with --bus")
     if args.local:

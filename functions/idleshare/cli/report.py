@@ -52,7 +52,17 @@ def _moment(text: str, flag: str) -> datetime:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"{flag} {text!r}: not an ISO 8601 date or time (2026-12-01, 2026-12-01T10:00:00Z)") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).replace(microsecond=0)
+    from idleshare.service.usage import EARLIEST, LATEST  # the API's bounds of a period
+
+    try:
+        moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).replace(microsecond=0)
+    except OverflowError:  # before year 1 or after 9999 once in UTC
+        moment = EARLIEST - timedelta(days=1)
+    if not EARLIEST + timedelta(days=DEFAULT_DAYS) <= moment <= LATEST:
+        raise UsageError(
+            f"{flag} {text!r}: must be from {_iso(EARLIEST + timedelta(days=DEFAULT_DAYS))} to {_iso(LATEST)}"
+        )
+    return moment
 
 
 def _iso(moment: datetime) -> str:

@@ -209,6 +209,8 @@ def parse_event(raw: Any, source: str = "event") -> Event:
     if cls is None:
         raise InputError(source, [FieldError("detail-type", f"unsupported detail-type {schema.show(detail_type)}")])
     errors: list[FieldError] = jsontext.text_problems(raw)  # a lone surrogate cannot be enqueued (UTF-8)
+    if errors:
+        raise InputError(source, errors)
     if raw.get("detail_type", detail_type) != detail_type:
         disagrees = f"disagrees with detail-type {schema.show(detail_type)}"
         errors.append(FieldError("detail_type", f"{schema.show(raw['detail_type'])} {disagrees}"))

@@ -338,7 +338,7 @@ def usage_report(
                 }
             )
     gaps.sort(key=lambda g: (g["start"], g["end"]))
-    rows_page, gaps_page, token = _report_page(rows_out, gaps, limit, next_token)
+    rows_page, gaps_page, following = _report_page(rows_out, gaps, limit, next_token)
     out = {
         "cluster": cluster_id,
         "from": _iso(start),
@@ -347,7 +347,7 @@ def usage_report(
         "rows": rows_page,
         "gaps": gaps_page,
     }
-    return out | ({"NextToken": token} if token else {})
+    return out | ({"NextToken": following} if following else {})
 
 
 def document_of(outcome: SampleOutcome) -> Mapping[str, Any] | None:
