@@ -91,3 +91,9 @@ def field_cases(doc: Any) -> list[tuple[str, str]]:
         where = ".".join(str(p) for p in path)
         cases += [(f"{where}={name}", with_field(doc, path, text)) for name, text in FIELD_VALUES.items()]
     return cases
+
+
+def report(failures: list[str]) -> str:
+    """An assertion message of the first failures, every character encodable (a lone surrogate in a message broke
+    pytest-xdist's report of the failure)."""
+    return "\n".join(failures[:20]).encode("utf-8", "backslashreplace").decode("utf-8")

@@ -14,7 +14,7 @@ import pytest
 from idleshare.parse.schema import loc
 from tests.admin_api import Reply, World, call
 from tests.builders import quota_body
-from tests.hostile import BODIES, FIELD_VALUES, QUERY_VALUES, field_cases
+from tests.hostile import report, BODIES, FIELD_VALUES, QUERY_VALUES, field_cases
 from tests.strategies import paths
 
 DOCUMENTED = {200, 201, 202, 204, 400, 404, 409, 413, 422}
@@ -111,7 +111,7 @@ def test_every_field_of_every_body_against_the_hostile_table(seeded: World, meth
                 problem = f"the error does not name {loc(path)}: {reply.body}"
         if problem:
             failures.append(f"{name}: {problem}")
-    assert not failures, "\n".join(failures[:20])
+    assert not failures, report(failures)
     assert len(FIELD_VALUES) > 15
 
 
@@ -126,7 +126,7 @@ def test_every_query_parameter_against_the_hostile_table(seeded: World, method: 
             before, events = seeded.items(), len(seeded.publisher.events)
         if problem:
             failures.append(f"{param}={name}: {problem}")
-    assert not failures, "\n".join(failures)
+    assert not failures, report(failures)
 
 
 @pytest.mark.parametrize(

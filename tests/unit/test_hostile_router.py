@@ -13,7 +13,7 @@ import pytest
 
 from idleshare import names
 from tests.fakes import ROUTER_CONTEXT, emf_documents
-from tests.hostile import FIELD_VALUES, with_field
+from tests.hostile import report, FIELD_VALUES, with_field
 from tests.strategies import paths
 
 INBOUND = Path(__file__).parents[2] / "events" / "inbound"
@@ -52,7 +52,7 @@ def test_every_member_of_every_inbound_event_against_the_hostile_table(router_de
                 failures.append(f"{where}: dropped yet enqueued")
             if value_name in SURROGATES and out.get("dropped") != "Malformed":
                 failures.append(f"{where}: a lone surrogate was not dropped as Malformed: {out}")
-    assert not failures, "\n".join(failures[:20])
+    assert not failures, report(failures)
 
 
 def test_a_recalculation_whose_request_id_is_a_lone_surrogate_is_dropped_as_malformed_and_counted(
