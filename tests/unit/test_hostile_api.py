@@ -14,7 +14,7 @@ import pytest
 from idleshare.parse.schema import loc
 from tests.admin_api import Reply, World, call
 from tests.builders import quota_body
-from tests.hostile import report, BODIES, FIELD_VALUES, QUERY_VALUES, field_cases
+from tests.hostile import BODIES, FIELD_VALUES, QUERY_VALUES, field_cases, report
 from tests.strategies import paths
 
 DOCUMENTED = {200, 201, 202, 204, 400, 404, 409, 413, 422}

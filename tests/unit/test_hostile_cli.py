@@ -18,7 +18,7 @@ from idleshare.cli.main import build_parser, main
 from tests.apigw_local import ApiGatewayLocal, use_credentials
 from tests.builders import quota_body
 from tests.fake_admin_api import EXAMPLES, FakeAdminApi
-from tests.hostile import report, ARGUMENT_VALUES, BODIES
+from tests.hostile import ARGUMENT_VALUES, BODIES, report
 
 # Options whose value is a file the verb reads, and a valid one (a hostile run replaces one of them at a time).
 FILES = {

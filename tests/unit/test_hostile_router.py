@@ -13,7 +13,7 @@ import pytest
 
 from idleshare import names
 from tests.fakes import ROUTER_CONTEXT, emf_documents
-from tests.hostile import report, FIELD_VALUES, with_field
+from tests.hostile import FIELD_VALUES, report, with_field
 from tests.strategies import paths
 
 INBOUND = Path(__file__).parents[2] / "events" / "inbound"
