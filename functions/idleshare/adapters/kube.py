@@ -48,13 +48,14 @@ from idleshare.adapters.errors import (
     AuthExpiredError,
     ConflictError,
     FieldOwnershipError,
+    ForeignObjectError,
     NotFoundError,
     PermanentError,
     ResourceExpiredError,
     RetryableError,
 )
 from idleshare.domain.kueue import KIND_ORDER, KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
-from idleshare.domain.kueue_diff import object_identity
+from idleshare.domain.kueue_diff import created_by_idleshare, is_terminating, object_identity, with_creation_marker
 from idleshare.names import FIELD_MANAGER
 from idleshare.timings import KUBE_WRITE_CONCURRENCY
 
@@ -511,11 +512,15 @@ class LightkubeCluster:
             return [dict(item) for item in items]
 
     def apply(self, obj: Obj, *, force: bool = False) -> None:
-        """Server-side apply of ``obj`` as field manager ``idleshare``.
+        """Server-side apply of ``obj`` as field manager ``idleshare``: for an object idleshare created
+        (:meth:`create`), which the caller has seen carry its creation marker.
 
         Without ``force``, a field that another manager owns with another value is not taken: the apiserver
-        answers 409 and :class:`FieldOwnershipError` names the managers and the fields. A Namespace is never
-        patched (it may not be ours): it goes to :meth:`ensure_namespace`.
+        answers 409 and :class:`FieldOwnershipError` names the managers and the fields. A conflict with
+        idleshare alone is idleshare's own create (POST) owning the field (the apiserver keeps a create's fields
+        under an ``Update`` entry of the same manager, and an apply conflicts with it as with anyone): that
+        apply is sent once more with ``force``, which moves those fields to idleshare's apply. A Namespace is
+        never patched (it may not be ours): it goes to :meth:`ensure_namespace`.
         """
         kind = obj.get("kind", "")
         if kind == "Namespace":
@@ -523,11 +528,60 @@ class LightkubeCluster:
             return
         res = _resource(kind)
 
-        def apply(client: Client) -> None:
+        def apply(client: Client, forced: bool) -> None:
             with self._translated(f"apply {_describe(obj)}"):
-                client.apply(res(obj), field_manager=FIELD_MANAGER, force=force)
+                client.apply(res(obj), field_manager=FIELD_MANAGER, force=forced)
 
-        self._authenticated(apply)
+        try:
+            self._authenticated(functools.partial(apply, forced=force))
+        except FieldOwnershipError as exc:
+            if force or set(exc.managers) != {FIELD_MANAGER}:
+                raise
+            self._authenticated(functools.partial(apply, forced=True))
+
+    def create(self, obj: Obj, *, force: bool = False) -> bool:
+        """Create ``obj`` with idleshare's creation marker (a POST: it cannot land on an existing object); True
+        when this call created it. An object of that name that exists already is idleshare's only when it
+        carries the marker (our own earlier create, its answer lost; a concurrent recompute's): then it is
+        server-side applied (:meth:`apply`, with ``force``). Without the marker it is someone else's:
+        :class:`ForeignObjectError`, and nothing is written — whatever ``force`` says. A Namespace goes to
+        :meth:`ensure_namespace` (an existing one is used as it is)."""
+        kind = obj.get("kind", "")
+        if kind == "Namespace":
+            return self.ensure_namespace(obj)
+        res = _resource(kind)
+        what = _describe(obj)
+        body = with_creation_marker(obj)
+
+        def create(client: Client) -> None:
+            with self._translated(f"create {what}"):
+                client.create(res(body), field_manager=FIELD_MANAGER)
+
+        try:
+            self._authenticated(create)
+            return True
+        except ConflictError:  # 409 AlreadyExists: whose is it?
+            pass
+        _, namespace, name = object_identity(obj)
+
+        def get(client: Client) -> Obj:
+            with self._translated(f"get {what}"):
+                found = client.get(res, name, namespace=namespace) if KINDS[kind][2] else client.get(res, name)
+                return dict(found.to_dict())
+
+        existing = self._authenticated(get)  # gone meanwhile: NotFoundError, the retry creates it
+        if not created_by_idleshare(existing):
+            raise ForeignObjectError(
+                f"{self.name}: create {what}: it exists and idleshare did not create it (no "
+                "idleshare.io/created-by annotation): left as it is",
+                operation=f"create {what}",
+                kind=kind,
+                name=name,
+                namespace=namespace,
+            )
+        if not is_terminating(existing):  # one going away is created anew by a later recompute
+            self.apply(obj, force=force)
+        return False
 
     def ensure_namespace(self, obj: Obj) -> bool:
         """Create the namespace when it does not exist; True when this call created it.
@@ -559,7 +613,8 @@ class LightkubeCluster:
         return True
 
     def delete(self, obj: Obj) -> None:
-        """Delete ``obj`` by kind, name and namespace; already gone is fine. Never a Namespace."""
+        """Delete ``obj`` by kind, name and namespace; already gone is fine. Never a Namespace. The caller deletes
+        only objects it saw carry idleshare's creation marker (:func:`idleshare.domain.kueue_diff.diff`)."""
         kind = obj.get("kind", "")
         if kind == "Namespace":
             raise ValueError("idleshare never deletes namespaces: it would delete the team's workloads")
