@@ -175,6 +175,23 @@ def first_difference(desired: Mapping[str, Any], current: Mapping[str, Any]) -> 
     return None
 
 
+def fields_applied(fields: Mapping[str, Any], want: Any) -> dict[str, Any]:
+    """The part of a fieldsV1 set (what a create recorded for idleshare) that server-side applying ``want`` would
+    own: each ``f:`` field ``want`` sets, with what the apiserver recorded inside it; ``k:``/``v:``/``i:`` entries
+    of a list ``want`` sets as recorded. Fields the apiserver defaulted (``queueingStrategy``, ...) and the creation
+    marker (never applied) are left out, so that an apply of ``want`` owns exactly what it sends."""
+    out: dict[str, Any] = {}
+    for key, sub in fields.items():
+        prefix, _, rest = key.partition(":")
+        if prefix == "f":
+            if not isinstance(want, Mapping) or want.get(rest) is None:
+                continue
+            out[key] = fields_applied(sub, want[rest]) if isinstance(sub, Mapping) and sub else sub
+        else:  # "." (the map itself), or an element of a list want sets
+            out[key] = sub
+    return out
+
+
 def _is_empty(value: Any) -> bool:
     return value is _MISSING or value is None or value == {} or value == []
 
