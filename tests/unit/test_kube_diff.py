@@ -275,3 +275,17 @@ def test_an_object_wanted_again_while_it_terminates_is_left_until_it_is_gone():
     # once it is gone, the next diff creates it
     to_apply, _ = diff(desired, [as_stored(lq("b"))])
     assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]
+
+
+def test_the_docs_name_the_creation_marker_the_issue_and_the_metric_as_the_code_does():
+    from pathlib import Path
+
+    from idleshare import names
+    from idleshare.service.recompute import FOREIGN_OBJECT
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    operations, spec, decisions = ((docs / f).read_text() for f in ("operations.md", "spec.md", "decisions.md"))
+    for text in (operations, spec, decisions):
+        assert CREATED_BY_ANNOTATION in text and FOREIGN_OBJECT in text
+    assert f"`{names.METRIC_FOREIGN_OBJECTS}` > 0" in operations and f"| `{names.METRIC_FOREIGN_OBJECTS}` |" in operations
+    assert f"kubectl annotate <kind> <name> [-n <namespace>] {CREATED_BY_ANNOTATION}=idleshare" in operations
