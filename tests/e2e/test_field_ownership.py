@@ -142,7 +142,10 @@ def test_an_object_an_older_take_labelled_is_not_ours_and_never_deleted(make_clu
     store.put_cluster(dataclasses.replace(store.get_cluster(cid), field_ownership=ownership))
     theirs = platform_objects()[0]
     cluster.kube.apply(theirs, "platform")
-    old_take = {**theirs, "metadata": {"name": "high-priority", "labels": {"app.kubernetes.io/managed-by": "idleshare"}}}
+    old_take = {
+        **theirs,
+        "metadata": {"name": "high-priority", "labels": {"app.kubernetes.io/managed-by": "idleshare"}},
+    }
     cluster.kube.apply(old_take | {"value": 100, "description": "SageMaker HyperPod priority class high"}, "idleshare",
                        force=True)  # fmt: skip
     taken = cluster.kube.get("WorkloadPriorityClass", "high-priority")

@@ -148,7 +148,10 @@ def test_a_first_sync_creates_everything_and_a_second_sends_nothing(kube, proxy,
         if obj["kind"] != "Namespace":
             assert stored["metadata"]["annotations"][CREATED_BY_ANNOTATION] == "idleshare"
             entries = [m for m in stored["metadata"]["managedFields"] if m.get("subresource") != "status"]
-            assert {(m["manager"], m["operation"]) for m in entries} == {("idleshare", "Apply"), ("idleshare", "Update")}
+            assert {(m["manager"], m["operation"]) for m in entries} == {
+                ("idleshare", "Apply"),
+                ("idleshare", "Update"),
+            }
             (marker,) = [m for m in entries if m["operation"] == "Update"]
             assert marker["fieldsV1"] == {"f:metadata": {"f:annotations": {".": {}, f"f:{CREATED_BY_ANNOTATION}": {}}}}
     # When synced again with the same desired state (the server defaulted fields and Kueue added finalizers)

@@ -287,5 +287,7 @@ def test_the_docs_name_the_creation_marker_the_issue_and_the_metric_as_the_code_
     operations, spec, decisions = ((docs / f).read_text() for f in ("operations.md", "spec.md", "decisions.md"))
     for text in (operations, spec, decisions):
         assert CREATED_BY_ANNOTATION in text and FOREIGN_OBJECT in text
-    assert f"`{names.METRIC_FOREIGN_OBJECTS}` > 0" in operations and f"| `{names.METRIC_FOREIGN_OBJECTS}` |" in operations
+    assert (
+        f"`{names.METRIC_FOREIGN_OBJECTS}` > 0" in operations and f"| `{names.METRIC_FOREIGN_OBJECTS}` |" in operations
+    )
     assert f"kubectl annotate <kind> <name> [-n <namespace>] {CREATED_BY_ANNOTATION}=idleshare" in operations
