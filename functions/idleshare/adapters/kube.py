@@ -82,7 +82,7 @@ OWN_ATTEMPTS = 3
 """How often :meth:`LightkubeCluster.create` tries to hand a new object's fields to idleshare's apply entry while
 the object moves (Kueue writes a new queue's status at once)."""
 
-_MARKER_FIELDS = {"f:metadata": {"f:annotations": {".": {}, f"f:{CREATED_BY_ANNOTATION}": {}}}}
+_MARKER_FIELDS: dict[str, Any] = {"f:metadata": {"f:annotations": {".": {}, f"f:{CREATED_BY_ANNOTATION}": {}}}}
 """The fieldsV1 of idleshare's creation marker alone: what its create's ``Update`` entry keeps."""
 
 # kind -> (apiVersion, plural, namespaced)
@@ -628,7 +628,7 @@ class LightkubeCluster:
                 {**entry, "fieldsV1": _MARKER_FIELDS},
                 *(e for e in entries if e is not entry),
             ]
-            patch = [
+            patch: list[Obj] = [
                 {"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
                 {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
                 {"op": "replace", "path": "/metadata/managedFields", "value": rewritten},
