@@ -43,6 +43,7 @@ from devkit.kube.client import Kube
 from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare import table as schema
+from idleshare.domain.model import BorrowLimitBasis
 
 REGION = "us-east-1"
 TABLE_NAME = "idleshare-local"
@@ -125,6 +126,7 @@ class ClusterSpec:
     cluster_id: str = "demo"
     eks_cluster_name: str = "my-hyperPod-eks-cluster"
     hyperpod_cluster_arn: str = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+    borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
 
 
 @dataclass
@@ -255,7 +257,11 @@ class Embedded:
             old, handler.stream = handler.stream, self.logs
             self._stack.callback(setattr, handler, "stream", old)
         c = self.cluster
-        self.store.put_cluster(ClusterRecord(c.cluster_id, c.eks_cluster_name, c.hyperpod_cluster_arn))
+        self.store.put_cluster(
+            ClusterRecord(
+                c.cluster_id, c.eks_cluster_name, c.hyperpod_cluster_arn, borrow_limit_basis=c.borrow_limit_basis
+            )
+        )
         # The node watcher, as deployed: its first pass lists the nodes and publishes nothing (a baseline)
         from devkit.watch import LocalWatcher
 

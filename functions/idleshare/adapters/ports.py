@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.parse.errors import FieldError, InputError
 
 RESPECT, TAKE = "Respect", "Take"
@@ -34,6 +35,9 @@ class ClusterRecord:
     """``Respect``: a field of idleshare's objects that another field manager owns (HyperPod task governance,
     an admin's GitOps) is left to it and reported (issue ``ForeignFieldManager``); ``Take``: idleshare's
     server-side apply forces ownership of every field it writes."""
+    borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
+    """What ``BorrowLimit`` is a percentage of in this cluster: ``Quota`` (HyperPod's: the team's own quota, the
+    default) or ``Pool`` (the lendable pool the team sees) — docs/spec.md §2."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, Settings
+from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, BorrowLimitBasis, Settings
 from idleshare.parse.errors import InputError
 
 EXIT_INPUT = 2
@@ -28,11 +28,21 @@ def _read(path: str, flag: str) -> bytes:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from idleshare.cli.plan import plan
     from idleshare.cli.present import result_json, result_tables
+    from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
+
+    for flag, value, problem_of in (
+        ("--namespace-prefix", args.namespace_prefix, namespace_prefix_problem),
+        ("--cohort-name", args.cohort_name, cohort_name_problem),
+    ):
+        problem = problem_of(value)
+        if problem is not None:
+            raise UsageError(f"{flag} {show(value)}: {problem}")
 
     settings = Settings(
         tolerated_taint_keys=frozenset(args.tolerate) if args.tolerate else DEFAULT_TOLERATED_TAINT_KEYS,
         cohort_name=args.cohort_name,
         namespace_prefix=args.namespace_prefix,
+        borrow_limit_basis=BorrowLimitBasis(args.borrow_limit_basis.capitalize()),
     )
     result, manifests = plan(
         _read(args.nodes, "--nodes"),
@@ -110,6 +120,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--tolerate", action="append", metavar="TAINT_KEY", help="tolerated taint key (repeatable)")
     p.add_argument("--cohort-name", default="shared-pool")
     p.add_argument("--namespace-prefix", default="hyperpod-ns-")
+    p.add_argument(
+        "--borrow-limit-basis",
+        choices=[b.lower() for b in BorrowLimitBasis],
+        default=str(Settings().borrow_limit_basis).lower(),
+        help="what BorrowLimit is a percentage of: quota (HyperPod's: the team's own quota, default) or pool "
+        "(the lendable pool the team sees)",
+    )
     p.set_defaults(func=_cmd_plan)
     for name in () if command == "plan" else COMMAND_MODULES:
         try:

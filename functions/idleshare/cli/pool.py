@@ -11,7 +11,7 @@ from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError
 from idleshare.cli.present import human_text, short_resource
 from idleshare.domain.model import is_accelerator
-from idleshare.domain.pool import Bound
+from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
 
 HISTORY_PAGE_MAX = 100
 EXCLUDED_PAGE_MAX = 1000  # the admin API's largest page of excluded nodes
@@ -19,13 +19,6 @@ GRANTS_PAGE_MAX = 100  # the admin API's largest page of teams' grants
 GRANTS_ATTEMPTS = 3  # reads of every page when a recompute lands between two of them
 HISTORY_LIMIT_MAX = 1000
 SUMMARY_WIDTH = 100  # history table; --format json has the whole summary
-BOUND_MEANING: dict[str, str] = {
-    Bound.PERCENTAGE: "BorrowLimit % of the pool",
-    Bound.ABSOLUTE: "AbsoluteBorrowLimits cap",
-    Bound.POOL: "the whole pool (the % cap was larger)",
-    Bound.STRATEGY: "strategy does not borrow",
-    Bound.DISABLED: "quota Disabled",
-}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -225,6 +218,7 @@ def _teams(data: dict[str, Any]) -> dict[str, Any]:
 
 def explain_text(data: dict[str, Any], all_resources: bool = False) -> str:
     rows = []
+    bases: set[str] = set()
     for team, grant in sorted(_teams(data).items()):
         strategy = str(grant.get("strategy") or "-")
         if grant.get("activationState") == "Disabled":
@@ -232,6 +226,7 @@ def explain_text(data: dict[str, Any], all_resources: bool = False) -> str:
         for flavor, resource, d in _derivations(grant.get("why")):
             if not all_resources and not is_accelerator(resource):
                 continue
+            bases.add(str(d.get("basis") or "Pool"))  # a pool stored before the basis existed: the Pool basis
             rows.append(
                 [
                     team,
@@ -248,7 +243,8 @@ def explain_text(data: dict[str, Any], all_resources: bool = False) -> str:
                 ]
             )
     head = f"Cluster {data.get('cluster', '-')}, generation {data.get('generation', '-')}: "
-    head += "borrowing limit = min(BorrowLimit% x pool seen, absolute cap, pool seen); SET BY names the bound that won"
+    rules = [f"{b} basis: {BASIS_RULE[b]}" for b in sorted(bases) if b in BASIS_RULE] or [BASIS_RULE["Quota"]]
+    head += "; ".join(rules) + "; SET BY names the rule that won"
     table = remote.table(
         rows,
         ["TEAM", "STRATEGY", "FLAVOR", "RES", "NOMINAL", "POOL SEEN", "PERCENT", "% CAP", "ABS CAP", "LIMIT", "SET BY"],

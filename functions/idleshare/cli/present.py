@@ -14,7 +14,7 @@ from typing import Any
 from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import Manifest
 from idleshare.domain.model import CPU, GIB, MEMORY, Amount, is_accelerator
-from idleshare.domain.pool import Bound, PoolResult
+from idleshare.domain.pool import PoolResult
 from idleshare.domain.quantity import MI, QuantityError, format_quantity, parse_quantity
 
 
@@ -117,7 +117,7 @@ def result_tables(result: PoolResult) -> str:
                         _cell(g.borrowing_limit, f, r),
                         _cell(g.lending_limit, f, r),
                         human_quantity(d.pool, r),
-                        str(d.bound) if d.pool or d.bound != Bound.POOL else bounds.get(f, "-"),
+                        str(d.bound) if d.matters else bounds.get(f, "-"),
                     ]
                 )
     sections += ["", "Team grants (accelerators; `idleshare plan --format json` has every resource)"]

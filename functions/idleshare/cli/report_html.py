@@ -24,6 +24,7 @@ from typing import Any
 
 from idleshare.cli.present import human_text, short_resource
 from idleshare.domain.model import is_accelerator
+from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
 from idleshare.domain.quantity import QuantityError, exact, format_quantity, parse_quantity
 from idleshare.domain.usage import parse_time
 
@@ -39,6 +40,7 @@ MAX_TICKS = 12
 LIMIT_FIELDS = (("nominal", "nominal"), ("borrowingLimit", "borrowing limit"), ("lendingLimit", "lending limit"))
 USE_FIELDS = (("inUse", "in use"), ("borrowed", "borrowed"), ("lent", "lent"))
 WHY_FIELDS: tuple[tuple[str, str], ...] = (
+    ("basis", "basis"),
     ("pool", "pool seen"),
     ("percent", "percent"),
     ("percentCap", "% cap"),
@@ -46,13 +48,6 @@ WHY_FIELDS: tuple[tuple[str, str], ...] = (
     ("limit", "limit"),
     ("bound", "set by"),
 )
-BOUND_MEANING = {
-    "percentage": "BorrowLimit % of the pool",
-    "absolute": "the AbsoluteBorrowLimits cap",
-    "pool": "the whole pool (the % cap was larger)",
-    "strategy": "the strategy does not borrow",
-    "disabled": "the quota is Disabled",
-}
 
 Json = Mapping[str, Any]
 
@@ -469,10 +464,13 @@ def _why(teams: dict[str, Any]) -> str:
     if not rows:
         return ""
     out = ['<section id="why"><h2>Why each borrowing limit</h2>']
+    bases = sorted({str(d.get("basis") or "Pool") for _, _, _, d in rows})  # stored before the basis: Pool
+    used = {str(d.get("bound")) for _, _, _, d in rows}
     out.append(
-        '<p class="meta">borrowing limit = min(BorrowLimit % × the pool the team sees, the absolute cap, the pool); '
-        "“set by” names the bound that won: "
-        + "; ".join(f"<b>{e(b)}</b> = {e(m)}" for b, m in BOUND_MEANING.items())
+        '<p class="meta">'
+        + "; ".join(f"{e(b)} basis: {e(BASIS_RULE[b])}" for b in bases if b in BASIS_RULE)
+        + ". “set by” names the rule that won: "
+        + "; ".join(f"<b>{e(b)}</b> = {e(m)}" for b, m in BOUND_MEANING.items() if b in used)
         + "</p>"
     )
     head = ["team", "flavor", "resource", *(label for _, label in WHY_FIELDS)]

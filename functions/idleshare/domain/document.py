@@ -24,8 +24,11 @@ def quantities(table: Mapping[str, Mapping[str, Amount]], keep_zero: bool = Fals
 
 
 def derivation_document(resource: str, d: Derivation) -> dict[str, Any]:
-    """How one borrowing limit was reached: the pool the team saw, each cap, the limit, which bound set it."""
+    """How one borrowing limit was reached: the basis, the team's quota and the pool it saw, each cap, the limit,
+    which rule set it."""
     return {
+        "basis": str(d.basis),
+        "nominal": format_quantity(d.nominal, resource),
         "pool": format_quantity(d.pool, resource),
         "percent": d.percent,
         "percentCap": format_quantity(d.percent_cap, resource),
@@ -44,10 +47,7 @@ def team_document(grant: TeamGrant) -> dict[str, Any]:
         "nominal": quantities(grant.nominal),
         "borrowingLimit": quantities(grant.borrowing_limit),
         "lendingLimit": quantities(grant.lending_limit),
-        "why": {
-            f: {r: derivation_document(r, d) for r, d in per.items() if d.pool != 0 or d.absolute_cap is not None}
-            for f, per in grant.why.items()
-        },
+        "why": {f: {r: derivation_document(r, d) for r, d in per.items() if d.matters} for f, per in grant.why.items()},
         "bounds": grant.bounds(),
     }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from idleshare.domain import catalog
@@ -23,6 +23,7 @@ from idleshare.domain.model import (
     NEURON_DEVICE,
     NVIDIA_GPU,
     Amount,
+    BorrowLimitBasis,
     ExclusionReason,
     Node,
     Quota,
@@ -31,7 +32,7 @@ from idleshare.domain.model import (
     Snapshot,
     Strategy,
 )
-from idleshare.domain.naming import team_name_problem
+from idleshare.domain.naming import flavor_name_problem, show, team_name_problem
 from idleshare.domain.quantity import exact, percent_of, round_down
 
 Table = dict[str, dict[str, Amount]]
@@ -41,25 +42,56 @@ BASE_RESOURCES = frozenset({CPU, MEMORY, NVIDIA_GPU, NEURON_DEVICE, EFA})
 
 
 class Bound(enum.StrEnum):
-    """Which bound set a borrowing limit (the least wins)."""
+    """Which rule set a borrowing limit (docs/spec.md §2, "Borrow limit")."""
 
-    PERCENTAGE = "percentage"
-    ABSOLUTE = "absolute"
-    POOL = "pool"
+    PERCENTAGE_OF_QUOTA = "percentage of quota"  # Quota basis: BorrowLimit% x the team's nominal
+    NOT_IN_QUOTA = "not in quota"  # Quota basis: an instance type outside the team's quota, no absolute limit
+    PERCENTAGE = "percentage"  # Pool basis: BorrowLimit% x the pool the team sees was the least
+    ABSOLUTE = "absolute"  # an AbsoluteBorrowLimits entry (Quota basis: it replaces the percentage)
+    POOL = "pool"  # Pool basis: the pool itself was the least
     STRATEGY = "strategy"  # Lend / DontLend: no borrowing at all
     DISABLED = "disabled"  # ActivationState Disabled
 
 
+BOUND_MEANING: dict[str, str] = {
+    Bound.PERCENTAGE_OF_QUOTA: "BorrowLimit % of the team's own quota",
+    Bound.NOT_IN_QUOTA: "the instance type is not in the team's quota",
+    Bound.PERCENTAGE: "BorrowLimit % of the pool",
+    Bound.ABSOLUTE: "the AbsoluteBorrowLimits cap",
+    Bound.POOL: "the whole pool (the % cap was larger)",
+    Bound.STRATEGY: "the strategy does not borrow",
+    Bound.DISABLED: "the quota is Disabled",
+}
+"""What each bound means, in a few words: the CLI's legend and the report's."""
+
+BASIS_RULE: dict[str, str] = {
+    BorrowLimitBasis.QUOTA: "borrowing limit = BorrowLimit% x the team's quota of that instance type and resource "
+    "(an absolute limit replaces it; 0 outside the quota)",
+    BorrowLimitBasis.POOL: "borrowing limit = min(BorrowLimit% x pool seen, absolute cap, pool seen)",
+}
+"""Each basis's rule in one line (docs/spec.md §2)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Derivation:
-    """How one borrowing limit was reached: the pool the team saw and each cap applied to it."""
+    """How one borrowing limit was reached: the basis, what the percentage applied to, each cap, the rule that won.
 
+    ``pool`` is the lendable pool the team sees (on the Quota basis for information: it caps nothing);
+    ``nominal`` the team's own quota of the resource (what the percentage applies to on the Quota basis)."""
+
+    basis: BorrowLimitBasis
     pool: Amount
+    nominal: Amount
     percent: int
     percent_cap: Amount
     absolute_cap: Amount | None
     limit: Amount
     bound: Bound
+
+    @property
+    def matters(self) -> bool:
+        """Whether there is anything to explain: a pool, a quota, a cap or a limit (else all zero, and no rule)."""
+        return bool(self.pool or self.nominal or self.limit or self.absolute_cap is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +122,8 @@ class TeamGrant:
         out: dict[str, str] = {}
         for flavor, per_resource in self.why.items():
             chosen = next((d for r, d in per_resource.items() if r in (NVIDIA_GPU, NEURON_DEVICE)), None)
-            if chosen is None or chosen.pool == 0:
-                chosen = next((d for d in per_resource.values() if d.pool > 0), chosen)
+            if chosen is None or not chosen.matters:
+                chosen = next((d for d in per_resource.values() if d.matters), chosen)
             if chosen is not None:
                 out[flavor] = str(chosen.bound)
         return out
@@ -144,7 +176,10 @@ def _observe_nodes(
     tolerated = settings.tolerated_taint_keys
     for node in nodes:
         reason = exclusion_reason(node, tolerated)
-        flavor = node.instance_type
+        # An eligible node whose MIG manager has not applied its layout lends none of its MIG profiles (they may
+        # be stale); its other resources count, so it stays eligible in ``counts`` and is named MigNotReady.
+        mig_withheld = reason is None and not node.mig_ready
+        flavor = node.instance_type if reason is not ExclusionReason.INVALID_INSTANCE_TYPE else None
         if flavor:
             tracked = tuple(sorted((r, q) for r, q in node.allocatable.items() if is_tracked(r, settings)))
             shape_votes[flavor][tracked] += 1
@@ -152,13 +187,15 @@ def _observe_nodes(
             per_flavor = capacity[flavor]
             if reason is None:
                 counts[flavor][0] += 1
-                for r, q in tracked:
+            for r, q in tracked:
+                if reason is None and not (mig_withheld and r.startswith(MIG_PREFIX)):
                     per_flavor[r] = per_flavor.get(r, 0) + q
-            else:
-                for r, _ in tracked:
+                else:
                     per_flavor.setdefault(r, 0)
         if reason is not None:
             excluded[node.name] = reason
+        elif mig_withheld:
+            excluded[node.name] = ExclusionReason.MIG_NOT_READY
     return (
         {f: capacity[f] for f in sorted(capacity)},
         dict(sorted(excluded.items())),
@@ -307,7 +344,7 @@ def _team_nominal(quota: Quota, ctx: _Context) -> Table:
     nominal: dict[str, dict[str, Amount]] = defaultdict(dict)
     for entry in quota.resources:
         flavor = ctx.flavor_of(entry.instance_type)
-        amounts, problem = resolve(entry, ctx, flavor)
+        amounts, problem = resolve(entry, ctx, flavor) if flavor_name_problem(flavor) is None else ({}, INVALID)
         if problem is not None:
             ctx.issues.append(_entry_issue(quota, entry, flavor, problem, "ComputeQuotaResources", ctx))
             continue
@@ -348,6 +385,9 @@ def _team_absolute(quota: Quota, ctx: _Context) -> dict[str, list[Cap]]:
     caps: dict[str, list[Cap]] = {}
     for entry in quota.absolute_borrow_limits:
         flavor = ctx.flavor_of(entry.instance_type)
+        if flavor_name_problem(flavor) is not None:  # no flavor of that name can exist: nothing to cap
+            ctx.issues.append(_entry_issue(quota, entry, flavor, INVALID, "AbsoluteBorrowLimits", ctx))
+            continue
         if flavor not in ctx.node_flavors:
             ctx.issues.append(
                 Issue(
@@ -372,6 +412,7 @@ def _team_absolute(quota: Quota, ctx: _Context) -> dict[str, list[Cap]]:
 def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str, where: str, ctx: _Context) -> Issue:
     partition = entry.accelerator_partition.type if entry.accelerator_partition else "?"
     messages = {
+        INVALID: f"{show(entry.instance_type)} cannot name a ResourceFlavor: {flavor_name_problem(flavor)}",
         "NoInstanceShape": f"no node of flavor {flavor} and no catalog entry for {entry.instance_type}: "
         "its size is unknown",
         "NoAcceleratorOnFlavor": f"no node of {flavor} has {ctx.accelerator(flavor)} and the catalog lists none "
@@ -382,7 +423,7 @@ def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str,
     return Issue(
         "error",
         problem,
-        f"{quota.name}/{entry.instance_type}",
+        f"{quota.name}/{entry.instance_type[:SUBJECT_MAX]}",
         f"quota {quota.name!r} (team {quota.team}) {where}: {messages[problem]}",
     )
 
@@ -399,6 +440,8 @@ def compute(snapshot: Snapshot) -> PoolResult:
     for flavor in node_counts:
         ctx.shape(flavor)  # S(f) of every flavor with nodes, reported in the result
 
+    if ExclusionReason.INVALID_INSTANCE_TYPE in excluded.values():
+        issues.extend(_invalid_instance_types(snapshot.nodes, excluded))
     quotas = _unique_teams(snapshot.quotas, issues, settings)
     nominals = {q.team: _team_nominal(q, ctx) for q in quotas}
     absolutes = {q.team: _team_absolute(q, ctx) for q in quotas}
@@ -439,6 +482,9 @@ def compute(snapshot: Snapshot) -> PoolResult:
             )
 
     sharing = snapshot.scheduler_config.idle_resource_sharing
+    basis = settings.borrow_limit_basis
+    if basis is BorrowLimitBasis.QUOTA:
+        _absolute_outside_quota(quotas, nominals, absolutes, ctx)
     teams: dict[str, TeamGrant] = {}
     for q in quotas:
         nominal = table()
@@ -449,11 +495,16 @@ def compute(snapshot: Snapshot) -> PoolResult:
         borrowing, why = table(), {f: dict[str, Derivation]() for f in flavors}
         percent = q.borrow_limit if q.borrow_limit is not None else settings.default_borrow_limit
         absolute = absolutes[q.team]
+        in_quota = nominals[q.team]
         for f in flavors:
             for r in resources:
                 own_lent = nominal[f][r] if lends else 0
                 pool = exact((unallocated[f][r] if sharing else 0) + lent[f][r] - own_lent)
-                derivation = _borrow(q, pool, percent, cap_of(absolute.get(f, ()), r), r)
+                limit_cap = cap_of(absolute.get(f, ()), r)
+                if basis is BorrowLimitBasis.QUOTA:
+                    derivation = _borrow_of_quota(q, pool, nominal[f][r], f in in_quota, percent, limit_cap, r)
+                else:
+                    derivation = _borrow_of_pool(q, pool, nominal[f][r], percent, limit_cap, r)
                 borrowing[f][r] = derivation.limit
                 why[f][r] = derivation
         teams[q.team] = TeamGrant(
@@ -486,20 +537,105 @@ def compute(snapshot: Snapshot) -> PoolResult:
     )
 
 
-def _borrow(quota: Quota, pool: Amount, percent: int, absolute: Amount | None, resource: str) -> Derivation:
-    """``min(BorrowLimit% x pool, absolute cap, pool)`` rounded down; 0 unless LendAndBorrow and enabled."""
-    percent_cap = percent_of(resource, percent, pool)
+INVALID = str(ExclusionReason.INVALID_INSTANCE_TYPE)
+"""The issue of an instance type that cannot name a ResourceFlavor (a node's label, a quota entry's), named as
+the nodes' exclusion reason."""
+SUBJECT_MAX = 100  # an issue's subject: a longer instance type is cut there (the message says how long)
+NAMED_MAX = 10  # the instance types (and nodes of each) an issue names; the rest are counted
+
+
+def _invalid_instance_types(nodes: Iterable[Node], excluded: Mapping[str, ExclusionReason]) -> list[Issue]:
+    """One ``InvalidInstanceType`` error per label value that cannot name a flavor, naming its nodes (excluded, no
+    ResourceFlavor written for them); bounded however many nodes and values there are."""
+    by_type: dict[str, list[str]] = defaultdict(list)
+    for node in nodes:
+        if node.instance_type and excluded.get(node.name) is ExclusionReason.INVALID_INSTANCE_TYPE:
+            by_type[node.instance_type].append(node.name)
+    issues = []
+    for value in sorted(by_type)[:NAMED_MAX]:
+        names = sorted(by_type[value])
+        shown = ", ".join(names[:NAMED_MAX]) + (f" and {len(names) - NAMED_MAX} more" if len(names) > NAMED_MAX else "")
+        issues.append(
+            Issue(
+                "error",
+                INVALID,
+                value[:SUBJECT_MAX],
+                f"{len(names)} node(s) labelled node.kubernetes.io/instance-type={show(value)} ({shown}) are "
+                f"excluded: the value {flavor_name_problem(value)}; no ResourceFlavor is written for it",
+            )
+        )
+    if len(by_type) > NAMED_MAX:
+        rest = sorted(by_type)[NAMED_MAX:]
+        issues.append(
+            Issue(
+                "error",
+                INVALID,
+                f"({len(rest)} more instance types)",
+                f"{sum(len(by_type[v]) for v in rest)} more node(s) carry {len(rest)} more instance types that "
+                "cannot name a ResourceFlavor (GET /clusters/<c>/excluded-nodes lists every node)",
+            )
+        )
+    return issues
+
+
+def _borrow_of_quota(
+    quota: Quota, pool: Amount, nominal: Amount, in_quota: bool, percent: int, absolute: Amount | None, resource: str
+) -> Derivation:
+    """HyperPod's basis: ``BorrowLimit% x nominal`` rounded down, per instance type in the team's quota; an
+    ``AbsoluteBorrowLimits`` cap on the resource replaces it; an instance type outside the quota: 0 (or its absolute
+    limit, an extension). Never capped at the pool: Kueue admits only what is free. 0 unless LendAndBorrow, enabled."""
+    percent_cap = percent_of(resource, percent, nominal)
+    d = Derivation(BorrowLimitBasis.QUOTA, pool, nominal, percent, percent_cap, absolute, 0, Bound.DISABLED)
     if not quota.enabled:
-        return Derivation(pool, percent, percent_cap, absolute, 0, Bound.DISABLED)
+        return d
     if quota.strategy is not Strategy.LEND_AND_BORROW:
-        return Derivation(pool, percent, percent_cap, absolute, 0, Bound.STRATEGY)
+        return replace(d, bound=Bound.STRATEGY)
+    if absolute is not None:
+        return replace(d, limit=exact(round_down(resource, absolute)), bound=Bound.ABSOLUTE)
+    if not in_quota:
+        return replace(d, bound=Bound.NOT_IN_QUOTA)
+    return replace(d, limit=exact(percent_cap), bound=Bound.PERCENTAGE_OF_QUOTA)
+
+
+def _borrow_of_pool(
+    quota: Quota, pool: Amount, nominal: Amount, percent: int, absolute: Amount | None, resource: str
+) -> Derivation:
+    """The Pool basis: ``min(BorrowLimit% x pool, absolute cap, pool)`` rounded down; 0 unless LendAndBorrow, enabled."""
+    percent_cap = percent_of(resource, percent, pool)
+    d = Derivation(BorrowLimitBasis.POOL, pool, nominal, percent, percent_cap, absolute, 0, Bound.DISABLED)
+    if not quota.enabled:
+        return d
+    if quota.strategy is not Strategy.LEND_AND_BORROW:
+        return replace(d, bound=Bound.STRATEGY)
     limit: Amount = min(percent_cap, round_down(resource, pool))
     bound = Bound.PERCENTAGE if percent_cap < pool else Bound.POOL
     if absolute is not None:
         capped = round_down(resource, absolute)
         if capped <= limit:
             limit, bound = capped, Bound.ABSOLUTE
-    return Derivation(pool, percent, percent_cap, absolute, exact(limit), bound)
+    return replace(d, limit=exact(limit), bound=bound)
+
+
+def _absolute_outside_quota(
+    quotas: Iterable[Quota],
+    nominals: Mapping[str, Table],
+    absolutes: Mapping[str, Mapping[str, list[Cap]]],
+    ctx: _Context,
+) -> None:
+    """On the Quota basis an absolute limit on an instance type outside the team's quota is honoured (HyperPod's
+    guide sets absolute limits on instance types "in your team's quota"): named, so the operator knows."""
+    for q in quotas:
+        for flavor in sorted(set(absolutes[q.team]) - set(nominals[q.team])):
+            ctx.issues.append(
+                Issue(
+                    "warning",
+                    "AbsoluteLimitOutsideQuota",
+                    f"{q.name}/{flavor}",
+                    f"quota {q.name!r} (team {q.team}) sets an absolute borrow limit on {flavor}, which is not in its "
+                    "ComputeQuotaResources: idleshare lets the team borrow up to it there (HyperPod applies absolute "
+                    "limits to instance types in the team's quota only)",
+                )
+            )
 
 
 def _unique_teams(quotas: Iterable[Quota], issues: list[Issue], settings: Settings) -> list[Quota]:

@@ -14,6 +14,8 @@ from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterReco
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import AlreadyExistsError, TransactionCancelledError
 from idleshare.adapters.store.items import StoredItem, attribute_values, require_name
+from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
 from idleshare.table import ARN_PREFIX, CLUSTER_PREFIX, EKS_PREFIX, META_SK, PK, REGISTRY_PK, SK, cluster_pk
 
 _HYPERPOD_ARN = re.compile(
@@ -83,6 +85,13 @@ class ClusterRegistry(TableAccess):
             raise PermanentError(
                 f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400
             )
+        for what, name, problem_of in (
+            ("namespace_prefix", cluster.namespace_prefix, namespace_prefix_problem),
+            ("cohort_name", cluster.cohort_name, cohort_name_problem),
+        ):
+            problem = problem_of(name) if isinstance(name, str) else "must be a string"
+            if problem is not None:
+                raise PermanentError(f"{what} {show(str(name))}: {problem}", operation=op, status=400)
         if cluster.field_ownership not in FIELD_OWNERSHIP_MODES:
             raise PermanentError(
                 f"field_ownership {cluster.field_ownership!r} must be one of {', '.join(FIELD_OWNERSHIP_MODES)}",
@@ -96,6 +105,7 @@ class ClusterRegistry(TableAccess):
             "namespace_prefix": cluster.namespace_prefix,
             "cohort_name": cluster.cohort_name,
             "field_ownership": cluster.field_ownership,
+            "borrow_limit_basis": str(cluster.borrow_limit_basis),
             "updated_at": self._now(),
         }
         if arn is not None:
@@ -196,4 +206,18 @@ class ClusterRegistry(TableAccess):
             namespace_prefix=item.get_str("namespace_prefix"),
             cohort_name=item.get_str("cohort_name"),
             field_ownership=item.get_opt_str("field_ownership") or RESPECT,
+            borrow_limit_basis=_basis(item.get_opt_str("borrow_limit_basis")),
         )
+
+
+def _basis(stored: str | None) -> BorrowLimitBasis:
+    """A registry item written before the basis existed has none: the default (HyperPod's, ``Quota``)."""
+    try:
+        return BorrowLimitBasis(stored) if stored else BorrowLimitBasis.QUOTA
+    except ValueError:
+        raise PermanentError(
+            f"borrow_limit_basis {stored!r} in the registry must be one of "
+            f"{', '.join(BorrowLimitBasis)}: redeploy the stack's cluster config",
+            operation="get_cluster",
+            status=500,
+        ) from None
