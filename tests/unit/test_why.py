@@ -229,3 +229,23 @@ def test_the_report_lists_every_pending_job_with_its_cause() -> None:
     page = render({"capacity": {}, "teams": {}}, usage=_usage_with_causes())
     assert '<tr data-pending-job="sweep"><td>ml</td><td>sweep</td>' in page
     assert '<td data-cause="absolute"><b>absolute</b>: its limit of 8' in page
+
+
+def test_the_cli_reads_every_page_of_pending_jobs_and_teams_above_their_limit() -> None:
+    from idleshare.cli.remote import fetch_usage
+
+    pages = [
+        {"sampledAt": "t", "teams": {"a": {}}, "idleWhilePending": [], "aboveLimit": [{"team": "a"}],
+         "pending": [{"team": "a", "job": "1"}], "NextToken": "x"},
+        {"sampledAt": "t", "teams": {"b": {}}, "idleWhilePending": [{"team": "b"}], "aboveLimit": [],
+         "pending": [{"team": "b", "job": "2"}]},
+    ]  # fmt: skip
+
+    class Api:
+        def each_page(self, *args: Any, **kwargs: Any) -> Any:
+            return iter(pages)
+
+    whole = fetch_usage(Api(), "c1")  # type: ignore[arg-type]
+    assert [p["job"] for p in whole["pending"]] == ["1", "2"]
+    assert whole["aboveLimit"] == [{"team": "a"}] and whole["idleWhilePending"] == [{"team": "b"}]
+    assert "NextToken" not in whole
