@@ -297,7 +297,7 @@ def _limit(report: StepReport, team: str, flavor: str, resource: str) -> str:
     if limit is None:
         return "?"
     bound = bound_of(report.pool, team, flavor, resource) or "?"
-    return f"{limit} {BOUND_SHORT.get(bound, bound)}"
+    return f"{limit} {_set_by(report.pool, team, flavor, resource, bound)}"
 
 
 def _share(per_resource: dict[str, Any], lendable: dict[str, int], weight: str | None, kueue: Any) -> str:

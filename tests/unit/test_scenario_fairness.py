@@ -157,9 +157,9 @@ def test_two_borrowers_are_shown_with_their_weights_limits_and_shares_worked_out
     lines = render_fair_sharing(shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96}))
     text = "\n".join(lines)
     assert "fair sharing (Kueue)" in lines[0]
-    assert "alpha  weight 1  borrows 8 gpu on p5 (limit 24 %)" in text
+    assert "alpha  weight 1  borrows 8 gpu on p5 (limit 24 (% pool))" in text
     assert "8 x 1000 / 84 gpu / 1 = 95.2 -> Kueue's share 96" in text
-    assert "beta   weight 3  borrows 24 gpu on p5 (limit 40 pool)" in text
+    assert "beta   weight 3  borrows 24 gpu on p5 (limit 40 (pool))" in text
     assert "24 x 1000 / 84 gpu / 3 = 95.2 -> Kueue's share 96" in text
 
 

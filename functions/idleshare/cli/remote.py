@@ -388,7 +388,7 @@ def fetch_usage(api: ApiClient, cluster: str, query: Mapping[str, object] | None
                 stamps.append(page.get("sampledAt"))
         if len(stamps) == 1:
             whole = {k: v for k, v in first.items() if k != "NextToken"}
-            return whole | {"teams": teams, **by_team}
+            return whole | {"teams": teams} | {k: v for k, v in by_team.items() if k in first}
     raise CommandError(
         f"GET {_path(path)}: a new sample landed while its pages were read, {SAMPLE_ATTEMPTS} times "
         f"(sampled at {', '.join(str(s) for s in stamps)}); try again"
