@@ -139,3 +139,29 @@ def test_idle_while_pending_rises_when_a_borrower_waits_behind_its_limit(
     assert f"insufficient unused quota for {GPU} in flavor {P5}" in waiting["pendingReason"]
     assert usage["flavors"][P5][GPU]["idle"] == "12"
     assert usage["teams"]["alpha"]["workloads"]["pending"] == 1
+    # And beside it the cause idleshare knows: the limit of 150% of its quota, which the Job would pass
+    assert waiting["cause"] == "percentage of quota"
+    assert "its limit of 12 (150% of its quota of 8)" in waiting["why"]
+    assert [(p["team"], p["cause"], p["request"]) for p in usage["pending"]] == [("alpha", "percentage of quota", "1")]
+    assert usage["aboveLimit"] == []
+
+
+def test_a_team_borrowing_above_a_lowered_limit_is_flagged_and_kueue_keeps_its_work(
+    make_cluster: Any, watcher: LightkubeCluster
+) -> None:
+    # Given alpha borrowing 12 p5 GPUs (150% of its own 8) and one more Job waiting
+    cluster = alpha_borrows_from_beta(make_cluster, 4, borrow_limit=150)
+    submit(cluster, "alpha", "own", 8, admitted=1)
+    submit(cluster, "alpha", "borrow-8", 8, admitted=2)
+    submit(cluster, "alpha", "borrow-4", 4, admitted=3)
+    submit(cluster, "alpha", "one-more", 1)
+    # When its BorrowLimit is lowered to 50% (a limit of 4): Kueue evicts nothing
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50))
+    cluster.kube.wait_for(lambda: cluster.limit("alpha", P5, GPU) == "4", "alpha's limit lowered to 4")
+    assert kueue_usage(cluster, "alpha")["borrowed"] == "12"
+    usage = sample(cluster, watcher)
+    # Then the sample flags alpha above its limit, and says that is why its next Job waits
+    assert usage["aboveLimit"] == [{"team": "alpha", "flavor": P5, "resource": GPU, "borrowed": "12", "limit": "4"}]
+    (waiting,) = [p for p in usage["pending"] if p["team"] == "alpha"]
+    assert waiting["cause"] == "above limit"
+    assert "borrows 12, above its limit of 4" in waiting["why"]
