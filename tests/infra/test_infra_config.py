@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from idleshare import timings
+from idleshare.domain.model import BorrowLimitBasis
+from idleshare.runtime.env import parse_clusters
 from infra.config import DEFAULT_TOLERATED_TAINT_KEYS, ConfigError, load_config, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +36,7 @@ def test_defaults_for_a_minimal_config() -> None:
     assert config.alarm_email is None
     assert json.loads(config.clusters_env()) == [
         {
+            "borrow_limit_basis": "Quota",
             "eks_cluster_name": "c1",
             "field_ownership": "Respect",
             "hyperpod_cluster_arn": None,
@@ -42,6 +45,20 @@ def test_defaults_for_a_minimal_config() -> None:
         }
     ]
 
+
+def test_a_clusters_borrow_limit_basis_reaches_the_lambdas_cluster_records() -> None:
+    # Given one cluster on the Pool basis and one with no basis given
+    config = parse_config(
+        {"clusters": [_cluster(borrow_limit_basis="Pool"), _cluster(id="c2", eks_cluster_name="c2-eks")]}
+    )
+    # Then the config holds them, the second on the default Quota basis (HyperPod's)
+    assert [c.borrow_limit_basis for c in config.clusters] == [BorrowLimitBasis.POOL, BorrowLimitBasis.QUOTA]
+    # and the JSON the Lambdas read (IDLESHARE_CLUSTERS) gives each cluster record its basis
+    records = parse_clusters(config.clusters_env())
+    assert [(r.cluster_id, r.borrow_limit_basis) for r in records] == [
+        ("c1", BorrowLimitBasis.POOL),
+        ("c2", BorrowLimitBasis.QUOTA),
+    ]
 
 def _cluster(**over: Any) -> dict[str, Any]:
     return {"id": "c1", "eks_cluster_name": "c1-eks"} | over
@@ -63,6 +80,8 @@ VPC = {
         ({"clusters": [_cluster(id="UPPER")]}, "idleshare.clusters.0.id"),
         ({"clusters": [_cluster(hyperpod_cluster_arn="arn:aws:eks:us-east-1:1:cluster/x")]}, "hyperpod_cluster_arn"),
         ({"clusters": [_cluster(prefix="Bad_")]}, "idleshare.clusters.0.prefix"),
+        ({"clusters": [_cluster(borrow_limit_basis="Percent")]}, "idleshare.clusters.0.borrow_limit_basis"),
+        ({"clusters": [_cluster(borrow_limit_basis=50)]}, "idleshare.clusters.0.borrow_limit_basis"),
         ({"clusters": [_cluster(), _cluster(eks_cluster_name="other")]}, "duplicate id: c1"),
         ({"clusters": [_cluster(), _cluster(id="c2")]}, "duplicate eks_cluster_name: c1-eks"),
         ({"clusters": [_cluster()], "schedule_rate_minutes": 0}, "idleshare.schedule_rate_minutes"),
