@@ -228,7 +228,11 @@ def measure(
                     bc.clear_kueue_objects(admin)
                     counted_id = f"{cluster.record.cluster_id}-counted"
                     bc.add_cluster(
-                        table, cluster.quotas, cluster_id=counted_id, prefix=cluster.record.namespace_prefix, basis=basis
+                        table,
+                        cluster.quotas,
+                        cluster_id=counted_id,
+                        prefix=cluster.record.namespace_prefix,
+                        basis=basis,
                     )
                     kube[0] = bc.idleshare_kube(ks, proxy.url)
                     counted = _sequence(counted_id, counter, admin, victim, 1, 1, proxy, ks.pids())

@@ -60,6 +60,7 @@ def test_a_clusters_borrow_limit_basis_reaches_the_lambdas_cluster_records() -> 
         ("c2", BorrowLimitBasis.QUOTA),
     ]
 
+
 def _cluster(**over: Any) -> dict[str, Any]:
     return {"id": "c1", "eks_cluster_name": "c1-eks"} | over
 

@@ -215,7 +215,13 @@ def test_pool_explain_shows_each_derivation_and_the_bound_that_won(api, fake, ca
     # ml-research: 3 p5 x 8 = 24 GPUs, BorrowLimit 100% -> 24, replaced by its absolute limit of 8 accelerators
     code, out, _ = run(api, capsys, "pool", "explain", "--cluster", "demo", "--team", "ml-research")
     assert explained(out, "ml-research")[("ml.p5.48xlarge", "gpu")][4:] == [
-        "24", why_pool(fake, "ml-research", "ml.p5.48xlarge", "nvidia.com/gpu"), "100%", "24", "8", "8", "absolute"
+        "24",
+        why_pool(fake, "ml-research", "ml.p5.48xlarge", "nvidia.com/gpu"),
+        "100%",
+        "24",
+        "8",
+        "8",
+        "absolute",
     ]
     code, out, _ = run(api, capsys, "pool", "explain", "--cluster", "demo", "--all-resources")
     assert code == 0 and all(team in out for team in fake.pool["teams"]) and " cpu " in out
@@ -223,7 +229,9 @@ def test_pool_explain_shows_each_derivation_and_the_bound_that_won(api, fake, ca
     assert code == 1 and "unknown team 'nobody'" in err
 
 
-def why_pool(fake: FakeAdminApi, team: str, flavor: str = "ml.trn1.32xlarge", resource: str = "aws.amazon.com/neurondevice"):
+def why_pool(
+    fake: FakeAdminApi, team: str, flavor: str = "ml.trn1.32xlarge", resource: str = "aws.amazon.com/neurondevice"
+) -> str:
     """The pool ``team`` sees of ``flavor``/``resource`` in the fake's document (information on the Quota basis)."""
     return human_text(fake.pool["teams"][team]["why"][flavor][resource]["pool"], resource, "0")
 
@@ -239,6 +247,7 @@ def test_pool_explain_of_a_pool_stored_before_the_basis_names_the_pool_basis_and
     head = out.splitlines()[0]
     assert code == 0 and "Pool basis: borrowing limit = min(BorrowLimit% x pool seen, absolute cap, pool seen)" in head
     assert "Quota basis" not in head
+
 
 def test_pool_explain_and_show_read_every_team_from_the_grants_pages_of_one_generation(api, fake, capsys):
     # Given 4 teams, GET grants answering 2 a page, GET pool showing only the first team

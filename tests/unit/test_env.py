@@ -54,6 +54,7 @@ def test_each_clusters_borrow_limit_basis_is_read_and_quota_without_one() -> Non
     got = [(c.cluster_id, c.borrow_limit_basis) for c in env_module.parse_clusters(raw)]
     assert got == [("demo", BorrowLimitBasis.POOL), ("c2", BorrowLimitBasis.QUOTA), ("c3", BorrowLimitBasis.QUOTA)]
 
+
 @pytest.mark.parametrize("handler", sorted(names.FUNCTION_ENV))
 def test_each_function_starts_with_its_own_variables_only(handler: str) -> None:
     assert env_module.settings(own(handler), handler=handler).table_name == "idleshare-state"

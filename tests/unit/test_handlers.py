@@ -140,6 +140,7 @@ def test_on_the_pool_basis_a_node_not_ready_rewrites_the_cohort_and_the_borrower
     assert gpu_limit(cq(kube, "a")) == "8"
     assert store.pools["demo"].pool["teams"]["a"]["why"][P5][GPU]["basis"] == "Pool"
 
+
 def test_a_failure_to_read_the_cluster_keeps_the_last_pool_and_raises_for_retry(cluster):
     store, kube, _, r = cluster
     r.recompute("demo")

@@ -78,6 +78,7 @@ def test_on_the_pool_basis_a_cluster_queue_borrows_a_share_of_the_pool_on_every_
     # and the Cohort is the same on both bases: the unallocated capacity
     assert by_kind(objs, "Cohort") == by_kind(OBJS, "Cohort")
 
+
 def test_flavors_local_queues_namespaces_and_priority_classes():
     flavors = by_kind(OBJS, "ResourceFlavor")
     assert sorted(flavors) == sorted([P5, P4D, TRN1])  # one flavor each, with its node label

@@ -82,7 +82,11 @@ def limits(doc: dict[str, Any], team: str, flavor: str) -> dict[str, str]:
 
 def cluster_queue_gpu(doc: dict[str, Any], team: str, flavor: str = P5) -> str:
     """The borrowingLimit of GPUs on ``flavor`` in the ClusterQueue manifest ``plan`` emits for ``team``."""
-    cq = next(m for m in doc["manifests"] if m["kind"] == "ClusterQueue" and m["metadata"]["name"].endswith(f"-{team}-clusterqueue"))
+    cq = next(
+        m
+        for m in doc["manifests"]
+        if m["kind"] == "ClusterQueue" and m["metadata"]["name"].endswith(f"-{team}-clusterqueue")
+    )
     entry = next(f for f in cq["spec"]["resourceGroups"][0]["flavors"] if f["name"] == flavor)
     return str(next(r for r in entry["resources"] if r["name"] == GPU)["borrowingLimit"])
 
@@ -171,4 +175,3 @@ def test_the_help_says_what_each_basis_is(capsys: pytest.CaptureFixture[str]) ->
     text = " ".join(capsys.readouterr().out.split())
     assert exit_.value.code == 0 and "--borrow-limit-basis {quota,pool}" in text
     assert "quota (HyperPod's: the team's own quota, default)" in text
-

@@ -25,8 +25,8 @@ from idleshare.adapters.errors import ConflictError, NotFoundError, PermanentErr
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, AlreadyExistsError, DynamoStore, TransactionCancelledError
 from idleshare.adapters.store.errors import translate
-from idleshare.domain.model import BorrowLimitBasis
 from idleshare.adapters.store.items import COMPRESS_ABOVE, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE, item_size
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.service.recompute import Recomputer
 from tests import builders
 from tests.aws_env import all_items, create_table, fake_aws_env
@@ -169,8 +169,11 @@ def test_a_clusters_borrow_limit_basis_round_trips_and_an_item_written_before_it
     table.update_item(
         Key=keys[0], UpdateExpression="SET borrow_limit_basis = :b", ExpressionAttributeValues={":b": "Percent"}
     )
-    with pytest.raises(PermanentError, match=r"borrow_limit_basis 'Percent' in the registry must be one of Quota, Pool"):
+    with pytest.raises(
+        PermanentError, match=r"borrow_limit_basis 'Percent' in the registry must be one of Quota, Pool"
+    ):
         store.get_cluster("c1")
+
 
 @pytest.mark.parametrize(
     ("registered", "query", "found"),
