@@ -223,6 +223,12 @@ def measure(
                         cluster.record.cluster_id, counter, admin, victim, changes, repeats, pids=ks.pids()
                     )
                     pool = cluster.store.get_pool(cluster.record.cluster_id)
+                    print(  # the times now: the counted pass below may still fail on a loaded host
+                        f"  timed ({basis} basis): "
+                        + ", ".join(f"{k} {timed[k]['ms']:.0f} ms" for k in ("initial", "changed", "noop"))
+                        + f"; kubectl floor {floor_kubectl:.0f} ms",
+                        flush=True,
+                    )
                     # 2. the requests: the same sequence from scratch, through the recording proxy
                     set_ready(admin, victim, ready=True)
                     bc.clear_kueue_objects(admin)
