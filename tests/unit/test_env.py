@@ -91,6 +91,12 @@ def test_a_missing_variable_is_named_with_the_function(handler: str, missing: st
             json.dumps([DEMO, DEMO | {"id": "c2", "eks_cluster_name": "e2", "borrow_limit_basis": "Percent"}]),
             r"IDLESHARE_CLUSTERS\[1\]\.borrow_limit_basis: must be one of Quota, Pool \(got 'Percent'\)",
         ),
+        # issue 35: the prefix starts every team's namespace: never the cluster's own, never bare namespaces
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "kube-"}]), r"\[0\]\.prefix: must not start with 'kube-'"),
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "openshift-"}]), r"\[0\]\.prefix: must not start"),
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "default"}]), r"\[0\]\.prefix: must not start"),
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": ""}]), r"\[0\]\.prefix: a non-empty string"),
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "Team_"}]), r"\[0\]\.prefix: must start with a-z"),
     ],
 )
 def test_a_malformed_variable_is_named(variable: str, value: str, named: str) -> None:

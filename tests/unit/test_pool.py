@@ -10,8 +10,10 @@ from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.model import (
     DEFAULT_TOLERATED_TAINT_KEYS,
     GIB,
+    BorrowLimitBasis,
     ExclusionReason,
     SchedulerConfig,
+    Settings,
     Snapshot,
     Strategy,
     Taint,
@@ -25,8 +27,14 @@ MIG = "nvidia.com/mig-1g.5gb"
 MI = 1024**2
 
 
-def run(nodes_, quotas=(), **sc):
-    return compute(Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas), scheduler_config=SchedulerConfig(**sc)))
+QUOTA, POOL = BorrowLimitBasis.QUOTA, BorrowLimitBasis.POOL
+
+
+def run(nodes_, quotas=(), basis=QUOTA, **sc):
+    settings = Settings(borrow_limit_basis=basis)
+    return compute(
+        Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas), scheduler_config=SchedulerConfig(**sc), settings=settings)
+    )
 
 
 # -- eligibility ------------------------------------------------------------------------------
@@ -177,7 +185,8 @@ def test_unallocated_and_shortfall():
     assert any(i.code == "Shortfall" and i.subject == P5 for i in over.issues)
 
 
-def test_pool_each_team_sees_and_borrow_limits_by_strategy():
+# -- borrow limits on the Quota basis (HyperPod's, the default) ------------------------------------
+def test_quota_basis_borrow_limits_by_strategy_are_a_percentage_of_the_teams_own_quota():
     # 4 p5 nodes = 32 GPUs; a=8 LendAndBorrow, b=8 Lend, c=8 DontLend -> unallocated 8
     result = run(
         nodes("p5", P5, 4),
@@ -188,9 +197,122 @@ def test_pool_each_team_sees_and_borrow_limits_by_strategy():
         ],
     )
     a, b, c = (result.teams[t] for t in "abc")
+    d = a.why[P5][GPU]
+    assert (d.basis, d.nominal, d.pool) == (QUOTA, 8, 8 + 8)  # the pool a sees is named, and caps nothing
+    assert (a.borrowing_limit[P5][GPU], d.bound) == (4, Bound.PERCENTAGE_OF_QUOTA)  # default 50% of its own 8
+    assert (b.borrowing_limit[P5][GPU], b.why[P5][GPU].bound) == (0, Bound.STRATEGY)
+    assert (c.borrowing_limit[P5][GPU], c.why[P5][GPU].bound) == (0, Bound.STRATEGY)  # DontLend borrows nothing
+    assert (a.lending_limit[P5][GPU], b.lending_limit[P5][GPU], c.lending_limit[P5][GPU]) == (8, 8, 0)
+
+
+QUOTA_BASIS_CASES = [
+    # team a: 16 GPUs of p5 on a cluster of 4 p5 (32 GPUs): the pool it sees is 16
+    ("default 50% of its 16", None, (), 8, Bound.PERCENTAGE_OF_QUOTA),
+    ("25%", 25, (), 4, Bound.PERCENTAGE_OF_QUOTA),
+    ("0%", 0, (), 0, Bound.PERCENTAGE_OF_QUOTA),
+    ("500%: 80, never capped at the pool of 16", 500, (), 80, Bound.PERCENTAGE_OF_QUOTA),
+    ("10,000%, the API's top", 10000, (), 1600, Bound.PERCENTAGE_OF_QUOTA),
+    ("an absolute limit below the percentage replaces it", 100, (entry(P5, accelerators=3),), 3, Bound.ABSOLUTE),
+    ("an absolute limit above the percentage replaces it too", 25, (entry(P5, accelerators=30),), 30, Bound.ABSOLUTE),
+    ("absolute Count 1: one instance's GPUs", 100, (entry(P5, count=1),), 8, Bound.ABSOLUTE),
+    ("absolute Count 0: nothing", 100, (entry(P5, count=0),), 0, Bound.ABSOLUTE),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "borrow", "absolute", "expected", "bound"), QUOTA_BASIS_CASES, ids=[c[0] for c in QUOTA_BASIS_CASES]
+)
+def test_quota_basis_percentage_of_the_quota_an_absolute_limit_replacing_it(name, borrow, absolute, expected, bound):
+    result = run(nodes("p5", P5, 4), [quota("a", entry(P5, accelerators=16), borrow=borrow, absolute=absolute)])
+    d = result.teams["a"].why[P5][GPU]
+    assert (d.nominal, d.pool, d.limit, d.bound) == (16, 16, expected, bound)
+    assert result.teams["a"].borrowing_limit[P5][GPU] == expected
+
+
+def test_quota_basis_a_team_of_4_instances_at_50_percent_borrows_2_instances_worth_of_every_resource():
+    # HyperPod's policies page: the percentage "applies uniformly across all resource types ... in the team's quota"
+    result = run(nodes("p5", P5, 8), [quota("a", entry(P5, count=4), borrow=50)])
+    assert result.teams["a"].borrowing_limit[P5] == {r: 2 * q for r, q in P5_ALLOC.items()}
+
+
+def test_quota_basis_an_absolute_limit_replaces_the_percentage_only_on_the_resources_it_names():
+    # Count 1 = 8 GPUs, 191.45 cpu; BorrowLimit 100 -> 8 GPUs, 191.45 cpu; VCpu 10 replaces the cpu only
+    result = run(nodes("p5", P5, 4), [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))])
+    g = result.teams["a"]
+    assert (g.borrowing_limit[P5]["cpu"], g.why[P5]["cpu"].bound) == (10, Bound.ABSOLUTE)
+    assert (g.borrowing_limit[P5][GPU], g.why[P5][GPU].bound) == (8, Bound.PERCENTAGE_OF_QUOTA)
+    assert g.borrowing_limit[P5]["memory"] == 1900 * GIB
+
+
+def test_quota_basis_borrow_limits_round_down():
+    # Count 3 = 24 GPUs, 3 x 191.45 cpu, 3 x 1900Gi; 33% -> 7.92 -> 7 GPUs; cpu to 1m; memory to 1Mi
+    result = run(nodes("p5", P5, 8), [quota("a", entry(P5, count=3), borrow=33)])
+    g = result.teams["a"]
+    assert g.borrowing_limit[P5][GPU] == 7
+    assert g.borrowing_limit[P5]["cpu"] == floor_cpu(3 * CPU_P5 * Fraction(33, 100))
+    assert g.borrowing_limit[P5]["memory"] == floor_mem(3 * MEM_P5 * Fraction(33, 100))
+
+
+def test_quota_basis_an_instance_type_outside_the_quota_borrows_nothing_unless_an_absolute_limit_names_it():
+    fleet = [*nodes("p5", P5, 2), *nodes("trn", TRN1, 1)]
+    plain = run(fleet, [quota("a", entry(P5, accelerators=8))]).teams["a"]
+    assert (plain.borrowing_limit[TRN1][NEURON], plain.why[TRN1][NEURON].bound) == (0, Bound.NOT_IN_QUOTA)
+    assert plain.why[TRN1][NEURON].pool == 16  # it sees the idle trn1; its quota lets it borrow none of it
+    # an absolute limit on an instance type outside the quota is honoured (an extension), and named
+    result = run(fleet, [quota("a", entry(P5, accelerators=8), absolute=(entry(TRN1, accelerators=4),))])
+    capped = result.teams["a"]
+    assert (capped.borrowing_limit[TRN1][NEURON], capped.why[TRN1][NEURON].bound) == (4, Bound.ABSOLUTE)
+    assert (capped.borrowing_limit[TRN1]["cpu"], capped.why[TRN1]["cpu"].bound) == (0, Bound.NOT_IN_QUOTA)
+    assert [(i.severity, i.code, i.subject) for i in result.issues] == [
+        ("warning", "AbsoluteLimitOutsideQuota", f"a-quota/{TRN1}")
+    ]
+
+
+def test_quota_basis_limits_stay_put_when_nodes_change_only_the_pool_moves():
+    q = [quota("a", entry(P5, accelerators=8)), quota("b", entry(P5, count=1), borrow=150)]
+    before = run(nodes("p5", P5, 4), q)
+    after = run([*nodes("p5", P5, 3), node("p5-3", ready=False)], q)
+    assert (before.unallocated[P5][GPU], after.unallocated[P5][GPU]) == (16, 8)
+    assert {t: g.borrowing_limit for t, g in before.teams.items()} == {
+        t: g.borrowing_limit for t, g in after.teams.items()
+    }
+    assert (after.teams["a"].borrowing_limit[P5][GPU], after.teams["b"].borrowing_limit[P5][GPU]) == (4, 12)
+
+
+def test_quota_basis_idle_resource_sharing_disabled_keeps_the_limits_and_shrinks_what_the_team_sees():
+    q = [quota("a", entry(P5, accelerators=8)), quota("b", entry(P5, accelerators=8))]
+    on, off = run(nodes("p5", P5, 4), q), run(nodes("p5", P5, 4), q, idle_resource_sharing=False)
+    assert (on.teams["a"].why[P5][GPU].pool, off.teams["a"].why[P5][GPU].pool) == (16 + 8, 8)
+    assert on.teams["a"].borrowing_limit[P5][GPU] == off.teams["a"].borrowing_limit[P5][GPU] == 4
+
+
+def test_the_policies_pages_example_in_numbers():
+    # HyperPod's task-governance policies page: Team A quota 6 instances, Team B quota 5; B borrows idle compute of A.
+    # B at BorrowLimit 100 may borrow 5 instances' worth; at the default 50, 2.5 (20 GPUs: 2 whole p5 instances).
+    for borrow, gpus in ((100, 40), (None, 20)):
+        result = run(
+            nodes("p5", P5, 11), [quota("a", entry(P5, count=6)), quota("b", entry(P5, count=5), borrow=borrow)]
+        )
+        assert result.teams["b"].borrowing_limit[P5][GPU] == gpus
+        assert result.teams["b"].why[P5][GPU].pool == 48  # A lends its 6 instances; nothing else is idle
+
+
+# -- borrow limits on the Pool basis (idleshare's earlier reading, per cluster) ---------------------
+def test_pool_basis_each_team_sees_and_borrow_limits_by_strategy():
+    # 4 p5 nodes = 32 GPUs; a=8 LendAndBorrow, b=8 Lend, c=8 DontLend -> unallocated 8
+    result = run(
+        nodes("p5", P5, 4),
+        [
+            quota("a", entry(P5, accelerators=8)),
+            quota("b", entry(P5, accelerators=8), strategy=Strategy.LEND),
+            quota("c", entry(P5, accelerators=8), strategy=Strategy.DONT_LEND),
+        ],
+        basis=POOL,
+    )
+    a, b, c = (result.teams[t] for t in "abc")
     assert a.why[P5][GPU].pool == 8 + 8  # unallocated + b's lent nominal; c lends nothing, a's own excluded
     assert a.borrowing_limit[P5][GPU] == 8  # default 50%
-    assert a.why[P5][GPU].bound == Bound.PERCENTAGE
+    assert (a.why[P5][GPU].bound, a.why[P5][GPU].basis) == (Bound.PERCENTAGE, POOL)
     assert (b.borrowing_limit[P5][GPU], b.why[P5][GPU].bound) == (0, Bound.STRATEGY)
     assert c.borrowing_limit[P5][GPU] == 0
     assert (a.lending_limit[P5][GPU], b.lending_limit[P5][GPU], c.lending_limit[P5][GPU]) == (8, 8, 0)
@@ -208,41 +330,46 @@ def test_pool_each_team_sees_and_borrow_limits_by_strategy():
         ("absolute cap above the pool", 100, (entry(P5, count=5),), 16, Bound.POOL),
     ],
 )
-def test_borrow_limit_least_bound_wins(name, borrow, absolute, expected, bound):
+def test_pool_basis_least_bound_wins(name, borrow, absolute, expected, bound):
     # 4 p5 = 32 GPUs; a has 16 -> pool seen by a = 16 unallocated
-    result = run(nodes("p5", P5, 4), [quota("a", entry(P5, accelerators=16), borrow=borrow, absolute=absolute)])
+    result = run(
+        nodes("p5", P5, 4), [quota("a", entry(P5, accelerators=16), borrow=borrow, absolute=absolute)], basis=POOL
+    )
     d = result.teams["a"].why[P5][GPU]
     assert (d.pool, d.limit, d.bound) == (16, expected, bound)
     assert result.teams["a"].borrowing_limit[P5][GPU] == expected
 
 
-def test_absolute_cap_by_field_caps_only_its_resource():
-    result = run(nodes("p5", P5, 4), [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))])
+def test_pool_basis_absolute_cap_by_field_caps_only_its_resource():
+    result = run(
+        nodes("p5", P5, 4), [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))], basis=POOL
+    )
     assert result.teams["a"].borrowing_limit[P5]["cpu"] == 10
     assert result.teams["a"].borrowing_limit[P5][GPU] == 24  # no cap on GPUs: the whole pool
 
 
-def test_borrow_limits_round_down():
+def test_pool_basis_borrow_limits_round_down():
     # pool 3 p5 = 24 GPUs, 3 x 191.45 cpu; 33% -> 7.92 -> 7 GPUs; cpu to 1m; memory to 1Mi
-    result = run(nodes("p5", P5, 3), [quota("a", borrow=33)])
+    result = run(nodes("p5", P5, 3), [quota("a", borrow=33)], basis=POOL)
     g = result.teams["a"]
     assert g.borrowing_limit[P5][GPU] == 7
     assert g.borrowing_limit[P5]["cpu"] == floor_cpu(3 * CPU_P5 * Fraction(33, 100))
     assert g.borrowing_limit[P5]["memory"] == floor_mem(3 * MEM_P5 * Fraction(33, 100))
 
 
-def test_team_can_borrow_on_flavors_where_it_has_no_quota():
-    result = run([*nodes("p5", P5, 2), *nodes("trn", TRN1, 1)], [quota("a", entry(P5, accelerators=8))])
+def test_pool_basis_a_team_can_borrow_on_flavors_where_it_has_no_quota():
+    result = run([*nodes("p5", P5, 2), *nodes("trn", TRN1, 1)], [quota("a", entry(P5, accelerators=8))], basis=POOL)
     assert result.teams["a"].nominal[TRN1][NEURON] == 0
     assert result.teams["a"].borrowing_limit[TRN1][NEURON] == 8
+    assert not result.issues  # no AbsoluteLimitOutsideQuota on the Pool basis: every flavor is borrowable
 
 
-def test_idle_resource_sharing_disabled_leaves_only_what_lenders_lend():
+def test_pool_basis_idle_resource_sharing_disabled_leaves_only_what_lenders_lend():
     q = [quota("a", entry(P5, accelerators=8)), quota("b", entry(P5, accelerators=8))]
-    on = run(nodes("p5", P5, 4), q)
-    off = run(nodes("p5", P5, 4), q, idle_resource_sharing=False)
+    on = run(nodes("p5", P5, 4), q, basis=POOL)
+    off = run(nodes("p5", P5, 4), q, basis=POOL, idle_resource_sharing=False)
     assert on.teams["a"].why[P5][GPU].pool == 16 + 8
-    assert off.teams["a"].why[P5][GPU].pool == 8
+    assert (off.teams["a"].why[P5][GPU].pool, off.teams["a"].borrowing_limit[P5][GPU]) == (8, 4)
     assert off.unallocated[P5][GPU] == 16  # still reported; just not lendable
 
 

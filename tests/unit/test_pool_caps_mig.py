@@ -1,5 +1,7 @@
 """docs/spec.md §2 on absolute borrow caps and mixed-MIG fleets; every expected number is worked out from the spec and
-the node shapes written here, never read from the engine."""
+the node shapes written here, never read from the engine. How an entry sizes its caps is the same on both bases; the
+tables run on the Pool basis (a team with no quota there still borrows, so every cap shows against the pool), and
+``test_on_the_quota_basis_a_cap_replaces_the_percentage_of_the_quota`` checks the Quota basis's use of them."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idleshare.domain import catalog
-from idleshare.domain.model import GIB, SchedulerConfig, Snapshot
+from idleshare.domain.model import GIB, BorrowLimitBasis, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import Bound, compute
 from tests.builders import (
     ALL_3G,
@@ -50,8 +52,11 @@ def fleet(whole=3, all_3g=2, balanced=1):
     return out
 
 
-def run(nodes_, quotas=(), **sc):
-    return compute(Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas), scheduler_config=SchedulerConfig(**sc)))
+def run(nodes_, quotas=(), basis=BorrowLimitBasis.POOL, **sc):
+    settings = Settings(borrow_limit_basis=basis)
+    return compute(
+        Snapshot(nodes=tuple(nodes_), quotas=tuple(quotas), scheduler_config=SchedulerConfig(**sc), settings=settings)
+    )
 
 
 def half(resource, amount):
@@ -126,6 +131,20 @@ def test_absolute_caps_by_field(cap, expected):
     g = result.teams["a"]
     assert {r: g.borrowing_limit[P5][r] for r in expected} == expected
     assert not errors(result)
+
+
+def test_on_the_quota_basis_a_cap_replaces_the_percentage_of_the_quota():
+    # quota Count 2 of p5 (S(f) the whole-GPU node): 16 GPUs, 2 x 191.45 cpu, 0 3g slices; BorrowLimit 50 -> half;
+    # AcceleratorPartition 3g x 6 replaces the 3g limit (its quota is 0, so the percentage alone gives 0)
+    cap = entry(P5, partition=(MIG3, 6))
+    result = run(fleet(), [quota("a", entry(P5, count=2), absolute=(cap,))], basis=BorrowLimitBasis.QUOTA)
+    g = result.teams["a"]
+    assert (g.borrowing_limit[P5][R3], g.why[P5][R3].bound) == (6, Bound.ABSOLUTE)
+    assert (g.borrowing_limit[P5][GPU], g.why[P5][GPU].bound) == (8, Bound.PERCENTAGE_OF_QUOTA)
+    assert g.borrowing_limit[P5]["cpu"] == CPU_P5
+    # Count 0 replaces every resource of the flavor with 0
+    zero = run(fleet(), [quota("a", entry(P5, count=2), absolute=(entry(P5, count=0),))], basis=BorrowLimitBasis.QUOTA)
+    assert set(zero.teams["a"].borrowing_limit[P5].values()) == {0}
 
 
 def test_a_cap_that_cannot_be_sized_is_zero_never_no_cap():

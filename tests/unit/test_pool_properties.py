@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idleshare.domain.kueue import desired_objects
-from idleshare.domain.model import SchedulerConfig, Snapshot, Strategy
+from idleshare.domain.model import BorrowLimitBasis, SchedulerConfig, Settings, Snapshot, Strategy
 from idleshare.domain.pool import compute
 from tests.builders import ALLOC, G5, P4D, P5, TRN1, entry, node, quota
 from tests.strategies import mixed_fleet, teams_with_caps
@@ -66,16 +67,55 @@ def team_quotas(draw):
     return out
 
 
-def snap(nodes_, quotas_, sharing=True):
+def snap(nodes_, quotas_, sharing=True, basis=BorrowLimitBasis.QUOTA):
     return Snapshot(
-        nodes=tuple(nodes_), quotas=tuple(quotas_), scheduler_config=SchedulerConfig(idle_resource_sharing=sharing)
+        nodes=tuple(nodes_),
+        quotas=tuple(quotas_),
+        scheduler_config=SchedulerConfig(idle_resource_sharing=sharing),
+        settings=Settings(borrow_limit_basis=basis),
     )
 
 
 @settings(max_examples=150, deadline=None)
 @given(cluster_nodes(), team_quotas(), st.booleans())
-def test_every_borrowing_limit_is_within_the_pool_the_team_sees(nodes_, quotas_, sharing):
+def test_on_the_quota_basis_every_limit_is_the_percentage_of_the_quota_or_the_absolute_limit(nodes_, quotas_, sharing):
     result = compute(snap(nodes_, quotas_, sharing))
+    for q in quotas_:
+        grant = result.teams.get(q.team)
+        if grant is None or grant.quota_name != q.name:
+            continue  # a duplicate team's second quota: not the one that counts
+        percent = 50 if q.borrow_limit is None else q.borrow_limit
+        for f, per in grant.borrowing_limit.items():
+            for r, limit in per.items():
+                d = grant.why[f][r]
+                assert limit == d.limit and limit >= 0
+                if not q.enabled or q.strategy is not Strategy.LEND_AND_BORROW:
+                    assert limit == 0
+                elif d.absolute_cap is not None:
+                    assert limit <= d.absolute_cap and d.bound == "absolute"
+                else:
+                    assert limit <= Fraction(percent, 100) * grant.nominal[f][r]
+                    unit = {"memory": 1024**2, "cpu": Fraction(1, 1000)}.get(r, 1)  # docs/spec.md §2, "Rounding"
+                    assert limit > Fraction(percent, 100) * grant.nominal[f][r] - unit  # rounded down, by < 1 unit
+                    if f not in {e.instance_type for e in q.resources}:
+                        assert d.bound == "not in quota" and limit == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(cluster_nodes(min_size=1), team_quotas(), st.data())
+def test_on_the_quota_basis_no_borrowing_limit_moves_with_the_pool(nodes_, quotas_, data):
+    """Cordoning, draining or failing nodes, or switching idle sharing, moves the Cohort's quota, never a team's limit."""
+    before = compute(snap(nodes_, quotas_))
+    flipped = [replace(n, unschedulable=not n.unschedulable) if data.draw(st.booleans()) else n for n in nodes_]
+    after = compute(snap(flipped, quotas_, sharing=data.draw(st.booleans())))
+    for team, grant in before.teams.items():
+        assert after.teams[team].borrowing_limit == grant.borrowing_limit
+
+
+@settings(max_examples=150, deadline=None)
+@given(cluster_nodes(), team_quotas(), st.booleans())
+def test_on_the_pool_basis_every_borrowing_limit_is_within_the_pool_the_team_sees(nodes_, quotas_, sharing):
+    result = compute(snap(nodes_, quotas_, sharing, basis=BorrowLimitBasis.POOL))
     for grant in result.teams.values():
         for f, per in grant.borrowing_limit.items():
             for r, limit in per.items():
