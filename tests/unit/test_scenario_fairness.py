@@ -147,7 +147,8 @@ def shared(weights: dict[str, Any], shares: dict[str, Any]) -> scenario.StepRepo
     r = report([], {"alpha": {P5: {"nvidia.com/gpu": "8"}}, "beta": {P5: {"nvidia.com/gpu": "24"}}})
     teams = {t: {"weight": weights[t], "weightedShare": shares[t]} for t in weights}
     r.fair_sharing = {"lendable": {"nvidia.com/gpu": "84", "cpu": "400"}, "teams": teams}
-    limits, gpu = {"alpha": ("24", "percentage"), "beta": ("40", "pool")}, "nvidia.com/gpu"
+    # on the Quota basis: alpha's limit its BorrowLimit % of its own quota ("%"), beta's an absolute limit ("abs")
+    limits, gpu = {"alpha": ("24", "percentage of quota"), "beta": ("40", "absolute")}, "nvidia.com/gpu"
     teams = {t: {"borrowingLimit": {P5: {gpu: n}}, "why": {P5: {gpu: {"bound": b}}}} for t, (n, b) in limits.items()}
     r.pool = {"teams": teams}
     return r
@@ -159,7 +160,7 @@ def test_two_borrowers_are_shown_with_their_weights_limits_and_shares_worked_out
     assert "fair sharing (Kueue)" in lines[0]
     assert "alpha  weight 1  borrows 8 gpu on p5 (limit 24 %)" in text
     assert "8 x 1000 / 84 gpu / 1 = 95.2 -> Kueue's share 96" in text
-    assert "beta   weight 3  borrows 24 gpu on p5 (limit 40 pool)" in text
+    assert "beta   weight 3  borrows 24 gpu on p5 (limit 40 abs)" in text
     assert "24 x 1000 / 84 gpu / 3 = 95.2 -> Kueue's share 96" in text
 
 
