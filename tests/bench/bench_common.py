@@ -396,9 +396,12 @@ def quiet_handlers() -> Iterator[None]:
     from idleshare.runtime.observability import logger
 
     sink = io.StringIO()
-    old = logger.registered_handler.setStream(sink)
+    # swapped, not setStream(): that flushes the stream it replaces, which may be closed (a test's captured stdout,
+    # when the logger was made in a test with capsys)
+    handler = logger.registered_handler
+    old, handler.stream = handler.stream, sink
     try:
         with contextlib.redirect_stdout(sink):
             yield
     finally:
-        logger.registered_handler.setStream(old)
+        handler.stream = old
