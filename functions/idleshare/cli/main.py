@@ -37,10 +37,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     )
     result, manifests = plan(
         _read(args.nodes, "--nodes"),
-        _read(args.quotas, "--quotas"),
+        _read(args.quotas, "--quotas") if args.quotas else None,
         _read(args.scheduler_config, "--scheduler-config") if args.scheduler_config else None,
         settings=settings,
-        sources=(args.nodes, args.quotas, args.scheduler_config or "scheduler-config"),
+        sources=(args.nodes, args.quotas or "quotas", args.scheduler_config or "scheduler-config"),
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "html":  # the report page offline: the pool, the limits and why; usage needs a deployed cluster
@@ -101,7 +101,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("plan", help="compute the lendable pool and the Kueue objects from files", formatter_class=_Help)
     p.add_argument("--nodes", required=True, metavar="NODES.json", help="`kubectl get nodes -o json` output")
-    p.add_argument("--quotas", required=True, metavar="QUOTAS.json", help="SageMaker compute quotas (JSON array)")
+    p.add_argument(
+        "--quotas",
+        metavar="QUOTAS.json",
+        help="SageMaker compute quotas: `aws sagemaker list-compute-quotas` output, a JSON array of quotas or one "
+        "quota; without it, no team has a quota (the capacity alone: all of it is the lendable pool)",
+    )
     p.add_argument("--scheduler-config", metavar="SC.json", help="SageMaker SchedulerConfig")
     p.add_argument(
         "--format",

@@ -14,18 +14,19 @@ from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 def plan(
     nodes: bytes | str,
-    quotas: bytes | str,
+    quotas: bytes | str | None,
     scheduler_config: bytes | str | None = None,
     settings: Settings | None = None,
     sources: tuple[str, str, str] = ("nodes", "quotas", "scheduler-config"),
 ) -> tuple[PoolResult, list[dict[str, Any]]]:
-    """Parse, compute, and build the desired objects. Raises ``InputError`` naming the bad field."""
+    """Parse, compute, and build the desired objects (``quotas`` None: no team has one, the capacity alone).
+    Raises ``InputError`` naming the bad field."""
     scheduler = (
         parse_scheduler_config(scheduler_config, sources[2]) if scheduler_config is not None else SchedulerConfig()
     )
     snapshot = Snapshot(
         nodes=parse_nodes(nodes, sources[0]),
-        quotas=parse_quotas(quotas, sources[1]),
+        quotas=parse_quotas(quotas, sources[1]) if quotas is not None else (),
         scheduler_config=scheduler,
         settings=settings or Settings(),
     )
