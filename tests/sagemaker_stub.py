@@ -19,9 +19,7 @@ REGION = "us-west-2"
 
 def client() -> Any:
     """A SageMaker client that never reaches AWS (dummy credentials; stub its answers)."""
-    return boto3.client(
-        "sagemaker", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
+    return boto3.client("sagemaker", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
 def members(operation: str, shape: str | None = None) -> list[str]:
@@ -35,7 +33,9 @@ def _timestamps(value: Any) -> Any:
     """Response values as botocore returns them: ISO 8601 strings of the *Time fields become datetimes."""
     if isinstance(value, dict):
         return {
-            k: datetime.fromisoformat(v.replace("Z", "+00:00")) if k.endswith("Time") and isinstance(v, str) else _timestamps(v)
+            k: datetime.fromisoformat(v.replace("Z", "+00:00"))
+            if k.endswith("Time") and isinstance(v, str)
+            else _timestamps(v)
             for k, v in value.items()
         }
     if isinstance(value, list):
@@ -74,3 +74,15 @@ def list_compute_quotas_output(quotas: Iterable[dict[str, Any]] | None = None) -
     with Stubber(sagemaker) as stub:
         stub.add_response("list_compute_quotas", response, {"ClusterArn": CLUSTER_ARN})
         return cli_json(sagemaker.list_compute_quotas(ClusterArn=CLUSTER_ARN))
+
+
+def example_scheduler_config() -> dict[str, Any]:
+    """The example cluster's ``DescribeClusterSchedulerConfig`` response (timestamps as datetimes)."""
+    described = _timestamps(json.loads((EXAMPLES / "scheduler-config.json").read_text()))
+    keep = members("DescribeClusterSchedulerConfig")
+    return {k: v for k, v in described.items() if k in keep}
+
+
+def scheduler_config_summary(described: dict[str, Any]) -> dict[str, Any]:
+    keep = members("ListClusterSchedulerConfigs", "ClusterSchedulerConfigSummary")
+    return {k: v for k, v in described.items() if k in keep}
