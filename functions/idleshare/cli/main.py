@@ -90,6 +90,23 @@ class _Help(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, width)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed package's version (pyproject.toml's, the one place, read from the package's
+    metadata), looked up only when asked: ``importlib.metadata`` is not free and `idleshare plan` never needs it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"idleshare {version('idleshare')}")
+        except PackageNotFoundError:
+            parser.exit(1, "idleshare: version unknown (the package is not installed: run `make sync`)\n")
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``command="plan"`` only `plan`'s part: `idleshare plan` imports none of
     the remote commands' modules (HTTP, SigV4, botocore), so it starts as fast as the engine can."""
@@ -98,6 +115,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="idleshare", description="Share idle GPU capacity through Kueue.", formatter_class=_Help
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("plan", help="compute the lendable pool and the Kueue objects from files", formatter_class=_Help)
     p.add_argument("--nodes", required=True, metavar="NODES.json", help="`kubectl get nodes -o json` output")
