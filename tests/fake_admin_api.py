@@ -11,6 +11,7 @@ from typing import Any
 
 from idleshare.cli.plan import plan
 from idleshare.cli.present import result_json
+from idleshare.service.admin import DEFAULT_SCHEDULER_CONFIG
 
 EXAMPLES = Path(__file__).parents[1] / "events" / "examples"
 
@@ -149,8 +150,8 @@ class FakeAdminApi:
             self.scheduler = {"SchedulerConfig": config, "SchedulerConfigVersion": current + 1, "Status": "Created"}
         elif method != "GET":
             return self.reply(404, {"message": "no route"})
-        default = {"SchedulerConfig": {"PriorityClasses": [], "FairShare": "Enabled", "IdleResourceSharing": "Enabled"}}
-        stored = self.scheduler or {**default, "SchedulerConfigVersion": 0, "Status": "Default"}
+        default = {"SchedulerConfig": dict(DEFAULT_SCHEDULER_CONFIG), "SchedulerConfigVersion": 0, "Status": "Default"}
+        stored = self.scheduler or default
         return self.reply(200, {"ClusterId": cluster, **stored})
 
     def page(self, body: dict[str, Any], next_token: str | None) -> dict[str, Any]:

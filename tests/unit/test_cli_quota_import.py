@@ -169,6 +169,23 @@ def test_a_team_governed_under_another_quota_name_is_a_conflict_and_nothing_is_w
     assert writes(api) == [] and set(fake.quotas) == {"mine"}
 
 
+def test_a_write_refused_midway_says_how_far_it_got_and_a_second_run_finishes_the_rest(api, fake, sagemaker, capsys):
+    # Given the second quota's create is refused by the API
+    quotas = sm.example_quotas()
+    second = sorted(q["Name"] for q in quotas)[1]
+    next(q for q in quotas if q["Name"] == second)["Description"] = "server says no"
+    stub_cluster(sagemaker, quotas, None)
+    code, _, err = import_(api, capsys)
+    assert code == 1 and "HTTP 422" in err and f"1 of {len(quotas)} writes done before this one" in err
+    assert len(fake.quotas) == 1
+    # When it is run again once SageMaker's quota is fixed, only what is missing is written
+    next(q for q in quotas if q["Name"] == second)["Description"] = "fixed"
+    stub_cluster(sagemaker, quotas, None)
+    api.requests.clear()
+    code, _, err = import_(api, capsys)
+    assert (code, err) == (0, "") and len(writes(api)) == len(quotas) - 1 and len(fake.quotas) == len(quotas)
+
+
 def test_a_sagemaker_refusal_is_one_line_naming_the_call(api, sagemaker, capsys):
     sagemaker.add_client_error("list_compute_quotas", "AccessDeniedException", "not authorized to ListComputeQuotas")
     code, out, err = import_(api, capsys)

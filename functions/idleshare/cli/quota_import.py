@@ -24,12 +24,12 @@ from typing import Any
 from idleshare.cli import quota, remote
 from idleshare.cli.main import CommandError, UsageError
 from idleshare.cli.scheduler_config import put_body
+from idleshare.service.admin import DEFAULT_SCHEDULER_CONFIG as SCHEDULER_DEFAULTS
 
 ADOPTED_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
 """The fields of a SageMaker quota that idleshare stores (CreateComputeQuota's, without ClusterArn and Tags)."""
 SKIPPED_STATUSES = frozenset({"Deleting", "Deleted", "CreateFailed", "CreateRollbackFailed"})
 """SageMaker Statuses of quotas and scheduler configs that do not govern the cluster: not imported."""
-SCHEDULER_DEFAULTS = {"PriorityClasses": [], "FairShare": "Enabled", "IdleResourceSharing": "Enabled"}
 # botocore's ClusterArn pattern (ListComputeQuotas' request): checked here so a typo is a usage error, not a stack
 _CLUSTER_ARN = re.compile(r"arn:aws[a-z\-]*:sagemaker:([a-z0-9\-]*):[0-9]{12}:cluster/[a-z0-9]{12}")
 
@@ -212,11 +212,17 @@ def run(args: argparse.Namespace) -> int:
         if conflicts:
             raise CommandError(f"{len(conflicts)} conflict(s) above: nothing written")
         return 0
-    for step in writes:
-        if step.method == "POST":
-            api.post(step.path, step.body)
-        else:
-            api.put(step.path, step.body)
+    for done, step in enumerate(writes):
+        try:
+            if step.method == "POST":
+                api.post(step.path, step.body)
+            else:
+                api.put(step.path, step.body)
+        except CommandError as exc:
+            raise CommandError(
+                f"{exc}\n{done} of {len(writes)} writes done before this one; the import can be run again: it "
+                "writes only what still differs"
+            ) from None
     _report(args, steps, dry_run=False)
     return 0
 

@@ -109,13 +109,15 @@ def put_body(config: dict[str, Any], version: object) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------- rendering
 def show_text(described: dict[str, Any]) -> str:
-    config = described.get("SchedulerConfig") or {}
+    from idleshare.service.admin import DEFAULT_SCHEDULER_CONFIG
+
+    config = {**DEFAULT_SCHEDULER_CONFIG, **(described.get("SchedulerConfig") or {})}
     rows: list[list[object]] = [
         ["Cluster", described.get("ClusterId")],
         ["Version", described.get("SchedulerConfigVersion")],
         ["Status", described.get("Status")],
-        ["FairShare", config.get("FairShare") or "Enabled"],
-        ["IdleResourceSharing", config.get("IdleResourceSharing") or "Enabled"],
+        ["FairShare", config["FairShare"]],
+        ["IdleResourceSharing", config["IdleResourceSharing"]],
         ["LastModified", described.get("LastModifiedTime")],
     ]
     out = remote.table(rows, ["FIELD", "VALUE"])
