@@ -20,7 +20,7 @@ from idleshare import names
 from idleshare.adapters.errors import ResourceExpiredError
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.store import DynamoStore
-from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL
+from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL, MIG_CONFIG_STATE_LABEL
 from idleshare.parse.events import NodeChangedEvent, parse_event
 from tests.kube.fixtures import ProxiedKube, make_node
 from tests.kube.watcher_harness import (  # noqa: F401 - the ``aws`` fixture
@@ -116,6 +116,7 @@ CHANGES: list[tuple[str, str]] = [
     ("n-noexecute", "Taints"),
     ("n-alloc", "Allocatable"),
     ("n-itype", "InstanceType"),
+    ("n-mig", "MigConfigState"),
 ]
 UNREPORTED = ("n-label", "n-prefer", "n-heartbeat")  # an unrelated label, a PreferNoSchedule taint, a heartbeat
 
@@ -137,6 +138,7 @@ def _make_changes(kube: Kube) -> None:
     stack.kubectl("taint", "node", "n-noexecute", "maintenance=now:NoExecute")
     kube.merge_patch("Node", "n-alloc", {"status": {"allocatable": {"nvidia.com/gpu": "7"}}}, subresource="status")
     stack.kubectl("label", "node", "n-itype", f"{INSTANCE_TYPE_LABEL}=ml.p4d.24xlarge", "--overwrite")
+    stack.kubectl("label", "node", "n-mig", f"{MIG_CONFIG_STATE_LABEL}=success", "--overwrite")  # was pending
     stack.kubectl("label", "node", "n-label", "team=research")
     stack.kubectl("taint", "node", "n-prefer", "soft=true:PreferNoSchedule")
     _heartbeat(kube, "n-heartbeat", 1)
@@ -144,7 +146,8 @@ def _make_changes(kube: Kube) -> None:
 
 def _seed_for_changes(kube: Kube) -> None:
     names_present = [n for n, _ in CHANGES if n != "n-added"] + list(UNREPORTED)
-    kube.seed_nodes([make_node(n, labels={HEALTH_LABEL: "Schedulable"}) for n in names_present])
+    labels = {HEALTH_LABEL: "Schedulable", MIG_CONFIG_STATE_LABEL: "pending"}
+    kube.seed_nodes([make_node(n, labels=labels) for n in names_present])
 
 
 def _assert_one_each(events: list[dict[str, Any]]) -> None:

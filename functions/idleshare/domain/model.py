@@ -38,6 +38,7 @@ GIB = 1024**3
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"  # read when the current label is absent
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"  # NVIDIA's MIG manager: pending, rebooting, success, failed
 BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})  # a taint with these keeps pods off
 DEFAULT_TOLERATED_TAINT_KEYS = frozenset({NVIDIA_GPU, "aws.amazon.com/neuron", NEURON_DEVICE})
 
@@ -52,6 +53,7 @@ class ExclusionReason(enum.StrEnum):
     UNHEALTHY = "Unhealthy"
     UNTOLERATED_TAINT = "UntoleratedTaint"
     NO_INSTANCE_TYPE = "NoInstanceType"
+    MIG_NOT_READY = "MigNotReady"  # only the node's MIG profiles are left out; its other resources count
 
 
 class BorrowLimitBasis(enum.StrEnum):
@@ -90,6 +92,14 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unreadable: bool = False
     """The Node object did not parse (a field of the wrong type, ...): it counts as nothing and says so."""
+    mig_config_state: str | None = None
+    """The ``nvidia.com/mig.config.state`` label (NVIDIA's MIG manager); None when absent."""
+
+    @property
+    def mig_ready(self) -> bool:
+        """Whether the node's MIG profiles count: no MIG manager label (a cluster without one), or it says
+        ``success`` (HyperPod task governance: "must show success ... to contribute MIG profiles")."""
+        return self.mig_config_state is None or self.mig_config_state == "success"
 
 
 @dataclass(frozen=True, slots=True)

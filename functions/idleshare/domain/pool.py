@@ -176,6 +176,9 @@ def _observe_nodes(
     tolerated = settings.tolerated_taint_keys
     for node in nodes:
         reason = exclusion_reason(node, tolerated)
+        # An eligible node whose MIG manager has not applied its layout lends none of its MIG profiles (they may
+        # be stale); its other resources count, so it stays eligible in ``counts`` and is named MigNotReady.
+        mig_withheld = reason is None and not node.mig_ready
         flavor = node.instance_type
         if flavor:
             tracked = tuple(sorted((r, q) for r, q in node.allocatable.items() if is_tracked(r, settings)))
@@ -184,13 +187,15 @@ def _observe_nodes(
             per_flavor = capacity[flavor]
             if reason is None:
                 counts[flavor][0] += 1
-                for r, q in tracked:
+            for r, q in tracked:
+                if reason is None and not (mig_withheld and r.startswith(MIG_PREFIX)):
                     per_flavor[r] = per_flavor.get(r, 0) + q
-            else:
-                for r, _ in tracked:
+                else:
                     per_flavor.setdefault(r, 0)
         if reason is not None:
             excluded[node.name] = reason
+        elif mig_withheld:
+            excluded[node.name] = ExclusionReason.MIG_NOT_READY
     return (
         {f: capacity[f] for f in sorted(capacity)},
         dict(sorted(excluded.items())),

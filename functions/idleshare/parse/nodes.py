@@ -19,6 +19,7 @@ Decisions:
   anything the quantity grammar refuses are errors. Parsed strings are cached: a flavor's nodes share them;
 - ``ready`` is the ``Ready`` condition being ``"True"``; no Ready condition means not ready;
 - the instance type is ``node.kubernetes.io/instance-type``, else ``beta.kubernetes.io/instance-type``;
+- ``nvidia.com/mig.config.state`` (NVIDIA's MIG manager) is read as written, absent -> None;
 - two nodes with one name are an error.
 
 msgspec stops at the first problem; a document it refuses is read again item by item, each item walked
@@ -36,7 +37,15 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, INSTANCE_TYPE_LABEL, Amount, Node, Taint
+from idleshare.domain.model import (
+    BETA_INSTANCE_TYPE_LABEL,
+    HEALTH_LABEL,
+    INSTANCE_TYPE_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    Amount,
+    Node,
+    Taint,
+)
 from idleshare.domain.quantity import QuantityError, parse_quantity
 from idleshare.parse import schema
 from idleshare.parse.errors import FieldError, InputError, capped
@@ -51,6 +60,7 @@ class _Labels(msgspec.Struct):
     instance_type: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=INSTANCE_TYPE_LABEL)
     beta_instance_type: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=BETA_INSTANCE_TYPE_LABEL)
     health: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=HEALTH_LABEL)
+    mig_config_state: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=MIG_CONFIG_STATE_LABEL)
 
 
 class _Metadata(msgspec.Struct):
@@ -134,10 +144,11 @@ def parse_quantity_value(value: object) -> Amount:
 def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
     meta = raw.metadata
     labels = meta.labels
-    instance_type = health = None
+    instance_type = health = mig_config_state = None
     if labels is not None:
         instance_type = labels.instance_type or labels.beta_instance_type or None
         health = labels.health if labels.health is not msgspec.UNSET else None
+        mig_config_state = labels.mig_config_state if labels.mig_config_state is not msgspec.UNSET else None
     spec, status = raw.spec, raw.status
     allocatable: dict[str, Amount] = {}
     ready = False
@@ -171,6 +182,7 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
         deleting=meta.deletionTimestamp is not None,
         health_status=health,
         taints=taints,
+        mig_config_state=mig_config_state,
     )
 
 

@@ -10,8 +10,9 @@ One invocation per governed cluster per minute (``handlers/watcher.py``) calls :
    is compared with the node's previous one (:func:`node_changes`): only a change of something that can
    move the pool — the node added or deleted, ``deletionTimestamp`` set, the Ready condition's status,
    ``spec.unschedulable``, the HyperPod health label, the NoSchedule / NoExecute taints,
-   ``status.allocatable``, the instance-type label — becomes an event. A kubelet's heartbeat (a status
-   update that changes none of these) produces nothing.
+   ``status.allocatable``, the instance-type label, the MIG manager's ``nvidia.com/mig.config.state`` label
+   — becomes an event. A kubelet's heartbeat (a status update that changes none of these) produces nothing.
+   ``tests/unit/test_mig_readiness.py`` fails when a field the engine's ``Node`` reads is not watched here.
 3. **Publish** each change as ``Node Changed`` (detail: ``cluster``, ``node``, ``change`` — the most
    significant one —, ``changes`` — all of them —, ``resourceVersion``) on idleshare's bus, by batched
    PutEvents from a background thread, so a burst (an AZ's nodes going NotReady) costs one call per ten
@@ -55,7 +56,13 @@ from typing import Any
 from idleshare import names
 from idleshare.adapters.errors import AdapterError, ConflictError, ResourceExpiredError, RetryableError
 from idleshare.adapters.ports import BatchPublisher, NodeWatchSource, WatchBookmark, WatchStore
-from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, BLOCKING_TAINT_EFFECTS, HEALTH_LABEL, INSTANCE_TYPE_LABEL
+from idleshare.domain.model import (
+    BETA_INSTANCE_TYPE_LABEL,
+    BLOCKING_TAINT_EFFECTS,
+    HEALTH_LABEL,
+    INSTANCE_TYPE_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+)
 
 PUT_EVENTS = "events:PutEvents"  # the operation a publish failure names
 DEFAULT_WINDOW_SECONDS = 15  # one watch request at most this long: a checkpoint at least this often
@@ -73,6 +80,7 @@ HEALTH = "HealthLabel"
 TAINTS = "Taints"
 ALLOCATABLE = "Allocatable"
 INSTANCE_TYPE = "InstanceType"
+MIG_CONFIG_STATE = "MigConfigState"
 CHANGE_KINDS = (
     ADDED,
     DELETED,
@@ -86,12 +94,14 @@ CHANGE_KINDS = (
     TAINTS,
     ALLOCATABLE,
     INSTANCE_TYPE,
+    MIG_CONFIG_STATE,
 )
 
-# A node's view: [ready, unschedulable, deleting, health, taints, allocatable, instance type] (JSON-able,
-# compared as a whole first: equal views -> nothing to report).
+# A node's view: [ready, unschedulable, deleting, health, taints, allocatable, instance type, MIG config state]
+# (JSON-able, compared as a whole first: equal views -> nothing to report). A view saved before the MIG state was
+# part of it has 7 members: the missing one reads as None (no label), so an upgrade publishes nothing by itself.
 View = list[Any]
-_READY, _UNSCHEDULABLE, _DELETING, _HEALTH, _TAINTS, _ALLOCATABLE, _INSTANCE_TYPE = range(7)
+_READY, _UNSCHEDULABLE, _DELETING, _HEALTH, _TAINTS, _ALLOCATABLE, _INSTANCE_TYPE, _MIG_CONFIG_STATE = range(8)
 
 
 def node_view(node: Mapping[str, Any]) -> View:
@@ -118,7 +128,13 @@ def node_view(node: Mapping[str, Any]) -> View:
         taints,
         {str(k): str(v) for k, v in sorted(allocatable.items())} if isinstance(allocatable, Mapping) else {},
         labels.get(INSTANCE_TYPE_LABEL) or labels.get(BETA_INSTANCE_TYPE_LABEL),
+        labels.get(MIG_CONFIG_STATE_LABEL),
     ]
+
+
+def _at(view: View, index: int) -> Any:
+    """A member of a view; None when a view saved by an earlier version ends before it."""
+    return view[index] if index < len(view) else None
 
 
 def node_changes(before: View | None, after: View | None) -> list[str]:
@@ -144,6 +160,8 @@ def node_changes(before: View | None, after: View | None) -> list[str]:
             out.append(kind)
     if after[_INSTANCE_TYPE] != before[_INSTANCE_TYPE]:
         out.append(INSTANCE_TYPE)
+    if _at(after, _MIG_CONFIG_STATE) != _at(before, _MIG_CONFIG_STATE):
+        out.append(MIG_CONFIG_STATE)
     return out
 
 
