@@ -105,3 +105,26 @@ def test_plan_without_quotas_lends_the_whole_capacity_and_grants_nothing():
     result, manifests = plan(nodes, None)
     assert result.teams == {} and result.capacity and result.unallocated == result.capacity
     assert not any(m["kind"] == "ClusterQueue" for m in manifests)
+
+
+def test_the_deploy_steps_end_with_governed_teams_through_commands_the_cli_has():
+    # Given the README's deploy block
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("## Deploying (`cdk deploy`)")
+    block = re.findall(r"```bash\n(.*?)```", readme[start:], re.S)[0]
+    commands = [line.split("#")[0].split() for line in block.splitlines() if line.startswith("./idleshare ")]
+    # Then it ends with importing the quotas, a recompute and the pool, after the RBAC
+    assert [c[1:3] for c in commands] == [
+        ["quota", "import"],
+        ["quota", "import"],
+        ["recalc", "--cluster"],
+        ["pool", "show"],
+    ]
+    assert block.index("kubectl apply -f infra/k8s/rbac.yaml") < block.index("./idleshare quota import")
+    # and each one, its placeholders filled in, is a command line the CLI accepts
+    from idleshare.cli.main import build_parser
+
+    fill = {"<id>": "ml-cluster", "<arn>": sagemaker_stub.CLUSTER_ARN}
+    for words in commands:
+        args = build_parser().parse_args([fill.get(w, w) for w in words[1:]])
+        assert args.cluster == "ml-cluster" and callable(args.func)
