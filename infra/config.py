@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from idleshare import timings
 from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.naming import namespace_prefix_problem
 
 CONTEXT_KEY = "idleshare"
 CONTEXT_CONFIG_FILE = "idleshare:config"
@@ -40,8 +41,6 @@ DEFAULT_TOLERATED_TAINT_KEYS = ("nvidia.com/gpu", "aws.amazon.com/neuron", "aws.
 EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$"
 HYPERPOD_CLUSTER_ARN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:cluster/[a-z0-9]+$"
 CLUSTER_ID = r"^[a-z0-9]([a-z0-9\-]{0,38}[a-z0-9])?$"
-# Prepended to Kubernetes object names, so DNS-label characters only.
-PREFIX = r"^[a-z0-9][a-z0-9\-]{0,30}$"
 EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 TAINT_KEY = r"^([a-z0-9]([a-z0-9\-.]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9\-_.]*[A-Za-z0-9])?$"
 
@@ -86,7 +85,9 @@ class ClusterConfig(_Strict):
     id: str = Field(pattern=CLUSTER_ID)
     eks_cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
     hyperpod_cluster_arn: str | None = Field(default=None, pattern=HYPERPOD_CLUSTER_ARN)
-    prefix: str | None = Field(default=None, pattern=PREFIX)
+    prefix: str | None = None
+    """Prepended to the teams' namespace and queue names (default ``hyperpod-ns-``): ``naming.namespace_prefix_problem``
+    says what it may be (never empty, never ``kube-``, ``openshift``, ``default``)."""
     field_ownership: Literal["Respect", "Take"] = "Respect"
     """Respect: fields of idleshare's Kueue objects that another field manager owns (HyperPod task governance,
     GitOps) are left to it and reported; Take: idleshare's server-side apply forces ownership."""
@@ -94,6 +95,14 @@ class ClusterConfig(_Strict):
     """What a quota's BorrowLimit is a percentage of: Quota (HyperPod's: the team's own quota) or Pool (the lendable
     pool the team sees); docs/spec.md §2."""
     vpc: VpcConfig | None = None
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str | None) -> str | None:
+        problem = None if value is None else namespace_prefix_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class IdleshareConfig(_Strict):

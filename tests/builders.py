@@ -195,3 +195,63 @@ QUOTAS = [
     quota("vision", entry(P4D, partition=("mig-1g.5gb", 28)), strategy=Strategy.DONT_LEND),
     quota("paused", entry(P5, accelerators=4), enabled=False),
 ]
+
+
+# -- names the API server refuses, or that no Job could use (issue 35) --------------------------------------------
+
+_, GOOD_OBJECTS = objects(CLUSTER, QUOTAS)  # every kind idleshare writes, every name valid: read, never changed
+API, OURS = True, False  # refused by the API server itself / idleshare's own rule (the server would take it)
+BAD_NAMES: list[tuple[str, tuple[str | int, ...], Any, str, bool]] = [
+    # (kind, where in the manifest, the bad value, the field idleshare's check names, who refuses it)
+    ("Namespace", ("metadata", "name"), "Team-A", "metadata.name", API),  # a namespace is a DNS label
+    ("Namespace", ("metadata", "name"), "a.b", "metadata.name", API),
+    ("Namespace", ("metadata", "name"), "n" * 64, "metadata.name", API),
+    ("Namespace", ("metadata", "name"), "kube-system", "metadata.name", OURS),  # reserved: the cluster's own
+    ("Namespace", ("metadata", "name"), "default", "metadata.name", OURS),
+    ("Namespace", ("metadata", "name"), "openshift-monitoring", "metadata.name", OURS),
+    ("ResourceFlavor", ("metadata", "name"), "GPU_Box.X", "metadata.name", API),  # a subdomain: lower case, no '_'
+    ("ResourceFlavor", ("metadata", "name"), "a" * 254, "metadata.name", API),
+    ("ResourceFlavor", ("metadata", "name"), "-a", "metadata.name", API),
+    ("ResourceFlavor", ("metadata", "name"), "a..b", "metadata.name", API),
+    ("ResourceFlavor", ("spec", "nodeLabels", "node.kubernetes.io/instance-type"), "x" * 64, "spec.nodeLabels", API),
+    ("ResourceFlavor", ("spec", "nodeLabels", "node.kubernetes.io/instance-type"), "a b", "spec.nodeLabels", API),
+    ("ResourceFlavor", ("spec", "nodeLabels", "bad key!"), "v", "spec.nodeLabels", API),
+    ("WorkloadPriorityClass", ("metadata", "name"), "p" * 64, "metadata.name", OURS),  # a Job's label value: 63
+    ("WorkloadPriorityClass", ("metadata", "name"), "p" * 300, "metadata.name", API),
+    ("Cohort", ("metadata", "name"), "Shared_Pool", "metadata.name", API),
+    ("ClusterQueue", ("metadata", "name"), "q" * 254, "metadata.name", API),
+    ("ClusterQueue", ("spec", "cohortName"), "Shared_Pool", "spec.cohortName", API),
+    ("ClusterQueue", ("spec", "resourceGroups", 0, "flavors", 0, "name"), "GPU_Box.X", "flavors[0].name", API),
+    (
+        "ClusterQueue",
+        ("spec", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"),
+        "a" * 64,
+        "match",
+        API,
+    ),
+    ("Cohort", ("spec", "resourceGroups", 0, "flavors", 1, "name"), "Bad", "resourceGroups[0].flavors[1].name", API),
+    ("LocalQueue", ("metadata", "name"), "l" * 64, "metadata.name", OURS),  # a Job's queue-name label value: 63
+    ("LocalQueue", ("metadata", "namespace"), "kube-system", "metadata.namespace", OURS),
+    ("LocalQueue", ("spec", "clusterQueue"), "Q", "spec.clusterQueue", API),
+    ("LocalQueue", ("metadata", "labels", "idleshare.io/team"), "t" * 64, "metadata.labels", API),
+]
+"""One row per rule of ``naming.object_name_problems``: the unit test proves idleshare's check names the field; the
+real-stack test (tests/kube/test_names.py) that the API server refuses each ``API`` row and takes each ``OURS`` one
+(those are idleshare's: the cluster's own namespaces, names a Job could not put in a label)."""
+
+
+def good_object(kind: str) -> dict[str, Any]:
+    """A copy of idleshare's desired object of ``kind`` (for the CLUSTER and QUOTAS above)."""
+    found: dict[str, Any] = json.loads(json.dumps(next(o for o in GOOD_OBJECTS if o["kind"] == kind)))
+    return found
+
+
+def spoiled(kind: str, path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    """``good_object(kind)`` with ``value`` at ``path``."""
+    obj = good_object(kind)
+    *parents, last = path
+    at: Any = obj
+    for key in parents:
+        at = at[key]
+    at[last] = value
+    return obj

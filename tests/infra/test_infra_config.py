@@ -92,6 +92,15 @@ VPC = {
         ({"clusters": [_cluster(id="UPPER")]}, "idleshare.clusters.0.id"),
         ({"clusters": [_cluster(hyperpod_cluster_arn="arn:aws:eks:us-east-1:1:cluster/x")]}, "hyperpod_cluster_arn"),
         ({"clusters": [_cluster(prefix="Bad_")]}, "idleshare.clusters.0.prefix"),
+        # issue 35: no namespace of the cluster's own (kube-system, default, openshift-*), no bare namespaces
+        (
+            {"clusters": [_cluster(prefix="kube-")]},
+            "idleshare.clusters.0.prefix: Value error, must not start with 'kube-'",
+        ),
+        ({"clusters": [_cluster(prefix="openshift-")]}, "idleshare.clusters.0.prefix: Value error, must not start"),
+        ({"clusters": [_cluster(prefix="default")]}, "idleshare.clusters.0.prefix: Value error, must not start"),
+        ({"clusters": [_cluster(prefix="")]}, "idleshare.clusters.0.prefix: Value error, must not be empty"),
+        ({"clusters": [_cluster(prefix="p" * 32)]}, "idleshare.clusters.0.prefix: Value error, must be at most 31"),
         ({"clusters": [_cluster(), _cluster(eks_cluster_name="other")]}, "duplicate id: c1"),
         ({"clusters": [_cluster(), _cluster(id="c2")]}, "duplicate eks_cluster_name: c1-eks"),
         ({"clusters": [_cluster()], "schedule_rate_minutes": 0}, "idleshare.schedule_rate_minutes"),

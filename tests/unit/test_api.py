@@ -16,7 +16,7 @@ from unittest.mock import Mock
 import pytest
 
 from idleshare import names
-from idleshare.adapters.errors import RetryableError
+from idleshare.adapters.errors import PermanentError, RetryableError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.runtime import wiring
 from tests.admin_api import ARN, CONTEXT, Reply, World, call, pages
@@ -78,6 +78,7 @@ def resource(**entry: Any) -> dict[str, Any]:
 BORROW_LIMIT = "ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit"
 RESOURCE = "ComputeQuotaConfig.ComputeQuotaResources[0]"
 WEIGHT, TEAM = "SchedulerConfig.PriorityClasses[0].Weight", "ComputeQuotaTarget.TeamName"
+PC_NAME = "SchedulerConfig.PriorityClasses[0].Name"
 BAD_CLASSES = [{"Name": "training", "Weight": 101}, {"Name": "training", "Weight": 1}]
 BAD_CONFIG = {"SchedulerConfig": {"PriorityClasses": BAD_CLASSES, "IdleResourceSharing": "Sometimes"}, "Name": "x"}
 TAGS = [{"Key": "", "Value": "v"}, {"Key": "k"}]
@@ -105,8 +106,11 @@ BAD_WRITES = [
     ("SC", {"SchedulerConfig": {"PriorityClasses": BAD_CLASSES[:1]}, "TargetVersion": 1}, WEIGHT),
     ("SC", T1, "SchedulerConfig"),
     ("SC", BAD_CONFIG | {"TargetVersion": -1}, f"Name TargetVersion {WEIGHT} SchedulerConfig.IdleResourceSharing"),
+    # <Name>-priority is a Job's label value (63): 300 characters broke every recompute, 55 could never be used
+    ("SC", {"SchedulerConfig": {"PriorityClasses": [{"Name": "p" * 300, "Weight": 1}]}}, PC_NAME),
+    ("SC", {"SchedulerConfig": {"PriorityClasses": [{"Name": "p" * 55, "Weight": 1}]}, "TargetVersion": 1}, PC_NAME),
 ]
-BOUNDS = {BORROW_LIMIT: "must be <= 10000", WEIGHT: "must be <= 100"}
+BOUNDS = {BORROW_LIMIT: "must be <= 10000", WEIGHT: "must be <= 100", PC_NAME: "must be at most 54 characters"}
 
 
 @pytest.mark.parametrize(("write", "body", "bad"), BAD_WRITES)
@@ -139,6 +143,41 @@ def test_a_team_name_too_long_for_the_clusters_queue_names_is_422_naming_the_fie
     # and an update cannot move a quota to such a team either
     update = call("PUT", f"{QUOTAS}/{'t' * 40}-quota", T1 | {"ComputeQuotaTarget": {"TeamName": "u" * 41}})
     assert (update.status, fields(update)) == (422, [TEAM])
+
+
+def test_a_priority_class_of_54_characters_is_the_longest_taken(world: World) -> None:
+    reply = call("PUT", SCHEDULER, {"SchedulerConfig": {"PriorityClasses": [{"Name": "p" * 54, "Weight": 1}]}})
+    assert reply.status == 200
+
+
+@pytest.mark.parametrize(("prefix", "team"), [("defaul", "t"), ("kub", "e-system"), ("openshif", "t-config")])
+def test_a_team_whose_namespace_would_be_the_clusters_own_is_422(world: World, prefix: str, team: str) -> None:
+    world.store.put_cluster(ClusterRecord("odd", "odd-eks", None, namespace_prefix=prefix))
+    before = world.items()
+    reply = call("POST", "/clusters/odd/compute-quotas", quota_body(team))
+    assert (reply.status, fields(reply)) == (422, [TEAM])
+    assert "reserved" in reply.body["errors"][0]["message"]
+    assert world.items() == before
+
+
+@pytest.mark.parametrize(
+    ("field", "record"),
+    [
+        ("namespace_prefix", ClusterRecord("x", "x-eks", None, namespace_prefix="kube-")),
+        ("namespace_prefix", ClusterRecord("x", "x-eks", None, namespace_prefix="")),
+        ("namespace_prefix", ClusterRecord("x", "x-eks", None, namespace_prefix="openshift-")),
+        ("namespace_prefix", ClusterRecord("x", "x-eks", None, namespace_prefix="default-")),
+        ("cohort_name", ClusterRecord("x", "x-eks", None, cohort_name="Shared_Pool")),
+        ("cohort_name", ClusterRecord("x", "x-eks", None, cohort_name="p" * 254)),
+    ],
+)
+def test_the_registry_refuses_a_prefix_or_cohort_that_cannot_name_objects(
+    world: World, field: str, record: ClusterRecord
+) -> None:
+    before = world.items()
+    with pytest.raises(PermanentError, match=field) as raised:
+        world.store.put_cluster(record)
+    assert raised.value.status == 400 and world.items() == before
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,12 @@ def test_a_missing_variable_is_named_with_the_function(handler: str, missing: st
             json.dumps([DEMO | {"field_ownership": "Fight"}]),
             r"\[0\]\.field_ownership: must be Respect or Take",
         ),
+        # issue 35: the prefix starts every team's namespace: never the cluster's own, never bare namespaces
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "kube-"}]), r"\[0\]\.prefix: must not start with 'kube-'"),
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "openshift-"}]), r"\[0\]\.prefix: must not start"),
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "default"}]), r"\[0\]\.prefix: must not start"),
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": ""}]), r"\[0\]\.prefix: a non-empty string"),
+        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "Team_"}]), r"\[0\]\.prefix: must start with a-z"),
     ],
 )
 def test_a_malformed_variable_is_named(variable: str, value: str, named: str) -> None:

@@ -28,6 +28,15 @@ def _read(path: str, flag: str) -> bytes:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from idleshare.cli.plan import plan
     from idleshare.cli.present import result_json, result_tables
+    from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
+
+    for flag, value, problem_of in (
+        ("--namespace-prefix", args.namespace_prefix, namespace_prefix_problem),
+        ("--cohort-name", args.cohort_name, cohort_name_problem),
+    ):
+        problem = problem_of(value)
+        if problem is not None:
+            raise UsageError(f"{flag} {show(value)}: {problem}")
 
     settings = Settings(
         tolerated_taint_keys=frozenset(args.tolerate) if args.tolerate else DEFAULT_TOLERATED_TAINT_KEYS,

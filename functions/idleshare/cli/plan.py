@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from idleshare.cli.present import result_json
-from idleshare.domain.kueue import desired_objects
+from idleshare.domain.kueue import writable_objects
 from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.nodes import parse_nodes
@@ -19,7 +19,8 @@ def plan(
     settings: Settings | None = None,
     sources: tuple[str, str, str] = ("nodes", "quotas", "scheduler-config"),
 ) -> tuple[PoolResult, list[dict[str, Any]]]:
-    """Parse, compute, and build the desired objects (``quotas`` None: no team has one, the capacity alone).
+    """Parse, compute, and build the objects the recompute would write (one with a name the API server would
+    refuse is left out and named in the result's issues); ``quotas`` None: no team has one, the capacity alone.
     Raises ``InputError`` naming the bad field."""
     scheduler = (
         parse_scheduler_config(scheduler_config, sources[2]) if scheduler_config is not None else SchedulerConfig()
@@ -30,8 +31,7 @@ def plan(
         scheduler_config=scheduler,
         settings=settings or Settings(),
     )
-    result = compute(snapshot)
-    return result, desired_objects(result, scheduler, snapshot.settings)
+    return writable_objects(compute(snapshot), scheduler, snapshot.settings)  # what the recompute would write
 
 
 def json_bytes(document: Any) -> bytes:

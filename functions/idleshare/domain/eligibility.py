@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from idleshare.domain.model import BLOCKING_TAINT_EFFECTS, ExclusionReason, Node
+from idleshare.domain.naming import flavor_name_problem
 
 
 def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> ExclusionReason | None:
     """The first reason the node does not count, in docs/spec.md's order, or None when it is eligible."""
     if node.unreadable:
         return ExclusionReason.UNREADABLE
+    if node.instance_type and flavor_name_problem(node.instance_type) is not None:
+        return ExclusionReason.INVALID_INSTANCE_TYPE  # before the rest: no flavor can ever hold this node
     if node.deleting:
         return ExclusionReason.DELETING
     if not node.ready:

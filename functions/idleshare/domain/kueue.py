@@ -1,20 +1,29 @@
 """The Kueue objects (kueue.x-k8s.io/v1beta2) and namespaces a pool result stands for (docs/spec.md §3).
 
-``desired_objects`` is deterministic and sorted; ``webhook_violations`` checks the rules that only
-Kueue's validating webhook enforces (a bare apiserver with the CRDs would accept them), so that
-idleshare never pushes an object Kueue would refuse.
+``desired_objects`` is deterministic and sorted; ``writable_objects`` is what the recompute and `idleshare plan`
+write: those of them whose every name the API server takes (``naming.object_name_problems``), each other one named
+in the pool's issues and left out. ``webhook_violations`` checks the rules that only Kueue's validating webhook
+enforces (a bare apiserver with the CRDs would accept them), so that idleshare never pushes an object Kueue
+would refuse.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 from idleshare.domain.model import INSTANCE_TYPE_LABEL, Amount, PriorityClass, SchedulerConfig, Settings
-from idleshare.domain.naming import cluster_queue_name, local_queue_name, namespace_name, priority_class_name
-from idleshare.domain.pool import PoolResult, TeamGrant
+from idleshare.domain.naming import (
+    cluster_queue_name,
+    is_label_key,
+    local_queue_name,
+    namespace_name,
+    object_name_problems,
+    priority_class_name,
+)
+from idleshare.domain.pool import Issue, PoolResult, TeamGrant
 from idleshare.domain.quantity import QuantityError, format_quantity, parse_quantity
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -128,6 +137,48 @@ def desired_objects(result: PoolResult, scheduler: SchedulerConfig, settings: Se
     return sorted(objects, key=apply_order)
 
 
+INVALID_OBJECT_NAME = "InvalidObjectName"
+"""The pool issue of a desired object with a name the API server would refuse (or a Job could not use): left out,
+every other object still written."""
+
+SUBJECT_MAX = 100  # an issue's subject names the object: a hostile name is cut there (the message says how long)
+_SOURCE_OF = {
+    "Namespace": "a team's namespace",
+    "ResourceFlavor": "an instance type",
+    "WorkloadPriorityClass": "a priority class of the scheduler config",
+    "Cohort": "the cluster's cohort name",
+    "ClusterQueue": "a team's ClusterQueue",
+    "LocalQueue": "a team's LocalQueue",
+}
+
+
+def writable_objects(
+    result: PoolResult, scheduler: SchedulerConfig, settings: Settings
+) -> tuple[PoolResult, list[Manifest]]:
+    """The desired objects whose every name can be written, in apply order, and ``result`` with an
+    ``InvalidObjectName`` error naming each one left out: one bad name never keeps the others from the cluster."""
+    kept: list[Manifest] = []
+    issues: list[Issue] = []
+    for obj in desired_objects(result, scheduler, settings):
+        problems = object_name_problems(obj)
+        if not problems:
+            kept.append(obj)
+            continue
+        kind, name = str(obj.get("kind")), str(obj.get("metadata", {}).get("name"))
+        issues.append(
+            Issue(
+                "error",
+                INVALID_OBJECT_NAME,
+                f"{kind}/{name[:SUBJECT_MAX]}",
+                f"{kind} ({_SOURCE_OF.get(kind, 'an object')}) not written: " + "; ".join(problems[:3]),
+            )
+        )
+    if not issues:
+        return result, kept
+    merged = tuple(sorted(set(result.issues) | set(issues), key=lambda i: (i.severity, i.code, i.subject)))
+    return replace(result, issues=merged), kept
+
+
 def _priority_class(pc: PriorityClass) -> Manifest:
     return {
         "apiVersion": KUEUE_API,
@@ -146,8 +197,6 @@ def apply_order(obj: Manifest) -> tuple[int, str, str]:
 
 # -- rules only Kueue's webhook enforces ------------------------------------------------------
 
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 MAX_FLAVORS = 256
 MAX_RESOURCES = 256
 MAX_PAIRS_PER_GROUP = 512
@@ -165,13 +214,6 @@ def _weight(value: Any) -> Amount | None:
         return parse_quantity(str(value), NANO)
     except QuantityError:
         return None
-
-
-def is_label_key(name: str) -> bool:
-    prefix, _, key = name.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return bool(_LABEL_NAME.match(key))
 
 
 def webhook_violations(obj: Manifest) -> list[str]:

@@ -47,6 +47,7 @@ class ExclusionReason(enum.StrEnum):
     """Why a node does not count toward capacity; the first that holds wins (docs/spec.md §2)."""
 
     UNREADABLE = "Unreadable"  # the API server's Node object could not be read: counted as nothing, named
+    INVALID_INSTANCE_TYPE = "InvalidInstanceType"  # its instance-type label cannot name a ResourceFlavor
     DELETING = "Deleting"
     NOT_READY = "NotReady"
     UNSCHEDULABLE = "Unschedulable"

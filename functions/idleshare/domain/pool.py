@@ -32,7 +32,7 @@ from idleshare.domain.model import (
     Snapshot,
     Strategy,
 )
-from idleshare.domain.naming import team_name_problem
+from idleshare.domain.naming import flavor_name_problem, show, team_name_problem
 from idleshare.domain.quantity import exact, percent_of, round_down
 
 Table = dict[str, dict[str, Amount]]
@@ -179,7 +179,7 @@ def _observe_nodes(
         # An eligible node whose MIG manager has not applied its layout lends none of its MIG profiles (they may
         # be stale); its other resources count, so it stays eligible in ``counts`` and is named MigNotReady.
         mig_withheld = reason is None and not node.mig_ready
-        flavor = node.instance_type
+        flavor = node.instance_type if reason is not ExclusionReason.INVALID_INSTANCE_TYPE else None
         if flavor:
             tracked = tuple(sorted((r, q) for r, q in node.allocatable.items() if is_tracked(r, settings)))
             shape_votes[flavor][tracked] += 1
@@ -344,7 +344,7 @@ def _team_nominal(quota: Quota, ctx: _Context) -> Table:
     nominal: dict[str, dict[str, Amount]] = defaultdict(dict)
     for entry in quota.resources:
         flavor = ctx.flavor_of(entry.instance_type)
-        amounts, problem = resolve(entry, ctx, flavor)
+        amounts, problem = resolve(entry, ctx, flavor) if flavor_name_problem(flavor) is None else ({}, INVALID)
         if problem is not None:
             ctx.issues.append(_entry_issue(quota, entry, flavor, problem, "ComputeQuotaResources", ctx))
             continue
@@ -385,6 +385,9 @@ def _team_absolute(quota: Quota, ctx: _Context) -> dict[str, list[Cap]]:
     caps: dict[str, list[Cap]] = {}
     for entry in quota.absolute_borrow_limits:
         flavor = ctx.flavor_of(entry.instance_type)
+        if flavor_name_problem(flavor) is not None:  # no flavor of that name can exist: nothing to cap
+            ctx.issues.append(_entry_issue(quota, entry, flavor, INVALID, "AbsoluteBorrowLimits", ctx))
+            continue
         if flavor not in ctx.node_flavors:
             ctx.issues.append(
                 Issue(
@@ -409,6 +412,7 @@ def _team_absolute(quota: Quota, ctx: _Context) -> dict[str, list[Cap]]:
 def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str, where: str, ctx: _Context) -> Issue:
     partition = entry.accelerator_partition.type if entry.accelerator_partition else "?"
     messages = {
+        INVALID: f"{show(entry.instance_type)} cannot name a ResourceFlavor: {flavor_name_problem(flavor)}",
         "NoInstanceShape": f"no node of flavor {flavor} and no catalog entry for {entry.instance_type}: "
         "its size is unknown",
         "NoAcceleratorOnFlavor": f"no node of {flavor} has {ctx.accelerator(flavor)} and the catalog lists none "
@@ -419,7 +423,7 @@ def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str,
     return Issue(
         "error",
         problem,
-        f"{quota.name}/{entry.instance_type}",
+        f"{quota.name}/{entry.instance_type[:SUBJECT_MAX]}",
         f"quota {quota.name!r} (team {quota.team}) {where}: {messages[problem]}",
     )
 
@@ -436,6 +440,8 @@ def compute(snapshot: Snapshot) -> PoolResult:
     for flavor in node_counts:
         ctx.shape(flavor)  # S(f) of every flavor with nodes, reported in the result
 
+    if ExclusionReason.INVALID_INSTANCE_TYPE in excluded.values():
+        issues.extend(_invalid_instance_types(snapshot.nodes, excluded))
     quotas = _unique_teams(snapshot.quotas, issues, settings)
     nominals = {q.team: _team_nominal(q, ctx) for q in quotas}
     absolutes = {q.team: _team_absolute(q, ctx) for q in quotas}
@@ -529,6 +535,47 @@ def compute(snapshot: Snapshot) -> PoolResult:
         fair_share=snapshot.scheduler_config.fair_share,
         shapes={f: ctx.shapes[f] for f in sorted(ctx.shapes)},
     )
+
+
+INVALID = str(ExclusionReason.INVALID_INSTANCE_TYPE)
+"""The issue of an instance type that cannot name a ResourceFlavor (a node's label, a quota entry's), named as
+the nodes' exclusion reason."""
+SUBJECT_MAX = 100  # an issue's subject: a longer instance type is cut there (the message says how long)
+NAMED_MAX = 10  # the instance types (and nodes of each) an issue names; the rest are counted
+
+
+def _invalid_instance_types(nodes: Iterable[Node], excluded: Mapping[str, ExclusionReason]) -> list[Issue]:
+    """One ``InvalidInstanceType`` error per label value that cannot name a flavor, naming its nodes (excluded, no
+    ResourceFlavor written for them); bounded however many nodes and values there are."""
+    by_type: dict[str, list[str]] = defaultdict(list)
+    for node in nodes:
+        if node.instance_type and excluded.get(node.name) is ExclusionReason.INVALID_INSTANCE_TYPE:
+            by_type[node.instance_type].append(node.name)
+    issues = []
+    for value in sorted(by_type)[:NAMED_MAX]:
+        names = sorted(by_type[value])
+        shown = ", ".join(names[:NAMED_MAX]) + (f" and {len(names) - NAMED_MAX} more" if len(names) > NAMED_MAX else "")
+        issues.append(
+            Issue(
+                "error",
+                INVALID,
+                value[:SUBJECT_MAX],
+                f"{len(names)} node(s) labelled node.kubernetes.io/instance-type={show(value)} ({shown}) are "
+                f"excluded: the value {flavor_name_problem(value)}; no ResourceFlavor is written for it",
+            )
+        )
+    if len(by_type) > NAMED_MAX:
+        rest = sorted(by_type)[NAMED_MAX:]
+        issues.append(
+            Issue(
+                "error",
+                INVALID,
+                f"({len(rest)} more instance types)",
+                f"{sum(len(by_type[v]) for v in rest)} more node(s) carry {len(rest)} more instance types that "
+                "cannot name a ResourceFlavor (GET /clusters/<c>/excluded-nodes lists every node)",
+            )
+        )
+    return issues
 
 
 def _borrow_of_quota(

@@ -22,9 +22,10 @@ from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from msgspec import UNSET, Meta, UnsetType
 
+from idleshare.domain.naming import priority_class_name_problem
 from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.quotas import Activation, ComputeQuotaConfig, ComputeQuotaTarget, EntityName, SchedulerConfig
-from idleshare.parse.schema import Shape, Text, convert, problem, show
+from idleshare.parse.schema import Path, Shape, Text, convert, problem, show
 
 __all__ = [
     "Accepted",
@@ -155,6 +156,15 @@ class SchedulerConfigRequest(Request, kw_only=True):
 
     def target_version(self) -> int | None:
         return None if isinstance(self.TargetVersion, UnsetType) else self.TargetVersion
+
+    def rules(self) -> list[tuple[Path, str]]:
+        """A priority class whose WorkloadPriorityClass ``<Name>-priority`` no Job could name in its label (issue 35):
+        refused here, at the edge. One stored before this bound is left out by the recompute, named in the pool."""
+        return [
+            (("SchedulerConfig", "PriorityClasses", i, "Name"), why)
+            for i, pc in enumerate(self.SchedulerConfig.PriorityClasses or ())
+            if (why := priority_class_name_problem(pc.Name)) is not None
+        ]
 
 
 class Recalculate(Request, kw_only=True):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from idleshare import names
 from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
 from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.naming import namespace_prefix_problem
 
 HANDLER_VARIABLE = "_HANDLER"  # set by the Lambda runtime: the function's handler string
 DEFAULT_HISTORY_TTL_DAYS = 30
@@ -66,6 +67,14 @@ def _ownership(value: object, where: str) -> str:
     return str(value)
 
 
+def _prefix(value: object, where: str) -> str | None:
+    prefix = _text(value, where, required=False)
+    problem = None if prefix is None else namespace_prefix_problem(prefix)
+    if problem is not None:
+        raise EnvError(f"{where}: {problem} (got {prefix!r})")
+    return prefix
+
+
 def _basis(value: object, where: str) -> BorrowLimitBasis:
     if value is None:
         return BorrowLimitBasis.QUOTA
@@ -96,7 +105,7 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
                 hyperpod_cluster_arn=_text(
                     item.get("hyperpod_cluster_arn"), f"{var}[{i}].hyperpod_cluster_arn", required=False
                 ),
-                namespace_prefix=_text(item.get("prefix"), f"{var}[{i}].prefix", required=False) or "hyperpod-ns-",
+                namespace_prefix=_prefix(item.get("prefix"), f"{var}[{i}].prefix") or "hyperpod-ns-",
                 field_ownership=_ownership(item.get("field_ownership"), f"{var}[{i}].field_ownership"),
                 borrow_limit_basis=_basis(item.get("borrow_limit_basis"), f"{var}[{i}].borrow_limit_basis"),
             )

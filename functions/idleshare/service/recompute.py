@@ -3,7 +3,8 @@
 1. read nodes (Kubernetes; the cluster's Kueue objects, which step 4 diffs against, are read beside them), quotas
    and scheduler config (DynamoDB) — a failed read, or a stored quota / scheduler config that breaks a bound, keeps
    the last pool and records the failure; a Node object that does not parse is excluded as ``Unreadable``;
-2. compute the pool and the desired Kueue objects;
+2. compute the pool and the desired Kueue objects: one whose name the API server would refuse is left out, named in
+   the pool's issues (``InvalidObjectName``), and every other object is still written;
 3. persist generation N+1 conditionally on N, with a history item — only when something changed;
 4. apply only the objects that differ from the cluster's, delete ours that are no longer wanted;
 5. publish ``Lendable Pool Recomputed`` once per generation: the event is stored with the generation (the pool
@@ -37,7 +38,7 @@ from idleshare.adapters.ports import (
     Store,
 )
 from idleshare.domain.document import digest, pool_document
-from idleshare.domain.kueue import desired_objects, webhook_violations
+from idleshare.domain.kueue import webhook_violations, writable_objects
 from idleshare.domain.kueue_config import with_kueue_config
 from idleshare.domain.kueue_diff import diff
 from idleshare.domain.model import Node, Quota, SchedulerConfig, Settings, Snapshot
@@ -252,7 +253,7 @@ class Recomputer:
         # 2. compute
         result = compute(Snapshot(nodes=nodes, quotas=quotas, scheduler_config=scheduler, settings=settings))
         result = with_kueue_config(result, kueue_config, scheduler)  # what this Kueue will not do, as named issues
-        manifests = desired_objects(result, scheduler, settings)
+        result, manifests = writable_objects(result, scheduler, settings)  # a bad name: an issue, not a write
         refused = [e for m in manifests for e in webhook_violations(m)]
         if refused:  # recorded like an unreadable policy: the last pool and the cluster's objects stay
             message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])

@@ -15,6 +15,7 @@ from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import AlreadyExistsError, TransactionCancelledError
 from idleshare.adapters.store.items import StoredItem, attribute_values, require_name
 from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
 from idleshare.table import ARN_PREFIX, CLUSTER_PREFIX, EKS_PREFIX, META_SK, PK, REGISTRY_PK, SK, cluster_pk
 
 _HYPERPOD_ARN = re.compile(
@@ -84,6 +85,13 @@ class ClusterRegistry(TableAccess):
             raise PermanentError(
                 f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400
             )
+        for what, name, problem_of in (
+            ("namespace_prefix", cluster.namespace_prefix, namespace_prefix_problem),
+            ("cohort_name", cluster.cohort_name, cohort_name_problem),
+        ):
+            problem = problem_of(name) if isinstance(name, str) else "must be a string"
+            if problem is not None:
+                raise PermanentError(f"{what} {show(str(name))}: {problem}", operation=op, status=400)
         if cluster.field_ownership not in FIELD_OWNERSHIP_MODES:
             raise PermanentError(
                 f"field_ownership {cluster.field_ownership!r} must be one of {', '.join(FIELD_OWNERSHIP_MODES)}",
