@@ -1,7 +1,9 @@
 """`make demo`: a day in the life of a HyperPod cluster, locally, no AWS account.
 
-Plays ``events/scenarios/day-in-the-life.yaml``, then ``events/scenarios/fair-sharing.yaml`` (two teams
-contending for the idle GPUs by weight, a team's high-priority Job preempting its own low-priority one) through
+Plays ``events/scenarios/day-in-the-life.yaml`` (borrowing up to a share of the team's own quota, an absolute cap,
+a type outside the quota, a lender's reclaim, nodes failing and recovering, idle sharing off and on), then
+``events/scenarios/fair-sharing.yaml`` (two teams contending for the idle GPUs by weight, a team's high-priority
+Job preempting its own low-priority one) through
 idleshare's real router and recompute handlers on embedded services (moto in-process, one real kube-apiserver +
 Kueue on 127.0.0.1, built from pinned modules on the first run): after each step, the pool, each team's borrow
 limits with the bound that set them, the Kueue objects that changed, what Kueue did with the teams' Jobs, and,
@@ -23,6 +25,7 @@ from devkit import scenario as scenarios
 from devkit.embedded import one_stack
 from devkit.kube.stack import StackError
 from devkit.report import render_step, summary_line
+from idleshare.domain.model import BorrowLimitBasis
 
 DEFAULT = [
     scenarios.REPO / "events" / "scenarios" / "day-in-the-life.yaml",
@@ -35,6 +38,7 @@ def intro(sc: scenarios.Scenario) -> str:
         (n.get("metadata", {}).get("labels") or {}).get("node.kubernetes.io/instance-type", "?")
         for n in sc.nodes.get("items", [])
     )
+    sharing_basis = sc.cluster.borrow_limit_basis
     lines = [
         f"idleshare demo: {sc.description or sc.name} ({Path(sc.source).name})",
         f"cluster: {sum(types.values())} nodes: " + ", ".join(f"{n} x {t}" for t, n in sorted(types.items())),
@@ -46,14 +50,17 @@ def intro(sc: scenarios.Scenario) -> str:
         entries = ", ".join(f"{e['InstanceType']} {_entry(e)}" for e in cfg.get("ComputeQuotaResources", []))
         borrow = ""
         if sharing.get("Strategy", "LendAndBorrow") == "LendAndBorrow":
-            borrow = f", BorrowLimit {sharing.get('BorrowLimit', 50)}%"
+            of = "of its quota" if sharing_basis is BorrowLimitBasis.QUOTA else "of the pool"
+            borrow = f", BorrowLimit {sharing.get('BorrowLimit', 50)}% {of}"
             for a in sharing.get("AbsoluteBorrowLimits", []):
-                borrow += f", at most {a.get('Accelerators', a.get('Count'))} on {a['InstanceType']}"
+                borrow += f", absolute limit {_absolute(a)} on {a['InstanceType']}"
         weight = q.get("ComputeQuotaTarget", {}).get("FairShareWeight")
         borrow += f", weight {weight}" if weight is not None else ""
         lines.append(
             f"  {q['ComputeQuotaTarget']['TeamName']:<12} {sharing.get('Strategy', 'LendAndBorrow')}{borrow}: {entries}"
         )
+    if sharing_basis is not BorrowLimitBasis.QUOTA:
+        lines.append(f"BorrowLimit basis: {sharing_basis} (a percentage of the pool each team sees; docs/spec.md §2)")
     config = scenarios.scheduler_body(sc.scheduler_config)
     if config:
         classes = ", ".join(f"{c.get('Name')} {c.get('Weight')}" for c in config.get("PriorityClasses") or [])
@@ -63,6 +70,22 @@ def intro(sc: scenarios.Scenario) -> str:
         )
     lines.append("Each step goes through the real router -> SQS FIFO -> recompute -> DynamoDB -> Kubernetes API.")
     return "\n".join(lines)
+
+
+def _absolute(e: dict[str, Any]) -> str:
+    """An AbsoluteBorrowLimits entry in a few words: ``8 accelerators``, ``2 instances``, ``10 x mig-1g.5gb``."""
+    parts = []
+    if "Count" in e:
+        parts.append(f"{e['Count']} instances")
+    if "Accelerators" in e:
+        parts.append(f"{e['Accelerators']} accelerators")
+    if isinstance(e.get("AcceleratorPartition"), dict):
+        parts.append(f"{e['AcceleratorPartition'].get('Count')} x {e['AcceleratorPartition'].get('Type')}")
+    if "VCpu" in e:
+        parts.append(f"{e['VCpu']} vCPU")
+    if "MemoryInGiB" in e:
+        parts.append(f"{e['MemoryInGiB']} GiB")
+    return " + ".join(parts) or "?"
 
 
 def _entry(e: dict[str, Any]) -> str:

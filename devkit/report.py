@@ -8,7 +8,16 @@ from devkit.scenario import StepReport, bound_of, is_accelerator
 from idleshare.cli.present import short_resource
 from idleshare.domain.quantity import parse_quantity
 
-BOUND_SHORT = {"percentage": "%", "absolute": "abs", "pool": "pool", "strategy": "-", "disabled": "off"}
+BOUND_SHORT = {
+    "percentage of quota": "%",
+    "absolute": "abs",
+    "not in quota": "n/q",
+    "percentage": "% pool",
+    "pool": "pool",
+    "strategy": "-",
+    "disabled": "off",
+}
+"""Each bound (docs/spec.md §2) in a column: the Quota basis's first three, then the Pool basis's."""
 PREEMPTED_BY = {
     "InCohortFairSharing": "by fair sharing",
     "InCohortReclamation": "its lender reclaimed the quota",
@@ -83,6 +92,7 @@ def render_step(
     lines += _table(rows, head, "    ")
 
     team_rows = []
+    seen_bounds: set[str] = set()
     for team, grant in pool.get("teams", {}).items():
         row = [f"{team} ({grant.get('strategy')}{'' if grant.get('activationState') == 'Enabled' else ', Disabled'})"]
         for f, r in cols:
@@ -93,11 +103,16 @@ def render_step(
                 if prev_pool
                 else limit
             )
+            seen_bounds.add(bound)
             text = "-" if bound in ("strategy", "disabled") else f"{limit} {BOUND_SHORT.get(bound, bound)}"
             row.append(text + ("*" if prev != limit else ""))
         team_rows.append(row)
     lines.append(
-        "  borrow limits (set by: % BorrowLimit, abs AbsoluteBorrowLimits, pool the whole pool; - no borrowing)"
+        "  borrow limits (set by: % BorrowLimit of the team's quota, abs AbsoluteBorrowLimits, n/q not in its quota;"
+        " - no borrowing)"
+        if not any(b in seen_bounds for b in ("percentage", "pool"))
+        else "  borrow limits (Pool basis, set by: % pool BorrowLimit of the pool, abs AbsoluteBorrowLimits, pool the"
+        " whole pool; - no borrowing)"
     )
     lines += _table(team_rows, ["team", *head[1:]], "    ")
 

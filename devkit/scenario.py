@@ -9,6 +9,7 @@ the Kueue objects that changed, and the expectations that did not hold.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from typing import Any
 
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
 from idleshare.cli.present import short_resource
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.domain.model import is_accelerator as is_accelerator  # devkit/report.py
 from idleshare.domain.naming import is_dns_label, priority_class_name
 from idleshare.parse.errors import FieldError, InputError
@@ -63,7 +65,7 @@ WORKLOAD_STATES = ("Admitted", "Pending", "Preempted", "Finished")
 WATCHED_KINDS = ("cordon", "uncordon", "node", "nodeHealth", "event", "events")
 """Steps after which the node watcher takes a pass (the others change no node)."""
 STEP_KEYS = ("title", "expect", *ACTIONS)
-TOP_KEYS = ("name", "description", "cluster", "nodes", "quotas", "schedulerConfig", "steps")
+TOP_KEYS = ("name", "description", "cluster", "borrowLimitBasis", "nodes", "quotas", "schedulerConfig", "steps")
 
 
 def full_resource(name: str) -> str:
@@ -178,6 +180,13 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
             eks_cluster_name=str(raw_cluster.get("eksClusterName", cluster.eks_cluster_name)),
             hyperpod_cluster_arn=str(raw_cluster.get("hyperpodClusterArn", cluster.hyperpod_cluster_arn)),
         )
+    if "borrowLimitBasis" in doc:  # the cluster's BorrowLimit basis (docs/spec.md §2): Quota (default) or Pool
+        bases = {str(b): b for b in BorrowLimitBasis}
+        basis = bases.get(str(doc["borrowLimitBasis"]))
+        if basis is None:
+            errors.append(FieldError("borrowLimitBasis", f"must be one of {', '.join(bases)}"))
+        else:
+            cluster = dataclasses.replace(cluster, borrow_limit_basis=basis)
     if errors:
         raise InputError(source, errors)
 
@@ -872,7 +881,16 @@ def bound_of(pool: Mapping[str, Any], team: str, flavor: str, resource: str) -> 
         return str(why["bound"])
     if grant.get("activationState") == "Disabled":
         return "disabled"
-    return "pool" if grant.get("strategy") == "LendAndBorrow" else "strategy"
+    if grant.get("strategy") != "LendAndBorrow":
+        return "strategy"
+    # nothing to explain (no pool, no quota, no cap, limit 0): on the Quota basis the type is outside the quota
+    bases = {
+        d.get("basis")
+        for g in pool.get("teams", {}).values()
+        for per in g.get("why", {}).values()
+        for d in per.values()
+    }
+    return "pool" if str(BorrowLimitBasis.POOL) in bases else "not in quota"
 
 
 def check(

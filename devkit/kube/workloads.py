@@ -381,6 +381,46 @@ def cluster_queue_usage(kube: Kube, team: str, prefix: str = "hyperpod-ns-") -> 
     return out
 
 
+def reserved_by_workloads(kube: Kube, team: str, prefix: str = "hyperpod-ns-") -> dict[tuple[str, str], Any]:
+    """``{(flavor, resource): quantity}`` the team's Workloads hold now (quota reserved, not finished), from their
+    own ``status.admission``: what its ClusterQueue's status must add up to once Kueue has written it."""
+    out: dict[tuple[str, str], Any] = {}
+    for w in kube.objects("Workload", namespace_of(team, prefix)):
+        conds = conditions(w)
+        if conds.get("QuotaReserved", {}).get("status") != "True" or conds.get("Finished", {}).get("status") == "True":
+            continue
+        for psa in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+            flavors = psa.get("flavors") or {}
+            for resource, q in (psa.get("resourceUsage") or {}).items():
+                key = (flavors.get(resource, ""), resource)
+                out[key] = out.get(key, 0) + parse_quantity(str(q))
+    return {k: v for k, v in out.items() if v}
+
+
+def wait_usage_caught_up(kube: Kube, teams: Iterable[str], timeout: float = 10.0) -> bool:
+    """Until each team's ClusterQueue status (``flavorsReservation``, which Kueue writes a moment after it admits or
+    releases) adds up to what its Workloads hold, at most ``timeout`` seconds; whether it did."""
+
+    def caught_up() -> bool:
+        for team in teams:
+            cq = {
+                (flavor, resource): parse_quantity(per["total"])
+                for flavor, by_resource in cluster_queue_usage(kube, team).items()
+                for resource, per in by_resource.items()
+                if parse_quantity(per["total"])
+            }
+            if cq != reserved_by_workloads(kube, team):
+                return False
+        return True
+
+    deadline = time.monotonic() + timeout
+    while not caught_up():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 @dataclass
 class Observed:
     """What Kueue did after a scenario step (:meth:`Workloads.observe`)."""
@@ -475,6 +515,7 @@ class Workloads:
             return Observed()
         kube = self.kube
         settle_jobs(kube, self.submitted.values(), quiet=1.0)
+        wait_usage_caught_up(kube, {b["metadata"]["labels"]["idleshare.io/team"] for b in self.submitted.values()})
         out = Observed()
         teams: list[str] = []
         for name, body in self.submitted.items():

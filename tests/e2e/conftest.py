@@ -18,6 +18,7 @@ from devkit.embedded import ClusterSpec, Delivery, Embedded
 from devkit.kube import workloads as wl
 from devkit.kube.client import Kube
 from devkit.scenario import _event
+from idleshare.domain.model import BorrowLimitBasis
 from tests.builders import quota_body
 from tests.kube.fixtures import make_node
 
@@ -73,6 +74,7 @@ class Cluster:
         self.kube = kube
         self.spec: ClusterSpec = pipeline.cluster
         self.submitted: dict[str, dict[str, Any]] = {}
+        self.jobs: dict[str, dict[str, Any]] = {}
 
     # -- what an admin and the cluster do, each followed by its event through the pipeline -----------------
 
@@ -171,18 +173,72 @@ class Cluster:
     def borrowed(self, team: str, flavor: str = P5, resource: str = GPU) -> str:
         return wl.cluster_queue_usage(self.kube, team).get(flavor, {}).get(resource, {}).get("borrowed", "0")
 
+    def cohort_quota(self, flavor: str = P5, resource: str = GPU) -> str | None:
+        """The Cohort's nominalQuota of ``resource`` on ``flavor`` (the unallocated capacity it lends)."""
+        cohort = self.kube.get("Cohort", "shared-pool")
+        assert cohort is not None, "no Cohort"
+        for group in cohort["spec"]["resourceGroups"]:
+            for fl in group["flavors"]:
+                if fl["name"] == flavor:
+                    for res in fl["resources"]:
+                        if res["name"] == resource:
+                            return str(res["nominalQuota"])
+        return None
+
+    # -- the teams' work as users submit it: batch/v1 Jobs in their LocalQueues ------------------------------
+
+    def submit_job(
+        self, team: str, name: str, requests: Mapping[str, str | int], *, count: int = 1, instance_type: str = P5
+    ) -> dict[str, Any]:
+        """``team`` submits a ``batch/v1`` Job of ``count`` pods each asking for ``requests``; Kueue makes its
+        Workload and decides before this returns."""
+        job = wl.batch_job(team, name, requests, count=count, instance_type=instance_type)
+        self.kube.create(job)
+        self.jobs[name] = job
+        self.kube.wait_for(lambda: wl.workload_of_job(self.kube, job), f"the Workload of Job {name}")
+        wl.settle_jobs(self.kube, self.jobs.values(), quiet=0.5)
+        return job
+
+    def job_state(self, name: str) -> wl.WorkloadState:
+        """What Kueue did with the Job's Workload (Admitted, Pending with Kueue's message, ...)."""
+        current = wl.workload_of_job(self.kube, self.jobs[name])
+        assert current is not None, f"no Workload for Job {name}"
+        return wl.state_of(current)
+
+    def wait_job(self, name: str, *states: str, timeout: float = 30.0) -> wl.WorkloadState:
+        """Until the Job's Workload reaches one of ``states``."""
+        current = wl.workload_of_job(self.kube, self.jobs[name])
+        assert current is not None, f"no Workload for Job {name}"
+        return wl.wait_state(self.kube, current, *states, timeout=timeout)
+
+    def finish_job(self, name: str) -> None:
+        """The Job completed: its Workload is Finished and Kueue releases its quota."""
+        current = wl.workload_of_job(self.kube, self.jobs[name])
+        assert current is not None, f"no Workload for Job {name}"
+        wl.finish(self.kube, current)
+
+    def job_running(self, name: str) -> bool:
+        """Kueue admitted the Job and unsuspended it."""
+        return wl.job_running(self.kube, self.jobs[name])
+
 
 @pytest.fixture
 def make_cluster(kube: Kube) -> Iterator[Any]:
-    """``make_cluster(nodes) -> Cluster``: the pipeline on the (emptied) real stack with these nodes."""
-    opened: list[Embedded] = []
+    """``make_cluster(nodes, basis=...) -> Cluster``: the pipeline on the (emptied) real stack with these nodes,
+    registered with that BorrowLimit basis (default: the registry's, ``Quota``). Jobs it submitted are deleted
+    first when it closes (else Kueue makes a Job's Workload again)."""
+    opened: list[tuple[Embedded, Cluster]] = []
 
-    def _make(nodes: list[dict[str, Any]]) -> Cluster:
-        pipeline = Embedded(copy.deepcopy(nodes), sim=kube)
+    def _make(nodes: list[dict[str, Any]], basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA) -> Cluster:
+        pipeline = Embedded(copy.deepcopy(nodes), cluster=ClusterSpec(borrow_limit_basis=basis), sim=kube)
         pipeline.__enter__()
-        opened.append(pipeline)
-        return Cluster(pipeline, kube)
+        cluster = Cluster(pipeline, kube)
+        opened.append((pipeline, cluster))
+        return cluster
 
     yield _make
-    for pipeline in reversed(opened):
+    for pipeline, cluster in reversed(opened):
+        if cluster.jobs:
+            kube.delete_all("Job")
+            kube.wait_for(lambda: not kube.objects("Job"), "every Job deleted")
         pipeline.__exit__(None, None, None)

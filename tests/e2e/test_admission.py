@@ -8,6 +8,7 @@ cohort still had room and that idleshare's number, not capacity, held the worklo
 from __future__ import annotations
 
 from devkit.kube import workloads as wl
+from idleshare.domain.model import BorrowLimitBasis
 from tests.e2e.conftest import GPU, P4D, P5, p4d_mig_nodes, p5_nodes, quota
 
 MIG_1G, MIG_3G = "nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"
@@ -18,11 +19,11 @@ def short_of(resource: str, flavor: str, n: int) -> str:
 
 
 def test_a_team_runs_its_quota_then_borrows_idle_gpus_up_to_its_borrowing_limit(make_cluster):
-    # Given 4 p5 nodes (32 GPUs); alpha LendAndBorrow 50% with one node's quota, beta Lend with one node
+    # Given 4 p5 nodes (32 GPUs); alpha LendAndBorrow 150% with one node's quota, beta Lend with one node
     cluster = make_cluster(p5_nodes(4))
-    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50))
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=150))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
-    # unallocated 32 - 16 = 16; alpha's pool = 16 + 8 lent by beta = 24; 50% -> 12 GPUs
+    # alpha's limit: 150% of its own 8 = 12 GPUs; idle for it: 32 - 16 = 16 unallocated + 8 lent by beta = 24
     assert cluster.limit("alpha", P5, GPU, "nominalQuota") == "8"
     assert cluster.limit("alpha", P5, GPU) == "12"
     cluster.wait_active("alpha", "beta")
@@ -38,18 +39,47 @@ def test_a_team_runs_its_quota_then_borrows_idle_gpus_up_to_its_borrowing_limit(
     cluster.submit("alpha", "one-more", {GPU: 1})
     pending = cluster.wait("one-more", wl.PENDING)
     assert short_of(GPU, P5, 1) in pending.message
-    # And it is idleshare's limit that holds it: raised to 100% (24), Kueue admits it at once
-    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
+    # And it is idleshare's limit that holds it: raised to 300% (24), Kueue admits it at once
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=300))
     assert cluster.limit("alpha", P5, GPU) == "24"
     assert cluster.wait("one-more", wl.ADMITTED).state == wl.ADMITTED
     cluster.kube.wait_for(lambda: cluster.borrowed("alpha") == "13", "alpha borrowing 13")
 
 
-def test_a_failed_node_lowers_the_limit_new_borrowers_wait_and_admitted_ones_run_on(make_cluster):
-    # Given alpha borrowing 12 GPUs, its limit (as in the first case)
+def test_a_failed_node_moves_only_the_cohort_kueue_admits_only_what_is_free(make_cluster):
+    # Given 4 p5 nodes, alpha (300% of its one node: may borrow 24) borrowing 12, beta (Lend) idle
     cluster = make_cluster(p5_nodes(4))
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=300))
+    cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
+    cluster.wait_active("alpha", "beta")
+    cluster.run("alpha", {"own": {GPU: 8}, "borrow-8": {GPU: 8}, "borrow-4": {GPU: 4}})
+    assert cluster.borrowed("alpha") == "12" and cluster.cohort_quota() == "16"
+    # When a p5 node fails its HyperPod health check (AWS's event -> router -> recompute)
+    delivery = cluster.node_health("hyperpod-i-p50003", "Unschedulable")
+    # Then only the Cohort moves (32 - 8 = 24 eligible, 16 allocated: 8 unallocated); alpha's limit stays 24
+    assert cluster.cohort_quota() == "8"
+    assert cluster.limit("alpha", P5, GPU) == "24"
+    assert delivery.recomputes >= 1
+    # And Kueue admits only what is free: 8 + 8 + 8 = 24 GPUs in the cohort, 20 in use; a borrower of 8 (alpha
+    # would borrow 20, within its limit) waits 4 GPUs short, one of 4 is admitted
+    cluster.submit("alpha", "late-8", {GPU: 8})
+    assert short_of(GPU, P5, 4) in cluster.wait("late-8", wl.PENDING).message
+    cluster.submit("alpha", "late-4", {GPU: 4})
+    assert cluster.wait("late-4", wl.ADMITTED).state == wl.ADMITTED
+    cluster.kube.wait_for(lambda: cluster.borrowed("alpha") == "16", "alpha borrowing 16")
+    # And when the node is back, the Cohort grows back and the waiting borrower is admitted, the limit untouched
+    cluster.node_health("hyperpod-i-p50003", "Schedulable")
+    assert cluster.cohort_quota() == "16" and cluster.limit("alpha", P5, GPU) == "24"
+    assert cluster.wait("late-8", wl.ADMITTED).state == wl.ADMITTED
+
+
+def test_on_the_pool_basis_a_failed_node_lowers_the_limit_new_borrowers_wait_and_admitted_ones_run_on(make_cluster):
+    # Given a cluster on the Pool basis (BorrowLimit a percentage of the pool the team sees) and alpha borrowing
+    # 12 GPUs, its limit: unallocated 32 - 16 = 16 + 8 lent by beta = 24; 50% -> 12
+    cluster = make_cluster(p5_nodes(4), basis=BorrowLimitBasis.POOL)
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
+    assert cluster.limit("alpha", P5, GPU) == "12"
     cluster.wait_active("alpha", "beta")
     cluster.run("alpha", {"own": {GPU: 8}, "borrow-8": {GPU: 8}, "borrow-4": {GPU: 4}})
     assert cluster.borrowed("alpha") == "12"
@@ -77,8 +107,8 @@ def test_a_failed_node_lowers_the_limit_new_borrowers_wait_and_admitted_ones_run
 
 
 def test_a_lender_always_reaches_its_quota_kueue_preempts_the_borrower(make_cluster):
-    # Given 2 p5 nodes: alpha (LendAndBorrow 100%) and beta (Lend), one node each: nothing unallocated,
-    # so alpha may borrow exactly what beta lends, 8 GPUs
+    # Given 2 p5 nodes: alpha (LendAndBorrow 100%: 8 GPUs, its own quota again) and beta (Lend), one node each:
+    # nothing unallocated, so all alpha can borrow is what beta lends, 8 GPUs
     cluster = make_cluster(p5_nodes(2))
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
@@ -110,7 +140,8 @@ def test_a_dont_lend_teams_idle_quota_is_never_used_by_anyone_else(make_cluster)
     cluster = make_cluster(p5_nodes(3))
     cluster.put_quota(quota("gamma", [{"InstanceType": P5, "Count": 1}], strategy="DontLend"))
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
-    # alpha's pool: 8 unallocated + 0 from gamma; gamma lends nothing, borrows nothing
+    # alpha's limit: 100% of its own 8; idle for it: the 8 unallocated, nothing from gamma; gamma lends nothing,
+    # borrows nothing
     assert cluster.limit("alpha", P5, GPU) == "8"
     assert cluster.limit("gamma", P5, GPU, "lendingLimit") == "0"
     assert cluster.limit("gamma", P5, GPU) == "0"
@@ -131,13 +162,12 @@ def test_idle_sharing_disabled_leaves_borrowers_only_what_lenders_lend(make_clus
     cluster = make_cluster(p5_nodes(3))
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
-    assert cluster.limit("alpha", P5, GPU) == "16"  # 8 unallocated + 8 lent
+    assert cluster.limit("alpha", P5, GPU) == "8"  # 100% of its own 8
+    assert cluster.cohort_quota() == "8"
     # When the scheduler config turns idle resource sharing off
     cluster.scheduler_config({"IdleResourceSharing": "Disabled"})
-    # Then the cohort's own quota is 0 and alpha's limit is what beta lends
-    cohort = cluster.kube.get("Cohort", "shared-pool")
-    gpu = next(r for r in cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU)
-    assert gpu["nominalQuota"] == "0"
+    # Then the cohort's own quota is 0; alpha's limit stays 8 (a share of its own quota), what beta lends
+    assert cluster.cohort_quota() == "0"
     assert cluster.limit("alpha", P5, GPU) == "8"
     cluster.wait_active("alpha", "beta")
     # And Kueue admits alpha's own 8 and beta's lent 8, never the unallocated node's
@@ -148,7 +178,7 @@ def test_idle_sharing_disabled_leaves_borrowers_only_what_lenders_lend(make_clus
 
 def test_mig_slices_are_borrowed_as_their_own_resources_and_an_absolute_cap_holds(make_cluster):
     # Given 2 p4d nodes cut into MIG slices (each 28 x 1g.5gb + 8 x 3g.20gb); vision owns 14 1g slices,
-    # may borrow 100% of the pool but at most 10 1g slices (AbsoluteBorrowLimits)
+    # BorrowLimit 100% but an absolute limit of 10 1g slices (AbsoluteBorrowLimits), which replaces it for 1g
     cluster = make_cluster(p4d_mig_nodes(2))
     cluster.put_quota(
         quota(
@@ -158,22 +188,25 @@ def test_mig_slices_are_borrowed_as_their_own_resources_and_an_absolute_cap_hold
             absolute=[{"InstanceType": P4D, "AcceleratorPartition": {"Type": "mig-1g.5gb", "Count": 10}}],
         )
     )
-    # 1g: 56 - 14 = 42 unallocated, 100% = 42, capped at 10; 3g: 16 unallocated, no cap on 3g
+    # 1g: the absolute 10 (100% of 14 would be 14), with 56 - 14 = 42 unallocated; 3g: 100% of its 0 = 0, with 16
+    # unallocated
     assert cluster.limit("vision", P4D, MIG_1G, "nominalQuota") == "14"
     assert cluster.limit("vision", P4D, MIG_1G) == "10"
-    assert cluster.limit("vision", P4D, MIG_3G) == "16"
+    assert cluster.limit("vision", P4D, MIG_3G) == "0"
     cluster.wait_active("vision")
     # When vision runs 14 1g slices of its own, borrows 10 more, then asks for one more
     states = cluster.run(
         "vision", {"own": {MIG_1G: 14}, "borrow": {MIG_1G: 10}, "over-cap": {MIG_1G: 1}, "3g": {MIG_3G: 4}}
     )
-    # Then the cap holds in Kueue (32 idle 1g slices notwithstanding), and 3g slices are borrowed on their own
+    # Then the cap holds in Kueue (32 idle 1g slices notwithstanding), and 3g slices, none in its quota, are not
+    # borrowed at all (16 idle notwithstanding)
     assert states["own"].state == states["borrow"].state == wl.ADMITTED
     assert states["over-cap"].state == wl.PENDING
     assert short_of(MIG_1G, P4D, 1) in states["over-cap"].message
-    assert states["3g"].state == wl.ADMITTED and states["3g"].flavors == {MIG_3G: P4D}
-    assert cluster.borrowed("vision", P4D, MIG_1G) == "10"
-    assert cluster.borrowed("vision", P4D, MIG_3G) == "4"
+    assert states["3g"].state == wl.PENDING
+    assert "request (4) > maximum capacity (0)" in states["3g"].message, states["3g"]
+    cluster.kube.wait_for(lambda: cluster.borrowed("vision", P4D, MIG_1G) == "10", "vision borrowing 10 1g slices")
+    assert cluster.borrowed("vision", P4D, MIG_3G) == "0"
 
 
 def test_a_deleted_quota_removes_the_teams_queues_and_running_work_finishes(make_cluster):
@@ -202,11 +235,11 @@ def test_a_deleted_quota_removes_the_teams_queues_and_running_work_finishes(make
 
 
 def test_a_kubectl_cordon_reaches_idleshare_through_the_node_watcher_alone(make_cluster, kube_stack):
-    # Given the local pipeline with its node watcher, alpha borrowing from 2 idle p5 nodes
+    # Given the local pipeline with its node watcher, 2 idle p5 nodes in the cohort
     cluster = make_cluster(p5_nodes(4))
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
-    assert cluster.limit("alpha", P5, GPU) == "24"  # 16 unallocated + 8 lent
+    assert cluster.cohort_quota() == "16" and cluster.limit("alpha", P5, GPU) == "8"  # 100% of its own 8
     # When an admin cordons a node with kubectl — no event is sent by anyone
     cluster.pipeline.tick()
     kube_stack.kubectl("cordon", "hyperpod-i-p50003")
@@ -215,7 +248,8 @@ def test_a_kubectl_cordon_reaches_idleshare_through_the_node_watcher_alone(make_
     assert delivery.events == ["Node Changed hyperpod-i-p50003: Cordoned"], delivery.events
     # the leading recompute, and the window's trailing one (which finds nothing new)
     assert delivery.recomputes == 2 and not delivery.failures
-    assert cluster.limit("alpha", P5, GPU) == "16"  # 8 unallocated + 8 lent
+    assert cluster.cohort_quota() == "8"  # 24 eligible - 16 allocated
+    assert cluster.limit("alpha", P5, GPU) == "8"  # a share of its own quota: unchanged
     # And a heartbeat-like status update (a condition's timestamp) produces nothing
     node = cluster.kube.get("Node", "hyperpod-i-p50002")
     for c in node["status"]["conditions"]:

@@ -6,8 +6,9 @@ here is what Kueue did to the Job (``spec.suspend`` false). No Job controller ru
 that Kueue suspends again has no active pods and Kueue releases its quota at once, as it would once the pods end.
 
 The numbers: 6 p5 nodes (48 GPUs); alpha and beta each own one node (8 GPUs), both LendAndBorrow; 32 GPUs are
-unallocated (the cohort's own quota). alpha may borrow 50% of its pool (32 + beta's 8 lent = 40 -> 20), beta
-100% (40). Every Job asks for 4 GPUs.
+unallocated (the cohort's own quota). A BorrowLimit is a percentage of the team's own quota (docs/spec.md §2):
+alpha's 250% of 8 = 20, beta's 500% = 40 (more than the 32 + alpha's 8 it could ever find idle). Every Job asks
+for 4 GPUs.
 
 Kueue's dominant-resource share of a ClusterQueue is ``borrowed / lendable / weight`` (only GPUs are borrowed:
 the Jobs ask for nothing else), the same ``lendable`` (the cohort's 48 GPUs) for both: the fair point of the
@@ -178,8 +179,8 @@ def teams(cluster: Jobs, alpha: tuple[int, int], beta: tuple[int, int], fair_sha
     cluster.scheduler_config({"FairShare": fair_share, "PriorityClasses": PRIORITIES})
     cluster.put_quota(quota_with_weight("alpha", *alpha))
     cluster.put_quota(quota_with_weight("beta", *beta))
-    assert cluster.limit("alpha", P5, GPU) == str(40 * alpha[0] // 100)
-    assert cluster.limit("beta", P5, GPU) == str(40 * beta[0] // 100)
+    assert cluster.limit("alpha", P5, GPU) == str(8 * alpha[0] // 100)  # BorrowLimit% x its own 8 GPUs
+    assert cluster.limit("beta", P5, GPU) == str(8 * beta[0] // 100)
     cluster.wait_active("alpha", "beta")
 
 
@@ -192,7 +193,7 @@ def job_names(prefix: str, n: int) -> list[str]:
 
 def test_weights_1_and_3_share_the_borrowed_gpus_1_to_3_a_later_team_preempts_until_fair(fair):
     # Given alpha (weight 1, may borrow 20) and beta (weight 3, may borrow 40), fair sharing on everywhere
-    teams(fair, alpha=(50, 1), beta=(100, 3))
+    teams(fair, alpha=(250, 1), beta=(500, 3))
     cq = {t: fair.cluster_queue(t)["spec"] for t in ("alpha", "beta")}
     assert cq["alpha"]["fairSharing"] == {"weight": "1"} and cq["beta"]["fairSharing"] == {"weight": "3"}
     assert fair.pool_issues() == []  # FairShare Enabled on a Kueue with fair sharing on: nothing to say
@@ -217,7 +218,7 @@ def test_weights_1_and_3_share_the_borrowed_gpus_1_to_3_a_later_team_preempts_un
 
 def test_fair_share_off_first_come_first_served_up_to_each_teams_borrowing_limit(unfair):
     # Given the same teams on a Kueue with fair sharing off, and FairShare Disabled
-    teams(unfair, alpha=(50, 1), beta=(100, 3), fair_share="Disabled")
+    teams(unfair, alpha=(250, 1), beta=(500, 3), fair_share="Disabled")
     assert "fairSharing" not in unfair.cluster_queue("beta")["spec"]  # Disabled: no weight written
     assert unfair.pool_issues() == []
     # When alpha, first, queues 12 Jobs and beta, later, 10
@@ -247,7 +248,7 @@ def test_idleshare_reads_kueues_configuration_and_nothing_else(fair):
 
 def test_the_pool_names_what_kueue_will_not_do(fair):
     # FairShare Disabled on a Kueue with fair sharing on: a named warning (Kueue still evens borrowing out)
-    teams(fair, alpha=(50, 1), beta=(100, 3), fair_share="Disabled")
+    teams(fair, alpha=(250, 1), beta=(500, 3), fair_share="Disabled")
     assert fair.pool_issues() == ["KueueFairSharingWithFairShareDisabled"]
     # Enabled again: nothing to say
     fair.scheduler_config({"FairShare": "Enabled", "PriorityClasses": PRIORITIES})
@@ -263,7 +264,7 @@ def test_the_pool_names_what_kueue_will_not_do(fair):
 
 
 def test_fair_share_enabled_on_a_kueue_without_fair_sharing_is_named(unfair):
-    teams(unfair, alpha=(50, 1), beta=(100, 3))
+    teams(unfair, alpha=(250, 1), beta=(500, 3))
     assert unfair.pool_issues() == ["FairShareWithoutKueueFairSharing"]
 
 
@@ -272,7 +273,7 @@ def test_fair_share_enabled_on_a_kueue_without_fair_sharing_is_named(unfair):
 
 def test_a_weight_0_team_borrows_only_what_nobody_else_wants(fair):
     # Given alpha weight 0 (HyperPod's lowest) and beta weight 1
-    teams(fair, alpha=(50, 0), beta=(100, 1))
+    teams(fair, alpha=(250, 0), beta=(500, 1))
     assert fair.cluster_queue("alpha")["spec"]["fairSharing"] == {"weight": "0"}
     # When alpha borrows all it may (20) while nobody else wants the GPUs
     fair.submit_jobs("alpha", job_names("alpha", 12))
@@ -329,7 +330,7 @@ def test_preempt_team_tasks_never_waits_lower_priority_preempts_the_teams_own_jo
 
 
 def test_a_lender_reclaims_borrowed_work_whatever_the_borrowers_preempt_team_tasks(kube):
-    # Given 2 p5 nodes: alpha (PreemptTeamTasks Never, may borrow all of beta's lent 8) and beta (Lend)
+    # Given 2 p5 nodes: alpha (PreemptTeamTasks Never, BorrowLimit 100%: 8, all beta lends) and beta (Lend)
     with jobs_cluster(kube, p5_nodes(2)) as cluster:
         cluster.scheduler_config({"PriorityClasses": PRIORITIES})
         cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100, preempt="Never"))
@@ -359,7 +360,7 @@ def _config(preempt: str, borrow: int = 0) -> dict[str, Any]:
 
 def test_a_weight_and_fair_share_changed_through_the_admin_api_reach_kueue(fair):
     # Given the two teams, weights 1 and 3
-    teams(fair, alpha=(50, 1), beta=(100, 3))
+    teams(fair, alpha=(250, 1), beta=(500, 3))
     cid = fair.spec.cluster_id
     window = timings.COALESCE_SECONDS
     # When beta's weight is changed through the admin API (UpdateComputeQuota)

@@ -13,9 +13,9 @@ from tests.e2e.conftest import GPU, P5, p5_nodes, quota
 def test_a_foreign_field_manager_is_reported_not_fought_and_take_ownership_takes_it(make_cluster):
     # Given alpha and beta governed by idleshare
     cluster = make_cluster(p5_nodes(4))
-    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50))
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=150))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 1}], strategy="Lend"))
-    assert cluster.limit("alpha", P5, GPU) == "12"
+    assert cluster.limit("alpha", P5, GPU) == "12"  # 150% of its own 8
     # And a GitOps controller that server-side applies its own resourceGroups to alpha's ClusterQueue
     cq = cluster.cluster_queue("alpha")
     theirs = {
@@ -27,7 +27,8 @@ def test_a_foreign_field_manager_is_reported_not_fought_and_take_ownership_takes
     gpu = next(r for r in theirs["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU)
     gpu["borrowingLimit"] = "2"
     cluster.kube.apply(theirs, "gitops", force=True)
-    # When a change makes idleshare want other limits for alpha and beta (beta lends one node more)
+    # When changes make idleshare want other limits for alpha (BorrowLimit 200%: 16) and beta (one node more)
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=200))
     cluster.put_quota(quota("beta", [{"InstanceType": P5, "Count": 2}], strategy="Lend"))
     # Then alpha's ClusterQueue keeps GitOps' value, beta's got idleshare's, and the conflict is on record:
     # apply status Conflict naming the object, the field and the other manager (the alarm's metric counts it)
@@ -45,9 +46,8 @@ def test_a_foreign_field_manager_is_reported_not_fought_and_take_ownership_takes
     store, cid = cluster.pipeline.store, cluster.spec.cluster_id
     store.put_cluster(dataclasses.replace(store.get_cluster(cid), field_ownership="Take"))
     cluster.recalculate()
-    # Then idleshare's limit is in the cluster (16 unallocated... 32 - 24 = 8 + 16 lent = 24; 50% = 12) and the
-    # status is clean again
-    assert cluster.limit("alpha", P5, GPU) == "12"
+    # Then idleshare's limit is in the cluster (200% of alpha's own 8 = 16) and the status is clean again
+    assert cluster.limit("alpha", P5, GPU) == "16"
     assert cluster.pipeline.store.get_pool(cid).apply_status == "Applied"
     managers = {
         m["manager"]

@@ -74,8 +74,9 @@ def alpha_borrows_from_beta(make_cluster: Any, nodes: int, borrow_limit: int = 1
 
 
 def test_borrowed_and_lent_equal_what_kueue_admitted(make_cluster: Any, watcher: LightkubeCluster) -> None:
-    # Given 3 p5 nodes (24 GPUs): alpha and beta (Lend) one node each: 8 unallocated, the cohort's own quota
-    cluster = alpha_borrows_from_beta(make_cluster, 3)
+    # Given 3 p5 nodes (24 GPUs): alpha and beta (Lend) one node each: 8 unallocated, the cohort's own quota;
+    # alpha may borrow 150% of its own 8: 12
+    cluster = alpha_borrows_from_beta(make_cluster, 3, borrow_limit=150)
     # When alpha runs Jobs of 8 (its nominal), 8 and 4 GPUs
     submit(cluster, "alpha", "own", 8, admitted=1)
     submit(cluster, "alpha", "borrow-8", 8, admitted=2)
@@ -92,7 +93,7 @@ def test_borrowed_and_lent_equal_what_kueue_admitted(make_cluster: Any, watcher:
 
 
 def test_a_reclaim_is_counted_as_a_preemption_and_borrowed_drops(make_cluster: Any, watcher: LightkubeCluster) -> None:
-    # Given 2 p5 nodes, nothing unallocated: alpha borrows beta's whole idle quota
+    # Given 2 p5 nodes, nothing unallocated: alpha (100% of its own 8) borrows beta's whole idle quota
     cluster = alpha_borrows_from_beta(make_cluster, 2)
     submit(cluster, "alpha", "own", 8, admitted=1)
     submit(cluster, "alpha", "borrowed", 8, admitted=2)
@@ -117,8 +118,8 @@ def test_a_reclaim_is_counted_as_a_preemption_and_borrowed_drops(make_cluster: A
 def test_idle_while_pending_rises_when_a_borrower_waits_behind_its_limit(
     make_cluster: Any, watcher: LightkubeCluster
 ) -> None:
-    # Given 4 p5 nodes (32 GPUs); alpha may borrow 50% of the 24 it sees: 12
-    cluster = alpha_borrows_from_beta(make_cluster, 4, borrow_limit=50)
+    # Given 4 p5 nodes (32 GPUs); alpha may borrow 150% of its own 8: 12 (of the 16 unallocated + 8 beta lends)
+    cluster = alpha_borrows_from_beta(make_cluster, 4, borrow_limit=150)
     assert cluster.limit("alpha", P5, GPU) == "12"
     submit(cluster, "alpha", "own", 8, admitted=1)
     submit(cluster, "alpha", "borrow-8", 8, admitted=2)

@@ -1,9 +1,10 @@
 """Invariants the fault and burst tests check after injecting something.
 
 - :func:`nominal_by_team` / :func:`assert_nominal_unchanged`: no team's nominal quota changed;
-- :func:`assert_borrow_within_pool`: no borrow limit above the pool it was computed from, the pool
-  re-derived independently from the stored pool (unallocated when idle sharing is on, plus what the
-  other enabled lending teams lend), and above the pool the derivation itself records;
+- :func:`assert_borrow_within_pool`: every derivation records the pool the team sees, re-derived independently
+  from the stored pool (unallocated when idle sharing is on, plus what the other enabled lending teams lend); on
+  the Pool basis no borrow limit is above it; on the Quota basis (the default) a limit is its BorrowLimit % of
+  the team's own nominal (rounded down), its absolute cap, or 0 — never more than the percentage or the cap;
 - :class:`GenerationLog`: the stored generation never goes down, and history holds every generation
   1..N (none missing, none twice) with N the current one;
 - :func:`assert_converged`: the stored pool is exactly a fresh ``idleshare plan`` of the cluster's
@@ -60,15 +61,31 @@ def pool_seen_by(pool: dict[str, Any], team: str, flavor: str, resource: str) ->
 
 
 def assert_borrow_within_pool(pool: dict[str, Any]) -> int:
-    """Every team's borrowing limit <= the pool it sees; returns how many limits were checked."""
+    """Every team's borrowing limit within its basis's bound (docs/spec.md §2): on the Pool basis <= the pool it
+    sees; on the Quota basis <= BorrowLimit % of its own nominal, or its absolute cap when one set it. Returns how
+    many limits were checked."""
     checked = 0
     for team, grant in pool.get("teams", {}).items():
         for flavor, per in grant["borrowingLimit"].items():
             for resource, limit in per.items():
                 seen = pool_seen_by(pool, team, flavor, resource)
-                assert quantity(limit) <= seen, f"{team} may borrow {limit} {resource} of {flavor}, pool is {seen}"
                 recorded = grant["why"].get(flavor, {}).get(resource)
-                assert recorded is not None and quantity(recorded["pool"]) == seen, (team, flavor, resource)
+                where = f"{team} may borrow {limit} {resource} of {flavor}"
+                if recorded is None:  # nothing to explain: no pool, no quota, no cap
+                    assert quantity(limit) == 0 and seen == 0, where
+                    checked += 1
+                    continue
+                assert quantity(recorded["pool"]) == seen, (team, flavor, resource)
+                nominal = quantity(grant["nominal"].get(flavor, {}).get(resource, "0"))
+                assert quantity(recorded["nominal"]) == nominal, (team, flavor, resource)
+                if recorded["basis"] == "Pool":
+                    assert quantity(limit) <= seen, f"{where}, pool is {seen}"
+                elif recorded["bound"] == "absolute":
+                    assert quantity(limit) <= quantity(recorded["absoluteCap"]), where
+                else:
+                    assert quantity(limit) <= nominal * recorded["percent"] / 100, f"{where}, own nominal {nominal}"
+                    if recorded["bound"] == "not in quota":
+                        assert quantity(limit) == 0 and nominal == 0, where
                 checked += 1
     return checked
 
@@ -129,7 +146,11 @@ def fresh_plan(sim: Any, store: DynamoStore, cluster_id: str) -> tuple[dict[str,
         json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": sim.objects("Node")}),
         json.dumps(quotas),
         json.dumps(scheduler.body) if scheduler is not None else None,
-        Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix),
+        Settings(
+            cohort_name=cluster.cohort_name,
+            namespace_prefix=cluster.namespace_prefix,
+            borrow_limit_basis=cluster.borrow_limit_basis,
+        ),
     )
     # what the recompute adds from the cluster's Kueue configuration (its ConfigMap, as the cluster holds it)
     reader = sim.idleshare_adapter(timeout=10)  # as idleshare's RBAC user, as the recompute reads it

@@ -6,7 +6,8 @@ stack deploys (visibility timeout, delivery delay, redrive policy from :mod:`idl
 event source mapping does, on the harness's clock (``devkit.sqs.EventSourceMapping``: waits are clock seconds, and
 each invocation's real work is added to the clock).
 
-:func:`measure` converges the cluster, removes a node (team ``a``'s GPU ``borrowingLimit`` must go from 12 to 8),
+:func:`measure` converges the cluster — on the Pool basis (``test_pipeline.harness``), where a node change moves a
+team's limit — removes a node (team ``a``'s GPU ``borrowingLimit`` must go from 12 to 8),
 routes the node's event, starts a fault, lets the queue deliver while the fault lasts :data:`FAULT_SECONDS`, ends it,
 and reads the clock when the ClusterQueue holds the right limit (and the fault's own ``done``: the event published,
 for an EventBridge fault). Recovery = that time - the fault's end. The bound is the coalescing window + 30 s.
@@ -34,7 +35,7 @@ CLIENT_TIMEOUT = 2.0
 NODES = "^/api/v1/nodes$"
 CQ_A = "^/apis/kueue.x-k8s.io/v1beta2/clusterqueues/hyperpod-ns-a-clusterqueue$"
 GONE = "p5-3"
-WANTED = "8"  # team a's GPU borrowingLimit once GONE is gone (8 unallocated + 8 lent by b, 50 %)
+WANTED = "8"  # team a's GPU borrowingLimit once GONE is gone, Pool basis: (8 unallocated + 8 lent by b) x 50 %
 
 
 @dataclass

@@ -78,7 +78,9 @@ def test_a_quota_created_through_the_api_reaches_the_cluster_and_the_read_side(a
     assert set(pool["teams"]) == {"a", "b"} and pool["applyStatus"] == "Applied"
     assert pool["unallocated"]["ml.p5.48xlarge"][GPU] == "16"
     grant = call("GET", "/clusters/demo/grants/a").body
-    assert grant["borrowingLimit"]["ml.p5.48xlarge"][GPU] == "12" == api.cq_gpu("a")  # (16 + 8 lent) x 50 %
+    # a's limit: 50 % (the default BorrowLimit) of its own 8 GPUs, the rule named in its grant's why
+    assert grant["borrowingLimit"]["ml.p5.48xlarge"][GPU] == "4" == api.cq_gpu("a")
+    assert grant["why"]["ml.p5.48xlarge"][GPU]["bound"] == "percentage of quota"
 
     # When team a's quota is raised with its current version
     described = call("GET", "/clusters/demo/compute-quotas/a-quota").body
@@ -93,6 +95,7 @@ def test_a_quota_created_through_the_api_reaches_the_cluster_and_the_read_side(a
     assert api.drain()["batchItemFailures"] == []
     # Then the cluster follows, the history has both generations and the request's receipt is readable
     assert api.cq_gpu("a", "nominalQuota") == "16" and api.cohort_gpu() == "8"
+    assert api.cq_gpu("a") == "8"  # 50 % of its own 16
     history = call("GET", "/clusters/demo/history").body
     assert [g["generation"] for g in history["generations"]] == [2, 1]
     receipt = call("GET", f"/clusters/demo/recalculations/{request_id}").body

@@ -12,6 +12,7 @@ import pytest
 from idleshare.adapters.errors import ConflictError, PermanentError, RetryableError
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.handlers import router
 from idleshare.service.recompute import Recomputer
 from tests.builders import quota_body
@@ -212,10 +213,16 @@ def test_dynamodb_local_restarted_mid_run_errors_cleanly_then_recovers(
     writes = [r for r in harness.sim.requests if r.method in ("PATCH", "POST", "PUT", "DELETE")]
     assert writes == []
     assert managed_specs(harness.sim) == objects_before
-    # When the table is recreated and the configuration registered again (a cold start does it)
+    # When the table is recreated and the configuration registered again (a cold start does it), as it was (the
+    # harness's cluster is on the Pool basis)
     create_table(ddb_resource, ddb_table.name)
     harness.store.put_cluster(
-        ClusterRecord("demo", "demo-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster")
+        ClusterRecord(
+            "demo",
+            "demo-eks",
+            "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster",
+            borrow_limit_basis=BorrowLimitBasis.POOL,
+        )
     )
     harness.store.create_quota("demo", quota_body("a", 8))
     harness.store.create_quota("demo", quota_body("b", 8, "Lend"))

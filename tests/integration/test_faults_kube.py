@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from idleshare.adapters.kube import LightkubeCluster
+from idleshare.domain.model import BorrowLimitBasis
 from tests.integration.invariants import assert_converged, assert_pool_invariants, recovers, settle
 from tests.integration.test_pipeline import EVENTS, Harness, governed, harness  # noqa: F401  (fixture)
 from tests.kube.fixtures import FakeConnector, ProxiedKube
@@ -166,7 +167,7 @@ def eks_harness(ddb_table, proxied_kube, monkeypatch) -> Iterator[Harness]:
         h.kube = LightkubeCluster.from_eks(connector, "demo-eks", timeout=5.0)  # type: ignore[arg-type]
         h.connector = connector  # type: ignore[attr-defined]
 
-    with governed(ddb_table, proxied_kube, monkeypatch, connect=through_eks) as h:
+    with governed(ddb_table, proxied_kube, monkeypatch, connect=through_eks, basis=BorrowLimitBasis.POOL) as h:
         yield h
 
 

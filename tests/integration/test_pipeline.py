@@ -22,6 +22,7 @@ from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.sqs_records import SqsRecordReturns
 from idleshare.adapters.store import DynamoStore
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
 from tests.builders import quota_body
@@ -37,7 +38,7 @@ class Harness:
     """Drives events through router -> SQS FIFO -> recompute, as Lambda would, on ``clock`` (epoch seconds:
     ``clock[0]``), which moto's SQS, the router's windows and the recompute's waits all read."""
 
-    def __init__(self, table, sim: ProxiedKube) -> None:
+    def __init__(self, table, sim: ProxiedKube, basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA) -> None:
         self.sim = sim
         self.store = DynamoStore(table)
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -63,7 +64,12 @@ class Harness:
         self.esm = event_source.EventSourceMapping(sqs, self.queue_url, recompute.handler, self.time)
         wiring.install(self.deps)
         self.store.put_cluster(
-            ClusterRecord("demo", "demo-eks", "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster")
+            ClusterRecord(
+                "demo",
+                "demo-eks",
+                "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster",
+                borrow_limit_basis=basis,
+            )
         )
 
     def send(self, event: dict) -> dict:
@@ -117,15 +123,20 @@ class Harness:
 
 @contextlib.contextmanager
 def governed(
-    table, sim: ProxiedKube, monkeypatch, connect: Callable[[Harness], None] | None = None
+    table,
+    sim: ProxiedKube,
+    monkeypatch,
+    connect: Callable[[Harness], None] | None = None,
+    basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA,
 ) -> Iterator[Harness]:
     """The harness on cluster ``demo``: 4 p5 nodes, quotas ``a`` (LendAndBorrow 50 %) and ``b`` (Lend) of 8 GPUs
-    each. ``connect``: reaches the cluster its own way (sets ``kube``) before the quotas are written."""
+    each, the cluster registered with ``basis``. ``connect``: reaches the cluster its own way (sets ``kube``) before
+    the quotas are written."""
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     sim.seed_nodes([make_node(f"p5-{i}", instance_type="ml.p5.48xlarge") for i in range(4)])
     with mock_aws():
-        h = Harness(table, sim)
+        h = Harness(table, sim, basis)
         stack = contextlib.ExitStack()
         stack.enter_context(event_source.sqs_time(h.time))
         if connect is not None:
@@ -144,11 +155,44 @@ def governed(
 
 @pytest.fixture
 def harness(ddb_table, proxied_kube, monkeypatch):
+    """The governed cluster on the Pool basis (BorrowLimit % of the pool a team sees): a node change moves team
+    ``a``'s borrowing limit (12 GPUs with 4 nodes, 8 with 3), so it rewrites a's ClusterQueue as well as the Cohort —
+    the write the fault suites (``test_faults_*``, ``recovery.py``) break and watch recover."""
+    with governed(ddb_table, proxied_kube, monkeypatch, basis=BorrowLimitBasis.POOL) as h:
+        yield h
+
+
+@pytest.fixture
+def quota_harness(ddb_table, proxied_kube, monkeypatch):
+    """The governed cluster on the default basis (Quota, HyperPod's): a's limit is 50 % of its own 8 GPUs, 4,
+    whatever the nodes do; a node change moves only the Cohort's quota."""
     with governed(ddb_table, proxied_kube, monkeypatch) as h:
         yield h
 
 
-def test_node_goes_not_ready_capacity_leaves_and_limits_shrink_in_the_cluster(harness):
+def test_node_goes_not_ready_capacity_leaves_the_cohort_and_only_the_cohort_is_written(quota_harness):
+    harness = quota_harness
+    assert harness.recalc()["batchItemFailures"] == []
+    # 4 nodes x 8 = 32 - 16 allocated = 16 unallocated; a: 50 % of its own 8
+    assert harness.cohort_gpu() == "16" and harness.cq_gpu("a") == "4"
+    node = harness.sim.get("Node", "p5-0")
+    node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    harness.sim.set_node(node)
+    harness.sim.clear_requests()
+    harness.send(json.loads((EVENTS / "hyperpod-node-health-event.json").read_text()))
+    assert harness.drain()["batchItemFailures"] == []
+    # Then the Cohort lends 24 - 16 = 8, a's limit stays 4, and the Cohort is the one object written
+    assert harness.cohort_gpu() == "8" and harness.cq_gpu("a") == "4"
+    writes = [
+        (r.method, r.path.split("?")[0]) for r in harness.sim.requests if r.method in ("PATCH", "POST", "PUT", "DELETE")
+    ]
+    assert writes == [("PATCH", "/apis/kueue.x-k8s.io/v1beta2/cohorts/shared-pool")], writes
+    pool = harness.store.get_pool("demo")
+    assert pool.generation == 2 and pool.pool["excludedNodes"] == {"p5-0": "NotReady"}
+    assert [h.generation for h in reversed(harness.store.list_history("demo"))] == [1, 2]
+
+
+def test_on_the_pool_basis_a_node_going_not_ready_shrinks_the_limits_in_the_cluster(harness):
     assert harness.recalc()["batchItemFailures"] == []
     assert harness.cq_gpu("a") == "12"  # pool 16 unallocated + 8 lent by b -> 50 %
     node = harness.sim.get("Node", "p5-0")
@@ -162,7 +206,8 @@ def test_node_goes_not_ready_capacity_leaves_and_limits_shrink_in_the_cluster(ha
     assert [h.generation for h in reversed(harness.store.list_history("demo"))] == [1, 2]
 
 
-def test_quota_raised_unallocated_shrinks(harness):
+def test_quota_raised_unallocated_shrinks(quota_harness):
+    harness = quota_harness
     harness.recalc()
     current = harness.store.get_quota("demo", "a-quota")
     harness.store.update_quota("demo", "a-quota", quota_body("a", 16), target_version=current.version)
@@ -170,18 +215,30 @@ def test_quota_raised_unallocated_shrinks(harness):
     assert harness.store.get_pool("demo").pool["unallocated"]["ml.p5.48xlarge"][GPU] == "8"
     assert harness.cohort_gpu() == "8"
     assert harness.cq_gpu("a", "nominalQuota") == "16"
+    assert harness.cq_gpu("a") == "8"  # 50 % of its own 16
 
 
-def test_idle_resource_sharing_disabled_cohort_quota_zero(harness):
+def test_idle_resource_sharing_disabled_cohort_quota_zero(quota_harness):
+    harness = quota_harness
     harness.recalc()
     assert harness.cohort_gpu() == "16"
+    harness.store.put_scheduler_config("demo", {"SchedulerConfig": {"IdleResourceSharing": "Disabled"}})
+    harness.recalc()
+    assert harness.cohort_gpu() == "0"
+    assert harness.cq_gpu("a") == "4"  # 50 % of its own 8, as before: all it finds idle now is b's lent 8
+
+
+def test_on_the_pool_basis_idle_resource_sharing_disabled_leaves_what_lenders_lend(harness):
+    harness.recalc()
+    assert harness.cq_gpu("a") == "12"  # (16 unallocated + 8 lent by b) x 50 %
     harness.store.put_scheduler_config("demo", {"SchedulerConfig": {"IdleResourceSharing": "Disabled"}})
     harness.recalc()
     assert harness.cohort_gpu() == "0"
     assert harness.cq_gpu("a") == "4"  # only b's 8 lent GPUs, 50 %
 
 
-def test_the_same_event_twice_writes_nothing_the_second_time(harness):
+def test_the_same_event_twice_writes_nothing_the_second_time(quota_harness):
+    harness = quota_harness
     harness.recalc()
     pool = harness.store.get_pool("demo")
     harness.sim.clear_requests()
@@ -193,7 +250,8 @@ def test_the_same_event_twice_writes_nothing_the_second_time(harness):
     assert len(harness.store.list_history("demo")) == 1
 
 
-def test_kubernetes_outage_keeps_the_last_pool_then_converges(harness):
+def test_kubernetes_outage_keeps_the_last_pool_then_converges(quota_harness):
+    harness = quota_harness
     harness.recalc()
     before = harness.store.get_pool("demo")
     harness.sim.outage("refuse")
@@ -207,4 +265,5 @@ def test_kubernetes_outage_keeps_the_last_pool_then_converges(harness):
     assert harness.recalc()["batchItemFailures"] == []
     after = harness.store.get_pool("demo")
     assert after.generation == before.generation + 1 and after.read_failure == ""
-    assert harness.cq_gpu("a") == "8"  # 8 unallocated + 8 lent
+    assert harness.cohort_gpu() == "8"  # 24 - 16 allocated
+    assert harness.cq_gpu("a") == "4"  # 50 % of its own 8
