@@ -14,7 +14,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from devkit.lambda_context import LambdaContext
-from idleshare.adapters.errors import ConflictError, NotFoundError, RetryableError, StaleVersionError
+from idleshare.adapters.errors import (
+    ConflictError,
+    ForeignObjectError,
+    NotFoundError,
+    RetryableError,
+    StaleVersionError,
+)
 from idleshare.adapters.ports import (
     ClusterRecord,
     PoolRecord,
@@ -26,6 +32,7 @@ from idleshare.adapters.ports import (
     WatchBookmark,
 )
 from idleshare.adapters.store.errors import AlreadyExistsError
+from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, with_creation_marker
 from idleshare.runtime import wiring
 
 
@@ -331,9 +338,31 @@ class FakeKube:
         return [copy.deepcopy(o) for o in self.objects.values()]
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
+        """The object as applied; a creation marker it had stays (server-side apply never removes what it did
+        not set)."""
         self._reachable("apply")
-        self.objects[_key(obj)] = copy.deepcopy(obj)
+        new = copy.deepcopy(obj)
+        had = self.objects.get(_key(obj))
+        if had is not None and created_by_idleshare(had):
+            new = with_creation_marker(new)
+        self.objects[_key(obj)] = new
         self.applies += 1
+
+    def create(self, obj: dict[str, Any], *, force: bool = False) -> bool:
+        """As LightkubeCluster.create: stored with the creation marker; one that exists is applied when it carries
+        the marker, else ForeignObjectError."""
+        if obj.get("kind") == "Namespace":
+            return self.ensure_namespace(obj)
+        self._reachable("create")
+        had = self.objects.get(_key(obj))
+        if had is None:
+            self.objects[_key(obj)] = copy.deepcopy(with_creation_marker(obj))
+            self.applies += 1
+            return True
+        if (had.get("metadata", {}).get("annotations") or {}).get(CREATED_BY_ANNOTATION) is None:
+            raise ForeignObjectError(f"{_key(obj)} exists", operation="create", kind=obj["kind"], name=_key(obj)[2])
+        self.apply(obj, force=force)
+        return False
 
     def ensure_namespace(self, obj: dict[str, Any]) -> bool:
         self._reachable("create namespace")

@@ -126,6 +126,7 @@ METRIC_BORROW_LIMIT_SUM = "BorrowLimitSum"  # the teams' borrowing limits added 
 METRIC_EXCLUDED_NODES = "ExcludedNodes"  # per (cluster, reason)
 METRIC_POOL_ISSUES = "PoolIssues"  # per (cluster, issue): the pool's named issues (a quota, the Kueue it writes for)
 METRIC_FOREIGN_FIELD_MANAGER = "ForeignFieldManagerConflicts"  # objects left to another field manager (cluster)
+METRIC_FOREIGN_OBJECTS = "ForeignObjects"  # objects of a name idleshare wants that it did not create (cluster)
 # The recompute's run (counts, dimension service; the duration in milliseconds).
 METRIC_RECOMPUTE_DURATION = "RecomputeDuration"
 METRIC_OBJECTS_APPLIED = "ObjectsApplied"

@@ -241,6 +241,18 @@ class Observability(Construct):
             )
             for cluster_id in cluster_ids
         ]
+        self.foreign_object_alarms = [
+            alarm(
+                f"ForeignObjectAlarm-{cluster_id}",
+                f"Cluster {cluster_id}: an object of a name idleshare wants exists and idleshare did not create it "
+                "(no idleshare.io/created-by annotation): never written nor deleted by idleshare (apply status "
+                "Conflict, issue ForeignObject names it)",
+                emf_metric(names.METRIC_FOREIGN_OBJECTS, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
+                above=0,
+                periods=1,
+            )
+            for cluster_id in cluster_ids
+        ]
 
         self.idle_while_pending_alarms = [
             alarm(
@@ -308,6 +320,7 @@ class Observability(Construct):
                     self.permanent_failures_alarm,
                     *self.shortfall_alarms,
                     *self.field_manager_alarms,
+                    *self.foreign_object_alarms,
                     *self.idle_while_pending_alarms,
                 ],
                 width=24,

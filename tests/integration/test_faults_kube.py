@@ -122,7 +122,8 @@ def test_an_outage_on_the_second_page_of_nodes_is_not_a_smaller_cluster(harness)
 
 
 class DyingMidApply(LightkubeCluster):
-    """The API server goes away after ``survive`` server-side applies."""
+    """The API server goes away after ``survive`` writes of Kueue objects (creates, on a cluster never written to;
+    server-side applies)."""
 
     def __init__(self, sim: ProxiedKube, survive: int) -> None:
         super().__init__(sim.url, token=lambda: sim.stack.idleshare_token, timeout=CLIENT_TIMEOUT, name="demo")
@@ -134,6 +135,13 @@ class DyingMidApply(LightkubeCluster):
             self.sim.outage("refuse")
         super().apply(obj, force=force)
         self.applied += 1
+
+    def create(self, obj: dict[str, Any], *, force: bool = False) -> bool:
+        if self.applied == self.survive:
+            self.sim.outage("refuse")
+        created = super().create(obj, force=force)
+        self.applied += 1
+        return created
 
 
 def test_an_outage_halfway_through_the_first_apply_is_finished_by_the_next_recompute(harness):  # noqa: F811

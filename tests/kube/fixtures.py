@@ -24,7 +24,17 @@ from devkit.kube.stack import KubeStack
 from idleshare.adapters.eks_auth import ClusterEndpoint
 from idleshare.adapters.kube import LightkubeCluster
 
-__all__ = ["ProxiedKube", "make_node", "proxied_kube", "wait_serving"]
+__all__ = ["ProxiedKube", "as_written", "make_node", "proxied_kube", "wait_serving"]
+
+
+def as_written(obj: dict[str, Any]) -> dict[str, Any]:
+    """What anyone but Kueue's status writes could have changed in an object: its labels, annotations and fields,
+    and the managers of everything but its status (Kueue writes a queue's status, and so its resourceVersion, at
+    any time)."""
+    meta = obj["metadata"]
+    managers = {m["manager"] for m in meta.get("managedFields") or () if m.get("subresource") != "status"}
+    fields = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    return {"labels": meta.get("labels"), "annotations": meta.get("annotations"), "managers": managers, **fields}
 
 
 def make_node(

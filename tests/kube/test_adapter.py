@@ -18,16 +18,17 @@ from idleshare.adapters.errors import (
     AuthExpiredError,
     ConflictError,
     FieldOwnershipError,
+    ForeignObjectError,
     NotFoundError,
     PermanentError,
     ResourceExpiredError,
     RetryableError,
 )
 from idleshare.adapters.kube import LightkubeCluster
-from idleshare.domain.kueue_diff import diff, object_identity
+from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, diff, object_identity
 from idleshare.parse.nodes import node_from_dict
 from tests.builders import CLUSTER, QUOTAS, objects
-from tests.kube.fixtures import FakeConnector, make_node
+from tests.kube.fixtures import FakeConnector, as_written, make_node
 
 CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 STRANGER_TOKEN = "stranger-token"  # tests/realkube.py: a user in no group the RBAC manifest names
@@ -53,10 +54,16 @@ def desired() -> list[dict[str, Any]]:
 
 
 def sync(kube: LightkubeCluster, wanted: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """What a recompute does: read the managed objects, diff, apply, delete."""
-    to_apply, to_delete = diff(wanted, kube.list_managed())
+    """What a recompute does: read the managed objects, diff, apply what idleshare created, create the rest,
+    delete."""
+    listed = kube.list_managed()
+    to_apply, to_delete = diff(wanted, listed)
+    ours = {object_identity(o) for o in listed if created_by_idleshare(o)}
     for obj in to_apply:
-        kube.apply(obj)
+        if object_identity(obj) in ours:
+            kube.apply(obj)
+        else:
+            kube.create(obj)
     for obj in to_delete:
         kube.delete(obj)
     return to_apply, to_delete
@@ -122,21 +129,31 @@ def test_a_first_sync_creates_everything_and_a_second_sends_nothing(kube, proxy,
     wanted = desired()
     # When synced
     applied, deleted = sync(adapter, wanted)
-    # Then every object exists; Kueue objects were server-side applied as idleshare, without force
+    # Then every object exists; Kueue objects were created (POST: a create cannot land on someone else's object)
+    # as idleshare, with its creation marker, then their create entry split (a JSON patch of managedFields) into
+    # what an apply of the manifest owns and the marker (sent again, read anew, when Kueue's status write moved
+    # the object first: the patch's test of the resourceVersion failed, 422); nothing was server-side applied
     assert len(applied) == len(wanted) and deleted == []
+    posts = [r for r in proxy.requests if r.method == "POST"]
     patches = [r for r in proxy.requests if r.method == "PATCH"]
-    assert len(patches) == sum(o["kind"] != "Namespace" for o in wanted)
-    assert {r.content_type for r in patches} == {"application/apply-patch+yaml"}
-    assert {r.query.get("fieldManager") for r in patches} == {"idleshare"}
-    assert {r.query.get("force", "false") for r in patches} == {"false"}
-    assert {r.status for r in patches} == {201}  # created by the apply
+    assert len(posts) == len(wanted) and {r.status for r in posts} == {201}
+    assert sum(r.status == 200 for r in patches) == sum(o["kind"] != "Namespace" for o in wanted)
+    assert {r.status for r in patches} <= {200, 422}
+    assert {r.content_type for r in patches} == {"application/json-patch+json"}
+    assert {r.query.get("fieldManager") for r in posts + patches} == {"idleshare"}
     for obj in wanted:
         meta = obj["metadata"]
         stored = kube.get(obj["kind"], meta["name"], meta.get("namespace", ""))
         assert stored is not None, obj["metadata"]
         if obj["kind"] != "Namespace":
-            managers = {m["manager"] for m in stored["metadata"]["managedFields"] if m["operation"] == "Apply"}
-            assert managers == {"idleshare"}
+            assert stored["metadata"]["annotations"][CREATED_BY_ANNOTATION] == "idleshare"
+            entries = [m for m in stored["metadata"]["managedFields"] if m.get("subresource") != "status"]
+            assert {(m["manager"], m["operation"]) for m in entries} == {
+                ("idleshare", "Apply"),
+                ("idleshare", "Update"),
+            }
+            (marker,) = [m for m in entries if m["operation"] == "Update"]
+            assert marker["fieldsV1"] == {"f:metadata": {"f:annotations": {".": {}, f"f:{CREATED_BY_ANNOTATION}": {}}}}
     # When synced again with the same desired state (the server defaulted fields and Kueue added finalizers)
     proxy.clear_requests()
     applied, deleted = sync(adapter, wanted)
@@ -153,9 +170,16 @@ def test_only_changed_objects_are_applied(kube, proxy, adapter):
     changed = copy.deepcopy(wanted)
     gpu_entry(cq_named(changed, "research"))["nominalQuota"] = "16"
     sync(adapter, changed)
-    # Then exactly that ClusterQueue is patched, and the cluster holds the new quota
-    assert [r.path for r in proxy.requests if r.method == "PATCH"] == [f"{CQ_PATH}/{RESEARCH_CQ}"]
-    assert gpu_entry(kube.get("ClusterQueue", RESEARCH_CQ))["nominalQuota"] == "16"
+    # Then exactly that ClusterQueue is server-side applied, without force (idleshare's apply owns what its create
+    # set: no conflict with itself), and the cluster holds the new quota; the creation marker stays
+    patches = [r for r in proxy.requests if r.method == "PATCH"]
+    assert [(r.path, r.query.get("force", "false"), r.status) for r in patches] == [
+        (f"{CQ_PATH}/{RESEARCH_CQ}", "false", 200)
+    ]
+    assert {r.content_type for r in patches} == {"application/apply-patch+yaml"}
+    stored = kube.get("ClusterQueue", RESEARCH_CQ)
+    assert gpu_entry(stored)["nominalQuota"] == "16"
+    assert stored["metadata"]["annotations"][CREATED_BY_ANNOTATION] == "idleshare"
 
 
 def test_a_field_idleshare_stops_setting_is_removed(kube, adapter):
@@ -317,6 +341,53 @@ def test_a_field_another_manager_owns_is_not_taken_and_names_the_manager(kube, a
     # And with force (field_ownership: Take) idleshare takes the field
     adapter.apply(cq_named(changed, "research"), force=True)
     assert gpu_entry(kube.get("ClusterQueue", RESEARCH_CQ))["borrowingLimit"] == "7"
+
+
+# -- what idleshare did not create (issue 35) ----------------------------------------------------------------------
+
+
+def their_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj``'s name and kind as another team writes it (its own label, another value where the kind has one)."""
+    theirs = copy.deepcopy(obj)
+    theirs["metadata"]["labels"] = {"team": "platform"}
+    if obj["kind"] == "WorkloadPriorityClass":
+        theirs["value"] = 1
+    return theirs
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["Respect", "Take"])
+def test_an_object_another_manager_created_first_is_never_adopted_written_or_deleted(kube, proxy, adapter, force):
+    # Given, of every Kueue kind idleshare writes, an object another field manager created first under the name
+    # idleshare wants (the LocalQueue's namespace is the team's: it exists, as HyperPod makes it)
+    wanted = desired()
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hyperpod-ns-research"}})
+    taken = [o for o in wanted if o["kind"] != "Namespace" and o["metadata"]["name"].count("nlp") == 0]
+    for obj in taken:
+        kube.apply(their_copy(obj), "platform")
+    before = {key: kube.get(key[0], key[2], key[1]) for key in map(object_identity, taken)}
+    # When idleshare creates each (in either field-ownership mode)
+    for obj in taken:
+        with pytest.raises(ForeignObjectError) as info:
+            adapter.create(obj, force=force)
+        # Then the create is refused as someone else's object, named by kind and name, and nothing is written
+        assert (info.value.kind, info.value.name) == (obj["kind"], obj["metadata"]["name"])
+    assert proxy.count("PATCH") == 0 and proxy.count("DELETE") == 0
+    for key, theirs in before.items():
+        assert as_written(kube.get(key[0], key[2], key[1])) == as_written(theirs), key
+    # And a recompute (list, diff, create, delete) with idleshare's label forced on them by an older Take still
+    # neither writes nor deletes them, while nlp's objects, idleshare's own, are created, then deleted
+    for obj in taken:
+        kube.apply(obj, "idleshare", force=True)  # what an idleshare without the marker did under Take
+    labelled = {key: kube.get(key[0], key[2], key[1]) for key in before}
+    proxy.clear_requests()
+    sync(adapter, wanted)
+    sync(adapter, [])
+    for key, was in labelled.items():
+        now = kube.get(key[0], key[2], key[1])
+        assert now is not None and as_written(now) == as_written(was), key
+    writes = {(r.method, r.path.rsplit("/", 1)[-1]) for r in proxy.requests if r.method in ("POST", "PATCH", "DELETE")}
+    assert not {name for _, name in writes} & {key[2] for key in before}
+    assert ("DELETE", "hyperpod-ns-nlp-clusterqueue") in writes
 
 
 # -- namespaces ----------------------------------------------------------------------------------

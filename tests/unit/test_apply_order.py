@@ -13,6 +13,7 @@ from idleshare.adapters.errors import (
     AdapterError,
     AuthExpiredError,
     FieldOwnershipError,
+    ForeignObjectError,
     PermanentError,
     RetryableError,
 )
@@ -44,6 +45,8 @@ class RecordingKube:
         self.delay = delay
         self.fail: dict[str, Exception] = {}
         self.existing: set[str] = set()
+        self.foreign: set[str] = set()  # describe(obj) of the objects someone else created
+        self.calls: list[tuple[str, str]] = []  # ("apply" | "create", object), in the order they were sent
         self.lock = threading.Lock()
         self.log: list[tuple[str, str, float]] = []  # (event, object, time)
         self.in_flight = 0
@@ -65,6 +68,14 @@ class RecordingKube:
 
     def apply(self, o: dict[str, Any], *, force: bool = False) -> None:
         self._write(describe(o))
+        self.calls.append(("apply", describe(o)))
+
+    def create(self, o: dict[str, Any], *, force: bool = False) -> bool:
+        self._write(describe(o))
+        self.calls.append(("create", describe(o)))
+        if describe(o) in self.foreign:
+            raise ForeignObjectError(describe(o), operation="create", kind=o["kind"], name=o["metadata"]["name"])
+        return True
 
     def ensure_namespace(self, o: dict[str, Any]) -> bool:
         self._write(describe(o))
@@ -121,6 +132,36 @@ def test_a_foreign_managers_conflict_is_left_alone_and_the_rest_is_written() -> 
     ]
     assert done.applied == 3 + 1 + 1 + 4 + 6 and done.deleted == 1
     done.raise_failures()
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["Respect", "Take"])
+def test_objects_not_seen_as_ours_are_created_and_a_foreign_one_is_named_never_written(force: bool) -> None:
+    # Given a cluster where idleshare created cq-0 and its flavors (seen with the marker), and someone else made
+    # the priority class and cq-2 under the names idleshare wants
+    kube = RecordingKube()
+    kube.foreign = {"WorkloadPriorityClass/high", "ClusterQueue/cq-2"}
+    ours = {("ClusterQueue", "", "cq-0")} | {("ResourceFlavor", "", f"flavor-{f}") for f in range(3)}
+    # When the recompute writes, in either field-ownership mode
+    done = write(kube, cluster_objects(3), [], force=force, existing=ours)
+    # Then what is ours is applied, everything else is created (a create cannot adopt), and the two foreign ones
+    # are named, in apply order, not counted as written, nothing raised
+    sent = dict((what, how) for how, what in kube.calls)
+    assert {w for w, how in sent.items() if how == "apply"} == {"ClusterQueue/cq-0"} | {
+        f"ResourceFlavor/flavor-{f}" for f in range(3)
+    }
+    assert {w for w, how in sent.items() if how == "create"} == {
+        "WorkloadPriorityClass/high", "Cohort/pool", "ClusterQueue/cq-1", "ClusterQueue/cq-2",
+        "LocalQueue/ns-0/lq-0", "LocalQueue/ns-1/lq-1", "LocalQueue/ns-2/lq-2",
+    }  # fmt: skip
+    assert done.foreign == ["WorkloadPriorityClass/high", "ClusterQueue/cq-2"]
+    assert done.applied == 3 + 1 + 1 + 3 + 3 - 2 and not done.conflicts and not done.failures
+    done.raise_failures()
+
+
+def test_without_existing_every_object_is_created() -> None:
+    kube = RecordingKube()
+    write(kube, cluster_objects(2), [], force=False)
+    assert {how for how, _ in kube.calls} == {"create"}  # never an apply that could adopt
 
 
 def test_several_permanent_failures_are_all_named_and_the_other_writes_still_made() -> None:

@@ -203,7 +203,9 @@ def test_every_metric_carries_exactly_the_dimensions_the_dashboard_and_alarms_qu
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", service_env)
     result = compute(Snapshot(nodes=(domain_node("n1"), domain_node("n2", ready=False))))
     conflicts = ["ClusterQueue/a: .spec x owned by gitops"]  # objects left to another field manager: counted
-    emitted = emitted_metrics(capsys, Outcome("c1", 1, True, result=result, conflicts=conflicts))
+    foreign_objects = ["WorkloadPriorityClass/high-priority", "ClusterQueue/b"]  # not idleshare's: counted
+    outcome = Outcome("c1", 1, True, result=result, conflicts=conflicts, foreign=foreign_objects)
+    emitted = emitted_metrics(capsys, outcome)
     dims = {m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(m["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0])
             for m in emitted}  # fmt: skip
     assert all(dims[name] == sorted(GAUGE_DIMS) for name in ("Unallocated", "Shortfall", "BorrowLimitSum")), dims
@@ -212,3 +214,6 @@ def test_every_metric_carries_exactly_the_dimensions_the_dashboard_and_alarms_qu
     (foreign,) = [m for m in emitted if names.METRIC_FOREIGN_FIELD_MANAGER in m]
     assert foreign[names.METRIC_FOREIGN_FIELD_MANAGER] == [1.0]
     assert (foreign["cluster"], foreign["service"]) == ("c1", service_env or names.SERVICE)
+    assert dims[names.METRIC_FOREIGN_OBJECTS] == sorted([names.METRIC_DIM_CLUSTER, "service"])
+    (objects,) = [m for m in emitted if names.METRIC_FOREIGN_OBJECTS in m]
+    assert objects[names.METRIC_FOREIGN_OBJECTS] == [2.0] and objects["cluster"] == "c1"

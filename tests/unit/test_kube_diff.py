@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY_LABEL, TEAM_LABEL
-from idleshare.domain.kueue_diff import diff, first_difference, terminating
+from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, diff, first_difference, foreign, terminating
 from tests.corpus.make_corpus import mutate
 
 OURS, P5 = {MANAGED_BY_LABEL: "idleshare"}, "ml.p5.48xlarge"
@@ -55,9 +55,15 @@ def wpc(name: str, value: int | str = 90, description: str = "inference") -> dic
     return obj("WorkloadPriorityClass", name, value=value, description=description)
 
 
-def as_stored(obj: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    """What the apiserver returns for ``obj``: server metadata added, ``changes`` applied by path."""
+MARKED = {CREATED_BY_ANNOTATION: "idleshare"}
+
+
+def as_stored(obj: dict[str, Any], *, created: bool = True, **changes: Any) -> dict[str, Any]:
+    """What the apiserver returns for ``obj``: server metadata added (with idleshare's creation marker unless
+    ``created`` is False: someone else created it), ``changes`` applied by path."""
     server = {"uid": "u-1", "resourceVersion": "42", "generation": 1, "creationTimestamp": "2025-01-01T00:00:00Z"}
+    if created:
+        server["annotations"] = {**obj["metadata"].get("annotations", {}), **MARKED}
     stored = mutate(obj, ("metadata",), obj["metadata"] | server)
     for path, value in changes.items():
         stored = mutate(stored, tuple(int(p) if p.isdigit() else p for p in path.split("__")), value)
@@ -211,6 +217,47 @@ DIFFS = {
 }
 
 
+# -- what idleshare did not create: never written, never deleted (issue 35) ------------------------------------
+FOREIGN = {"ResourceFlavor": rf("ml.p5"), "WorkloadPriorityClass": wpc(PC), "Cohort": obj("Cohort", "shared-pool")}
+FOREIGN |= {"ClusterQueue": cq("a"), "LocalQueue": lq("a")}
+# what another manager's object can look like under a name idleshare wants: as they made it, with idleshare's
+# managed-by label (an older Take applied to it), with its spec too (and with idleshare's fields), a foreign
+# annotation beside it: never the creation marker
+LOOKS = {
+    "as-they-made-it": {"metadata__labels": {"team": "platform"}},
+    "labelled-by-an-old-take": {},
+    "labelled-and-other-annotations": {"metadata__annotations": {"note": "platform's", CREATED_BY_ANNOTATION: "x"}},
+}
+
+
+@pytest.mark.parametrize("look", LOOKS.values(), ids=LOOKS)
+@pytest.mark.parametrize("kind", FOREIGN)
+def test_an_object_idleshare_did_not_create_is_neither_written_nor_deleted(kind, look):
+    theirs = as_stored(FOREIGN[kind], created=False, **look)
+    labelled = ((theirs["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL)) == "idleshare"
+    changed = mutate(FOREIGN[kind], ("metadata", "labels", "changed"), "yes")  # idleshare wants it otherwise
+    # wanted (the same, or otherwise): not applied, and named as foreign when the managed list shows it
+    for wanted in (FOREIGN[kind], changed):
+        to_apply, to_delete = diff([wanted], [theirs])
+        assert (to_apply, to_delete) == ([], [])
+        assert keys(foreign([wanted], [theirs])) == [(kind, FOREIGN[kind]["metadata"]["name"])]
+    # not wanted any more: never deleted, named nowhere (no name idleshare wants)
+    assert diff([], [theirs]) == ([], []) and foreign([], [theirs]) == []
+    # ... while the same object created by idleshare is applied when it differs, and deleted when not wanted
+    ours = as_stored(FOREIGN[kind])
+    assert keys(diff([changed], [ours])[0]) == keys([changed]) and diff([], [ours])[1] == [ours]
+    assert foreign([changed], [ours]) == [] and labelled == ("team" not in str(look))
+
+
+def test_the_creation_marker_is_not_a_difference_and_a_namespace_needs_none():
+    # the marker is set by the create only, never applied: an object that carries it is in sync without it
+    assert first_difference(cq("a"), as_stored(cq("a"))) is None
+    assert diff([cq("a")], [as_stored(cq("a"))]) == ([], [])
+    # a team's namespace is only ever created if missing, never patched nor deleted: one that exists is used
+    assert diff([ns("a")], [as_stored(ns("a"), created=False)]) == ([], [])
+    assert foreign([ns("a")], [as_stored(ns("a"), created=False)]) == []
+
+
 @pytest.mark.parametrize(("desired", "current", "applied", "deleted"), DIFFS.values(), ids=DIFFS)
 def test_what_is_applied_and_deleted(desired, current, applied, deleted):
     to_apply, to_delete = diff(desired, current)
@@ -228,3 +275,19 @@ def test_an_object_wanted_again_while_it_terminates_is_left_until_it_is_gone():
     # once it is gone, the next diff creates it
     to_apply, _ = diff(desired, [as_stored(lq("b"))])
     assert keys(to_apply) == [("ClusterQueue", "hyperpod-ns-b-clusterqueue")]
+
+
+def test_the_docs_name_the_creation_marker_the_issue_and_the_metric_as_the_code_does():
+    from pathlib import Path
+
+    from idleshare import names
+    from idleshare.service.recompute import FOREIGN_OBJECT
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    operations, spec, decisions = ((docs / f).read_text() for f in ("operations.md", "spec.md", "decisions.md"))
+    for text in (operations, spec, decisions):
+        assert CREATED_BY_ANNOTATION in text and FOREIGN_OBJECT in text
+    assert (
+        f"`{names.METRIC_FOREIGN_OBJECTS}` > 0" in operations and f"| `{names.METRIC_FOREIGN_OBJECTS}` |" in operations
+    )
+    assert f"kubectl annotate <kind> <name> [-n <namespace>] {CREATED_BY_ANNOTATION}=idleshare" in operations

@@ -4,6 +4,8 @@ handed back with their backoff (and out of time, at once)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 
 import pytest
@@ -13,6 +15,7 @@ from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord, QueuedRecord
 from idleshare.service.recompute import EXCLUDED_SAMPLE
 from tests.builders import k8s_node as node
+from tests.builders import quota_body
 from tests.fakes import batch, cq, gpu_limit
 
 
@@ -121,3 +124,44 @@ def test_an_unreadable_message_fails_its_record_only(cluster):
     _, _, _, r = cluster
     records = [QueuedRecord("bad", "not json", receipt_handle="hb", queue_arn="arn:q"), record(1)]
     assert batch(r, records, fifo=False) == (["bad"], [("arn:q", [("hb", timings.retry_delay(1))])])
+
+
+@pytest.mark.parametrize("ownership", ["Respect", "Take"])
+def test_an_object_idleshare_did_not_create_is_named_never_written_and_never_deleted(cluster, ownership):
+    # Given a platform's priority class high-priority (labelled as idleshare's by an older Take, no creation marker)
+    # and team b's ClusterQueue made by someone else, in a cluster of either field-ownership mode
+    store, kube, _, r = cluster
+    store.clusters["demo"] = dataclasses.replace(store.clusters["demo"], field_ownership=ownership)
+    theirs = {
+        ("WorkloadPriorityClass", "", "high-priority"): {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high-priority", "labels": {"app.kubernetes.io/managed-by": "idleshare"}},
+            "value": 1,
+        },
+        ("ClusterQueue", "", "hyperpod-ns-b-clusterqueue"): {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "hyperpod-ns-b-clusterqueue"},
+            "spec": {},
+        },
+    }
+    kube.objects.update(copy.deepcopy(theirs))
+    store.put_scheduler_config("demo", {"SchedulerConfig": {"PriorityClasses": [{"Name": "high", "Weight": 9}]}})
+    # When recomputed
+    out = r.recompute("demo")
+    # Then both are named, in apply order, on the pool's apply status; neither is written; the rest is
+    assert out.foreign == ["WorkloadPriorityClass/high-priority", "ClusterQueue/hyperpod-ns-b-clusterqueue"]
+    assert store.pools["demo"].apply_status == "Conflict"
+    assert store.pools["demo"].apply_message.startswith(
+        "ForeignObject: WorkloadPriorityClass/high-priority, ClusterQueue/hyperpod-ns-b-clusterqueue ("
+    )
+    assert {k: kube.objects[k] for k in theirs} == theirs
+    assert cq(kube, "a")["metadata"]["annotations"] == {"idleshare.io/created-by": "idleshare"}
+    # When the priority class and team b go
+    store.delete_scheduler_config("demo")
+    store.set_quotas("demo", [quota_body("a", 8, enabled=True)])
+    out = r.recompute("demo")
+    # Then neither is deleted, and nothing wanted is held by someone else any more
+    assert {k: kube.objects.get(k) for k in theirs} == theirs
+    assert out.foreign == [] and store.pools["demo"].apply_status == "Applied"

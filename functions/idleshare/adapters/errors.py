@@ -51,6 +51,18 @@ class FieldOwnershipError(PermanentError):
         self.fields = fields
 
 
+class ForeignObjectError(PermanentError):
+    """An object of the name idleshare wants exists and idleshare did not create it (no creation marker): it is
+    someone else's and is neither written nor ever deleted, in either field-ownership mode. ``kind``/``name``
+    (``namespace``) name it."""
+
+    def __init__(self, message: str, *, operation: str, kind: str, name: str, namespace: str = "") -> None:
+        super().__init__(message, operation=operation, status=409)
+        self.kind = kind
+        self.name = name
+        self.namespace = namespace
+
+
 class StaleVersionError(PermanentError):
     """An update carried a TargetVersion that is not the current one."""
 

@@ -48,13 +48,21 @@ from idleshare.adapters.errors import (
     AuthExpiredError,
     ConflictError,
     FieldOwnershipError,
+    ForeignObjectError,
     NotFoundError,
     PermanentError,
     ResourceExpiredError,
     RetryableError,
 )
 from idleshare.domain.kueue import KIND_ORDER, KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
-from idleshare.domain.kueue_diff import object_identity
+from idleshare.domain.kueue_diff import (
+    CREATED_BY_ANNOTATION,
+    created_by_idleshare,
+    fields_applied,
+    is_terminating,
+    object_identity,
+    with_creation_marker,
+)
 from idleshare.names import FIELD_MANAGER
 from idleshare.timings import KUBE_WRITE_CONCURRENCY
 
@@ -70,6 +78,12 @@ KUEUE_GROUP, KUEUE_VERSION = KUEUE_API.split("/")
 MANAGED_SELECTOR = {MANAGED_BY_LABEL: MANAGED_BY}
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_PAGE_SIZE = 500
+OWN_ATTEMPTS = 3
+"""How often :meth:`LightkubeCluster.create` tries to hand a new object's fields to idleshare's apply entry while
+the object moves (Kueue writes a new queue's status at once)."""
+
+_MARKER_FIELDS: dict[str, Any] = {"f:metadata": {"f:annotations": {".": {}, f"f:{CREATED_BY_ANNOTATION}": {}}}}
+"""The fieldsV1 of idleshare's creation marker alone: what its create's ``Update`` entry keeps."""
 
 # kind -> (apiVersion, plural, namespaced)
 KINDS: dict[str, tuple[str, str, bool]] = {
@@ -511,11 +525,15 @@ class LightkubeCluster:
             return [dict(item) for item in items]
 
     def apply(self, obj: Obj, *, force: bool = False) -> None:
-        """Server-side apply of ``obj`` as field manager ``idleshare``.
+        """Server-side apply of ``obj`` as field manager ``idleshare``: for an object idleshare created
+        (:meth:`create`), which the caller has seen carry its creation marker.
 
         Without ``force``, a field that another manager owns with another value is not taken: the apiserver
-        answers 409 and :class:`FieldOwnershipError` names the managers and the fields. A Namespace is never
-        patched (it may not be ours): it goes to :meth:`ensure_namespace`.
+        answers 409 and :class:`FieldOwnershipError` names the managers and the fields. A conflict with
+        idleshare alone is idleshare's own create still owning the field (its ``Update`` entry, when
+        :meth:`create` could not hand it to the apply entry): that apply is sent once more with ``force``, which
+        moves those fields to idleshare's apply. A Namespace is never patched (it may not be ours): it goes to
+        :meth:`ensure_namespace`.
         """
         kind = obj.get("kind", "")
         if kind == "Namespace":
@@ -523,11 +541,120 @@ class LightkubeCluster:
             return
         res = _resource(kind)
 
-        def apply(client: Client) -> None:
+        def apply(client: Client, forced: bool) -> None:
             with self._translated(f"apply {_describe(obj)}"):
-                client.apply(res(obj), field_manager=FIELD_MANAGER, force=force)
+                client.apply(res(obj), field_manager=FIELD_MANAGER, force=forced)
 
-        self._authenticated(apply)
+        try:
+            self._authenticated(functools.partial(apply, forced=force))
+        except FieldOwnershipError as exc:
+            if force or set(exc.managers) != {FIELD_MANAGER}:
+                raise
+            self._authenticated(functools.partial(apply, forced=True))
+
+    def create(self, obj: Obj, *, force: bool = False) -> bool:
+        """Create ``obj`` with idleshare's creation marker (a POST: it cannot land on an existing object); True
+        when this call created it. An object of that name that exists already is idleshare's only when it
+        carries the marker (our own earlier create, its answer lost; a concurrent recompute's): then it is
+        server-side applied (:meth:`apply`, with ``force``). Without the marker it is someone else's:
+        :class:`ForeignObjectError`, and nothing is written — whatever ``force`` says. A Namespace goes to
+        :meth:`ensure_namespace` (an existing one is used as it is).
+
+        The apiserver records a create's fields under an ``Update`` entry of idleshare's manager, which a later
+        apply neither removes a field from (a field idleshare stops setting would stay) nor may change without
+        a conflict with itself: so the new object's entry is split at once (:meth:`_own_as_applied`) into what an
+        apply of ``obj`` would own (an ``Apply`` entry) and the marker (an ``Update`` entry no apply touches).
+        """
+        kind = obj.get("kind", "")
+        if kind == "Namespace":
+            return self.ensure_namespace(obj)
+        res = _resource(kind)
+        what = _describe(obj)
+        body = with_creation_marker(obj)
+
+        def create(client: Client) -> Obj:
+            with self._translated(f"create {what}"):
+                return dict(client.create(res(body), field_manager=FIELD_MANAGER).to_dict())
+
+        try:
+            created = self._authenticated(create)
+        except ConflictError:  # 409 AlreadyExists: whose is it?
+            pass
+        else:
+            self._own_as_applied(obj, created)
+            return True
+        _, namespace, name = object_identity(obj)
+
+        def get(client: Client) -> Obj:
+            with self._translated(f"get {what}"):
+                found = client.get(res, name, namespace=namespace) if KINDS[kind][2] else client.get(res, name)
+                return dict(found.to_dict())
+
+        existing = self._authenticated(get)  # gone meanwhile: NotFoundError, the retry creates it
+        if not created_by_idleshare(existing):
+            raise ForeignObjectError(
+                f"{self.name}: create {what}: it exists and idleshare did not create it (no "
+                f"{CREATED_BY_ANNOTATION} annotation): left as it is",
+                operation=f"create {what}",
+                kind=kind,
+                name=name,
+                namespace=namespace,
+            )
+        if not is_terminating(existing):  # one going away is created anew by a later recompute
+            self.apply(obj, force=force)
+        return False
+
+    def _own_as_applied(self, obj: Obj, created: Obj) -> None:
+        """Rewrite the just-created object's ``managedFields`` (a JSON patch, only while the object is at the
+        version read: another manager's entry written meanwhile, Kueue's status, is never lost): idleshare's
+        create entry becomes an ``Apply`` entry owning what applying ``obj`` owns
+        (:func:`~idleshare.domain.kueue_diff.fields_applied`) and an ``Update`` entry owning the marker alone; every
+        other entry stays. The patch changes no field, so the apiserver records no entry for it. The object
+        moved meanwhile: read again and retried (:data:`OWN_ATTEMPTS` in all)."""
+        kind, namespace, name = object_identity(obj)
+        res = _resource(kind)
+        current = created
+        for attempt in range(OWN_ATTEMPTS):
+            meta = current.get("metadata") or {}
+            entries = meta.get("managedFields") or []
+            mine = [e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Update"]
+            if len(mine) != 1 or not isinstance(mine[0].get("fieldsV1"), Mapping):
+                return  # not what a create records (split already?): leave it; an apply's conflict with idleshare
+            (entry,) = mine  # alone is then forced (apply)
+            if entry["fieldsV1"] == _MARKER_FIELDS:
+                return  # already split
+            rewritten = [
+                {**entry, "operation": "Apply", "fieldsV1": fields_applied(entry["fieldsV1"], obj)},
+                {**entry, "fieldsV1": _MARKER_FIELDS},
+                *(e for e in entries if e is not entry),
+            ]
+            patch: list[Obj] = [
+                {"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+                {"op": "replace", "path": "/metadata/managedFields", "value": rewritten},
+            ]
+
+            def own(client: Client, patch: list[Obj] = patch) -> None:
+                from lightkube.types import PatchType
+
+                with self._translated(f"patch managedFields of {_describe(obj)}"):
+                    client.patch(
+                        res, name, patch, namespace=namespace or None, patch_type=PatchType.JSON,
+                        field_manager=FIELD_MANAGER,
+                    )  # fmt: skip
+
+            def get(client: Client) -> Obj:
+                with self._translated(f"get {_describe(obj)}"):
+                    found = client.get(res, name, namespace=namespace) if namespace else client.get(res, name)
+                    return dict(found.to_dict())
+
+            try:
+                self._authenticated(own)
+                return
+            except (ConflictError, PermanentError) as exc:  # a failed test (422) or a lost race (409): read again
+                if attempt == OWN_ATTEMPTS - 1 or exc.status not in (409, 422):
+                    raise
+            current = self._authenticated(get)
 
     def ensure_namespace(self, obj: Obj) -> bool:
         """Create the namespace when it does not exist; True when this call created it.
@@ -559,7 +686,8 @@ class LightkubeCluster:
         return True
 
     def delete(self, obj: Obj) -> None:
-        """Delete ``obj`` by kind, name and namespace; already gone is fine. Never a Namespace."""
+        """Delete ``obj`` by kind, name and namespace; already gone is fine. Never a Namespace. The caller deletes
+        only objects it saw carry idleshare's creation marker (:func:`idleshare.domain.kueue_diff.diff`)."""
         kind = obj.get("kind", "")
         if kind == "Namespace":
             raise ValueError("idleshare never deletes namespaces: it would delete the team's workloads")

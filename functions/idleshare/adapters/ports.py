@@ -270,8 +270,14 @@ class KubeCluster(Protocol):
         ...
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
-        """Server-side apply with idleshare's field manager; ``force`` takes fields other managers own,
-        else such a conflict raises :class:`~idleshare.adapters.errors.FieldOwnershipError`."""
+        """Server-side apply with idleshare's field manager, of an object idleshare created; ``force`` takes fields
+        other managers own, else such a conflict raises :class:`~idleshare.adapters.errors.FieldOwnershipError`."""
+        ...
+
+    def create(self, obj: dict[str, Any], *, force: bool = False) -> bool:
+        """Create the object with idleshare's creation marker; True when created. One of that name that exists:
+        with the marker, applied as :meth:`apply`; without, :class:`~idleshare.adapters.errors.ForeignObjectError`
+        and nothing written. A Namespace: :meth:`ensure_namespace`."""
         ...
 
     def ensure_namespace(self, obj: dict[str, Any]) -> bool:

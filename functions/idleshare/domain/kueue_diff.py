@@ -17,6 +17,12 @@ from idleshare.domain.kueue import KIND_ORDER, MANAGED_BY, MANAGED_BY_LABEL, Man
 from idleshare.domain.quantity import parse_quantity
 from idleshare.names import FIELD_MANAGER
 
+CREATED_BY_ANNOTATION = "idleshare.io/created-by"
+"""idleshare's creation marker: set (to :data:`~idleshare.domain.kueue.MANAGED_BY`) only in the body of the create
+(POST) that made the object, never in what idleshare applies, so neither a server-side apply nor ``Take``'s forced
+one can put it on an object someone else created. Only an object carrying it is updated or deleted by idleshare;
+an object of a name idleshare wants without it is foreign (:func:`foreign`): never written, never deleted."""
+
 _NOT_COMPARED = frozenset({"apiVersion", "kind", "metadata", "status"})
 _COMPARED_METADATA = ("labels", "annotations")
 _QUANTITY_KEYS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit", "weight"})
@@ -27,6 +33,40 @@ def object_identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     """``(kind, namespace, name)``: which object in the cluster a manifest is ("" for no namespace)."""
     meta = obj.get("metadata") or {}
     return (str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
+
+
+def created_by_idleshare(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` carries idleshare's creation marker (:data:`CREATED_BY_ANNOTATION`)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return isinstance(annotations, Mapping) and annotations.get(CREATED_BY_ANNOTATION) == MANAGED_BY
+
+
+def _is_labelled(obj: Mapping[str, Any]) -> bool:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+
+
+def _is_foreign(obj: Mapping[str, Any]) -> bool:
+    """An object of a kind idleshare writes (never a Namespace: one is only ever created if missing, never
+    patched nor deleted, so a team's existing namespace is simply used) that idleshare did not create."""
+    return obj.get("kind") != "Namespace" and not created_by_idleshare(obj)
+
+
+def foreign(desired: Sequence[Manifest], current: Iterable[Manifest]) -> list[Manifest]:
+    """The objects of ``current`` that have the identity of a desired one but not idleshare's creation marker
+    (in the order of ``desired``): someone else's object that merely carries the managed-by label (an older
+    idleshare's, created before the marker existed, or a foreign one an older ``Take`` labelled). :func:`diff`
+    neither applies nor deletes them; the caller names them (issue ``ForeignObject``). A desired object the list
+    does not show at all is created, and the create finds out whether a foreign one holds its name."""
+    by_key = {object_identity(obj): obj for obj in current}
+    found = (by_key.get(object_identity(obj)) for obj in desired)
+    return [have for have in found if have is not None and _is_foreign(have) and not is_terminating(have)]
+
+
+def with_creation_marker(obj: Mapping[str, Any]) -> Manifest:
+    """``obj`` with idleshare's creation marker among its annotations: the body of the create that makes it."""
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), CREATED_BY_ANNOTATION: MANAGED_BY}
+    return {**obj, "metadata": meta}
 
 
 def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list[Manifest], list[Manifest]]:
@@ -46,12 +86,16 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
     field. A desired Namespace is listed only when no managed namespace of that name exists; the
     caller ensures it (create if missing), never patches it.
 
+    An object of ``current`` with a desired identity but without idleshare's creation marker
+    (:func:`foreign`) is not listed: idleshare never writes what it did not create.
+
     *To delete*, in reverse dependency order (LocalQueue, ClusterQueue, Cohort,
     WorkloadPriorityClass, ResourceFlavor): every object of ``current`` that carries
-    ``app.kubernetes.io/managed-by: idleshare`` and is not desired: the objects of a team that no
+    ``app.kubernetes.io/managed-by: idleshare`` **and idleshare's creation marker**
+    (:data:`CREATED_BY_ANNOTATION`) and is not desired: the objects of a team that no
     longer has a quota (by ``idleshare.io/team``), and shared cluster-scoped objects (the
     ResourceFlavor of a flavor no longer present, a WorkloadPriorityClass no longer configured).
-    Never an object without that label, never a kind idleshare does not write, and **never a
+    Never an object without both, never a kind idleshare does not write, and **never a
     Namespace**: deleting a namespace deletes every workload in it, and a team whose quota was
     removed (or briefly missing) must not lose its jobs; namespaces are only ever created.
 
@@ -75,6 +119,8 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
         have = by_key.get(key)
         if have is not None and is_terminating(have):
             continue  # wanted again while it goes away: created by a recompute after it is gone
+        if have is not None and _is_foreign(have):
+            continue  # not ours: never written (foreign() names it)
         if obj.get("kind") == "Namespace":
             if have is None:
                 to_apply.append(obj)
@@ -87,7 +133,8 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
         and not is_terminating(obj)
         and key[0] in KIND_ORDER
         and key[0] != "Namespace"
-        and ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+        and _is_labelled(obj)
+        and created_by_idleshare(obj)
     ]
     to_delete.sort(key=lambda o: (-KIND_ORDER.index(o["kind"]), *object_identity(o)[1:]))
     return to_apply, to_delete
@@ -107,7 +154,10 @@ def terminating(desired: Sequence[Manifest], current: Iterable[Manifest]) -> lis
 
 def first_difference(desired: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
     """Where ``current`` does not hold ``desired`` (a path and both values), or None if it does."""
-    want_meta, have_meta = desired.get("metadata") or {}, current.get("metadata") or {}
+    want_meta, have_meta = desired.get("metadata") or {}, dict(current.get("metadata") or {})
+    annotations = have_meta.get("annotations")
+    if isinstance(annotations, Mapping) and CREATED_BY_ANNOTATION in annotations:  # set at creation, never applied
+        have_meta["annotations"] = {k: v for k, v in annotations.items() if k != CREATED_BY_ANNOTATION}
     for field in _COMPARED_METADATA:
         where = _uncovered(want_meta.get(field, _MISSING), have_meta.get(field, _MISSING), f"metadata.{field}", "")
         if where is not None:
@@ -123,6 +173,23 @@ def first_difference(desired: Mapping[str, Any], current: Mapping[str, Any]) -> 
         if stale is not None:
             return f"{stale}: owned by {FIELD_MANAGER} but no longer desired"
     return None
+
+
+def fields_applied(fields: Mapping[str, Any], want: Any) -> dict[str, Any]:
+    """The part of a fieldsV1 set (what a create recorded for idleshare) that server-side applying ``want`` would
+    own: each ``f:`` field ``want`` sets, with what the apiserver recorded inside it; ``k:``/``v:``/``i:`` entries
+    of a list ``want`` sets as recorded. Fields the apiserver defaulted (``queueingStrategy``, ...) and the creation
+    marker (never applied) are left out, so that an apply of ``want`` owns exactly what it sends."""
+    out: dict[str, Any] = {}
+    for key, sub in fields.items():
+        prefix, _, rest = key.partition(":")
+        if prefix == "f":
+            if not isinstance(want, Mapping) or want.get(rest) is None:
+                continue
+            out[key] = fields_applied(sub, want[rest]) if isinstance(sub, Mapping) and sub else sub
+        else:  # "." (the map itself), or an element of a list want sets
+            out[key] = sub
+    return out
 
 
 def _is_empty(value: Any) -> bool:

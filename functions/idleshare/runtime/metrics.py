@@ -73,7 +73,7 @@ class RecomputeReport(BatchEvents):
 
 def emit_recompute(outcome: Outcome) -> None:
     """A recompute's log line, counters and gauges (per flavor and accelerator, excluded nodes, the pool's
-    named issues, objects left to another field manager)."""
+    named issues, objects left to another field manager, objects of a wanted name that idleshare did not create)."""
     result = outcome.result
     logger.info(
         "recomputed",
@@ -92,6 +92,11 @@ def emit_recompute(outcome: Outcome) -> None:
         return
     if outcome.conflicts:
         logger.warning("objects left to another field manager", extra={"conflicts": outcome.conflicts})
+    if outcome.foreign:
+        logger.warning(
+            "objects idleshare did not create hold names it wants: left alone",
+            extra={"cluster": outcome.cluster_id, "foreign": outcome.foreign},
+        )
     if outcome.unreadable:  # excluded as Unreadable (counted in ExcludedNodes); why, for the operator
         logger.warning(
             "nodes that could not be read are excluded",
@@ -116,6 +121,7 @@ def emit_recompute(outcome: Outcome) -> None:
         gauge(outcome.cluster_id, names.METRIC_POOL_ISSUES, float(count), issue=code)
     # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
+    gauge(outcome.cluster_id, names.METRIC_FOREIGN_OBJECTS, float(len(outcome.foreign)))
 
 
 def gauge(cluster_id: str, name: str, value: float, *, unit: MetricUnit = MetricUnit.Count, **dims: str) -> None:

@@ -11,6 +11,11 @@ time). The order that matters is kept by waves, each finished before the next st
 3. the LocalQueues (a namespaced object needs its namespace; each names its ClusterQueue);
 4. then, only when every apply succeeded, the deletions, the other way round (LocalQueues, ClusterQueues, the rest).
 
+Creating and updating: an object the caller saw in the cluster with idleshare's creation marker (``existing``) is
+server-side applied; any other is created (``KubeCluster.create``: a POST carrying the marker, which cannot land on
+an object someone else made). One that exists without the marker is foreign (:class:`ForeignObjectError`): named in
+:attr:`Written.foreign`, never written, in either field-ownership mode; the rest is written.
+
 Failures: a write that another field manager refuses (:class:`FieldOwnershipError`) is not fought over: it is
 named in :attr:`Written.conflicts`, the rest is written. Any other failure is kept, named by its object, and the
 wave's other writes still run; a failure that retrying may cure (timeouts, 5xx, an outage) also stops every write
@@ -32,11 +37,17 @@ the objects that differ (:func:`~idleshare.domain.kueue_diff.diff`), and sends t
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from idleshare.adapters.errors import AdapterError, FieldOwnershipError, PermanentError, RetryableError
+from idleshare.adapters.errors import (
+    AdapterError,
+    FieldOwnershipError,
+    ForeignObjectError,
+    PermanentError,
+    RetryableError,
+)
 from idleshare.adapters.ports import KubeCluster
 from idleshare.domain.kueue_diff import object_identity
 
@@ -89,6 +100,8 @@ class Written:
     deleted: int = 0
     namespaces_created: int = 0
     conflicts: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    """Objects of a name idleshare wants that someone else created (``Kind/name``): left as they are."""
     failures: list[tuple[str, AdapterError]] = field(default_factory=list)
     errors: list[Exception] = field(default_factory=list)
     """Failures that are not adapter errors (a bug, an object of a kind idleshare does not write): raised as is."""
@@ -114,9 +127,12 @@ def write(
     *,
     force: bool,
     concurrency: int | None = None,
+    existing: Collection[tuple[str, str, str]] | None = None,
 ) -> Written:
     """Apply ``to_apply`` and delete ``to_delete`` (both as :func:`~idleshare.domain.kueue_diff.diff` orders
     them), in waves, ``concurrency`` writes at a time (default: ``kube.write_concurrency`` if it has one, else 1).
+    ``existing``: the identities (:func:`~idleshare.domain.kueue_diff.object_identity`) of the objects seen in the
+    cluster with idleshare's creation marker, applied; every other object is created (None: all of them).
     Never raises for a failed write: :meth:`Written.raise_failures` does."""
     if concurrency is None:
         concurrency = int(getattr(kube, "write_concurrency", 1))
@@ -124,7 +140,7 @@ def write(
     stop = threading.Event()  # set by a retryable failure: nothing more is started
     with _Runner(max(1, concurrency)) as run:
         for wave in _waves(to_apply, APPLY_WAVES):
-            run(wave, lambda obj: _apply_one(kube, obj, force=force, done=done), done, stop)
+            run(wave, lambda obj: _apply_one(kube, obj, force=force, done=done, existing=existing), done, stop)
         if not done.failures and not done.errors:
             for wave in _waves(to_delete, DELETE_WAVES):
                 run(wave, lambda obj: _delete_one(kube, obj, done=done), done, stop)
@@ -140,7 +156,14 @@ def _waves(objects: Sequence[Manifest], waves: Sequence[frozenset[str]]) -> list
     return [wave for wave in out if wave]
 
 
-def _apply_one(kube: KubeCluster, obj: Manifest, *, force: bool, done: Written) -> Callable[[], None]:
+def _apply_one(
+    kube: KubeCluster,
+    obj: Manifest,
+    *,
+    force: bool,
+    done: Written,
+    existing: Collection[tuple[str, str, str]] | None,
+) -> Callable[[], None]:
     """Write ``obj``; what to record in ``done`` (called in order, on the caller's thread)."""
     if obj.get("kind") == "Namespace":
         created = kube.ensure_namespace(obj)
@@ -150,7 +173,13 @@ def _apply_one(kube: KubeCluster, obj: Manifest, *, force: bool, done: Written) 
 
         return namespace
     try:
-        kube.apply(obj, force=force)
+        if existing is not None and object_identity(obj) in existing:
+            kube.apply(obj, force=force)
+        else:
+            kube.create(obj, force=force)
+    except ForeignObjectError:
+        what = describe(obj)
+        return lambda: done.foreign.append(what)
     except FieldOwnershipError as exc:
         name = (obj.get("metadata") or {}).get("name")
         conflict = f"{obj['kind']}/{name}: {', '.join(exc.fields)} owned by {', '.join(exc.managers)}"

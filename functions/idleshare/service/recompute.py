@@ -40,19 +40,23 @@ from idleshare.adapters.ports import (
 from idleshare.domain.document import digest, pool_document
 from idleshare.domain.kueue import webhook_violations, writable_objects
 from idleshare.domain.kueue_config import with_kueue_config
-from idleshare.domain.kueue_diff import diff
+from idleshare.domain.kueue_diff import created_by_idleshare, diff, foreign, object_identity
 from idleshare.domain.model import Node, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.errors import InputError
 from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.service.apply import describe
 from idleshare.service.apply import write as write_objects
 
 R = TypeVar("R")
 
 FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 """The named issue of an object whose fields another field manager owns (apply status ``Conflict``)."""
+FOREIGN_OBJECT = "ForeignObject"
+"""The named issue of an object of a name idleshare wants that idleshare did not create (apply status
+``Conflict``): never written, never deleted, whatever the cluster's field ownership."""
 
 
 class ClusterReadError(Exception):
@@ -77,6 +81,8 @@ class Outcome:
     dropped: str = ""  # why nothing was done ("UnknownCluster"): not an error, not retried
     conflicts: list[str] = field(default_factory=list)
     """``ForeignFieldManager`` issues: objects whose fields another field manager owns, left to it."""
+    foreign: list[str] = field(default_factory=list)
+    """``ForeignObject`` issues: objects (``Kind/name``) idleshare wants that someone else created, left alone."""
     unreadable: list[str] = field(default_factory=list)
     """Why each ``Unreadable`` node could not be read (the node is excluded, the cluster recomputed)."""
     published: bool = False
@@ -295,15 +301,8 @@ class Recomputer:
         except AdapterError as exc:
             self.store.record_apply(cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}")
             raise
-        if outcome.conflicts:  # reported every time (level-triggered): the alarm stays on until resolved
-            self.store.record_apply(
-                cluster_id,
-                generation,
-                "Conflict",
-                f"{FOREIGN_FIELD_MANAGER}: "
-                + "; ".join(outcome.conflicts)
-                + " (left to them; set the cluster's field_ownership to Take to have idleshare own these fields)",
-            )
+        if outcome.conflicts or outcome.foreign:  # reported every time (level-triggered): the alarm stays on
+            self.store.record_apply(cluster_id, generation, "Conflict", _conflict_message(outcome))
         elif changed or previous is None or previous.apply_status != "Applied":
             self.store.record_apply(
                 cluster_id, generation, "Applied", f"{outcome.applied} applied, {outcome.deleted} deleted"
@@ -371,14 +370,39 @@ class Recomputer:
         """Apply what differs from ``current()`` (the managed objects as listed), delete what is ours and no longer
         wanted. An object whose fields another field manager owns is not fought over (unless ``force``): it is
         skipped and named in ``outcome.conflicts``; every other object is still applied."""
-        to_apply, to_delete = diff(manifests, current())
-        # in dependency waves, several writes at once; every failure named, the counts exact (service/apply.py)
-        written = write_objects(kube, to_apply, to_delete, force=force)
+        listed = current()
+        to_apply, to_delete = diff(manifests, listed)
+        # labelled as ours but not created by idleshare (no creation marker): never written, never deleted
+        outcome.foreign.extend(describe(obj) for obj in foreign(manifests, listed))
+        ours = {object_identity(obj) for obj in listed if created_by_idleshare(obj)}
+        # in dependency waves, several writes at once; every failure named, the counts exact (service/apply.py);
+        # what is not ours is created (a create cannot adopt: one that exists unmarked is named ForeignObject)
+        written = write_objects(kube, to_apply, to_delete, force=force, existing=ours)
         outcome.applied += written.applied
         outcome.deleted += written.deleted
         outcome.namespaces_created += written.namespaces_created
         outcome.conflicts.extend(written.conflicts)
+        outcome.foreign.extend(written.foreign)
         written.raise_failures()
+
+
+def _conflict_message(outcome: Outcome) -> str:
+    """The apply status ``Conflict``'s message: each named issue with its objects and what to do."""
+    parts = []
+    if outcome.foreign:
+        parts.append(
+            f"{FOREIGN_OBJECT}: "
+            + ", ".join(outcome.foreign)
+            + " (exist and idleshare did not create them: never written nor deleted by idleshare, whatever the"
+            " cluster's field_ownership; remove or rename them, or mark those idleshare did create: docs/operations.md)"
+        )
+    if outcome.conflicts:
+        parts.append(
+            f"{FOREIGN_FIELD_MANAGER}: "
+            + "; ".join(outcome.conflicts)
+            + " (left to them; set the cluster's field_ownership to Take to have idleshare own these fields)"
+        )
+    return "; ".join(parts)
 
 
 class _Background(Generic[R]):
