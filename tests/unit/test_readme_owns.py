@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from idleshare import names
-from idleshare.domain import kueue, naming
+from idleshare.domain import kueue, kueue_diff, naming
 from idleshare.domain.model import INSTANCE_TYPE_LABEL, PriorityClass, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import compute
 from idleshare.parse.nodes import parse_nodes
@@ -41,6 +41,8 @@ def test_the_labels_and_the_field_manager_are_the_codes():
     assert f"`{kueue.MANAGED_BY_LABEL}: {kueue.MANAGED_BY}`" in text
     assert f"`{kueue.TEAM_LABEL}: <team>`" in text
     assert f"field manager `{names.FIELD_MANAGER}`" in text
+    assert f"`{kueue_diff.CREATED_BY_ANNOTATION}: {kueue.MANAGED_BY}`" in text
+    assert kueue_diff.created_by_idleshare(kueue_diff.with_creation_marker({"metadata": {}}))
     assert f"`{INSTANCE_TYPE_LABEL}`" in text
 
 
