@@ -74,7 +74,8 @@ class FakeAdminApi:
             limit = min(int(query.get("limit", "1000")), self.PAGE)
             chunk = {n: self.pool["excludedNodes"][n] for n in names_[start : start + limit]}
             next_token = self.repeat_token or str(start + limit) if start + limit < len(names_) else None
-            return self.page({"cluster": cluster, "total": len(names_), "excludedNodes": chunk}, next_token)
+            page = {"cluster": cluster, "generation": 7, "total": len(names_), "excludedNodes": chunk}
+            return self.page(page, next_token)
         if (method, what) == ("GET", "grants") and rest and rest[0] not in self.pool["teams"]:
             return self.reply(404, {"message": f"unknown team {rest[0]!r}", "errors": []})
         if (method, what) == ("GET", "grants") and rest:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -11,6 +12,7 @@ from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, BorrowLimitBasi
 from idleshare.parse.errors import InputError
 
 EXIT_INPUT = 2
+AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
 class UsageError(Exception):
@@ -162,11 +164,43 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each argument's destination -> how the user spelled it (``start`` -> ``--from``), every verb's."""
+    out: dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out.update(_flags(sub))
+        elif action.option_strings:
+            out[action.dest] = action.option_strings[0]
+    return out
+
+
+def check_arguments(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """What no verb can use, refused before any runs (each was a traceback where it was first used): a lone
+    surrogate (no UTF-8 carries it: a path, a header, a body), a NUL (no path or header holds one), a region that is
+    no AWS region's name (it goes into the signature's scope and the Host header)."""
+    flags = _flags(parser)
+    for dest, value in vars(args).items():
+        flag = flags.get(dest, dest)
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str):
+                continue
+            if re.search("[\ud800-\udfff]", text):
+                raise UsageError(f"{flag}: not Unicode text (it holds a lone surrogate)")
+            if "\x00" in text:
+                raise UsageError(f"{flag}: holds a NUL character")
+    region = getattr(args, "region", None)
+    if region is not None and not AWS_REGION.fullmatch(region):
+        raise UsageError(f"--region: {region[:64]!r} is not an AWS region name (like us-west-2)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser("plan" if argv[:1] == ["plan"] else None)
     args = parser.parse_args(argv)
     try:
+        check_arguments(args, parser)
         code: int = args.func(args)
     except (InputError, UsageError) as exc:
         print(f"idleshare {args.command}: {exc}", file=sys.stderr)
