@@ -323,6 +323,7 @@ class LightkubeCluster:
         """The cluster of a kubeconfig's ``context`` (default: its current one), with that context's credentials
         (a token, a client certificate, or an exec plugin such as ``aws eks get-token``), as lightkube reads them:
         what `idleshare uninstall` connects with. An unreadable file or unknown context is a ``ValueError``."""
+        import yaml
         from lightkube import KubeConfig
         from lightkube.core.exceptions import ConfigError
 
@@ -330,8 +331,10 @@ class LightkubeCluster:
             found = KubeConfig.from_file(path).get(context_name=context)
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
-        except (KeyError, TypeError, AttributeError) as exc:  # a file that is not a kubeconfig
-            raise ValueError(f"not a kubeconfig ({exc})") from None
+        except (yaml.YAMLError, RecursionError, UnicodeDecodeError) as exc:
+            raise ValueError(f"not a YAML document ({type(exc).__name__})") from None
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:  # YAML, but not a kubeconfig
+            raise ValueError(f"not a kubeconfig ({type(exc).__name__}: {exc})"[:200]) from None
         if found is None:
             raise ValueError(f"no context {context!r}" if context else "no current context")
         cluster = cls(found.cluster.server, timeout=timeout, name=found.context_name)
