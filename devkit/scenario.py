@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
 from idleshare.cli.present import short_resource
 from idleshare.domain.model import BorrowLimitBasis
@@ -113,31 +115,77 @@ class Scenario:
 # -- loading -----------------------------------------------------------------------------------------
 
 
-def _read_document(path: Path, source: str) -> Any:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(source, [FieldError("", f"cannot read: {exc.strerror or exc}")]) from None
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
+MAX_FILE_BYTES = 16 * 2**20
+"""A scenario, event, nodes, quotas or scheduler-config file is at most this big (events/examples/nodes.json: 0.7 MB)."""
+MAX_LOAD_BYTES = 64 * 2**20
+"""Everything one scenario reads: its file and every file it names (a file named twice counts twice)."""
 
-            return yaml.safe_load(text)
-        return json.loads(text)
-    except Exception as exc:  # json.JSONDecodeError / yaml.YAMLError
+
+class _NoAliases(yaml.SafeLoader):
+    """YAML's safe loader without anchors and aliases: scenarios need none, and nested aliases expand
+    exponentially (557 bytes took 6 GB and 69 s)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            mark = event.start_mark
+            raise _AliasRefused(f"line {mark.line + 1} column {mark.column + 1}")
+        return super().compose_node(parent, index)
+
+
+class _AliasRefused(Exception):
+    pass
+
+
+class Reader:
+    """Reads the files of one scenario within :data:`MAX_FILE_BYTES` each and :data:`MAX_LOAD_BYTES` in all;
+    YAML without anchors or aliases. Every refusal is an ``InputError`` naming the file (and the line)."""
+
+    def __init__(self) -> None:
+        self.spent = 0
+
+    def read(self, path: Path, source: str) -> Any:
+        try:
+            with path.open("rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise InputError(source, [FieldError("", f"cannot read: {exc.strerror or exc}")]) from None
+        if len(data) > MAX_FILE_BYTES:
+            raise InputError(source, [FieldError("", f"the file is over {MAX_FILE_BYTES} bytes (at most that)")])
+        self.spent += len(data)
+        if self.spent > MAX_LOAD_BYTES:
+            why = f"the scenario and the files it names are over {MAX_LOAD_BYTES} bytes in all"
+            raise InputError(source, [FieldError("", why)])
         kind = "YAML" if path.suffix in (".yaml", ".yml") else "JSON"
-        hint = "" if path.suffix in (".json", ".yaml", ".yml") else " (a scenario is .yaml, an event file .json)"
-        raise InputError(source, [FieldError("", f"not valid {kind}{hint}: {exc}")]) from None
+        try:
+            text = data.decode("utf-8-sig")
+            if kind == "YAML":
+                return yaml.load(text, Loader=_NoAliases)
+            return json.loads(text)
+        except _AliasRefused as exc:
+            why = f"{exc}: YAML anchors and aliases (&, *, <<) are not accepted in a scenario; write the value out"
+            raise InputError(source, [FieldError("", why)]) from None
+        except Exception as exc:  # UnicodeDecodeError / json.JSONDecodeError / yaml.YAMLError / RecursionError
+            hint = "" if path.suffix in (".json", ".yaml", ".yml") else " (a scenario is .yaml, an event file .json)"
+            raise InputError(source, [FieldError("", f"not valid {kind}{hint}: {exc}")]) from None
+
+    def ref(self, value: Any, base: Path, source: str, loc: str) -> tuple[Any, str]:
+        """An inline value, or the parsed content of the file it names (relative to the scenario, then the repo)."""
+        if not isinstance(value, str):
+            return value, source
+        for candidate in (base / value, REPO / value):
+            try:
+                found = candidate.is_file()
+            except (OSError, ValueError):  # a name too long, a NUL
+                found = False
+            if found:
+                return self.read(candidate, value), value
+        raise InputError(source, [FieldError(loc, f"no such file {value!r}")])
 
 
-def _ref(value: Any, base: Path, source: str, loc: str) -> tuple[Any, str]:
-    """An inline value, or the parsed content of the file it names (relative to the scenario, then the repo)."""
-    if not isinstance(value, str):
-        return value, source
-    for candidate in (base / value, REPO / value):
-        if candidate.is_file():
-            return _read_document(candidate, value), value
-    raise InputError(source, [FieldError(loc, f"no such file {value!r}")])
+def read_document(path: str | Path) -> Any:
+    """One scenario or event file, decoded (:class:`Reader`)."""
+    return Reader().read(Path(path), str(path))
 
 
 def is_event(doc: Any) -> bool:
@@ -148,21 +196,23 @@ def load(path: str | Path) -> Scenario:
     """A scenario file, or a plain event file (one event, or a JSON array of events) as a one-step scenario."""
     p = Path(path)
     source = str(path)
-    doc = _read_document(p, source)
+    reader = Reader()
+    doc = reader.read(p, source)
     if isinstance(doc, list) and doc and all(is_event(e) for e in doc):
         doc = {"steps": [{"title": f"{p.name}[{i}]", "event": e} for i, e in enumerate(doc)]}
     elif is_event(doc) or (isinstance(doc, dict) and "source" in doc and "steps" not in doc):
         doc = {"steps": [{"title": p.name, "event": doc}]}
     if not isinstance(doc, dict):
         raise InputError(source, [FieldError("", "a scenario must be an object with `steps` (or an event)")])
-    return parse(doc, source, p.parent)
+    return parse(doc, source, p.parent, reader)
 
 
-def parse(doc: Mapping[str, Any], source: str, base: Path = REPO) -> Scenario:
+def parse(doc: Mapping[str, Any], source: str, base: Path = REPO, reader: Reader | None = None) -> Scenario:
     from idleshare.parse.events import parse_event
     from idleshare.parse.nodes import parse_nodes
     from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
+    _ref = (reader or Reader()).ref
     errors: list[FieldError] = []
     for key in doc:
         if key not in TOP_KEYS:

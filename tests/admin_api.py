@@ -25,6 +25,7 @@ class Reply:
     status: int
     body: Any
     headers: dict[str, Any]
+    size: int = 0  # bytes of the whole proxy response as the Lambda answers it (what its 6 MB limit counts)
 
 
 def call(method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
@@ -35,7 +36,8 @@ def call(method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
     headers.update({k: v[0] for k, v in (out.get("multiValueHeaders") or {}).items() if v})
     text = out.get("body") or ""
     is_json = "json" in str(headers.get("Content-Type", ""))
-    return Reply(out["statusCode"], json.loads(text) if text and is_json else text, headers)
+    size = len(json.dumps(out).encode())
+    return Reply(out["statusCode"], json.loads(text) if text and is_json else text, headers, size)
 
 
 def pages(path: str, **query: str) -> list[Any]:

@@ -253,6 +253,8 @@ class FakeQueue:
         self.request_ids: list[str | None] = []  # the explicit request id of each message (None: none)
 
     def enqueue(self, cluster_id: str, reason: str, *, request_id: str | None = None) -> str:
+        # as SqsRecomputeQueue: the body and the deduplication id are UTF-8 (a lone surrogate raises here too)
+        "\0".join((cluster_id, reason, request_id or "")).encode()
         self.sent.append((cluster_id, reason))
         self.request_ids.append(request_id)
         return request_id or f"req-{len(self.sent)}"

@@ -478,6 +478,7 @@ CONTRACT_ROUTES = {("get", "/clusters")} | {  # under /clusters/{cluster}/: the 
         "grants/{team}": "get",
         "history": "get",
         "excluded-nodes": "get",
+        "issues": "get",
         "recalculate": "post",
         "recalculations/{request_id}": "get",
     }.items()

@@ -68,6 +68,53 @@ def test_an_unparsable_file_or_bad_step_exits_2_naming_file_and_fault(tmp_path, 
     assert code == 2 and str(path) in err and says in err and "Traceback" not in err
 
 
+ALIASES = "not accepted in a scenario"
+BOMB = (
+    "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    + "steps: *i\n"
+)  # 9^9 = 387 million strings from 430 bytes: 6 GB and 69 s before it was refused
+
+
+@pytest.mark.parametrize("mode", ["--local", "--bus"])
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (BOMB, "line 1 column 4"),
+        ("quotas: &q []\nsteps: []\n", "line 1 column 9"),  # an anchor alone
+        ("base: {x: 1}\nsteps:\n  - <<: *base\n", "line 3 column 9"),  # a merge key's alias
+    ],
+)
+def test_a_scenario_with_yaml_anchors_or_aliases_is_refused_naming_file_and_line_at_once(
+    tmp_path, capsys, mode, text, line
+):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    argv = ["replay", str(path), mode] + (["idleshare-bus"] if mode == "--bus" else [])
+    code, _, err = run(argv, capsys)
+    assert code == 2 and f"{path}: {line}: YAML anchors and aliases" in err and ALIASES in err
+
+
+def test_scenario_files_are_bounded_one_by_one_and_with_the_files_they_name(tmp_path, capsys, monkeypatch):
+    from devkit import scenario
+
+    # a file over the bound is refused before it is parsed
+    monkeypatch.setattr(scenario, "MAX_FILE_BYTES", 1000)
+    big = tmp_path / "big.yaml"
+    big.write_text("steps: []\n" + "#" * 1000)
+    code, _, err = run(["replay", str(big), "--local"], capsys)
+    assert code == 2 and f"{big}: the file is over 1000 bytes" in err
+    # and a scenario naming a file many times is refused once they add up past the bound of one load
+    monkeypatch.setattr(scenario, "MAX_FILE_BYTES", 10_000)
+    monkeypatch.setattr(scenario, "MAX_LOAD_BYTES", 20_000)
+    (tmp_path / "empty.json").write_text(json.dumps([]) + " " * 9000)
+    (tmp_path / "config.json").write_text(json.dumps({}) + " " * 9000)
+    many = tmp_path / "many.json"
+    many.write_text(json.dumps({"nodes": "empty.json", "quotas": "empty.json", "schedulerConfig": "config.json"}))
+    code, _, err = run(["replay", str(many), "--local"], capsys)
+    assert code == 2 and "the files it names are over 20000 bytes in all" in err
+
+
 def test_bus_puts_every_event_in_batches_of_ten(capsys, monkeypatch):
     files = sorted(str(p) for p in (EVENTS / "inbound").glob("idleshare-*.json")) * 3  # 15 events
     calls: list[int] = []

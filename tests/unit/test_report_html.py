@@ -352,6 +352,7 @@ class UsageApi(FakeAdminApi):
         super().__init__()
         self.pool = {**self.pool, "excludedNodes": example_pool()["excludedNodes"]}
         self.usage = usage
+        self.POOL_SAMPLE = self.TEAMS_SAMPLE = 1  # GET pool shows one of each: the rest come from their pages
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         parts = event["path"].strip("/").split("/")
@@ -383,9 +384,10 @@ def test_report_reads_pool_grants_every_excluded_node_and_usage_through_the_api(
     assert (code, printed.err) == (0, "") and printed.out.startswith(f"wrote {out} (")
     assert "usage 2026-11-24T00:00:00Z to 2026-12-01T00:00:00Z" in printed.out
     calls = [(e["path"], e["queryStringParameters"]) for e in gate.requests]
-    assert ("/clusters/demo/usage", {"from": FROM, "to": TO, "granularity": "day"}) in calls
-    assert ("/clusters/demo/usage", None) in calls
+    assert ("/clusters/demo/usage", {"from": FROM, "to": TO, "granularity": "day", "limit": "10000"}) in calls
+    assert ("/clusters/demo/usage", {"limit": "10000"}) in calls
     assert [p for p, _ in calls].count("/clusters/demo/excluded-nodes") == 2  # 4 nodes, 2 a page
+    assert [p for p, _ in calls].count("/clusters/demo/grants") == 2  # 4 teams, 2 a page
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and 'data-field="total.allocatedHours"' in page
     assert page.count("data-excluded-node=") == 4 and "No usage yet" not in page

@@ -332,7 +332,7 @@ def test_the_route_answers_the_latest_sample_and_the_period():
         wiring.install(None)
     assert (latest["statusCode"], half["statusCode"], unknown["statusCode"]) == (200, 400, 404)
     body = json.loads(latest["body"])
-    assert set(body) == {"cluster", "sampledAt", "flavors", "teams", "idleWhilePending"}
+    assert set(body) == {"cluster", "sampledAt", "flavors", "teams", "teamsTotal", "idleWhilePending"}
     assert body["teams"]["alpha"]["flavors"][P5][GPU] == {"nominal": "8", "inUse": "16", "borrowed": "8", "lent": "0"}
     body = json.loads(period["body"])
     assert set(body) == {"cluster", "from", "to", "granularity", "rows", "gaps"}

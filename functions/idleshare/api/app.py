@@ -31,19 +31,23 @@ from idleshare.adapters.errors import (
 )
 from idleshare.api.http import JSON, error_body, precheck, validation_errors
 from idleshare.api.schemas import CreateQuotaBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
+from idleshare.pages import (
+    EXCLUDED_PAGE_MAX,
+    GRANTS_PAGE_MAX,
+    HISTORY_PAGE_MAX,
+    ISSUES_PAGE_MAX,
+    POOL_EXCLUDED_SAMPLE,
+    POOL_ISSUES_SAMPLE,
+    POOL_TEAMS_SAMPLE,
+    QUOTAS_PAGE_MAX,
+    USAGE_PAGE_MAX,
+)
 from idleshare.parse import requests
 from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.requests import MAX_INT32
 from idleshare.runtime.observability import logger, tracer
 from idleshare.runtime.wiring import dependencies
-from idleshare.service.admin import (
-    EXCLUDED_PAGE_MAX,
-    GRANTS_PAGE_MAX,
-    POOL_EXCLUDED_SAMPLE,
-    POOL_TEAMS_SAMPLE,
-    Admin,
-    BadRequestError,
-)
+from idleshare.service.admin import Admin, BadRequestError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -123,6 +127,13 @@ TeamsLimit = Annotated[
 NodesLimit = Annotated[
     int, Query(ge=1, le=EXCLUDED_PAGE_MAX, description=f"at most this many nodes (1..{EXCLUDED_PAGE_MAX})")
 ]
+IssuesLimit = Annotated[
+    int, Query(ge=1, le=ISSUES_PAGE_MAX, description=f"at most this many issues (1..{ISSUES_PAGE_MAX})")
+]
+UsageLimit = Annotated[
+    int,
+    Query(ge=1, le=USAGE_PAGE_MAX, description=f"at most this many teams, or rows and gaps (1..{USAGE_PAGE_MAX})"),
+]
 READ = _responses(200, 400, 404)
 WRITE = _responses(200, 400, 404, 409, 413, 422)
 
@@ -154,7 +165,7 @@ def list_quotas(
     cluster: Cluster,
     name_contains: Annotated[str | None, Query(alias="NameContains", min_length=1, max_length=63)] = None,
     activation_state: Annotated[Literal["Enabled", "Disabled"] | None, Query(alias="ActivationState")] = None,
-    max_results: Annotated[int, Query(alias="MaxResults", ge=1, le=100)] = 100,
+    max_results: Annotated[int, Query(alias="MaxResults", ge=1, le=QUOTAS_PAGE_MAX)] = QUOTAS_PAGE_MAX,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
     return _admin().list_quotas(
@@ -231,7 +242,9 @@ def delete_scheduler_config(cluster: Cluster, version: TargetVersionQuery = None
     f"The pool document; `excludedNodes` holds the first {POOL_EXCLUDED_SAMPLE} by name, `excludedSummary` counts "
     "them all (per reason) and names the route that lists them: GET /clusters/{cluster}/excluded-nodes. `teams` "
     f"holds the first {POOL_TEAMS_SAMPLE} teams by name, `teamsSummary` counts them all and names GET "
-    "/clusters/{cluster}/grants, which pages through them.",
+    f"/clusters/{{cluster}}/grants, which pages through them. `issues` holds the first {POOL_ISSUES_SAMPLE} issues, "
+    "`issuesSummary` counts them all (per code) and names GET /clusters/{cluster}/issues. Each sample stops early "
+    "when it would be too large to answer.",
 )
 def get_pool(cluster: Cluster) -> dict[str, Any]:
     return _admin().pool(cluster)
@@ -256,7 +269,7 @@ def get_grant(cluster: Cluster, team: Annotated[str, Path(max_length=63)]) -> di
 @_read("/clusters/<cluster>/history", "Past generations, newest first", "pool")
 def get_history(
     cluster: Cluster,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    limit: Annotated[int, Query(ge=1, le=HISTORY_PAGE_MAX)] = 20,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
     return _admin().history(cluster, limit=limit, next_token=next_token)
@@ -273,6 +286,17 @@ def get_excluded_nodes(
     cluster: Cluster, limit: NodesLimit = EXCLUDED_PAGE_MAX, next_token: NextToken = None
 ) -> dict[str, Any]:
     return _admin().excluded_nodes(cluster, limit=limit, next_token=next_token)
+
+
+@_read(
+    "/clusters/<cluster>/issues",
+    "The pool's issues (paginated)",
+    "pool",
+    "A page of `issues` in the recompute's order; `total` and `byCode` count them all, `generation` names the pool "
+    "the page was read from. `NextToken` in the answer continues with the next page.",
+)
+def get_issues(cluster: Cluster, limit: IssuesLimit = ISSUES_PAGE_MAX, next_token: NextToken = None) -> dict[str, Any]:
+    return _admin().issues(cluster, limit=limit, next_token=next_token)
 
 
 # -------------------------------------------------------------------------------------- recalculate
@@ -309,23 +333,26 @@ def get_recalculation(cluster: Cluster, request_id: Annotated[str, Path(max_leng
     "Without from/to: the latest sample (per flavor capacity, pool, inUse, borrowed, idle; per team nominal, inUse, "
     "borrowed, lent, workloads, preemptions; idleWhilePending). With from and to (ISO 8601): allocatedHours and "
     "borrowedHours per bucket (granularity hour or day), team, flavor and resource, and the gaps no sample covers, "
-    "with their reason.",
+    "with their reason. Paged (`limit`, `NextToken`): the latest sample by team (`teamsTotal` counts them, each page "
+    "names `sampledAt`), a period by row then gap.",
 )
 def get_usage(
     cluster: Cluster,
     start: Annotated[str | None, Query(alias="from", max_length=64, description="ISO 8601, inclusive")] = None,
     end: Annotated[str | None, Query(alias="to", max_length=64, description="ISO 8601, exclusive")] = None,
     granularity: Annotated[Literal["hour", "day"], Query()] = "day",
+    limit: UsageLimit = USAGE_PAGE_MAX,
+    next_token: NextToken = None,
 ) -> dict[str, Any]:
     from idleshare.service.usage import latest_usage, usage_report
 
     store = dependencies().store
     if start is None and end is None:
-        return latest_usage(store, cluster)
+        return latest_usage(store, cluster, limit=limit, next_token=next_token)
     if start is None or end is None:
         missing = "from" if start is None else "to"
         raise BadRequestError("usage", [FieldError(missing, "from and to go together")])
-    return usage_report(store, cluster, start, end, granularity)
+    return usage_report(store, cluster, start, end, granularity, limit=limit, next_token=next_token)
 
 
 # --------------------------------------------------------------------------------------- the document

@@ -11,12 +11,16 @@ names the request id (API Gateway's, the logs' correlation id) and the exception
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from idleshare import names
-from idleshare.parse.errors import FieldError
+from idleshare.parse import jsontext
+from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.schema import show
 
 JSON = "application/json"
 
@@ -55,6 +59,41 @@ def body_size(event: Mapping[str, Any]) -> int:
     return len(body.encode("utf-8", errors="surrogatepass"))
 
 
+BODY = "request body"
+
+
+def body_problem(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The 400 for a body that is not one JSON object idleshare can read, or None (no body, or an object).
+
+    Powertools reads a JSON array body as its first element (``[q1, q2]`` was q1, 201), and Python's ``json``
+    raises ``ValueError`` for an integer of more than 4,300 digits (a 500): the body is decoded here first, with
+    :func:`idleshare.parse.jsontext.decode` (NaN, huge numbers, lone surrogates refused, each naming its field)."""
+    body = event.get("body")
+    if not isinstance(body, str) or not body.strip():
+        return None
+    raw: str | bytes = body
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            return proxy_response(
+                400, error_body("the request body is not valid base64", [FieldError("", "not base64")])
+            )
+    try:
+        document = jsontext.decode(raw, BODY)
+    except InputError as exc:
+        message = f"the {BODY} is not valid JSON: {exc.errors[0]}" if not exc.errors[0].loc else f"{exc}"
+        return proxy_response(400, error_body(message, exc.errors))
+    if document is None:
+        message = "the request needs a JSON object as its body (got null)"
+        return proxy_response(400, error_body(message, [FieldError("", message)]))
+    if not isinstance(document, dict):
+        kind = "an array" if isinstance(document, list) else show(document)
+        message = f"the {BODY} must be a JSON object (got {kind}); send one request per object"
+        return proxy_response(400, error_body(message, [FieldError("", message)]))
+    return None
+
+
 def _is_json(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() in ("", JSON)
 
@@ -65,7 +104,8 @@ def precheck(event: Mapping[str, Any]) -> dict[str, Any] | None:
     - 403 unless API Gateway's IAM authorization identified the caller (``requestContext.identity``
       ``userArn`` / ``caller``): defence in depth, the method's ``AWS_IAM`` authorization is the guard;
     - 413 for a body over ``names.API_MAX_BODY_BYTES``, before anything parses it;
-    - 415 for a body sent with a content type that is not JSON (none at all is accepted as JSON)."""
+    - 415 for a body sent with a content type that is not JSON (none at all is accepted as JSON);
+    - 400 for a body that is not one JSON object idleshare can read (:func:`body_problem`)."""
     context = event.get("requestContext")
     identity = context.get("identity") if isinstance(context, Mapping) else None
     if not isinstance(identity, Mapping) or not (identity.get("userArn") or identity.get("caller")):
@@ -80,7 +120,7 @@ def precheck(event: Mapping[str, Any]) -> dict[str, Any] | None:
     content_type = _header(event, "content-type")
     if size and content_type is not None and not _is_json(content_type):
         return proxy_response(415, error_body(f"the request body must be JSON (Content-Type {content_type!r})"))
-    return None
+    return body_problem(event) if size else None
 
 
 def _param_message(error: Mapping[str, Any]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -11,6 +12,7 @@ from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, BorrowLimitBasi
 from idleshare.parse.errors import InputError
 
 EXIT_INPUT = 2
+AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
 class UsageError(Exception):
@@ -46,10 +48,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     )
     result, manifests = plan(
         _read(args.nodes, "--nodes"),
-        _read(args.quotas, "--quotas"),
+        _read(args.quotas, "--quotas") if args.quotas else None,
         _read(args.scheduler_config, "--scheduler-config") if args.scheduler_config else None,
         settings=settings,
-        sources=(args.nodes, args.quotas, args.scheduler_config or "scheduler-config"),
+        sources=(args.nodes, args.quotas or "quotas", args.scheduler_config or "scheduler-config"),
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "html":  # the report page offline: the pool, the limits and why; usage needs a deployed cluster
@@ -74,7 +76,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 # Command modules besides `plan`: each has ``register(subparsers)`` adding its sub-commands, whose
 # ``func(args) -> int`` raises InputError/UsageError (exit 2) or idleshare.cli.main.CommandError (exit 1).
-COMMAND_MODULES = ("quota", "pool", "recalc", "replay", "report", "usage")
+COMMAND_MODULES = ("quota", "scheduler_config", "pool", "recalc", "replay", "report", "usage", "uninstall")
 
 
 class CommandError(Exception):
@@ -99,6 +101,23 @@ class _Help(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, width)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed package's version (pyproject.toml's, the one place, read from the package's
+    metadata), looked up only when asked: ``importlib.metadata`` is not free and `idleshare plan` never needs it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"idleshare {version('idleshare')}")
+        except PackageNotFoundError:
+            parser.exit(1, "idleshare: version unknown (the package is not installed: run `make sync`)\n")
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``command="plan"`` only `plan`'s part: `idleshare plan` imports none of
     the remote commands' modules (HTTP, SigV4, botocore), so it starts as fast as the engine can."""
@@ -107,10 +126,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="idleshare", description="Share idle GPU capacity through Kueue.", formatter_class=_Help
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("plan", help="compute the lendable pool and the Kueue objects from files", formatter_class=_Help)
     p.add_argument("--nodes", required=True, metavar="NODES.json", help="`kubectl get nodes -o json` output")
-    p.add_argument("--quotas", required=True, metavar="QUOTAS.json", help="SageMaker compute quotas (JSON array)")
+    p.add_argument(
+        "--quotas",
+        metavar="QUOTAS.json",
+        help="SageMaker compute quotas: `aws sagemaker list-compute-quotas` output, a JSON array of quotas or one "
+        "quota; without it, no team has a quota (the capacity alone: all of it is the lendable pool)",
+    )
     p.add_argument("--scheduler-config", metavar="SC.json", help="SageMaker SchedulerConfig")
     p.add_argument(
         "--format",
@@ -139,11 +164,43 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each argument's destination -> how the user spelled it (``start`` -> ``--from``), every verb's."""
+    out: dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out.update(_flags(sub))
+        elif action.option_strings:
+            out[action.dest] = action.option_strings[0]
+    return out
+
+
+def check_arguments(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """What no verb can use, refused before any runs (each was a traceback where it was first used): a lone
+    surrogate (no UTF-8 carries it: a path, a header, a body), a NUL (no path or header holds one), a region that is
+    no AWS region's name (it goes into the signature's scope and the Host header)."""
+    flags = _flags(parser)
+    for dest, value in vars(args).items():
+        flag = flags.get(dest, dest)
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str):
+                continue
+            if re.search("[\ud800-\udfff]", text):
+                raise UsageError(f"{flag}: not Unicode text (it holds a lone surrogate)")
+            if "\x00" in text:
+                raise UsageError(f"{flag}: holds a NUL character")
+    region = getattr(args, "region", None)
+    if region is not None and not AWS_REGION.fullmatch(region):
+        raise UsageError(f"--region: {region[:64]!r} is not an AWS region name (like us-west-2)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser("plan" if argv[:1] == ["plan"] else None)
     args = parser.parse_args(argv)
     try:
+        check_arguments(args, parser)
         code: int = args.func(args)
     except (InputError, UsageError) as exc:
         print(f"idleshare {args.command}: {exc}", file=sys.stderr)

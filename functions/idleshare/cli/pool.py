@@ -7,16 +7,20 @@ import argparse
 from collections.abc import Iterable
 from typing import Any
 
+from idleshare import pages
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError
 from idleshare.cli.present import human_text, short_resource
 from idleshare.domain.model import is_accelerator
 from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
 
-HISTORY_PAGE_MAX = 100
-EXCLUDED_PAGE_MAX = 1000  # the admin API's largest page of excluded nodes
-GRANTS_PAGE_MAX = 100  # the admin API's largest page of teams' grants
 GRANTS_ATTEMPTS = 3  # reads of every page when a recompute lands between two of them
+# What GET pool shows only the first of: (its summary, the route that pages them, the key, its JSON type, a page)
+SAMPLED = (
+    ("excludedSummary", "excluded-nodes", "excludedNodes", dict, pages.EXCLUDED_PAGE_MAX),
+    ("teamsSummary", "grants", "teams", dict, pages.GRANTS_PAGE_MAX),
+    ("issuesSummary", "issues", "issues", list, pages.ISSUES_PAGE_MAX),
+)
 HISTORY_LIMIT_MAX = 1000
 SUMMARY_WIDTH = 100  # history table; --format json has the whole summary
 
@@ -47,25 +51,50 @@ def _cluster(cluster: str) -> list[str]:
 def show(args: argparse.Namespace) -> int:
     path = _cluster(args.cluster)
     api = remote.connect(args)
-    pool = api.get([*path, "pool"])
-    if isinstance(pool, dict):
-        summary = pool.get("excludedSummary")
-        if isinstance(summary, dict) and summary.get("total", 0) != summary.get("shown", 0):
-            # GET pool shows the first excluded nodes only: every one of them, page by page
-            pool["excludedNodes"] = excluded_nodes(api, path)
-            summary["shown"] = len(pool["excludedNodes"])
-        teams = pool.get("teamsSummary")
-        if isinstance(teams, dict) and teams.get("total", 0) != teams.get("shown", 0):
-            # GET pool shows the first teams only: every one, from the grants' pages
-            pool["teams"] = all_grants(api, path)["teams"]
-            teams["shown"] = len(pool["teams"])
-    remote.emit(args, pool, show_text)
+    remote.emit(args, whole_pool(api, path), show_text)
     return 0
 
 
-def excluded_nodes(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
-    """Every excluded node and its reason (``GET .../excluded-nodes``, following ``NextToken``)."""
-    return api.merged_pages([*path, "excluded-nodes"], "excludedNodes", {"limit": EXCLUDED_PAGE_MAX})
+def _paged(
+    api: remote.ApiClient, path: list[str], route: str, key: str, kind: type, limit: int
+) -> tuple[list[Any], Any]:
+    """(the generations its pages named, in order, every entry) of every page of ``GET .../route``: more than one
+    generation when the pages were read across a recompute."""
+    merged: Any = kind()
+    generations: dict[Any, None] = {}
+    for page in api.each_page([*path, route], key, {"limit": limit}, kind):
+        generations[page.get("generation")] = None
+        if kind is list:
+            merged.extend(page[key])
+        else:
+            merged.update(page[key])
+    return list(generations), merged
+
+
+def whole_pool(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
+    """GET pool with what it shows only the first of (excluded nodes, teams, issues) read from their pages, all of
+    the pool's generation: read again from the pool when a recompute lands in between (``GRANTS_ATTEMPTS`` times)."""
+    seen: list[Any] = []
+    for _ in range(GRANTS_ATTEMPTS):
+        pool = api.get([*path, "pool"])
+        if not isinstance(pool, dict):
+            raise CommandError(f"GET /{'/'.join([*path, 'pool'])}: unexpected response: not an object")
+        seen.append(pool.get("generation"))
+        for summary_key, route, key, kind, limit in SAMPLED:
+            summary = pool.get(summary_key)
+            if isinstance(summary, dict) and summary.get("total", 0) != summary.get("shown", 0):
+                generations, entries = _paged(api, path, route, key, kind, limit)
+                if generations != [pool.get("generation")]:
+                    seen += generations
+                    break
+                pool[key] = entries
+                summary["shown"] = len(entries)
+        else:
+            return pool
+    raise CommandError(
+        f"GET /{'/'.join(path)}: the pool changed while its pages were read, {GRANTS_ATTEMPTS} times "
+        f"(generations {', '.join(str(g) for g in dict.fromkeys(seen))}); try again"
+    )
 
 
 def all_grants(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
@@ -73,16 +102,12 @@ def all_grants(api: remote.ApiClient, path: list[str]) -> dict[str, Any]:
     generation, teams}``. Pages read across a recompute are read again from the first."""
     generations: list[Any] = []
     for _ in range(GRANTS_ATTEMPTS):
-        teams: dict[str, Any] = {}
-        generations = []
-        for page in api.each_page([*path, "grants"], "teams", {"limit": GRANTS_PAGE_MAX}):
-            generations.append(page.get("generation"))
-            teams.update(page["teams"])
-        if len(set(generations)) == 1:
+        generations, teams = _paged(api, path, "grants", "teams", dict, pages.GRANTS_PAGE_MAX)
+        if len(generations) == 1:
             return {"cluster": path[-1], "generation": generations[0], "teams": teams}
     raise CommandError(
         f"GET /{'/'.join([*path, 'grants'])}: the pool changed while its pages were read, {GRANTS_ATTEMPTS} times "
-        f"(generations {', '.join(str(g) for g in dict.fromkeys(generations))}); try again"
+        f"(generations {', '.join(str(g) for g in generations)}); try again"
     )
 
 
@@ -104,7 +129,7 @@ def history(args: argparse.Namespace) -> int:
     generations: list[Any] = []
     token: str | None = None
     while len(generations) < args.limit:
-        query: dict[str, object] = {"limit": min(HISTORY_PAGE_MAX, args.limit - len(generations))}
+        query: dict[str, object] = {"limit": min(pages.HISTORY_PAGE_MAX, args.limit - len(generations))}
         if token:
             query["NextToken"] = token
         page = api.get([*path, "history"], query)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from idleshare import names
+from idleshare import names, pages
 from idleshare.cli.main import CommandError, UsageError
 from idleshare.cli.present import render_table
 
@@ -31,6 +31,7 @@ DEFAULT_TIMEOUT = 30.0
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 RETRYABLE_STATUSES = (429, 502, 503, 504)
 GET_ATTEMPTS = 3
+SAMPLE_ATTEMPTS = 3  # reads of every page of the latest usage when a new sample lands between two of them
 _EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -360,8 +361,37 @@ def _endpoint_from_stack(session: Any, stack: str, timeout: float) -> str:
 
 
 def fetch_usage(api: ApiClient, cluster: str, query: Mapping[str, object] | None = None) -> Any:
-    """``GET /clusters/{cluster}/usage``: the latest sample, or (``query``: from, to, granularity) the hours."""
-    return api.get(["clusters", cluster, "usage"], query)
+    """``GET /clusters/{cluster}/usage``, every page: the latest sample (every team, of one sample: read again from
+    the first page when a new sample lands in between), or (``query``: from, to, granularity) every row and gap."""
+    path = ["clusters", cluster, "usage"]
+    params = {**(query or {}), "limit": pages.USAGE_PAGE_MAX}
+    if query:
+        first: dict[str, Any] = {}
+        rows: list[Any] = []
+        gaps: list[Any] = []
+        for page in api.each_page(path, "rows", params, list):
+            first = first or page
+            rows += page["rows"]
+            gaps += page.get("gaps") or []
+        return {k: v for k, v in first.items() if k != "NextToken"} | {"rows": rows, "gaps": gaps}
+    stamps: list[Any] = []
+    for _ in range(SAMPLE_ATTEMPTS):
+        first, stamps = {}, []
+        teams: dict[str, Any] = {}
+        waiting: list[Any] = []
+        for page in api.each_page(path, "teams", params):
+            first = first or page
+            teams.update(page["teams"])
+            waiting += page.get("idleWhilePending") or []
+            if page.get("sampledAt") not in stamps:
+                stamps.append(page.get("sampledAt"))
+        if len(stamps) == 1:
+            whole = {k: v for k, v in first.items() if k != "NextToken"}
+            return whole | {"teams": teams, "idleWhilePending": waiting}
+    raise CommandError(
+        f"GET {_path(path)}: a new sample landed while its pages were read, {SAMPLE_ATTEMPTS} times "
+        f"(sampled at {', '.join(str(s) for s in stamps)}); try again"
+    )
 
 
 # ----------------------------------------------------------------------------------- output

@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from idleshare.parse.errors import FieldError, InputError
-
 BATCH = 10
 
 
@@ -41,8 +39,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from idleshare.cli.main import UsageError
 
     for path in args.paths:
-        if not Path(path).is_file():
-            raise UsageError(f"PATH {path}: no such file")
+        try:
+            found = Path(path).is_file()
+        except OSError as exc:  # a name too long for the file system
+            raise UsageError(f"PATH {path[:80]}: {exc.strerror}") from None
+        if not found:
+            raise UsageError(f"PATH {path[:200]}: no such file")
     if args.region and not args.bus:
         raise UsageError("--region goes with --bus")
     if args.local:
@@ -114,27 +116,15 @@ def _play(loaded: list[Any], args: argparse.Namespace) -> int:
 def event_entries(path: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The events a file stands for (a scenario's explicit event steps, or the file's events), checked,
     and the steps a bus cannot replay (operator actions change local state)."""
+    from devkit.scenario import Reader, parse
     from idleshare.parse.events import parse_event
 
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(path, [FieldError("", f"cannot read: {exc.strerror or exc}")]) from None
-    try:
-        if path.endswith((".yaml", ".yml")):
-            import yaml
-
-            doc = yaml.safe_load(text)
-        else:
-            doc = json.loads(text)
-    except Exception as exc:
-        raise InputError(path, [FieldError("", f"not valid JSON/YAML: {exc}")]) from None
+    reader = Reader()  # the file and what it names, bounded; YAML without aliases
+    doc = reader.read(Path(path), path)
     skipped: list[str] = []
     if isinstance(doc, dict) and "steps" in doc:
         # A scenario: resolve it fully (files, node references), keep the event steps.
-        from devkit.scenario import parse
-
-        sc = parse(doc, path, Path(path).parent)
+        sc = parse(doc, path, Path(path).parent, reader)
         events = [e for _, e in sc.event_entries()]
         skipped = [f"{s.title} ({s.kind})" for s in sc.steps if s.kind not in ("event", "events")]
         return events, skipped

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from idleshare.cli import remote
-from idleshare.cli.main import CommandError, UsageError
-from idleshare.cli.pool import all_grants, excluded_nodes
+from idleshare.cli.main import UsageError
+from idleshare.cli.pool import whole_pool
 
 DEFAULT_DAYS = 7
 GRANULARITIES = ("hour", "day")
@@ -52,7 +52,17 @@ def _moment(text: str, flag: str) -> datetime:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"{flag} {text!r}: not an ISO 8601 date or time (2026-12-01, 2026-12-01T10:00:00Z)") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).replace(microsecond=0)
+    from idleshare.service.usage import EARLIEST, LATEST  # the API's bounds of a period
+
+    try:
+        moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).replace(microsecond=0)
+    except OverflowError:  # before year 1 or after 9999 once in UTC
+        moment = EARLIEST - timedelta(days=1)
+    if not EARLIEST + timedelta(days=DEFAULT_DAYS) <= moment <= LATEST:
+        raise UsageError(
+            f"{flag} {text!r}: must be from {_iso(EARLIEST + timedelta(days=DEFAULT_DAYS))} to {_iso(LATEST)}"
+        )
+    return moment
 
 
 def _iso(moment: datetime) -> str:
@@ -62,7 +72,7 @@ def _iso(moment: datetime) -> str:
 def optional(api: remote.ApiClient, path: list[str], query: dict[str, object] | None = None) -> tuple[Any, str | None]:
     """(the answer, None), or (None, why not) when the route answers 404 or does not exist."""
     try:
-        return api.get(path, query), None
+        return remote.fetch_usage(api, path[1], query), None
     except remote.ApiError as exc:
         if not remote.missing(exc):
             raise
@@ -72,16 +82,14 @@ def optional(api: remote.ApiClient, path: list[str], query: dict[str, object] | 
 def collect(api: remote.ApiClient, cluster: str, start: str, end: str, granularity: str) -> dict[str, Any]:
     """Every document the page shows."""
     path = ["clusters", cluster]
-    pool = api.get([*path, "pool"])
-    if not isinstance(pool, dict):
-        raise CommandError(f"GET /clusters/{cluster}/pool: unexpected response: not an object")
-    grants = all_grants(api, path)
+    pool = whole_pool(api, path)  # every team, excluded node and issue, of one generation
+    grants = {"cluster": cluster, "generation": pool.get("generation"), "teams": pool.get("teams") or {}}
     usage, usage_missing = optional(api, [*path, "usage"])
     history, history_missing = optional(api, [*path, "usage"], {"from": start, "to": end, "granularity": granularity})
     return {
         "pool": pool,
         "grants": grants,
-        "excludedNodes": excluded_nodes(api, path),
+        "excludedNodes": pool.get("excludedNodes") or {},
         "usage": usage if isinstance(usage, dict) else None,
         "history": history if isinstance(history, dict) else None,
         "usageNote": usage_missing or history_missing,

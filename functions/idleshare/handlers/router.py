@@ -21,12 +21,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     try:
         typed = parse_event(event)
     except InputError as exc:
-        logger.warning("dropped malformed event", extra={"reason": str(exc), "detail_type": _dt(event)})
-        metrics.add_metric(name=names.METRIC_EVENTS_DROPPED, unit=MetricUnit.Count, value=1)
-        return {"enqueued": [], "dropped": "Malformed"}
+        return _malformed(event, exc)
     deps = dependencies()
     assert deps.queue is not None, "the router needs the recompute queue"
-    outcome = route(typed, deps.store, deps.queue, reason=typed.detail_type)
+    try:
+        outcome = route(typed, deps.store, deps.queue, reason=typed.detail_type)
+    except (UnicodeError, InputError) as exc:  # parsed, yet cannot be encoded: as malformed, never a retry
+        return _malformed(event, exc)
     if outcome.dropped_reason:
         logger.warning("dropped event", extra={"reason": outcome.dropped_reason, "detail_type": typed.detail_type})
         metrics.add_metric(name=names.METRIC_EVENTS_DROPPED, unit=MetricUnit.Count, value=1)
@@ -34,6 +35,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     logger.info("recompute requested", extra={"clusters": outcome.enqueued, "detail_type": typed.detail_type})
     metrics.add_metric(name=names.METRIC_RECOMPUTES_REQUESTED, unit=MetricUnit.Count, value=len(outcome.enqueued))
     return {"enqueued": list(outcome.enqueued)}
+
+
+def _malformed(event: Any, exc: Exception) -> dict[str, Any]:
+    """Dropped, logged and counted (EventsDropped): a malformed event is never a failed invocation (DLQ)."""
+    reason = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
+    logger.warning("dropped malformed event", extra={"reason": reason, "detail_type": _dt(event)})
+    metrics.add_metric(name=names.METRIC_EVENTS_DROPPED, unit=MetricUnit.Count, value=1)
+    return {"enqueued": [], "dropped": "Malformed"}
 
 
 def _dt(event: Any) -> Any:

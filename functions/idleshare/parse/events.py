@@ -1,7 +1,8 @@
 """Every inbound event, one schema each: a frozen msgspec Struct per detail-type.
 
 ``parse_event(raw)`` returns the event as its class below — ``source``, ``detail_type`` and a typed
-``detail`` — or raises ``InputError`` naming each bad field (``detail.ClusterArn``, ``source``, ...).
+``detail`` — or raises ``InputError`` naming each bad field (``detail.ClusterArn``, ``source``, ...), a string
+holding a lone surrogate among them (no UTF-8 carries it: enqueueing it raised ``UnicodeEncodeError``).
 ``cluster_ref(event)`` says which cluster the event concerns, in the terms the event itself uses.
 
 Declared (and so checked) is what idleshare reads, and nothing else:
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from msgspec import Meta, Struct
 
 from idleshare import names
-from idleshare.parse import schema
+from idleshare.parse import jsontext, schema
 from idleshare.parse.errors import FieldError, InputError
 
 # -- the field types ---------------------------------------------------------------------------------
@@ -207,7 +208,9 @@ def parse_event(raw: Any, source: str = "event") -> Event:
     cls = _EVENTS.get(detail_type) if isinstance(detail_type, str) else None
     if cls is None:
         raise InputError(source, [FieldError("detail-type", f"unsupported detail-type {schema.show(detail_type)}")])
-    errors: list[FieldError] = []
+    errors: list[FieldError] = jsontext.text_problems(raw)  # a lone surrogate cannot be enqueued (UTF-8)
+    if errors:
+        raise InputError(source, errors)
     if raw.get("detail_type", detail_type) != detail_type:
         disagrees = f"disagrees with detail-type {schema.show(detail_type)}"
         errors.append(FieldError("detail_type", f"{schema.show(raw['detail_type'])} {disagrees}"))

@@ -49,9 +49,7 @@ Errors: one :class:`~idleshare.parse.errors.InputError` listing every problem wi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from msgspec import Meta
@@ -59,6 +57,7 @@ from msgspec import Meta
 from idleshare.domain import model
 from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES, MIG_PROFILES
 from idleshare.domain.naming import DNS_LABEL
+from idleshare.parse import jsontext
 from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.schema import ExactNumber, Path, Shape, convert, show
 
@@ -355,25 +354,8 @@ def parse_scheduler_config(raw: bytes | str | object, source: str = "scheduler-c
 
 
 def decode(raw: bytes | str | object, source: str) -> object:
-    """JSON text (numbers that are not integers as exact ``Decimal``) or, unchanged, an already-decoded value."""
-    if isinstance(raw, bytes | bytearray | memoryview):
-        try:
-            raw = bytes(raw).decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise InputError(source, [FieldError("", f"not UTF-8 text (byte {exc.start})")]) from None
-    if not isinstance(raw, str):
+    """JSON text (:func:`idleshare.parse.jsontext.decode`: numbers that are not integers as exact ``Decimal``) or,
+    unchanged, an already-decoded value."""
+    if not isinstance(raw, bytes | bytearray | memoryview | str):
         return raw
-    try:
-        return json.loads(raw, parse_float=Decimal, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            source, [FieldError("", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")]
-        ) from None
-    except ValueError as exc:  # NaN / Infinity
-        raise InputError(source, [FieldError("", f"invalid JSON: {exc}")]) from None
-    except RecursionError:
-        raise InputError(source, [FieldError("", "invalid JSON: nested too deeply")]) from None
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON number")
+    return jsontext.decode(raw, source)

@@ -133,6 +133,8 @@ def convert(document: object, kind: type[T], source: str) -> T:
         raise InputError(source, capped(_explain(document, kind) or [_fallback(exc)])) from None
     except RecursionError:
         raise InputError(source, [FieldError("", "nested too deeply")]) from None
+    except UnicodeEncodeError:  # msgspec matching a lone surrogate against a pattern or an enum
+        raise InputError(source, [FieldError("", "holds a lone surrogate (not Unicode text)")]) from None
     errors = [FieldError(loc(path), message) for path, message in rules_of(value)]
     if errors:
         raise InputError(source, capped(errors))

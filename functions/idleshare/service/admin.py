@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-from idleshare import names, timings
+from idleshare import names, pages, timings
 from idleshare.adapters.errors import AdapterError, NotFoundError, PermanentError
 from idleshare.adapters.ports import (
     AdminStore,
@@ -40,20 +40,23 @@ from idleshare.adapters.ports import (
 )
 from idleshare.domain.model import Settings
 from idleshare.domain.naming import team_name_problem
+from idleshare.pages import (
+    EXCLUDED_PAGE_MAX,
+    GRANTS_PAGE_MAX,
+    ISSUES_PAGE_MAX,
+    POOL_EXCLUDED_SAMPLE,
+    POOL_ISSUES_SAMPLE,
+    POOL_SAMPLE_MAX_BYTES,
+    POOL_TEAMS_SAMPLE,
+)
 from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.quotas import SchedulerConfig
 from idleshare.parse.requests import SOURCE, Accepted, CreateQuota, Recalculate, SchedulerConfigRequest, UpdateQuota
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_RESULTS = 100
+DEFAULT_MAX_RESULTS = pages.QUOTAS_PAGE_MAX
 DEFAULT_HISTORY_LIMIT = 20
-EXCLUDED_PAGE_MAX = 1000  # excluded nodes a page of GET excluded-nodes holds (~300 KB at most: 253-char names)
-POOL_EXCLUDED_SAMPLE = 100  # excluded nodes GET pool shows (the first by name; counts per reason for all)
-# A team's grants are ~0.8 KB of JSON per flavor: 1,000 teams on 8 flavors would be a 6 MB pool, past what a Lambda
-# may answer. GET pool shows the first teams by name and GET grants pages through them all (~0.6 MB a page at 8).
-GRANTS_PAGE_MAX = 100
-POOL_TEAMS_SAMPLE = 100
 
 _BARE_SCHEDULER_KEYS = frozenset(SchedulerConfig.__struct_fields__)
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
@@ -154,7 +157,7 @@ def _raise(errors: list[FieldError]) -> None:
         raise InputError(SOURCE, errors)
 
 
-def _decode_token(token: str | None, field: str = "NextToken") -> dict[str, Any] | None:
+def decode_token(token: str | None, field: str = "NextToken") -> dict[str, Any] | None:
     if token is None:
         return None
     try:
@@ -166,7 +169,7 @@ def _decode_token(token: str | None, field: str = "NextToken") -> dict[str, Any]
     return value
 
 
-def _encode_token(value: dict[str, Any]) -> str:
+def encode_token(value: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
@@ -174,18 +177,40 @@ def _page_start(limit: int, maximum: int, next_token: str | None, key: str) -> s
     """The name a page of a by-name listing starts after (None: the first page); a bad limit or token is a 400."""
     if isinstance(limit, bool) or not 1 <= limit <= maximum:
         raise BadRequestError("query", [FieldError("limit", f"must be between 1 and {maximum}")])
-    token = _decode_token(next_token)
+    token = decode_token(next_token)
     after = token.get(key) if token else None
     if token is not None and (not isinstance(after, str) or not after):
         raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
     return after
 
 
+def first_entries(
+    entries: Mapping[str, Any], after: str | None, limit: int, max_bytes: int = pages.PAGE_MAX_BYTES
+) -> tuple[dict[str, Any], bool]:
+    """The entries named after ``after``, by name: at most ``limit`` and ``max_bytes`` of JSON; whether more follow."""
+    ordered = sorted(n for n in entries if after is None or n > after)
+    shown, more = pages.take(ordered, limit, lambda n: pages.json_size({n: entries[n]}), max_bytes)
+    return {name: entries[name] for name in shown}, more
+
+
 def _page_of(entries: dict[str, Any], after: str | None, limit: int, key: str) -> tuple[dict[str, Any], str | None]:
-    """The ``limit`` entries named after ``after``, by name, and the token of the next page (None: the last)."""
-    names = sorted(n for n in entries if after is None or n > after)
-    page = names[:limit]
-    return {name: entries[name] for name in page}, _encode_token({key: page[-1]}) if len(names) > limit else None
+    """The entries named after ``after``, by name, at most ``limit`` and :data:`idleshare.pages.PAGE_MAX_BYTES`, and
+    the token of the next page (None: the last)."""
+    page, more = first_entries(entries, after, limit)
+    return page, encode_token({key: list(page)[-1]}) if more else None
+
+
+def _issues(record: PoolRecord) -> list[Any]:
+    issues = record.pool.get("issues")
+    return issues if isinstance(issues, list) else []
+
+
+def _by_code(issues: list[Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for issue in issues:
+        code = str(issue.get("code")) if isinstance(issue, Mapping) else "?"
+        counts[code] = counts.get(code, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _teams(record: PoolRecord) -> dict[str, Any]:
@@ -279,7 +304,7 @@ class Admin:
     ) -> dict[str, Any]:
         """ListComputeQuotas: by name, ``NameContains`` (a substring), ``ActivationState``, paged."""
         self.cluster(cluster_id)
-        after = _decode_token(next_token)
+        after = decode_token(next_token)
         start = after.get("after") if after else None
         if after is not None and not isinstance(start, str):
             raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
@@ -291,10 +316,10 @@ class Admin:
         ]
         if activation_state:
             described = [d for d in described if d["ActivationState"] == activation_state]
-        page = described[:max_results]
+        page, more = pages.take(described, max_results)  # by size too: tags of 4-byte letters are 12 bytes each
         out: dict[str, Any] = {"ComputeQuotaSummaries": page}
-        if len(described) > max_results:
-            out["NextToken"] = _encode_token({"after": page[-1]["Name"]})
+        if more:
+            out["NextToken"] = encode_token({"after": page[-1]["Name"]})
         return out
 
     def update_quota(self, cluster_id: str, name: str, request: Accepted[UpdateQuota]) -> dict[str, Any]:
@@ -363,25 +388,34 @@ class Admin:
 
     def pool(self, cluster_id: str) -> dict[str, Any]:
         """The stored pool JSON with the generation, when it was computed, how applying it went. The excluded
-        nodes are bounded (a mass failure of 100,000 nodes must not pass Lambda's 6 MB response): the first
-        :data:`POOL_EXCLUDED_SAMPLE` by name, and ``excludedSummary`` — how many, per reason, and the route that
-        lists them all, paginated."""
+        nodes, the teams and the issues are bounded (a mass failure of 100,000 nodes, or 1,500 teams each naming
+        instance types the cluster lacks, must not pass Lambda's 6 MB response): the first of each by count and size
+        (:mod:`idleshare.pages`), and a summary — how many (per reason, per code) and the route that pages them."""
         record = self._pool(cluster_id)
         out: dict[str, Any] = dict(record.pool)
         excluded = _excluded(record)
-        shown = sorted(excluded)[:POOL_EXCLUDED_SAMPLE]
+        shown, _ = first_entries(excluded, None, POOL_EXCLUDED_SAMPLE, POOL_SAMPLE_MAX_BYTES)
         teams = _teams(record)
-        shown_teams = sorted(teams)[:POOL_TEAMS_SAMPLE]
+        shown_teams, _ = first_entries(teams, None, POOL_TEAMS_SAMPLE, POOL_SAMPLE_MAX_BYTES)
+        issues = _issues(record)
+        shown_issues, _ = pages.take(issues, POOL_ISSUES_SAMPLE, max_bytes=POOL_SAMPLE_MAX_BYTES)
         out.update(
-            teams={team: teams[team] for team in shown_teams},
+            teams=shown_teams,
             teamsSummary={"total": len(teams), "shown": len(shown_teams), "route": f"/clusters/{cluster_id}/grants"},
+            issues=shown_issues,
+            issuesSummary={
+                "total": len(issues),
+                "byCode": _by_code(issues),
+                "shown": len(shown_issues),
+                "route": f"/clusters/{cluster_id}/issues",
+            },
             cluster=cluster_id,
             generation=record.generation,
             computedAt=record.computed_at,
             applyStatus=record.apply_status,
             applyMessage=record.apply_message,
             readFailure=record.read_failure,
-            excludedNodes={name: excluded[name] for name in shown},
+            excludedNodes=shown,
             excludedSummary={
                 "total": len(excluded),
                 "byReason": _by_reason(excluded),
@@ -433,12 +467,36 @@ class Admin:
         }
         return out | ({"NextToken": token} if token else {})
 
+    def issues(self, cluster_id: str, *, limit: int = ISSUES_PAGE_MAX, next_token: str | None = None) -> dict[str, Any]:
+        """The pool's issues in the recompute's order, ``limit`` (1..1000) and :data:`idleshare.pages.PAGE_MAX_BYTES`
+        a page: ``NextToken`` (opaque) continues at the next issue, in the pool as it is then (every page names its
+        ``generation``: a reader that sees it change starts again). ``total`` and ``byCode`` count them all."""
+        if isinstance(limit, bool) or not 1 <= limit <= ISSUES_PAGE_MAX:
+            raise BadRequestError("query", [FieldError("limit", f"must be between 1 and {ISSUES_PAGE_MAX}")])
+        token = decode_token(next_token)
+        at = token.get("issue") if token else 0
+        if isinstance(at, bool) or not isinstance(at, int) or at < 0:
+            raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
+        record = self._pool(cluster_id)
+        issues = _issues(record)
+        page, more = pages.take(issues[at:], limit)
+        out = {
+            "cluster": cluster_id,
+            "generation": record.generation,
+            "total": len(issues),
+            "byCode": _by_code(issues),
+            "issues": page,
+        }
+        if more:
+            out["NextToken"] = encode_token({"issue": at + len(page)})
+        return out
+
     def history(
         self, cluster_id: str, *, limit: int = DEFAULT_HISTORY_LIMIT, next_token: str | None = None
     ) -> dict[str, Any]:
         """Past generations, newest first, with what changed in each (pools left out: GET pool has it)."""
         self.cluster(cluster_id)
-        token = _decode_token(next_token)
+        token = decode_token(next_token)
         before = token.get("before") if token else None
         if token is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 1):
             raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
@@ -452,9 +510,10 @@ class Admin:
             if "expires_at" in entry.extra:
                 item["expiresAt"] = entry.extra["expires_at"]
             generations.append(item)
-        out: dict[str, Any] = {"cluster": cluster_id, "generations": generations}
-        if len(entries) == limit and entries[-1].generation > 1:
-            out["NextToken"] = _encode_token({"before": entries[-1].generation})
+        shown, cut = pages.take(generations, limit)  # by size too: a generation's changes can be long
+        out: dict[str, Any] = {"cluster": cluster_id, "generations": shown}
+        if (cut or len(entries) == limit) and shown and shown[-1]["generation"] > 1:
+            out["NextToken"] = encode_token({"before": shown[-1]["generation"]})
         return out
 
     # ---------------------------------------------------------------------------- recalculate

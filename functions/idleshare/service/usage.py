@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
+from idleshare import pages
 from idleshare.adapters.errors import AdapterError, ConflictError, NotFoundError
 from idleshare.adapters.ports import (
     UsageBucket,
@@ -33,12 +34,14 @@ from idleshare.adapters.ports import (
 )
 from idleshare.domain.usage import UsageSample, allocations, derive_usage, hours_text, parse_time, sample_document
 from idleshare.parse.errors import FieldError
-from idleshare.service.admin import BadRequestError
+from idleshare.service.admin import BadRequestError, decode_token, encode_token, first_entries
 
 MAX_INTERVAL_SECONDS = 180  # a longer interval between two samples is a gap (the watcher runs every minute)
 FIRST_INTERVAL_SECONDS = 60  # the first sample counts preemptions of the minute before it
 MAX_REPORT_DAYS = {"hour": 62, "day": 400}
 GRANULARITIES = ("hour", "day")
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # a report's from/to: no sample is older; in range in every offset
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)  # and room left for a bucket's end (year 9999 + 14 h overflowed: a 500)
 NO_SAMPLE = "NoSample"
 SAMPLE_FAILED = "SampleFailed"
 
@@ -157,21 +160,96 @@ def _known(store: UsageReader, cluster_id: str) -> None:
         raise NotFoundError(f"cluster {cluster_id!r} is not governed by idleshare", operation="get_cluster")
 
 
-def latest_usage(store: UsageReader, cluster_id: str) -> dict[str, Any]:
-    """The latest sample's document (``GET /clusters/{c}/usage``); 404 before the first one."""
+def _limit(limit: int) -> None:
+    if isinstance(limit, bool) or not 1 <= limit <= pages.USAGE_PAGE_MAX:
+        raise BadRequestError("query", [FieldError("limit", f"must be between 1 and {pages.USAGE_PAGE_MAX}")])
+
+
+def _bad_token() -> BadRequestError:
+    return BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
+
+
+def latest_usage(
+    store: UsageReader, cluster_id: str, *, limit: int = pages.USAGE_PAGE_MAX, next_token: str | None = None
+) -> dict[str, Any]:
+    """The latest sample's document (``GET /clusters/{c}/usage``); 404 before the first one. Its ``teams`` are paged
+    by name (``limit`` and :data:`idleshare.pages.PAGE_MAX_BYTES` a page; ``NextToken`` continues after the last
+    team, ``teamsTotal`` counts them all), each page with its teams' ``idleWhilePending`` and every flavor; every
+    page names the sample (``sampledAt``): a reader that sees it change starts again."""
+    _limit(limit)
+    token = decode_token(next_token)
+    after = token.get("afterTeam") if token else None
+    if token is not None and (not isinstance(after, str) or not after):
+        raise _bad_token()
     _known(store, cluster_id)
     cursor = store.get_usage_cursor(cluster_id)
     if cursor is None or cursor.sample is None:
         why = f" (last attempt {cursor.cursor_at}: {cursor.failure})" if cursor and cursor.failure else ""
         raise NotFoundError(f"cluster {cluster_id!r} has no usage sample yet{why}", operation="get_usage")
-    return cursor.sample
+    sample = cursor.sample
+    found = sample.get("teams")
+    teams: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    page, more = first_entries(teams, after, limit)
+    waiting = sample.get("idleWhilePending")
+    out = {
+        **sample,
+        "teams": page,
+        "teamsTotal": len(teams),
+        "idleWhilePending": [
+            i for i in (waiting if isinstance(waiting, list) else []) if isinstance(i, dict) and i.get("team") in page
+        ],
+    }
+    return out | ({"NextToken": encode_token({"afterTeam": list(page)[-1]})} if more else {})
+
+
+def _row_key(row: Mapping[str, Any]) -> list[str]:
+    return [str(row[k]) for k in ("start", "team", "flavor", "resource")]
+
+
+def _report_page(
+    rows: list[dict[str, Any]], gaps: list[dict[str, str]], limit: int, next_token: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, str]], str | None]:
+    """One page of a report: its rows, then its gaps (``limit`` of them and
+    :data:`idleshare.pages.PAGE_MAX_BYTES` in all), and the token of the next page. A token continues after a row
+    (by key: a row added meanwhile is not read twice) or at a gap."""
+    token = decode_token(next_token)
+    after, gap_at = (token.get("afterRow"), token.get("gap")) if token else (None, None)
+    if token is not None:
+        row_ok = isinstance(after, list) and len(after) == 4 and all(isinstance(p, str) for p in after)
+        gap_ok = isinstance(gap_at, int) and not isinstance(gap_at, bool) and gap_at >= 0
+        if not (row_ok or gap_ok):
+            raise _bad_token()
+    if after is not None:
+        rows = [r for r in rows if _row_key(r) > after]
+    base = 0
+    if isinstance(gap_at, int):
+        rows, base, gaps = [], gap_at, gaps[gap_at:]
+    stream: list[tuple[bool, dict[str, Any]]] = [(True, r) for r in rows] + [(False, g) for g in gaps]
+    shown, more = pages.take(stream, limit, lambda item: pages.json_size(item[1]))
+    rows_page = [r for is_row, r in shown if is_row]
+    gaps_page = [g for is_row, g in shown if not is_row]
+    if not more:
+        return rows_page, gaps_page, None
+    last_is_row, last = shown[-1]
+    return (
+        rows_page,
+        gaps_page,
+        encode_token({"afterRow": _row_key(last)} if last_is_row else {"gap": base + len(gaps_page)}),
+    )
 
 
 def _instant(text: str, field: str) -> datetime:
     parsed = parse_time(text)
     if parsed is None:
         raise BadRequestError("usage", [FieldError(field, f"expected an ISO 8601 time, found {text!r}")])
-    return parsed.astimezone(UTC)
+    try:
+        moment = parsed.astimezone(UTC)
+    except OverflowError:
+        moment = EARLIEST - timedelta(days=1)  # past either end once in UTC: refused below
+    if not EARLIEST <= moment <= LATEST:
+        window = f"{_iso(EARLIEST)} to {_iso(LATEST)}"
+        raise BadRequestError("usage", [FieldError(field, f"must be from {window} (found {text!r})")])
+    return moment
 
 
 def _bucket_time(key: str) -> datetime:
@@ -186,8 +264,17 @@ def usage_report(
     granularity: str = "day",
     *,
     now: datetime | None = None,
+    limit: int = pages.USAGE_PAGE_MAX,
+    next_token: str | None = None,
 ) -> dict[str, Any]:
-    """Allocated and borrowed hours per bucket, team, flavor and resource in ``[from, to)``, and the gaps."""
+    """Allocated and borrowed hours per bucket, team, flavor and resource in ``[from, to)``, and the gaps: a page of
+    them (:func:`_report_page`; ``NextToken`` continues)."""
+    _limit(limit)
+    token = decode_token(next_token)  # a bad token is a 400 before anything is read
+    after = token.get("afterRow") if token else None
+    # a later page builds only the rows from its first bucket on (the rows before it are the earlier pages')
+    first_start = str(after[0]) if isinstance(after, list) and after else ""
+    done_with_rows = bool(token) and "gap" in (token or {})
     start, end = _instant(start_text, "from"), _instant(end_text, "to")
     if granularity not in GRANULARITIES:
         raise BadRequestError("usage", [FieldError("granularity", f"expected hour or day, found {granularity!r}")])
@@ -226,6 +313,7 @@ def usage_report(
             "borrowedHours": hours_text(bw),
         }
         for b in buckets
+        if not done_with_rows and _iso(_bucket_time(b.start)) >= first_start
         for (team, flavor, resource), (a, bw) in sorted(b.rows.items())
     ]
     gaps: list[dict[str, str]] = []
@@ -250,14 +338,16 @@ def usage_report(
                 }
             )
     gaps.sort(key=lambda g: (g["start"], g["end"]))
-    return {
+    rows_page, gaps_page, following = _report_page(rows_out, gaps, limit, next_token)
+    out = {
         "cluster": cluster_id,
         "from": _iso(start),
         "to": _iso(end),
         "granularity": granularity,
-        "rows": rows_out,
-        "gaps": gaps,
+        "rows": rows_page,
+        "gaps": gaps_page,
     }
+    return out | ({"NextToken": following} if following else {})
 
 
 def document_of(outcome: SampleOutcome) -> Mapping[str, Any] | None:
