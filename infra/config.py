@@ -1,8 +1,12 @@
 """The CDK app's configuration: which clusters idleshare governs and how it runs.
 
-Loaded from the `idleshare` key of the cdk.json context (or `-c idleshare:config=path.json`, a JSON
-file holding the same object) and validated before anything is synthesized. An invalid config raises
+Loaded from the JSON file that the cdk.json context's `idleshare:config` names (or `-c idleshare:config=path.json`),
+else from its `idleshare` object, and validated before anything is synthesized. An invalid config raises
 `ConfigError` whose message names the offending field; `infra/app.py` prints it and exits 2.
+
+cdk.json ships pointing at the example, `infra/config.example.json`, which has a placeholder cluster (account
+111111111111) and is refused as it stands (its `_example` key): no deploy registers a cluster nobody named. The tests
+and `make deploy-check` synthesize it without that key (:func:`rehearsal_config`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,15 @@ from idleshare.domain.naming import namespace_prefix_problem
 
 CONTEXT_KEY = "idleshare"
 CONTEXT_CONFIG_FILE = "idleshare:config"
+EXAMPLE_CONFIG = "infra/config.example.json"  # relative to the repository root, as cdk.json names it
+EXAMPLE_MARKER = "_example"
+EXAMPLE_REFUSED = (
+    f"{EXAMPLE_CONFIG} is the example config, with a placeholder cluster: copy it (e.g. to idleshare.config.json), "
+    "put your clusters in `clusters` (each one's `id`, a DNS label of your choice; `eks_cluster_name`, from "
+    "`aws eks list-clusters`; and on HyperPod its `hyperpod_cluster_arn`, from `aws sagemaker list-clusters`), "
+    f"delete the `{EXAMPLE_MARKER}` key, and set `{CONTEXT_CONFIG_FILE}` in cdk.json to your copy "
+    f"(or pass -c {CONTEXT_CONFIG_FILE}=idleshare.config.json)"
+)
 # Unit tests only: package the Lambda source without its dependencies (no bundling).
 CONTEXT_STUB_ASSET = "idleshare:stub_asset"
 
@@ -189,18 +202,28 @@ def parse_config(raw: Any) -> IdleshareConfig:
     """Validate a config object; raise ConfigError naming every bad field."""
     if raw is None:
         raise ConfigError(
-            f"invalid idleshare config: no `{CONTEXT_KEY}` object in the cdk.json context "
-            f"(or pass -c {CONTEXT_CONFIG_FILE}=path.json)"
+            f"invalid idleshare config: no `{CONTEXT_KEY}` object in the cdk.json context and no "
+            f"`{CONTEXT_CONFIG_FILE}` file: copy {EXAMPLE_CONFIG}, put your clusters in it, and pass "
+            f"-c {CONTEXT_CONFIG_FILE}=your-copy.json"
         )
     if isinstance(raw, str):  # `-c idleshare='{...}'` arrives as a string
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"invalid idleshare config: `{CONTEXT_KEY}` is not JSON: {exc}") from None
+    if isinstance(raw, dict) and EXAMPLE_MARKER in raw:
+        raise ConfigError(f"not deployable: {EXAMPLE_REFUSED}")
     try:
         return IdleshareConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
+
+
+def rehearsal_config() -> dict[str, Any]:
+    """The example config as the tests and `make deploy-check` synthesize it: without its `_example` key."""
+    raw: dict[str, Any] = json.loads((Path(__file__).resolve().parent.parent / EXAMPLE_CONFIG).read_text())
+    raw.pop(EXAMPLE_MARKER)
+    return raw
 
 
 def load_config(try_get_context: Any) -> IdleshareConfig:

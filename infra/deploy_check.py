@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from idleshare import names
+from infra.config import CONTEXT_CONFIG_FILE, rehearsal_config
 from infra.constructs.eks_access import RBAC_MANIFEST
 from infra.constructs.registry import RESOURCE_TYPE
 
@@ -54,7 +55,10 @@ def synth(out: Path) -> None:
     }
     for var in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"):
         env.pop(var, None)
+    config = out.parent / "rehearsal.config.json"  # the example's placeholder cluster, which cdk.json's refuses
+    config.write_text(json.dumps(rehearsal_config()))
     cmd = ["npx", "--no-install", "cdk", "synth", "--quiet", "--no-notices", "--no-version-reporting", "-o", str(out)]
+    cmd += ["-c", f"{CONTEXT_CONFIG_FILE}={config}"]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"deploy-check: `{' '.join(cmd)}` failed ({proc.returncode}):\n{proc.stderr[-4000:]}")

@@ -31,6 +31,9 @@ def logs() -> Iterator[io.StringIO]:
     from idleshare.runtime.observability import logger  # not at collection: it reads the environment
 
     stream = io.StringIO()
-    old = logger.registered_handler.setStream(stream)
+    # swapped, not setStream(): that flushes the stream it replaces, which may be closed (a test's captured stdout,
+    # when the logger was made in a test with capsys; xdist's order decides which test that is)
+    handler = logger.registered_handler
+    old, handler.stream = handler.stream, stream
     yield stream
-    logger.registered_handler.setStream(old)
+    handler.stream = old

@@ -11,6 +11,7 @@ from typing import Any
 
 from idleshare.cli.plan import plan
 from idleshare.cli.present import result_json
+from idleshare.service.admin import DEFAULT_SCHEDULER_CONFIG
 
 EXAMPLES = Path(__file__).parents[1] / "events" / "examples"
 
@@ -30,6 +31,7 @@ class FakeAdminApi:
     def __init__(self) -> None:
         self.repeat_token = ""  # a server bug: the same NextToken on every page
         self.quotas: dict[str, dict[str, Any]] = {}
+        self.scheduler: dict[str, Any] | None = None  # the stored scheduler config (None: the defaults, version 0)
         self.pool = example_pool()
         self.receipt_after = 2  # GETs of a receipt answered 404 before it exists
         self.receipt_status = "Done"
@@ -50,6 +52,8 @@ class FakeAdminApi:
             return self.reply(404, {"message": f"unknown cluster {cluster!r}", "errors": []})
         if what == "compute-quotas":
             return self.quota(method, cluster, rest[0] if rest else None, query, body)
+        if what == "scheduler-config":
+            return self.scheduler_config(method, cluster, body)
         if (method, what) == ("GET", "pool"):
             head = {"cluster": cluster, "generation": 7, "computedAt": "2026-12-01T10:00:00Z"}
             status = {"applyStatus": "Failed", "applyMessage": "kube API timeout", "readFailure": ""}
@@ -134,6 +138,22 @@ class FakeAdminApi:
         patch = {k: v for k, v in body.items() if k != "TargetVersion"}
         self.quotas[name] = {**self.quotas[name], **patch, "ComputeQuotaVersion": current + 1}
         return self.reply(200, self.quotas[name])
+
+    def scheduler_config(self, method: str, cluster: str, body: Any) -> dict[str, Any]:
+        """GET / PUT as the real API (service/admin.py): no TargetVersion creates, a stale one is a 409."""
+        current = self.scheduler["SchedulerConfigVersion"] if self.scheduler else 0
+        if method == "PUT":
+            target = body.get("TargetVersion")
+            if (target is None and current) or (target is not None and target != current):
+                message = f"TargetVersion {target} is stale: the current version is {current}"
+                return self.reply(409, {"message": message, "errors": [], "CurrentVersion": current})
+            config = body["SchedulerConfig"]
+            self.scheduler = {"SchedulerConfig": config, "SchedulerConfigVersion": current + 1, "Status": "Created"}
+        elif method != "GET":
+            return self.reply(404, {"message": "no route"})
+        default = {"SchedulerConfig": dict(DEFAULT_SCHEDULER_CONFIG), "SchedulerConfigVersion": 0, "Status": "Default"}
+        stored = self.scheduler or default
+        return self.reply(200, {"ClusterId": cluster, **stored})
 
     def page(self, body: dict[str, Any], next_token: str | None) -> dict[str, Any]:
         return self.reply(200, body | ({"NextToken": next_token} if next_token else {}))

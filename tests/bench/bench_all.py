@@ -6,7 +6,7 @@
    first invocation's extra cost;
 3. recompute (``bench_recompute.py``): the recompute handler end to end at 5k nodes, 200 teams, on DynamoDB
    Local and the real kube-apiserver + Kueue: time and requests vs ``kubectl get nodes -o json`` on the same
-   server, no-op writes nothing;
+   server, no-op writes nothing, one node changed writes the Cohort only (the default Quota basis);
 4. memory (``bench_memory.py``): peak memory of a 20k-node recompute (real apiserver) vs a 512 MB Lambda;
 5. burst (``bench_burst.py``): 10,000 node events for one cluster and 100 for each of 20 others through
    the router, the queue and the recompute handler: events per second, recomputes per event, exact end;

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -336,9 +336,10 @@ def seed_cluster(
     prefix: str = "hyperpod-ns-",
     n_teams: int = 200,
     seed: int = 0,
+    basis: Any = None,
 ) -> Cluster:
     """``n_nodes`` synthetic nodes into the apiserver ``admin`` talks to (replacing any) and ``n_teams``
-    teams' quotas into ``table`` for ``cluster_id``."""
+    teams' quotas into ``table`` for ``cluster_id``, governed on ``basis`` (None: the default, Quota)."""
 
     from tests.bench.synthetic import _node_list_bytes, make_nodes_list, make_quotas
 
@@ -347,17 +348,22 @@ def seed_cluster(
     nodes_bytes = _node_list_bytes(items)
     seed_ms = seed_nodes(admin, items)
     del items
-    store, record = add_cluster(table, quotas, cluster_id=cluster_id, prefix=prefix)
+    store, record = add_cluster(table, quotas, cluster_id=cluster_id, prefix=prefix, basis=basis)
     return Cluster(admin, table, store, record, nodes_bytes, n_nodes, quotas, seed_ms)
 
 
-def add_cluster(table: Any, quotas: list[dict[str, Any]], *, cluster_id: str, prefix: str) -> tuple[Any, Any]:
-    """A cluster record and its quotas in ``table``: (store, record)."""
+def add_cluster(
+    table: Any, quotas: list[dict[str, Any]], *, cluster_id: str, prefix: str, basis: Any = None
+) -> tuple[Any, Any]:
+    """A cluster record (its ``BorrowLimitBasis``: ``basis``, None for the default) and its quotas in ``table``:
+    (store, record)."""
     from idleshare.adapters.ports import ClusterRecord
     from idleshare.adapters.store import DynamoStore
 
     store = DynamoStore(table)
     record = ClusterRecord(cluster_id, f"{cluster_id}-eks", namespace_prefix=prefix, cohort_name=f"{prefix}pool")
+    if basis is not None:
+        record = replace(record, borrow_limit_basis=basis)
     store.put_cluster(record)
     for q in quotas:
         store.create_quota(cluster_id, q)
@@ -390,9 +396,12 @@ def quiet_handlers() -> Iterator[None]:
     from idleshare.runtime.observability import logger
 
     sink = io.StringIO()
-    old = logger.registered_handler.setStream(sink)
+    # swapped, not setStream(): that flushes the stream it replaces, which may be closed (a test's captured stdout,
+    # when the logger was made in a test with capsys)
+    handler = logger.registered_handler
+    old, handler.stream = handler.stream, sink
     try:
         with contextlib.redirect_stdout(sink):
             yield
     finally:
-        logger.registered_handler.setStream(old)
+        handler.stream = old

@@ -7,7 +7,6 @@ bundling is exercised by test_infra_cdk_cli.py (`npx cdk synth`).
 from __future__ import annotations
 
 import copy
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +20,11 @@ from aws_cdk import App
 from aws_cdk.assertions import Template
 
 from infra.app import build_app
-from infra.config import CONTEXT_KEY, CONTEXT_STUB_ASSET, parse_config
+from infra.config import CONTEXT_STUB_ASSET, parse_config, rehearsal_config
 from infra.stack import IdleshareStack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = json.loads((REPO_ROOT / "cdk.json").read_text())["context"][CONTEXT_KEY]
+SAMPLE = rehearsal_config()  # the example config (its placeholder cluster), which cdk.json's as shipped refuses
 
 VPC = {
     "vpc_id": "vpc-0a1b2c3d4e5f60718",
@@ -124,7 +123,7 @@ def private_nat(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 @pytest.fixture(scope="session")
 def sample() -> dict[str, Any]:
-    """The sample config from cdk.json (a copy: tests may change it)."""
+    """The example config, infra/config.example.json, without its `_example` key (a copy: tests may change it)."""
     return copy.deepcopy(SAMPLE)
 
 

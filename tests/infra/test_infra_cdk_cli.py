@@ -12,6 +12,7 @@ import pytest
 
 from idleshare import names
 from infra.bundling import RUNTIME_PROVIDED, asset_hash, bundle_into, deps_hash
+from infra.config import CONTEXT_CONFIG_FILE, rehearsal_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AARCH64_CORE = "pydantic_core/_pydantic_core.cpython-312-aarch64-linux-gnu.so"
@@ -50,9 +51,23 @@ def test_npx_cdk_synth_offline_with_real_bundling(tmp_path: Path) -> None:
         "AWS_EC2_METADATA_DISABLED": "true",
     }
     out = tmp_path / "cdk.out"
+    config = tmp_path / "config.json"  # cdk.json names the example, refused as it stands: the example's clusters
+    config.write_text(json.dumps(rehearsal_config()))
 
     proc = subprocess.run(
-        ["npx", "--no-install", "cdk", "synth", "--quiet", "--no-notices", "--no-version-reporting", "-o", str(out)],
+        [
+            "npx",
+            "--no-install",
+            "cdk",
+            "synth",
+            "--quiet",
+            "--no-notices",
+            "--no-version-reporting",
+            "-o",
+            str(out),
+            "-c",
+            f"{CONTEXT_CONFIG_FILE}={config}",
+        ],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,

@@ -12,16 +12,47 @@ from typing import Any
 import pytest
 
 from idleshare import timings
-from infra.config import DEFAULT_TOLERATED_TAINT_KEYS, ConfigError, load_config, parse_config
+from idleshare.domain.model import BorrowLimitBasis
+from idleshare.runtime.env import parse_clusters
+from infra.config import (
+    CONTEXT_CONFIG_FILE,
+    CONTEXT_KEY,
+    DEFAULT_TOLERATED_TAINT_KEYS,
+    EXAMPLE_CONFIG,
+    EXAMPLE_MARKER,
+    ConfigError,
+    load_config,
+    parse_config,
+    rehearsal_config,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_sample_config_in_cdk_json_is_valid_and_public(sample: dict[str, Any]) -> None:
+def test_the_example_config_is_valid_and_public(sample: dict[str, Any]) -> None:
     config = parse_config(sample)
 
     assert config.clusters and config.vpc is None
     assert tuple(config.tolerated_taint_keys) == DEFAULT_TOLERATED_TAINT_KEYS
+
+
+def test_cdk_json_as_shipped_names_the_example_which_is_refused_saying_what_to_put_there() -> None:
+    # Given cdk.json as cloned: its context names the example config, with its placeholder cluster
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    assert CONTEXT_KEY not in context and context[CONTEXT_CONFIG_FILE] == EXAMPLE_CONFIG
+    example = json.loads((REPO_ROOT / EXAMPLE_CONFIG).read_text())
+    assert ":111111111111:" in example["clusters"][0]["hyperpod_cluster_arn"]
+    # When the app loads it (as `cdk synth` / `cdk deploy` run from the root)
+    with pytest.raises(ConfigError) as refused:
+        load_config(lambda key: str(REPO_ROOT / context[key]) if key == CONTEXT_CONFIG_FILE else context.get(key))
+    # Then nothing is synthesized, and the message says what to put where
+    message = str(refused.value)
+    assert message.startswith(f"not deployable: {EXAMPLE_CONFIG} is the example config")
+    for needed in ("clusters", "eks_cluster_name", "hyperpod_cluster_arn", EXAMPLE_MARKER, CONTEXT_CONFIG_FILE):
+        assert f"`{needed}`" in message
+    # while the example without its marker is a valid config (what the tests and `make deploy-check` synthesize)
+    assert rehearsal_config() == {k: v for k, v in example.items() if k != EXAMPLE_MARKER}
+    assert parse_config(rehearsal_config()).clusters
 
 
 def test_defaults_for_a_minimal_config() -> None:
@@ -34,12 +65,28 @@ def test_defaults_for_a_minimal_config() -> None:
     assert config.alarm_email is None
     assert json.loads(config.clusters_env()) == [
         {
+            "borrow_limit_basis": "Quota",
             "eks_cluster_name": "c1",
             "field_ownership": "Respect",
             "hyperpod_cluster_arn": None,
             "id": "c1",
             "prefix": None,
         }
+    ]
+
+
+def test_a_clusters_borrow_limit_basis_reaches_the_lambdas_cluster_records() -> None:
+    # Given one cluster on the Pool basis and one with no basis given
+    config = parse_config(
+        {"clusters": [_cluster(borrow_limit_basis="Pool"), _cluster(id="c2", eks_cluster_name="c2-eks")]}
+    )
+    # Then the config holds them, the second on the default Quota basis (HyperPod's)
+    assert [c.borrow_limit_basis for c in config.clusters] == [BorrowLimitBasis.POOL, BorrowLimitBasis.QUOTA]
+    # and the JSON the Lambdas read (IDLESHARE_CLUSTERS) gives each cluster record its basis
+    records = parse_clusters(config.clusters_env())
+    assert [(r.cluster_id, r.borrow_limit_basis) for r in records] == [
+        ("c1", BorrowLimitBasis.POOL),
+        ("c2", BorrowLimitBasis.QUOTA),
     ]
 
 
@@ -63,6 +110,8 @@ VPC = {
         ({"clusters": [_cluster(id="UPPER")]}, "idleshare.clusters.0.id"),
         ({"clusters": [_cluster(hyperpod_cluster_arn="arn:aws:eks:us-east-1:1:cluster/x")]}, "hyperpod_cluster_arn"),
         ({"clusters": [_cluster(prefix="Bad_")]}, "idleshare.clusters.0.prefix"),
+        ({"clusters": [_cluster(borrow_limit_basis="Percent")]}, "idleshare.clusters.0.borrow_limit_basis"),
+        ({"clusters": [_cluster(borrow_limit_basis=50)]}, "idleshare.clusters.0.borrow_limit_basis"),
         # issue 35: no namespace of the cluster's own (kube-system, default, openshift-*), no bare namespaces
         (
             {"clusters": [_cluster(prefix="kube-")]},

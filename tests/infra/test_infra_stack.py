@@ -25,7 +25,8 @@ from idleshare.parse.events import parse_event
 from infra.bundling import PYTHON_PLATFORM, PYTHON_VERSION
 from tests.infra.conftest import as_list, policy_statements
 
-INBOUND = Path(__file__).resolve().parents[2] / "events" / "inbound"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INBOUND = REPO_ROOT / "events" / "inbound"
 # Each role of the template: the service that assumes it, and per AWS service the resources (logical ids without
 # CDK's hash, or the end of an ARN the stack builds) its statements may name. X-Ray's Resource "*" is
 # test_infra_iam.py's. A grant on the wrong resource of the stack is a mistake only this catches.
@@ -134,6 +135,21 @@ def test_the_main_table_is_retained_and_the_functions_run_the_assets_platform(pu
         # the recompute is capped by its event source (a throttled batch's receives would count toward the DLQ)
         assert "ReservedConcurrentExecutions" not in props, logical_id
         assert "VpcConfig" not in props, "public endpoints: no VPC"
+
+
+def test_what_docs_operations_says_cdk_destroy_keeps_is_what_the_template_retains(public) -> None:
+    # Given the resources `cdk destroy` would leave (DeletionPolicy Retain, or Snapshot)
+    kept = {
+        k: r["Type"]
+        for k, r in public.json["Resources"].items()
+        if r.get("DeletionPolicy", "Delete") != "Delete" or r.get("UpdateReplacePolicy", "Delete") != "Delete"
+    }
+    # Then it is the main table alone, as "Removing and upgrading" says, naming the output that finds it
+    assert list(kept.values()) == ["AWS::DynamoDB::Table"] and next(iter(kept)) == _resource(public, "StorageTable")[0]
+    docs = (REPO_ROOT / "docs" / "operations.md").read_text()
+    destroy = docs[docs.index("### What `cdk destroy` removes and keeps") : docs.index("### Upgrading")]
+    assert f"It **keeps** the main table (`{names.OUTPUT_TABLE_NAME}` output" in destroy
+    assert "the only resource with `DeletionPolicy: Retain`" in destroy
 
 
 # --- the recompute queue as deployed: its timings are idleshare.timings' -----------------------------------------

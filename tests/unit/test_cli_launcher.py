@@ -48,3 +48,14 @@ def test_the_launcher_without_the_venv_says_to_run_make_demo(tmp_path):
     assert r.returncode == 1
     assert f"{tmp_path}/.venv is not set up: run `make demo`" in r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_version_is_pyprojects_read_from_the_installed_package(tmp_path):
+    # Given the version written once, in pyproject.toml
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    # When `./idleshare --version` runs
+    r = run(REPO / "idleshare", "--version", cwd=tmp_path)
+    # Then it prints that version on stdout and exits 0
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"idleshare {declared}\n", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from botocore.stub import Stubber
 from idleshare import names
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, main
+from idleshare.cli.present import human_text
 from tests.apigw_local import TEST_IDENTITY, ApiGatewayLocal, use_credentials
 from tests.builders import quota_body
 from tests.fake_admin_api import FakeAdminApi
@@ -186,18 +188,65 @@ def test_pool_show_pages_through_every_excluded_node_when_the_pool_shows_only_th
     assert code != 0 and "repeated NextToken" in err and "Traceback" not in err
 
 
+def explained(out: str, team: str) -> dict[tuple[str, str], list[str]]:
+    """``pool explain``'s rows of ``team`` by (flavor, resource): its cells (split at the table's 2-space gaps)."""
+    rows = [re.split(r"\s{2,}", line) for line in out.splitlines() if line.startswith(f"{team} ")]
+    return {(cells[2], cells[3]): cells for cells in rows}
+
+
 def test_pool_explain_shows_each_derivation_and_the_bound_that_won(api, fake, capsys):
     code, out, _ = run(api, capsys, "pool", "explain", "--cluster", "demo", "--team", "infra")
     assert code == 0 and api.requests[-1]["path"] == "/clusters/demo/grants/infra"
+    rows = explained(out, "infra")
     why = fake.pool["teams"]["infra"]["why"]["ml.p5.48xlarge"]["nvidia.com/gpu"]
-    row = next(line.split() for line in out.splitlines() if line.startswith("infra") and "ml.p5.48xlarge" in line)
     want = [why["pool"], f"{why['percent']}%", why["percentCap"], why["absoluteCap"] or "-", why["limit"], why["bound"]]
-    assert row[-6:] == want
-    assert "cpu" not in {line.split()[3] for line in out.splitlines() if line.startswith("infra ")}
+    assert rows[("ml.p5.48xlarge", "gpu")][-6:] == want
+    # On the Quota basis (the default), worked by hand from events/examples/quotas.json: infra has no p5 in its
+    # quota: 0, "not in quota"; its 4 trn1 (16 Neuron devices each) are 64 devices, BorrowLimit 50% of them: 32
+    assert rows[("ml.p5.48xlarge", "gpu")][-2:] == ["0", "not in quota"]
+    assert rows[("ml.trn1.32xlarge", "neuron")][4:] == ["64", why_pool(fake, "infra"), "50%", "32", "-", "32",
+                                                        "percentage of quota"]  # fmt: skip
+    assert "cpu" not in {cells[3] for cells in rows.values()}
+    # and the head names the basis and its rule, the legend each rule that won
+    head = out.splitlines()[0]
+    assert "Quota basis: borrowing limit = BorrowLimit% x the team's quota" in head and "Pool basis" not in head
+    assert "not in quota = the instance type is not in the team's quota" in out
+    assert "percentage of quota = BorrowLimit % of the team's own quota" in out
+    # ml-research: 3 p5 x 8 = 24 GPUs, BorrowLimit 100% -> 24, replaced by its absolute limit of 8 accelerators
+    code, out, _ = run(api, capsys, "pool", "explain", "--cluster", "demo", "--team", "ml-research")
+    assert explained(out, "ml-research")[("ml.p5.48xlarge", "gpu")][4:] == [
+        "24",
+        why_pool(fake, "ml-research", "ml.p5.48xlarge", "nvidia.com/gpu"),
+        "100%",
+        "24",
+        "8",
+        "8",
+        "absolute",
+    ]
     code, out, _ = run(api, capsys, "pool", "explain", "--cluster", "demo", "--all-resources")
     assert code == 0 and all(team in out for team in fake.pool["teams"]) and " cpu " in out
     code, _, err = run(api, capsys, "pool", "explain", "--cluster", "demo", "--team", "nobody")
     assert code == 1 and "unknown team 'nobody'" in err
+
+
+def why_pool(
+    fake: FakeAdminApi, team: str, flavor: str = "ml.trn1.32xlarge", resource: str = "aws.amazon.com/neurondevice"
+) -> str:
+    """The pool ``team`` sees of ``flavor``/``resource`` in the fake's document (information on the Quota basis)."""
+    return human_text(fake.pool["teams"][team]["why"][flavor][resource]["pool"], resource, "0")
+
+
+def test_pool_explain_of_a_pool_stored_before_the_basis_names_the_pool_basis_and_its_rule(api, fake, capsys):
+    # Given a pool document stored before derivations named their basis (the Pool basis, then the only one)
+    for grant in fake.pool["teams"].values():
+        for per in grant["why"].values():
+            for d in per.values():
+                del d["basis"]
+    code, out, _ = run(api, capsys, "pool", "explain", "--cluster", "demo")
+    # Then explain says it was the Pool basis and gives that rule, not the Quota basis's
+    head = out.splitlines()[0]
+    assert code == 0 and "Pool basis: borrowing limit = min(BorrowLimit% x pool seen, absolute cap, pool seen)" in head
+    assert "Quota basis" not in head
 
 
 def test_pool_explain_and_show_read_every_team_from_the_grants_pages_of_one_generation(api, fake, capsys):

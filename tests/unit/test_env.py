@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from idleshare import names
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.runtime import env as env_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,20 @@ def test_the_settings_model_reads_every_variable() -> None:
     assert clusters == [("demo", "demo-eks", "hyperpod-ns-", "Respect"), ("c2", "e2", "hyperpod-ns-", "Take")]
     assert env_module.read({}).history_ttl_days == 30 and env_module.read({}).tolerated_taint_keys is None
     assert env_module.read({names.ENV_TOLERATED_TAINT_KEYS: ""}).tolerated_taint_keys == frozenset()
+
+
+def test_each_clusters_borrow_limit_basis_is_read_and_quota_without_one() -> None:
+    # Given the CDK config's clusters as the Lambdas read them: one on the Pool basis, one on Quota, one without
+    raw = json.dumps(
+        [
+            DEMO | {"borrow_limit_basis": "Pool"},
+            {"id": "c2", "eks_cluster_name": "e2", "borrow_limit_basis": "Quota"},
+            {"id": "c3", "eks_cluster_name": "e3"},
+        ]
+    )
+    # Then each cluster record carries its basis, and the one without reads as Quota (HyperPod's, the default)
+    got = [(c.cluster_id, c.borrow_limit_basis) for c in env_module.parse_clusters(raw)]
+    assert got == [("demo", BorrowLimitBasis.POOL), ("c2", BorrowLimitBasis.QUOTA), ("c3", BorrowLimitBasis.QUOTA)]
 
 
 @pytest.mark.parametrize("handler", sorted(names.FUNCTION_ENV))
@@ -70,6 +85,11 @@ def test_a_missing_variable_is_named_with_the_function(handler: str, missing: st
             names.ENV_CLUSTERS,
             json.dumps([DEMO | {"field_ownership": "Fight"}]),
             r"\[0\]\.field_ownership: must be Respect or Take",
+        ),
+        (
+            names.ENV_CLUSTERS,
+            json.dumps([DEMO, DEMO | {"id": "c2", "eks_cluster_name": "e2", "borrow_limit_basis": "Percent"}]),
+            r"IDLESHARE_CLUSTERS\[1\]\.borrow_limit_basis: must be one of Quota, Pool \(got 'Percent'\)",
         ),
         # issue 35: the prefix starts every team's namespace: never the cluster's own, never bare namespaces
         (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "kube-"}]), r"\[0\]\.prefix: must not start with 'kube-'"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,14 +11,16 @@ import pytest
 from devkit.sqs import sqs_record
 from idleshare import names
 from idleshare.adapters.errors import RetryableError
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.runtime import wiring
 from idleshare.service.recompute import ClusterReadError, Outcome
 from tests.builders import k8s_node as node  # the name the recompute tests import it by
 from tests.builders import quota_body
-from tests.fakes import EXPECTED_CLUSTERS, FakeStore, cq, emf_documents, gpu_limit
+from tests.fakes import EXPECTED_CLUSTERS, FakeKube, FakeStore, cq, emf_documents, gpu_limit
 from tests.fakes import ROUTER_CONTEXT as CONTEXT
 
 EVENTS = Path(__file__).parents[2] / "events"
+P5, GPU = "ml.p5.48xlarge", "nvidia.com/gpu"
 
 
 def load_event(name: str) -> dict:
@@ -69,7 +72,10 @@ def test_first_recompute_persists_generation_1_applies_and_publishes_then_the_sa
     out = r.recompute("demo")
     assert (out.generation, out.changed) == (1, True)
     assert store.pools["demo"].apply_status == "Applied"
-    assert gpu_limit(cq(kube, "a")) == "12"  # pool = 16 unallocated + 8 lent by b; 50%
+    # a may borrow 50% of its own quota (the Quota basis, the default): 50% x 8 = 4
+    assert gpu_limit(cq(kube, "a")) == "4"
+    # and the Cohort holds the unallocated GPUs: 4 nodes x 8 = 32 - a's 8 - b's 8 = 16
+    assert gpu_limit(cohort(kube), "nominalQuota") == "16"
     assert [(kind, detail["generation"]) for kind, detail in publisher.events] == [("Lendable Pool Recomputed", 1)]
     writes, applies = store.writes, kube.applies
     out = r.recompute("demo")
@@ -77,19 +83,62 @@ def test_first_recompute_persists_generation_1_applies_and_publishes_then_the_sa
     assert (store.writes, kube.applies, len(publisher.events)) == (writes, applies, 1)
 
 
-def test_a_node_not_ready_shrinks_borrow_limits_and_a_removed_team_loses_its_objects_in_the_cluster(cluster):
+def cohort(kube: FakeKube) -> dict:
+    """The Cohort idleshare applied (the cluster record's default name)."""
+    return kube.objects[("Cohort", "", "shared-pool")]
+
+
+def recording_applies(kube: FakeKube) -> list[tuple[str, str]]:
+    """From now on, the (kind, name) of every object ``kube`` is asked to apply, in order."""
+    applied: list[tuple[str, str]] = []
+    apply = kube.apply
+
+    def record(obj: dict, *, force: bool = False) -> None:
+        applied.append((obj["kind"], obj["metadata"]["name"]))
+        apply(obj, force=force)
+
+    kube.apply = record  # type: ignore[method-assign]
+    return applied
+
+
+def test_a_node_not_ready_shrinks_the_cohort_only_and_a_removed_team_loses_its_objects_in_the_cluster(cluster):
+    # Given generation 1 on the Quota basis (the default): a may borrow 4 (50% x its 8), the Cohort holds 16
     store, kube, _, r = cluster
     r.recompute("demo")
+    applied = recording_applies(kube)
+    # When a node goes NotReady
     kube.nodes[0] = node("p5-0", ready="False")
     out = r.recompute("demo")
     assert out.generation == 2 and out.changes["excludedNodes"]["sample"] == {"p5-0": "NotReady"}
-    assert gpu_limit(cq(kube, "a")) == "8"  # pool 8 + 8 -> 50%
+    # Then only the Cohort is rewritten: 3 nodes x 8 = 24 - a's 8 - b's 8 = 8 unallocated GPUs;
+    # a's borrowing limit stays 50% x 8 = 4 (Kueue admits only what is free in the Cohort)
+    assert applied == [("Cohort", "shared-pool")] and out.applied == 1
+    assert gpu_limit(cohort(kube), "nominalQuota") == "8"
+    assert gpu_limit(cq(kube, "a")) == "4"
     assert len(store.history["demo"]) == 2
     # a team whose quota is removed loses its Kueue objects, but not its namespace
     store.set_quotas("demo", [quota_body("a", 8, enabled=True)])
     assert r.recompute("demo").deleted == 2
     assert ("ClusterQueue", "", "hyperpod-ns-b-clusterqueue") not in kube.objects
     assert ("Namespace", "", "hyperpod-ns-b") in kube.objects
+
+
+def test_on_the_pool_basis_a_node_not_ready_rewrites_the_cohort_and_the_borrowers_cluster_queue(cluster):
+    # Given the same cluster on the Pool basis: a's pool = 16 unallocated + b's 8 lent = 24, its limit 50% = 12
+    store, kube, _, r = cluster
+    store.clusters["demo"] = replace(store.clusters["demo"], borrow_limit_basis=BorrowLimitBasis.POOL)
+    r.recompute("demo")
+    assert gpu_limit(cq(kube, "a")) == "12"
+    applied = recording_applies(kube)
+    # When a node goes NotReady
+    kube.nodes[0] = node("p5-0", ready="False")
+    r.recompute("demo")
+    # Then the Cohort (8 unallocated) and a's ClusterQueue are rewritten: pool 8 + 8 lent = 16, 50% = 8;
+    # b lends and never borrows (limit 0 either way): its ClusterQueue is not written
+    assert applied == [("Cohort", "shared-pool"), ("ClusterQueue", "hyperpod-ns-a-clusterqueue")]
+    assert gpu_limit(cohort(kube), "nominalQuota") == "8"
+    assert gpu_limit(cq(kube, "a")) == "8"
+    assert store.pools["demo"].pool["teams"]["a"]["why"][P5][GPU]["basis"] == "Pool"
 
 
 def test_a_failure_to_read_the_cluster_keeps_the_last_pool_and_raises_for_retry(cluster):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from idleshare.cli import remote
+from idleshare.cli import quota_import, remote
 from idleshare.cli.main import build_parser, main
 from tests.apigw_local import ApiGatewayLocal, use_credentials
 from tests.builders import quota_body
@@ -27,6 +27,17 @@ FILES = {
     "--quotas": (EXAMPLES / "quotas.json").read_text(),
     "--scheduler-config": json.dumps({"SchedulerConfig": {"FairShare": "Enabled"}}),
     "paths": (Path(__file__).parents[2] / "events" / "inbound" / "idleshare-node-changed.json").read_text(),
+    # uninstall's: a cluster nothing listens for (connection refused at once)
+    "--kubeconfig": json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }
+    ),
 }
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
@@ -34,6 +45,7 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 FILE_CONTENTS = {**BODIES, "alias-bomb": ALIAS_BOMB, "not-utf8": "\udcff"}
 NOTHING = {"empty-array", "null"}  # no nodes, no quotas, the default scheduler config: a file may say so
 VALUES = {"--cluster": "demo", "--name": "q", "--html": "out.html", "--bus": "idleshare-bus", "--team": "a"}
+VALUES["--hyperpod-cluster-arn"] = "arn:aws:sagemaker:us-west-2:123456789012:cluster/k1ft7ynfs0qz"
 # What a verb needs besides its required options (replay runs nowhere without --local or --bus).
 EXTRA = {("replay",): ["--bus", "idleshare-bus"]}
 
@@ -61,10 +73,19 @@ def key(action: argparse.Action) -> str:
     return action.option_strings[0] if action.option_strings else action.dest
 
 
+class _EmptyHyperPod:
+    """`quota import`'s SageMaker: a HyperPod cluster with no quotas and no scheduler config (never AWS)."""
+
+    def get_paginator(self, operation: str) -> Any:
+        pages = [{"ComputeQuotaSummaries": [], "ClusterSchedulerConfigSummaries": []}]
+        return type("Paginator", (), {"paginate": lambda self, **kwargs: iter(pages)})()
+
+
 @pytest.fixture
 def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     use_credentials(monkeypatch)
     monkeypatch.setattr(remote, "sleep", lambda seconds: None)
+    monkeypatch.setattr(quota_import, "sagemaker_client", lambda args, region: _EmptyHyperPod())
     with ApiGatewayLocal(FakeAdminApi()) as gate:
         yield gate.url
 

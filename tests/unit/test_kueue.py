@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lightkube.utils.quantity import parse_quantity
 
 from idleshare.domain.kueue import webhook_violations
-from idleshare.domain.model import SchedulerConfig, Settings
+from idleshare.domain.model import BorrowLimitBasis, SchedulerConfig, Settings
 from idleshare.domain.quantity import exact, format_quantity, percent_of, round_down
 from tests.builders import CLUSTER, P4D, P5, QUOTAS, TRN1, objects
 
@@ -51,17 +51,32 @@ def test_cluster_queue_per_team():
         "fairSharing": {"weight": "10"},
         "stopPolicy": "None",
     }
+    # on the Quota basis (the default) it may borrow BorrowLimit 100% of its own 8 p5 GPUs: 8
     gpu = quota_of(research["resourceGroups"][0], P5, GPU)
-    assert gpu == {"name": GPU, "nominalQuota": "8", "borrowingLimit": "24", "lendingLimit": "8"}
-    # it can borrow where it has no quota: the flavor is listed with nominal 0
+    assert gpu == {"name": GPU, "nominalQuota": "8", "borrowingLimit": "8", "lendingLimit": "8"}
+    # and nothing where it has no quota: the flavor is listed with nominal 0 and borrowing limit 0
     trn = quota_of(research["resourceGroups"][0], TRN1, "aws.amazon.com/neurondevice")
-    assert trn["nominalQuota"] == "0" and trn["borrowingLimit"] == "32"  # 16 unallocated + 16 nlp lends
+    assert trn["nominalQuota"] == "0" and trn["borrowingLimit"] == "0"
     vision = quota_of(cqs["hyperpod-ns-vision-clusterqueue"]["spec"]["resourceGroups"][0], P4D, "nvidia.com/mig-1g.5gb")
     assert vision["lendingLimit"] == "0" and vision["nominalQuota"] == "28"
     paused = cqs["hyperpod-ns-paused-clusterqueue"]["spec"]
     assert paused["stopPolicy"] == "Hold"
     assert quota_of(paused["resourceGroups"][0], P5, GPU)["borrowingLimit"] == "0"
     assert cqs["hyperpod-ns-nlp-clusterqueue"]["spec"]["preemption"]["withinClusterQueue"] == "Never"
+
+
+def test_on_the_pool_basis_a_cluster_queue_borrows_a_share_of_the_pool_on_every_flavor():
+    _, objs = objects(CLUSTER, QUOTAS, settings=Settings(borrow_limit_basis=BorrowLimitBasis.POOL))
+    research = by_kind(objs, "ClusterQueue")["hyperpod-ns-research-clusterqueue"]["spec"]["resourceGroups"][0]
+    # 100% of the p5 pool research sees: 24 unallocated (32 - its own 8; paused is disabled) + its own 8 lent,
+    # less its own 8 = 24
+    gpu = quota_of(research, P5, GPU)
+    assert gpu == {"name": GPU, "nominalQuota": "8", "borrowingLimit": "24", "lendingLimit": "8"}
+    # it can borrow where it has no quota: 2 trn1 x 16 = 32 Neuron devices - nlp's 16 = 16 unallocated + 16 nlp lends
+    trn = quota_of(research, TRN1, "aws.amazon.com/neurondevice")
+    assert trn["nominalQuota"] == "0" and trn["borrowingLimit"] == "32"
+    # and the Cohort is the same on both bases: the unallocated capacity
+    assert by_kind(objs, "Cohort") == by_kind(OBJS, "Cohort")
 
 
 def test_flavors_local_queues_namespaces_and_priority_classes():

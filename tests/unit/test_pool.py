@@ -400,3 +400,12 @@ def test_explicit_memory_stays_exact_and_neuron_capacity_is_exact():
     result = run(nodes("trn", TRN1, 2), [quota("a", entry(TRN1, vcpu=Fraction(1, 2), memory_gib=Fraction(1, 3)))])
     assert result.teams["a"].nominal[TRN1]["memory"] == Fraction(GIB, 3)
     assert result.capacity[TRN1]["memory"] == 2 * TRN1_ALLOC["memory"]
+
+
+def test_the_contract_names_every_exclusion_reason_and_bound():
+    from pathlib import Path
+
+    spec = (Path(__file__).parents[2] / "docs" / "spec.md").read_text()
+    section = spec[spec.index("## 2.") : spec.index("## 3.")]
+    assert [r for r in ExclusionReason if f"`{r}`" not in section] == []
+    assert [b for b in Bound if f"`{b}`" not in section] == []

@@ -11,6 +11,7 @@ from typing import Any
 from idleshare.cli.plan import plan
 from idleshare.cli.present import result_json
 from idleshare.domain.document import digest, pool_document
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.domain.pool import Bound, PoolResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "events" / "examples"
@@ -28,10 +29,12 @@ def test_the_document_keeps_the_stored_shape() -> None:
     team = next(iter(doc["teams"].values()))
     assert " ".join(team) == "quota strategy activationState nominal borrowingLimit lendingLimit why bounds"
     why = next(d for per in team["why"].values() for d in per.values())
-    assert " ".join(why) == "pool percent percentCap absoluteCap limit bound"
+    # each derivation names its basis and the team's own quota beside the pool it saw (issue 29)
+    assert " ".join(why) == "basis nominal pool percent percentCap absoluteCap limit bound"
     # plain JSON values: strings, not the domain's enums (a stored document reads back equal)
     assert json.loads(json.dumps(doc)) == doc
     assert type(why["bound"]) is str and why["bound"] in {str(b) for b in Bound}
+    assert type(why["basis"]) is str and why["basis"] in {str(b) for b in BorrowLimitBasis}
     assert all(type(b) is str for b in team["bounds"].values())
 
 

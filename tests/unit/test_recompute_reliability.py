@@ -30,7 +30,11 @@ def test_a_node_that_cannot_be_read_is_excluded_as_unreadable_and_the_rest_count
     assert pool["excludedNodes"] == {"p5-1": "Unreadable", "<unreadable node #4>": "Unreadable"}
     assert pool["capacity"]["ml.p5.48xlarge"]["nvidia.com/gpu"] == "24"
     assert len(out.unreadable) == 2 and "allocatable" in out.unreadable[0]
-    assert gpu_limit(cq(kube, "a")) == "8"
+    # and the rest is lent: 3 readable nodes x 8 = 24 GPUs - a's 8 - b's 8 = 8 unallocated, the Cohort's quota
+    assert pool["unallocated"]["ml.p5.48xlarge"]["nvidia.com/gpu"] == "8"
+    assert gpu_limit(kube.objects[("Cohort", "", "shared-pool")], "nominalQuota") == "8"
+    # a's borrowing limit is 50% of its own 8 GPUs (the Quota basis, the default): 4
+    assert gpu_limit(cq(kube, "a")) == "4"
 
 
 def test_a_mass_failure_is_summarised_in_counts_and_a_bounded_sample(cluster):

@@ -15,6 +15,7 @@ from moto import mock_aws
 from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare.adapters.store import DynamoStore
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.handlers import registrar
 from idleshare.runtime import wiring
 from tests import builders
@@ -136,6 +137,20 @@ def test_an_update_rollback_registers_the_previous_config_from_the_request(store
     assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]
 
 
+def test_each_clusters_borrow_limit_basis_is_registered_and_an_update_switches_it(store, answers) -> None:
+    # Given alpha configured on the Pool basis and beta with none, When the stack is created
+    invoke(request("Create", clusters(A | {"borrow_limit_basis": "Pool"}, B)))
+    # Then the registry holds alpha on the Pool basis and beta on the Quota basis (the default, HyperPod's)
+    assert {c.cluster_id: c.borrow_limit_basis for c in store.list_clusters()} == {
+        "alpha": BorrowLimitBasis.POOL,
+        "beta": BorrowLimitBasis.QUOTA,
+    }
+    # When an update takes the key away from alpha's config, Then alpha is back on the default, Quota
+    invoke(request("Update", clusters(A, B), old=clusters(A | {"borrow_limit_basis": "Pool"}, B)))
+    assert store.get_cluster("alpha").borrow_limit_basis is BorrowLimitBasis.QUOTA
+    assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
+
+
 def test_without_a_clusters_property_the_function_config_is_registered(store, answers) -> None:
     assert invoke(request("Create", None))["Registered"] == "alpha,beta"
     assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]
@@ -148,6 +163,10 @@ def test_without_a_clusters_property_the_function_config_is_registered(store, an
         (request("Update", "[]", old=clusters(A)), "ResourceProperties.Clusters"),
         (request("Create", clusters({"id": "x"})), "ResourceProperties.Clusters: IDLESHARE_CLUSTERS[0].eks_cluster"),
         (request("Replace", clusters(A)), "RequestType"),
+        (
+            request("Update", clusters(A | {"borrow_limit_basis": "percent"}), old=clusters(A)),
+            "ResourceProperties.Clusters: IDLESHARE_CLUSTERS[0].borrow_limit_basis: must be one of Quota, Pool",
+        ),
     ],
 )
 def test_an_invalid_request_is_answered_failed_naming_the_field(store, answers, event, field) -> None:

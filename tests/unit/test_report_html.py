@@ -229,7 +229,7 @@ def check_why(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
     expected = {(team, f, r): why for team, grant in teams.items() for f, r, why in places(grant["why"])}
     assert expected
     assert any(w["bound"] in NO_BORROW_LIMIT and w["percent"] is not None for w in expected.values())
-    for key in ("pool", "percent", "percentCap", "absoluteCap", "limit", "bound"):
+    for key in ("basis", "pool", "percent", "percentCap", "absoluteCap", "limit", "bound"):
         shown = cells(numbers, f"why.{key}")
         assert set(shown) == set(expected), key
         for (team, flavor, resource), cell in shown.items():
@@ -237,7 +237,9 @@ def check_why(numbers: list[dict[str, Any]], teams: dict[str, Any]) -> None:
             if key in ("percent", "percentCap") and expected[(team, flavor, resource)]["bound"] in NO_BORROW_LIMIT:
                 value = None  # a Lend / DontLend / Disabled team: no BorrowLimit in effect, none shown (not a 50%)
             assert cell["value"] == ("" if value is None else str(value)), cell
-            text = {"percent": f"{value}%", "bound": value}.get(key) or human_text(value, str(resource), "0")
+            text = {"percent": f"{value}%", "bound": value, "basis": value}.get(key) or human_text(
+                value, str(resource), "0"
+            )
             assert cell["text"] == ("-" if value is None and key != "bound" else text), cell
 
 
@@ -259,6 +261,15 @@ def test_the_report_in_chromium_shows_the_numbers_of_the_json(browser, tmp_path)
         # the limits and their why equal the pool document's
         check_limits(numbers, pool["teams"])
         check_why(numbers, pool["teams"])
+        # and the why section says which basis the limits are on, its rule, and what each rule that won means:
+        # the example's infra has no p5 in its quota ("not in quota"), ml-research an absolute limit on p5
+        legend = page.locator("#why p.meta")
+        assert legend.is_visible()
+        said = legend.inner_text()
+        assert "Quota basis: borrowing limit = BorrowLimit% x the team's quota" in said and "Pool basis" not in said
+        assert "not in quota = the instance type is not in the team's quota" in said
+        assert "absolute = the AbsoluteBorrowLimits cap" in said
+        assert {c["text"] for c in cells(numbers, "why.basis").values()} == {"Quota"}
         # each flavor's usage equals GET usage's, in the table and beside its bar
         for field in ("inUse", "borrowed", "idle"):
             shown = cells(numbers, field)
@@ -433,6 +444,20 @@ def test_report_arguments(capsys):
     ):
         assert main(["report", "--cluster", "c", *argv, "--endpoint", "http://127.0.0.1:9/"]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_pool_stored_before_the_basis_is_explained_on_the_pool_basis():
+    # Given a pool document stored before derivations named their basis (the Pool basis was the only one)
+    pool = pool_doc()
+    for grant in pool["teams"].values():
+        for per in grant["why"].values():
+            for d in per.values():
+                del d["basis"]
+    page = report_html.render(pool, generated_at="2026-12-01T10:05:00Z")
+    # Then the why section gives the Pool basis's rule, not the Quota basis's
+    why = page.split('<section id="why">', 1)[1].split("</p>", 1)[0]
+    assert "Pool basis: borrowing limit = min(BorrowLimit% x pool seen, absolute cap, pool seen)" in why
+    assert "Quota basis" not in why
 
 
 def test_everything_shown_is_escaped():

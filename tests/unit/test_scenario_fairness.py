@@ -9,11 +9,11 @@ import pytest
 
 from devkit import scenario
 from devkit.kube.workloads import PRIORITY_LABEL, batch_job, lendable
-from devkit.report import render_fair_sharing
+from devkit.report import BOUND_SHORT, render_fair_sharing
 from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.naming import priority_class_name
-from idleshare.domain.pool import compute
+from idleshare.domain.pool import Bound, compute
 from idleshare.parse.errors import InputError
 from tests.builders import P5, entry, nodes, quota
 
@@ -147,7 +147,7 @@ def shared(weights: dict[str, Any], shares: dict[str, Any]) -> scenario.StepRepo
     r = report([], {"alpha": {P5: {"nvidia.com/gpu": "8"}}, "beta": {P5: {"nvidia.com/gpu": "24"}}})
     teams = {t: {"weight": weights[t], "weightedShare": shares[t]} for t in weights}
     r.fair_sharing = {"lendable": {"nvidia.com/gpu": "84", "cpu": "400"}, "teams": teams}
-    limits, gpu = {"alpha": ("24", "percentage"), "beta": ("40", "pool")}, "nvidia.com/gpu"
+    limits, gpu = {"alpha": ("24", "percentage of quota"), "beta": ("40", "pool")}, "nvidia.com/gpu"
     teams = {t: {"borrowingLimit": {P5: {gpu: n}}, "why": {P5: {gpu: {"bound": b}}}} for t, (n, b) in limits.items()}
     r.pool = {"teams": teams}
     return r
@@ -193,3 +193,7 @@ def test_the_shares_are_shown_again_only_when_kueue_decided_something():
     assert render_fair_sharing(same, before) == []
     same.workloads = [{"team": "beta", "name": "b1", "state": "Admitted", "reason": "", "message": ""}]
     assert render_fair_sharing(same, before) != []
+
+
+def test_every_bound_has_its_column_text():
+    assert set(BOUND_SHORT) == {str(b) for b in Bound}

@@ -26,6 +26,7 @@ from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, AlreadyExistsError, DynamoStore, TransactionCancelledError
 from idleshare.adapters.store.errors import translate
 from idleshare.adapters.store.items import COMPRESS_ABOVE, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE, item_size
+from idleshare.domain.model import BorrowLimitBasis
 from idleshare.service.recompute import Recomputer
 from tests import builders
 from tests.aws_env import all_items, create_table, fake_aws_env
@@ -146,6 +147,32 @@ def test_cluster_registry_round_trip_lookups_refusals_and_rename(store, table):
     assert store.find_cluster(eks_cluster_name="eks-a") is None and store.find_cluster(hyperpod_arn=ARN_ID) is None
     assert store.find_cluster(eks_cluster_name="eks-b") == ClusterRecord("c1", "eks-b")
     assert ("REGISTRY", "EKS#eks-a") not in all_keys(table)
+
+
+def test_a_clusters_borrow_limit_basis_round_trips_and_an_item_written_before_it_reads_as_quota(store, table):
+    # Given a cluster registered on the Pool basis, Then it reads back on the Pool basis, stored by its name
+    store.put_cluster(ClusterRecord("c1", "eks-a", borrow_limit_basis=BorrowLimitBasis.POOL))
+    assert store.get_cluster("c1").borrow_limit_basis is BorrowLimitBasis.POOL
+    # (the cluster's META item and its REGISTRY copy, which list_clusters reads)
+    keys = [{PK: schema.cluster_pk("c1"), SK: schema.META_SK}, {PK: schema.REGISTRY_PK, SK: schema.cluster_pk("c1")}]
+    assert [table.get_item(Key=k)["Item"]["borrow_limit_basis"] for k in keys] == ["Pool", "Pool"]
+    assert [c.borrow_limit_basis for c in store.list_clusters()] == [BorrowLimitBasis.POOL]
+    # and one registered with the default, on the Quota basis
+    store.put_cluster(ClusterRecord("c2", "eks-b"))
+    assert store.get_cluster("c2").borrow_limit_basis is BorrowLimitBasis.QUOTA
+    # Given registry items written before the basis existed (no attribute), Then they read as Quota, the default
+    for k in keys:
+        table.update_item(Key=k, UpdateExpression="REMOVE borrow_limit_basis")
+    assert store.get_cluster("c1") == ClusterRecord("c1", "eks-a", borrow_limit_basis=BorrowLimitBasis.QUOTA)
+    assert [c.borrow_limit_basis for c in store.list_clusters()] == [BorrowLimitBasis.QUOTA] * 2
+    # and a value no release wrote is an error naming the attribute and what to do, not a silent default
+    table.update_item(
+        Key=keys[0], UpdateExpression="SET borrow_limit_basis = :b", ExpressionAttributeValues={":b": "Percent"}
+    )
+    with pytest.raises(
+        PermanentError, match=r"borrow_limit_basis 'Percent' in the registry must be one of Quota, Pool"
+    ):
+        store.get_cluster("c1")
 
 
 @pytest.mark.parametrize(

@@ -296,6 +296,7 @@ class LightkubeCluster:
         self._client: Client | None = None
         self._client_token: str | None = None
         self._client_lock = threading.Lock()
+        self._kubeconfig: Any = None  # a lightkube SingleConfig: the client's config instead (from_kubeconfig)
         self.write_concurrency = max(1, int(write_concurrency))
         """How many writes :func:`idleshare.service.apply.write` sends at once (one shared client: httpx's
         connection pool is thread-safe, and this adapter's only state, the client, is swapped under a lock)."""
@@ -314,6 +315,31 @@ class LightkubeCluster:
             timeout=timeout,
             name=cluster_name,
         )
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str, context: str | None = None, *, timeout: float = DEFAULT_TIMEOUT_SECONDS
+    ) -> LightkubeCluster:
+        """The cluster of a kubeconfig's ``context`` (default: its current one), with that context's credentials
+        (a token, a client certificate, or an exec plugin such as ``aws eks get-token``), as lightkube reads them:
+        what `idleshare uninstall` connects with. An unreadable file or unknown context is a ``ValueError``."""
+        import yaml
+        from lightkube import KubeConfig
+        from lightkube.core.exceptions import ConfigError
+
+        try:
+            found = KubeConfig.from_file(path).get(context_name=context)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        except (yaml.YAMLError, RecursionError, UnicodeDecodeError) as exc:
+            raise ValueError(f"not a YAML document ({type(exc).__name__})") from None
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:  # YAML, but not a kubeconfig
+            raise ValueError(f"not a kubeconfig ({type(exc).__name__}: {exc})"[:200]) from None
+        if found is None:
+            raise ValueError(f"no context {context!r}" if context else "no current context")
+        cluster = cls(found.cluster.server, timeout=timeout, name=found.context_name)
+        cluster._kubeconfig = found
+        return cluster
 
     # -- KubeCluster ------------------------------------------------------------------------
 
@@ -758,7 +784,7 @@ class LightkubeCluster:
         from lightkube import Client, KubeConfig
         from lightkube.config.models import Cluster, User
 
-        config = KubeConfig.from_one(
+        config = self._kubeconfig or KubeConfig.from_one(
             cluster=Cluster(server=self.server, certificate_auth_data=self._ca_data),
             user=User(token=token),
         )

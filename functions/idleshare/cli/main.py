@@ -48,10 +48,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     )
     result, manifests = plan(
         _read(args.nodes, "--nodes"),
-        _read(args.quotas, "--quotas"),
+        _read(args.quotas, "--quotas") if args.quotas else None,
         _read(args.scheduler_config, "--scheduler-config") if args.scheduler_config else None,
         settings=settings,
-        sources=(args.nodes, args.quotas, args.scheduler_config or "scheduler-config"),
+        sources=(args.nodes, args.quotas or "quotas", args.scheduler_config or "scheduler-config"),
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "html":  # the report page offline: the pool, the limits and why; usage needs a deployed cluster
@@ -80,7 +80,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 # Command modules besides `plan`: each has ``register(subparsers)`` adding its sub-commands, whose
 # ``func(args) -> int`` raises InputError/UsageError (exit 2) or idleshare.cli.main.CommandError (exit 1).
-COMMAND_MODULES = ("quota", "pool", "recalc", "replay", "report", "usage")
+COMMAND_MODULES = ("quota", "scheduler_config", "pool", "recalc", "replay", "report", "usage", "uninstall")
 
 
 class CommandError(Exception):
@@ -105,6 +105,23 @@ class _Help(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, width)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed package's version (pyproject.toml's, the one place, read from the package's
+    metadata), looked up only when asked: ``importlib.metadata`` is not free and `idleshare plan` never needs it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"idleshare {version('idleshare')}")
+        except PackageNotFoundError:
+            parser.exit(1, "idleshare: version unknown (the package is not installed: run `make sync`)\n")
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``command="plan"`` only `plan`'s part: `idleshare plan` imports none of
     the remote commands' modules (HTTP, SigV4, botocore), so it starts as fast as the engine can."""
@@ -113,10 +130,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="idleshare", description="Share idle GPU capacity through Kueue.", formatter_class=_Help
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("plan", help="compute the lendable pool and the Kueue objects from files", formatter_class=_Help)
     p.add_argument("--nodes", required=True, metavar="NODES.json", help="`kubectl get nodes -o json` output")
-    p.add_argument("--quotas", required=True, metavar="QUOTAS.json", help="SageMaker compute quotas (JSON array)")
+    p.add_argument(
+        "--quotas",
+        metavar="QUOTAS.json",
+        help="SageMaker compute quotas: `aws sagemaker list-compute-quotas` output, a JSON array of quotas or one "
+        "quota; without it, no team has a quota (the capacity alone: all of it is the lendable pool)",
+    )
     p.add_argument("--scheduler-config", metavar="SC.json", help="SageMaker SchedulerConfig")
     p.add_argument(
         "--format",

@@ -14,19 +14,20 @@ from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
 def plan(
     nodes: bytes | str,
-    quotas: bytes | str,
+    quotas: bytes | str | None,
     scheduler_config: bytes | str | None = None,
     settings: Settings | None = None,
     sources: tuple[str, str, str] = ("nodes", "quotas", "scheduler-config"),
 ) -> tuple[PoolResult, list[dict[str, Any]]]:
     """Parse, compute, and build the objects the recompute would write (one with a name the API server would
-    refuse is left out and named in the result's issues). Raises ``InputError`` naming the bad field."""
+    refuse is left out and named in the result's issues); ``quotas`` None: no team has one, the capacity alone.
+    Raises ``InputError`` naming the bad field."""
     scheduler = (
         parse_scheduler_config(scheduler_config, sources[2]) if scheduler_config is not None else SchedulerConfig()
     )
     snapshot = Snapshot(
         nodes=parse_nodes(nodes, sources[0]),
-        quotas=parse_quotas(quotas, sources[1]),
+        quotas=parse_quotas(quotas, sources[1]) if quotas is not None else (),
         scheduler_config=scheduler,
         settings=settings or Settings(),
     )

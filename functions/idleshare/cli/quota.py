@@ -62,6 +62,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--name", required=True)
     p.add_argument("--target-version", type=int, metavar="V", help="refuse if the quota has changed since")
 
+    from idleshare.cli import quota_import  # it builds on this module's bodies
+
+    quota_import.register(verbs)
+
 
 # ---------------------------------------------------------------------------------- commands
 def create(args: argparse.Namespace) -> int:

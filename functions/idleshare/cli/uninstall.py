@@ -1,0 +1,89 @@
+"""`idleshare uninstall --kubeconfig PATH [--context NAME] [--dry-run]`: remove from a cluster the Kueue objects
+idleshare created (:mod:`idleshare.service.uninstall`), with your kubeconfig's credentials, and say what it removed
+and what it left: the namespaces it created (never deleted: their Jobs), and objects labelled as idleshare's that
+someone else created. Run it after ``cdk destroy`` (or after removing the cluster from the config), else the next
+recompute writes the objects again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from idleshare.cli.main import CommandError, UsageError
+from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("uninstall", help="remove from a cluster the Kueue objects idleshare created (kubeconfig)")
+    p.add_argument("--kubeconfig", required=True, metavar="PATH", help="a kubeconfig for the cluster")
+    p.add_argument("--context", metavar="NAME", help="its context to use (default: its current context)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed; remove nothing")
+    p.add_argument("--format", choices=["table", "json"], default="table", help="output (default: table)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from idleshare.adapters.errors import AdapterError
+    from idleshare.adapters.kube import LightkubeCluster
+    from idleshare.service.uninstall import uninstall
+
+    try:
+        kube = LightkubeCluster.from_kubeconfig(args.kubeconfig, args.context)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
+    try:
+        removal = uninstall(kube, dry_run=args.dry_run)
+    except AdapterError as exc:
+        raise CommandError(f"{kube.name}: {exc}") from None
+    finally:
+        kube.close()
+    if args.format == "json":
+        document = {
+            "dryRun": args.dry_run,
+            "removed": [_ref(o) for o in removal.removed],
+            "keptNamespaces": [_ref(o) for o in removal.namespaces],
+            "keptForeign": [_ref(o) for o in removal.foreign],
+        }
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    _print(kube.name, removal, dry_run=args.dry_run)
+    return 0
+
+
+def _ref(obj: dict[str, Any]) -> dict[str, str]:
+    meta = obj.get("metadata") or {}
+    ref = {"kind": obj.get("kind", ""), "name": meta.get("name", "")}
+    if meta.get("namespace"):
+        ref["namespace"] = meta["namespace"]
+    return ref
+
+
+def _print(cluster: str, removal: Any, *, dry_run: bool) -> None:
+    from idleshare.cli.remote import table
+
+    rows = [[r["kind"], r.get("namespace"), r["name"]] for r in map(_ref, removal.removed)]
+    verb = "Would remove" if dry_run else "Removed"
+    dry = " (dry run: nothing removed)" if dry_run else ""
+    print(f"{verb} {len(rows)} object(s) idleshare created, through kubeconfig context {cluster}{dry}:")
+    print(table(rows, ["KIND", "NAMESPACE", "NAME"]))
+    if removal.namespaces:
+        names = " ".join(_ref(o)["name"] for o in removal.namespaces)
+        print(
+            f"\nKept {len(removal.namespaces)} namespace(s) idleshare created (deleting one deletes its Jobs): {names}\n"
+            f"  once their Jobs are done: kubectl delete namespace {names}"
+        )
+    if removal.foreign:
+        print(
+            f"\nKept {len(removal.foreign)} object(s) labelled {MANAGED_BY_LABEL}={MANAGED_BY} that idleshare did not create:"
+        )
+        print(
+            table(
+                [[r["kind"], r.get("namespace"), r["name"]] for r in map(_ref, removal.foreign)],
+                ["KIND", "NAMESPACE", "NAME"],
+            )
+        )
+    print("\nidleshare's RBAC stays: kubectl delete -f infra/k8s/rbac.yaml")

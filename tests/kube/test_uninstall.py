@@ -1,0 +1,80 @@
+"""`idleshare uninstall` on the real stack: it removes, with the operator's kubeconfig, exactly the Kueue objects
+idleshare created (through its own adapter, as a recompute creates them), and keeps what someone else created
+beside them — labelled like idleshare's or not — and the namespaces (their Jobs); a dry run removes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from idleshare.cli.main import main
+from idleshare.cli.plan import plan
+from idleshare.domain.kueue import KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
+from tests.realkube import idleshare_adapter
+
+REPO = Path(__file__).parents[2]
+pytestmark = pytest.mark.integration
+
+FOREIGN = [
+    {  # labelled as idleshare's, created by someone else: kept
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": "gitops-clusterqueue", "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {"resourceGroups": []},
+    },
+    {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": "on-demand"}, "spec": {}},  # not labelled
+]
+
+
+def identity(obj: dict) -> tuple[str, str, str]:
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace", ""), meta["name"]
+
+
+def test_uninstall_removes_only_what_idleshare_created_and_says_what_it_removed(kube_stack, kube, capsys):
+    # Given one team's objects created by idleshare's adapter, and two objects someone else created
+    quotas = json.dumps(json.loads((REPO / "events/examples/quotas.json").read_text())[:1])
+    _, objects = plan((REPO / "events/examples/nodes.json").read_bytes(), quotas)
+    adapter = idleshare_adapter(kube_stack)
+    for obj in objects:
+        adapter.create(obj)
+    for obj in FOREIGN:
+        kube.create(obj)
+    kueue_objects = [o for o in objects if o["kind"] != "Namespace"]
+    namespaces = [o for o in objects if o["kind"] == "Namespace"]
+    assert kueue_objects and namespaces
+    argv = ["uninstall", "--kubeconfig", str(kube_stack.kubeconfig("admin")), "--format", "json"]
+
+    # When the uninstall runs dry: it names each one it would remove, and removes nothing
+    assert main([*argv, "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["dryRun"] is True
+    assert {(r["kind"], r.get("namespace", ""), r["name"]) for r in dry["removed"]} == set(map(identity, kueue_objects))
+    assert all(kube.get(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace", "")) for o in objects)
+
+    # When it runs: every object idleshare created is gone (Kueue's finalizers done), in the order it printed
+    assert main(argv) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["removed"] == dry["removed"]
+    assert done["removed"][0]["kind"] == "LocalQueue" and done["removed"][-1]["kind"] == "ResourceFlavor"
+    for obj in kueue_objects:
+        kind, namespace, name = identity(obj)
+        kube.wait_for(lambda k=kind, n=name, ns=namespace: kube.get(k, n, ns) is None, f"{kind}/{name} gone")
+    # Then the foreign objects and the namespaces are as they were, and named
+    for obj in FOREIGN + namespaces:
+        kind, namespace, name = identity(obj)
+        assert kube.get(kind, name, namespace) is not None, (kind, name)
+    assert [r["name"] for r in done["keptForeign"]] == ["gitops-clusterqueue"]  # the unlabelled one is not even listed
+    assert [r["name"] for r in done["keptNamespaces"]] == [o["metadata"]["name"] for o in namespaces]
+
+
+def test_uninstall_with_a_bad_kubeconfig_exits_2_naming_the_flag(tmp_path, capsys):
+    (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\ncontexts: []\nclusters: []\nusers: []\n")
+    code = main(["uninstall", "--kubeconfig", str(tmp_path / "kubeconfig"), "--context", "prod"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"idleshare uninstall: --kubeconfig {tmp_path / 'kubeconfig'}: ")
+    assert err.count("\n") == 1
+    code = main(["uninstall", "--kubeconfig", str(tmp_path / "missing")])
+    assert code == 2 and "--kubeconfig" in capsys.readouterr().err
