@@ -148,7 +148,8 @@ def shared(weights: dict[str, Any], shares: dict[str, Any]) -> scenario.StepRepo
     teams = {t: {"weight": weights[t], "weightedShare": shares[t]} for t in weights}
     r.fair_sharing = {"lendable": {"nvidia.com/gpu": "84", "cpu": "400"}, "teams": teams}
     limits, gpu = {"alpha": ("24", "percentage of quota"), "beta": ("40", "pool")}, "nvidia.com/gpu"
-    teams = {t: {"borrowingLimit": {P5: {gpu: n}}, "why": {P5: {gpu: {"bound": b}}}} for t, (n, b) in limits.items()}
+    teams = {t: {"borrowingLimit": {P5: {gpu: n}}, "why": {P5: {gpu: {"bound": b, "percent": 300}}}}
+             for t, (n, b) in limits.items()}  # fmt: skip
     r.pool = {"teams": teams}
     return r
 
@@ -157,7 +158,7 @@ def test_two_borrowers_are_shown_with_their_weights_limits_and_shares_worked_out
     lines = render_fair_sharing(shared({"alpha": "1", "beta": "3"}, {"alpha": 96, "beta": 96}))
     text = "\n".join(lines)
     assert "fair sharing (Kueue)" in lines[0]
-    assert "alpha  weight 1  borrows 8 gpu on p5 (limit 24 (% pool))" in text
+    assert "alpha  weight 1  borrows 8 gpu on p5 (limit 24 (300% q))" in text
     assert "8 x 1000 / 84 gpu / 1 = 95.2 -> Kueue's share 96" in text
     assert "beta   weight 3  borrows 24 gpu on p5 (limit 40 (pool))" in text
     assert "24 x 1000 / 84 gpu / 3 = 95.2 -> Kueue's share 96" in text
