@@ -21,9 +21,9 @@ import yaml
 
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
 from idleshare.cli.present import short_resource
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.model import BorrowLimitBasis, Settings
 from idleshare.domain.model import is_accelerator as is_accelerator  # devkit/report.py
-from idleshare.domain.naming import is_dns_label, priority_class_name
+from idleshare.domain.naming import cluster_queue_name, is_dns_label, priority_class_name
 from idleshare.parse.errors import FieldError, InputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -987,12 +987,12 @@ def check(
     for flavor, per in (expect.get("cohort") or {}).items():
         for r, want in per.items():
             compare(
-                f"Cohort shared-pool {flavor}/{r} nominalQuota",
+                f"Cohort {Settings().cohort_name} {flavor}/{r} nominalQuota",
                 want,
-                _cq_value(objects, "Cohort", "shared-pool", flavor, full_resource(r), "nominalQuota"),
+                _cq_value(objects, "Cohort", Settings().cohort_name, flavor, full_resource(r), "nominalQuota"),
             )
     for team, flavors in (expect.get("teams") or {}).items():
-        cq = f"hyperpod-ns-{team}-clusterqueue"
+        cq = cluster_queue_name(team, Settings())
         for flavor, per in flavors.items():
             for r, fields in per.items():
                 res = full_resource(r)

@@ -114,7 +114,7 @@ class IdleshareConfig(_Strict):
     dlq_max_receive_count: int = Field(default=timings.DEFAULT_MAX_RECEIVE_COUNT, ge=1, le=1000)
     """The redrive policy's maxReceiveCount: with the recompute's backoff on every failed receive
     (``timings.retry_delay``) a record reaches the DLQ after ``timings.seconds_to_dlq`` of this."""
-    history_ttl_days: int = Field(default=90, ge=1, le=3650)
+    history_ttl_days: int = Field(default=timings.HISTORY_TTL_DAYS, ge=1, le=timings.HISTORY_TTL_MAX_DAYS)
     archive_retention_days: int = Field(default=30, ge=0, le=3650)  # 0 = keep forever
     alarm_email: str | None = Field(default=None, pattern=EMAIL)
     # FIFO message groups already serialize per cluster; this caps parallel recomputes (the SQS event source

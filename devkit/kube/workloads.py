@@ -19,22 +19,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devkit.kube.client import KUEUE, Kube
-from idleshare.domain.model import Settings
+from idleshare.domain.model import DEFAULT_NAMESPACE_PREFIX, Settings
 from idleshare.domain.naming import cluster_queue_name, local_queue_name, namespace_name, priority_class_name
 from idleshare.domain.quantity import parse_quantity
 
 ADMITTED, PENDING, PREEMPTED, EVICTED, FINISHED = "Admitted", "Pending", "Preempted", "Evicted", "Finished"
 
 
-def namespace_of(team: str, prefix: str = "hyperpod-ns-") -> str:
+def namespace_of(team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX) -> str:
     return namespace_name(team, Settings(namespace_prefix=prefix))
 
 
-def local_queue_of(team: str, prefix: str = "hyperpod-ns-") -> str:
+def local_queue_of(team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX) -> str:
     return local_queue_name(team, Settings(namespace_prefix=prefix))
 
 
-def cluster_queue_of(team: str, prefix: str = "hyperpod-ns-") -> str:
+def cluster_queue_of(team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX) -> str:
     return cluster_queue_name(team, Settings(namespace_prefix=prefix))
 
 
@@ -46,7 +46,7 @@ def workload(
     count: int = 1,
     instance_type: str | None = None,
     priority_class: str | None = None,
-    prefix: str = "hyperpod-ns-",
+    prefix: str = DEFAULT_NAMESPACE_PREFIX,
 ) -> dict[str, Any]:
     """A v1beta2 Workload of ``count`` pods each requesting ``requests`` (``{"nvidia.com/gpu": 8}``), queued
     in the team's LocalQueue. ``instance_type``: the pods' node selector, as a job pins its instance type —
@@ -99,7 +99,7 @@ def batch_job(
     count: int = 1,
     priority_class: str | None = None,
     instance_type: str | None = None,
-    prefix: str = "hyperpod-ns-",
+    prefix: str = DEFAULT_NAMESPACE_PREFIX,
 ) -> dict[str, Any]:
     """What a user submits: a suspended ``batch/v1`` Job of ``count`` pods (parallelism and completions) each asking
     for ``requests`` (as requests and limits), labelled with the team's LocalQueue (and ``priority_class``, a
@@ -319,7 +319,7 @@ def finish(kube: Kube, wl: Mapping[str, Any], message: str = "the job completed"
     )
 
 
-def wait_active(kube: Kube, team: str, prefix: str = "hyperpod-ns-", timeout: float = 30.0) -> None:
+def wait_active(kube: Kube, team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX, timeout: float = 30.0) -> None:
     """Until Kueue marks the team's ClusterQueue Active (its flavors and cohort exist): before that it admits
     nothing, and workloads queued meanwhile would all be decided at once, in an order Kueue picks."""
 
@@ -367,7 +367,9 @@ def release_evicted(kube: Kube, wl: Mapping[str, Any]) -> None:
     )
 
 
-def cluster_queue_usage(kube: Kube, team: str, prefix: str = "hyperpod-ns-") -> dict[str, dict[str, dict[str, str]]]:
+def cluster_queue_usage(
+    kube: Kube, team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX
+) -> dict[str, dict[str, dict[str, str]]]:
     """``{flavor: {resource: {"total": q, "borrowed": q}}}`` from the team's ClusterQueue status (what Kueue
     has reserved for admitted workloads, and how much of it is borrowed from the cohort)."""
     cq = kube.get("ClusterQueue", cluster_queue_of(team, prefix)) or {}
@@ -381,7 +383,7 @@ def cluster_queue_usage(kube: Kube, team: str, prefix: str = "hyperpod-ns-") -> 
     return out
 
 
-def reserved_by_workloads(kube: Kube, team: str, prefix: str = "hyperpod-ns-") -> dict[tuple[str, str], Any]:
+def reserved_by_workloads(kube: Kube, team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX) -> dict[tuple[str, str], Any]:
     """``{(flavor, resource): quantity}`` the team's Workloads hold now (quota reserved, not finished), from their
     own ``status.admission``: what its ClusterQueue's status must add up to once Kueue has written it."""
     out: dict[tuple[str, str], Any] = {}

@@ -41,6 +41,12 @@ is handed back until then by the recompute."""
 QUEUE_RETENTION_DAYS = 4
 DLQ_RETENTION_DAYS = 14
 
+HISTORY_TTL_DAYS = 90
+"""How long a superseded generation's ``HISTORY#`` item is kept (its TTL): the CDK config's ``history_ttl_days``
+default, the Lambdas' when ``IDLESHARE_HISTORY_TTL_DAYS`` is unset and the store's."""
+HISTORY_TTL_MAX_DAYS = 3650
+"""The longest history TTL the config and the Lambdas' environment accept (1..this many days)."""
+
 RETRY_FIRST_SECONDS = 2
 RETRY_MAX_SECONDS = 20
 """Backoff of a failed record: doubled from the first delay on every receive, capped here. The cap bounds how long a
@@ -84,6 +90,13 @@ WATCHER_FUNCTION_TIMEOUT_SECONDS = 90
 WATCHER_STOP_BEFORE_SECONDS = 10
 """Left for the last publish and checkpoint."""
 WATCHER_MEMORY_MB = 256
+WATCHER_WINDOW_SECONDS = 15
+"""One watch request is held at most this long: the watcher checkpoints its resourceVersion at least this often."""
+USAGE_FIRST_INTERVAL_SECONDS = WATCHER_SCHEDULE_MINUTES * 60
+"""A cluster's first usage sample counts the preemptions of one watcher period before it."""
+USAGE_MAX_INTERVAL_SECONDS = 3 * WATCHER_SCHEDULE_MINUTES * 60
+"""An interval between two usage samples longer than this (three watcher periods: the watcher did not run) is a
+gap ``NoSample``."""
 WATCHER_ALARM_MINUTES = 5
 """The "watch not running" alarm: a cluster watched less than half of this many minutes (or not reported at all)."""
 IDLE_WHILE_PENDING_ALARM_MINUTES = 15
@@ -162,10 +175,12 @@ checkpointed past: the next invocation publishes them again from the last checkp
 
 
 # =====================================================================================================================
-# Kubernetes writes: read by ``adapters/kube.py`` (``LightkubeCluster``) and
+# Kubernetes requests and writes: read by ``adapters/kube.py`` (``LightkubeCluster``) and
 # ``service/apply.py``.
 # =====================================================================================================================
 
+KUBE_REQUEST_TIMEOUT_SECONDS = 10.0
+"""Every Kubernetes API request's timeout (``LightkubeCluster``'s default)."""
 KUBE_WRITE_CONCURRENCY = 8
 """How many server-side applies (and deletes) a recompute has in flight at once, within one dependency wave
 (``service/apply.py``; ``LightkubeCluster(write_concurrency=...)`` overrides it). Measured on the real stack (one

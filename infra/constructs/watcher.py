@@ -24,6 +24,7 @@ from aws_cdk import aws_sns as sns
 
 from constructs import Construct
 from idleshare import names, timings
+from idleshare.table import cluster_pk
 from infra.config import ClusterConfig
 from infra.constructs.eks_access import access_entries, cluster_arn
 from infra.constructs.events import invoke_role, invoke_schedule
@@ -62,7 +63,7 @@ class NodeWatcher(Construct):
             iam.PolicyStatement(
                 actions=list(TABLE_ACTIONS),
                 resources=[table_arn],
-                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"CLUSTER#{i}" for i in ids]}},
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [cluster_pk(i) for i in ids]}},
             )
         )
         role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))

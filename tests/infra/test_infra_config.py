@@ -59,6 +59,7 @@ def test_defaults_for_a_minimal_config() -> None:
     config = parse_config({"clusters": [{"id": "c1", "eks_cluster_name": "c1"}]})
 
     assert (config.schedule_rate_minutes, config.history_ttl_days) == (5, 90)
+    assert config.history_ttl_days == timings.HISTORY_TTL_DAYS  # the one default the Lambdas and the store read too
     # the default sends a cluster that keeps failing to the DLQ only after 15 minutes
     assert timings.seconds_to_dlq(config.dlq_max_receive_count) >= 15 * 60
     assert 2 <= config.recompute_max_concurrency <= 1000

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from idleshare import names
+from idleshare import names, timings
 from idleshare.domain.model import BorrowLimitBasis
 from idleshare.runtime import env as env_module
 
@@ -37,7 +37,10 @@ def test_the_settings_model_reads_every_variable() -> None:
     assert got == ("idleshare-state", "idleshare-idem", "idleshare", 90, frozenset({"a/b", "c"}))
     clusters = [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix, c.field_ownership) for c in s.clusters]
     assert clusters == [("demo", "demo-eks", "hyperpod-ns-", "Respect"), ("c2", "e2", "hyperpod-ns-", "Take")]
-    assert env_module.read({}).history_ttl_days == 30 and env_module.read({}).tolerated_taint_keys is None
+    assert (
+        env_module.read({}).history_ttl_days == timings.HISTORY_TTL_DAYS
+        and env_module.read({}).tolerated_taint_keys is None
+    )
     assert env_module.read({names.ENV_TOLERATED_TAINT_KEYS: ""}).tolerated_taint_keys == frozenset()
 
 

@@ -12,13 +12,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from idleshare import timings
 from idleshare.adapters.errors import NotFoundError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.adapters.store.usage import MAX_GAPS, merge_gaps
 from idleshare.domain.usage import derive_usage, hours_text, sample_document, split_lent
 from idleshare.service.admin import BadRequestError
-from idleshare.service.usage import MAX_INTERVAL_SECONDS, sample_usage, split_hours, usage_report
+from idleshare.service.usage import sample_usage, split_hours, usage_report
 from tests.aws_env import create_table, fake_aws_env
 from tests.fakes import FakeKube, FakeStore
 
@@ -301,7 +302,7 @@ def test_no_sample_failed_samples_and_an_interval_above_the_limit_are_gaps_not_z
     assert bucket.gaps[0][2].startswith("SampleFailed")
     store, kube = FakeStore([ClusterRecord("c1", "eks")]), _kube()
     _minute(store, kube, 0)
-    out = sample_usage("c1", kube, store, now=T0 + timedelta(seconds=MAX_INTERVAL_SECONDS + 1))
+    out = sample_usage("c1", kube, store, now=T0 + timedelta(seconds=timings.USAGE_MAX_INTERVAL_SECONDS + 1))
     assert out.gap.startswith("NoSample") and all(not b.rows for b in store.hours.values())
 
 

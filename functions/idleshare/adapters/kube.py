@@ -64,7 +64,7 @@ from idleshare.domain.kueue_diff import (
     with_creation_marker,
 )
 from idleshare.names import FIELD_MANAGER
-from idleshare.timings import KUBE_WRITE_CONCURRENCY
+from idleshare.timings import KUBE_REQUEST_TIMEOUT_SECONDS, KUBE_WRITE_CONCURRENCY
 
 if TYPE_CHECKING:  # pragma: no cover
     from lightkube import Client
@@ -76,7 +76,6 @@ T = TypeVar("T")
 
 KUEUE_GROUP, KUEUE_VERSION = KUEUE_API.split("/")
 MANAGED_SELECTOR = {MANAGED_BY_LABEL: MANAGED_BY}
-DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_PAGE_SIZE = 500
 OWN_ATTEMPTS = 3
 """How often :meth:`LightkubeCluster.create` tries to hand a new object's fields to idleshare's apply entry while
@@ -281,7 +280,7 @@ class LightkubeCluster:
         token: Callable[[], str] | None = None,
         *,
         on_auth_expired: Callable[[], None] | None = None,
-        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        timeout: float = KUBE_REQUEST_TIMEOUT_SECONDS,
         name: str = "",
         write_concurrency: int = KUBE_WRITE_CONCURRENCY,
     ) -> None:
@@ -303,7 +302,7 @@ class LightkubeCluster:
 
     @classmethod
     def from_eks(
-        cls, connector: EksConnector, cluster_name: str, *, timeout: float = DEFAULT_TIMEOUT_SECONDS
+        cls, connector: EksConnector, cluster_name: str, *, timeout: float = KUBE_REQUEST_TIMEOUT_SECONDS
     ) -> LightkubeCluster:
         """The cluster ``cluster_name`` as EKS describes it, with EKS bearer tokens."""
         endpoint = connector.describe(cluster_name)
@@ -318,7 +317,7 @@ class LightkubeCluster:
 
     @classmethod
     def from_kubeconfig(
-        cls, path: str, context: str | None = None, *, timeout: float = DEFAULT_TIMEOUT_SECONDS
+        cls, path: str, context: str | None = None, *, timeout: float = KUBE_REQUEST_TIMEOUT_SECONDS
     ) -> LightkubeCluster:
         """The cluster of a kubeconfig's ``context`` (default: its current one), with that context's credentials
         (a token, a client certificate, or an exec plugin such as ``aws eks get-token``), as lightkube reads them:

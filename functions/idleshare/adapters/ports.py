@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.model import DEFAULT_COHORT_NAME, DEFAULT_NAMESPACE_PREFIX, BorrowLimitBasis
 from idleshare.parse.errors import FieldError, InputError
 
 RESPECT, TAKE = "Respect", "Take"
@@ -29,8 +29,8 @@ class ClusterRecord:
     cluster_id: str
     eks_cluster_name: str
     hyperpod_cluster_arn: str | None = None
-    namespace_prefix: str = "hyperpod-ns-"
-    cohort_name: str = "shared-pool"
+    namespace_prefix: str = DEFAULT_NAMESPACE_PREFIX
+    cohort_name: str = DEFAULT_COHORT_NAME
     field_ownership: str = RESPECT
     """``Respect``: a field of idleshare's objects that another field manager owns (HyperPod task governance,
     an admin's GitOps) is left to it and reported (issue ``ForeignFieldManager``); ``Take``: idleshare's

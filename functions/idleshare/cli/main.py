@@ -147,8 +147,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="default: table on a terminal, else json; html: the report page (self-contained)",
     )
     p.add_argument("--tolerate", action="append", metavar="TAINT_KEY", help="tolerated taint key (repeatable)")
-    p.add_argument("--cohort-name", default="shared-pool")
-    p.add_argument("--namespace-prefix", default="hyperpod-ns-")
+    p.add_argument("--cohort-name", default=Settings().cohort_name)
+    p.add_argument("--namespace-prefix", default=Settings().namespace_prefix)
     p.add_argument(
         "--borrow-limit-basis",
         choices=[b.lower() for b in BorrowLimitBasis],

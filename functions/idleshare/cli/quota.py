@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from idleshare import pages
 from idleshare.cli import remote
 from idleshare.cli.main import UsageError
 from idleshare.parse.errors import FieldError, InputError
@@ -51,7 +52,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = remote.cluster_command(verbs, "list", "every quota of a cluster", list_quotas)
     p.add_argument("--name-contains", metavar="TEXT")
     p.add_argument("--activation-state", choices=["Enabled", "Disabled"])
-    p.add_argument("--page-size", type=int, default=100, metavar="N", help="MaxResults per request (1..100)")
+    p.add_argument(
+        "--page-size",
+        type=int,
+        default=pages.QUOTAS_PAGE_MAX,
+        metavar="N",
+        help=f"MaxResults per request (1..{pages.QUOTAS_PAGE_MAX})",
+    )
 
     p = remote.cluster_command(verbs, "update", "change a quota (UpdateComputeQuota JSON file)", update)
     p.add_argument("--name", required=True)
@@ -84,8 +91,8 @@ def describe(args: argparse.Namespace) -> int:
 
 
 def list_quotas(args: argparse.Namespace) -> int:
-    if not 1 <= args.page_size <= 100:
-        raise UsageError(f"--page-size: must be between 1 and 100 (got {args.page_size})")
+    if not 1 <= args.page_size <= pages.QUOTAS_PAGE_MAX:
+        raise UsageError(f"--page-size: must be between 1 and {pages.QUOTAS_PAGE_MAX} (got {args.page_size})")
     api = remote.connect(args)
     query = {"NameContains": args.name_contains, "ActivationState": args.activation_state, "MaxResults": args.page_size}
     items = api.pages(_quotas(args.cluster), "ComputeQuotaSummaries", query)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from idleshare import pages
 from idleshare.cli import quota, remote
 from idleshare.cli.main import CommandError, UsageError
 from idleshare.cli.scheduler_config import put_body
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     # the ones SageMaker also has are described (a summary lacks Description); of the others, the team suffices
     current = {
         str(s["Name"]): api.get([*path, s["Name"]]) if s["Name"] in wanted else s
-        for s in api.pages(path, "ComputeQuotaSummaries", {"MaxResults": 100})
+        for s in api.pages(path, "ComputeQuotaSummaries", {"MaxResults": pages.QUOTAS_PAGE_MAX})
     }
     steps = plan_import(args.cluster, sagemaker, current, api.get(["clusters", args.cluster, "scheduler-config"]))
     conflicts = [s for s in steps if s.action == "conflict"]

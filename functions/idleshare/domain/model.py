@@ -149,14 +149,21 @@ class SchedulerConfig:
     idle_resource_sharing: bool = True
 
 
+DEFAULT_COHORT_NAME = "shared-pool"
+"""The Cohort a cluster's teams share, unless the operator names another (``Settings.cohort_name``)."""
+DEFAULT_NAMESPACE_PREFIX = "hyperpod-ns-"
+"""Prepended to the teams' namespace and queue names, unless the operator sets another
+(``Settings.namespace_prefix``): HyperPod task governance's."""
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Per-cluster knobs an operator sets (not part of the SageMaker shapes)."""
 
     tolerated_taint_keys: frozenset[str] = DEFAULT_TOLERATED_TAINT_KEYS
     extra_resources: frozenset[str] = frozenset()  # other allocatable resources to track
-    cohort_name: str = "shared-pool"
-    namespace_prefix: str = "hyperpod-ns-"
+    cohort_name: str = DEFAULT_COHORT_NAME
+    namespace_prefix: str = DEFAULT_NAMESPACE_PREFIX
     default_borrow_limit: int = 50
     borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
 

@@ -16,13 +16,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from idleshare import names
+from idleshare import names, timings
 from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.model import DEFAULT_NAMESPACE_PREFIX, BorrowLimitBasis
 from idleshare.domain.naming import namespace_prefix_problem
 
 HANDLER_VARIABLE = "_HANDLER"  # set by the Lambda runtime: the function's handler string
-DEFAULT_HISTORY_TTL_DAYS = 30
 
 
 class EnvError(ValueError):
@@ -35,7 +34,7 @@ class Settings:
     idempotency_table_name: str = ""
     queue_url: str = ""
     event_bus_name: str = ""
-    history_ttl_days: int = DEFAULT_HISTORY_TTL_DAYS
+    history_ttl_days: int = timings.HISTORY_TTL_DAYS
     # None: the engine's defaults (variable unset); an empty set: tolerate no taint
     tolerated_taint_keys: frozenset[str] | None = None
     clusters: tuple[ClusterRecord, ...] = ()
@@ -46,8 +45,8 @@ def _days(raw: str) -> int:
         days = int(raw.strip())
     except ValueError:
         raise EnvError(f"{names.ENV_HISTORY_TTL_DAYS}: a whole number of days is required (got {raw!r})") from None
-    if not 1 <= days <= 3650:
-        raise EnvError(f"{names.ENV_HISTORY_TTL_DAYS}: must be 1..3650 days (got {days})")
+    if not 1 <= days <= timings.HISTORY_TTL_MAX_DAYS:
+        raise EnvError(f"{names.ENV_HISTORY_TTL_DAYS}: must be 1..{timings.HISTORY_TTL_MAX_DAYS} days (got {days})")
     return days
 
 
@@ -105,7 +104,7 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
                 hyperpod_cluster_arn=_text(
                     item.get("hyperpod_cluster_arn"), f"{var}[{i}].hyperpod_cluster_arn", required=False
                 ),
-                namespace_prefix=_prefix(item.get("prefix"), f"{var}[{i}].prefix") or "hyperpod-ns-",
+                namespace_prefix=_prefix(item.get("prefix"), f"{var}[{i}].prefix") or DEFAULT_NAMESPACE_PREFIX,
                 field_ownership=_ownership(item.get("field_ownership"), f"{var}[{i}].field_ownership"),
                 borrow_limit_basis=_basis(item.get("borrow_limit_basis"), f"{var}[{i}].borrow_limit_basis"),
             )
@@ -129,7 +128,7 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         idempotency_table_name=e.get(names.ENV_IDEMPOTENCY_TABLE_NAME, ""),
         queue_url=e.get(names.ENV_QUEUE_URL, ""),
         event_bus_name=e.get(names.ENV_EVENT_BUS_NAME, ""),
-        history_ttl_days=_days(e.get(names.ENV_HISTORY_TTL_DAYS, str(DEFAULT_HISTORY_TTL_DAYS))),
+        history_ttl_days=_days(e.get(names.ENV_HISTORY_TTL_DAYS, str(timings.HISTORY_TTL_DAYS))),
         tolerated_taint_keys=(None if taints is None else frozenset(t.strip() for t in taints.split(",") if t.strip())),
         clusters=parse_clusters(clusters) if clusters else (),
     )

@@ -9,7 +9,7 @@ attempt) to now.
 
 **Gaps, never zeros.** A sample that cannot be taken (the cluster unreachable, RBAC refusing) records the interval
 as a gap with the error as its reason (``SampleFailed: ...``) and moves the cursor, keeping the last sample; an
-interval longer than :data:`MAX_INTERVAL_SECONDS` (the watcher did not run) is a gap ``NoSample`` and adds nothing.
+interval longer than :data:`~idleshare.timings.USAGE_MAX_INTERVAL_SECONDS` (the watcher did not run) is a gap ``NoSample`` and adds nothing.
 The report names a trailing gap too (no sample since the cursor). Completed days are compacted into day items by
 the first sample of a later day (:meth:`UsageStore.compact_usage_day`).
 """
@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
-from idleshare import pages
+from idleshare import pages, timings
 from idleshare.adapters.errors import AdapterError, ConflictError, NotFoundError
 from idleshare.adapters.ports import (
     UsageBucket,
@@ -36,8 +36,6 @@ from idleshare.domain.usage import UsageSample, allocations, derive_usage, hours
 from idleshare.parse.errors import FieldError
 from idleshare.service.admin import BadRequestError, decode_token, encode_token, first_entries
 
-MAX_INTERVAL_SECONDS = 180  # a longer interval between two samples is a gap (the watcher runs every minute)
-FIRST_INTERVAL_SECONDS = 60  # the first sample counts preemptions of the minute before it
 MAX_REPORT_DAYS = {"hour": 62, "day": 400}
 GRANULARITIES = ("hour", "day")
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # a report's from/to: no sample is older; in range in every offset
@@ -109,7 +107,7 @@ def sample_usage(
     previous = parse_time(cursor.cursor_at) if cursor else None
     if previous is not None and previous >= now:  # a sample already covers this second
         return SampleOutcome(cluster_id, None, recorded=False)
-    since = previous or now - timedelta(seconds=FIRST_INTERVAL_SECONDS)
+    since = previous or now - timedelta(seconds=timings.USAGE_FIRST_INTERVAL_SECONDS)
     failure = ""
     sample: UsageSample | None = None
     try:
@@ -125,7 +123,7 @@ def sample_usage(
         seconds = (now - previous).total_seconds()
         if failure:
             gap = failure
-        elif seconds > MAX_INTERVAL_SECONDS:
+        elif seconds > timings.USAGE_MAX_INTERVAL_SECONDS:
             gap = f"{NO_SAMPLE}: no sample for {int(seconds)} s (the node watcher did not run)"
         hours = interval_hours(sample, previous, now, gap)
     elif failure:
@@ -330,7 +328,7 @@ def usage_report(
             gaps.append({"start": _iso(start), "end": _iso(horizon), "reason": f"{NO_SAMPLE}: never sampled"})
     else:
         last = _instant(cursor.cursor_at, "cursor")
-        if (now - last).total_seconds() > MAX_INTERVAL_SECONDS and horizon > max(last, start):
+        if (now - last).total_seconds() > timings.USAGE_MAX_INTERVAL_SECONDS and horizon > max(last, start):
             gaps.append(
                 {
                     "start": _iso(max(last, start)),

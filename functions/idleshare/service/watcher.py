@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from idleshare import names
+from idleshare import names, timings
 from idleshare.adapters.errors import AdapterError, ConflictError, ResourceExpiredError, RetryableError
 from idleshare.adapters.ports import BatchPublisher, NodeWatchSource, WatchBookmark, WatchStore
 from idleshare.domain.model import (
@@ -65,7 +65,6 @@ from idleshare.domain.model import (
 )
 
 PUT_EVENTS = "events:PutEvents"  # the operation a publish failure names
-DEFAULT_WINDOW_SECONDS = 15  # one watch request at most this long: a checkpoint at least this often
 
 # What changed, most significant first (``change`` in the event is the first that applies).
 ADDED = "Added"
@@ -307,7 +306,7 @@ def watch_cluster(
     owner: str,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    window_seconds: int = DEFAULT_WINDOW_SECONDS,
+    window_seconds: int = timings.WATCHER_WINDOW_SECONDS,
     on_change: Callable[[dict[str, Any]], None] | None = None,
     publish_time_left: Callable[[], float] | None = None,
 ) -> WatchReport:
@@ -346,7 +345,7 @@ class NodeWatch:
         store: WatchStore,
         publisher: BatchPublisher,
         *,
-        window_seconds: int = DEFAULT_WINDOW_SECONDS,
+        window_seconds: int = timings.WATCHER_WINDOW_SECONDS,
         on_change: Callable[[dict[str, Any]], None] | None = None,
         publish_time_left: Callable[[], float] | None = None,
     ) -> None:

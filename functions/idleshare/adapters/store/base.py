@@ -9,6 +9,7 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
+from idleshare import timings
 from idleshare.adapters.errors import PermanentError
 from idleshare.adapters.store.errors import translate
 from idleshare.adapters.store.items import TRANSACTION_LIMIT, check_item_size, item_size
@@ -30,7 +31,7 @@ class TableAccess:
         self,
         table: Any,
         *,
-        history_ttl_days: int = 30,
+        history_ttl_days: int = timings.HISTORY_TTL_DAYS,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         if history_ttl_days < 1:
