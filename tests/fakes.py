@@ -432,11 +432,6 @@ ROUTER_CONTEXT = LambdaContext(function_name="router", memory_limit_in_mb=256, r
 EXPECTED_CLUSTERS = {
     "hyperpod-node-health-event.json": ["demo"], "hyperpod-cluster-state-change.json": ["demo"],
     "hyperpod-cluster-event.json": ["demo"],
-    "cloudtrail-create-compute-quota.json": ["other"], "cloudtrail-create-scheduler-config.json": ["other"],
-    # an update or a delete names only the quota's or config's id: every cluster
-    "cloudtrail-update-compute-quota.json": ["demo", "other"], "cloudtrail-delete-compute-quota.json": ["demo", "other"],
-    "cloudtrail-update-scheduler-config.json": ["demo", "other"],
-    "cloudtrail-delete-scheduler-config.json": ["demo", "other"],
     "idleshare-node-changed.json": ["demo"], "idleshare-compute-quota-changed.json": ["demo"],
     "idleshare-scheduler-config-changed.json": ["demo"], "idleshare-recalculation-requested.json": ["demo"],
     "idleshare-recalculation-requested-by-eks-name.json": ["demo"], "schedule-safety-net.json": ["demo", "other"],

@@ -20,21 +20,12 @@ DT_RECALC_REQUESTED = "Recalculation Requested"
 DT_POOL_RECOMPUTED = "Lendable Pool Recomputed"
 OWN_INBOUND_DETAIL_TYPES = (DT_NODE_CHANGED, DT_QUOTA_CHANGED, DT_SCHEDULER_CHANGED, DT_RECALC_REQUESTED)
 
-# From AWS: SageMaker HyperPod, CloudTrail, the safety-net schedule (infra/).
+# From AWS: SageMaker HyperPod, the safety-net schedule (infra/).
 SAGEMAKER_SOURCE = "aws.sagemaker"
 DT_HYPERPOD_NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 DT_HYPERPOD_STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
 DT_HYPERPOD_EVENT = "SageMaker HyperPod Cluster Event"
 HYPERPOD_DETAIL_TYPES = (DT_HYPERPOD_NODE_HEALTH, DT_HYPERPOD_STATE_CHANGE, DT_HYPERPOD_EVENT)
-DT_CLOUDTRAIL = "AWS API Call via CloudTrail"
-CLOUDTRAIL_EVENT_NAMES = (
-    "CreateComputeQuota",
-    "UpdateComputeQuota",
-    "DeleteComputeQuota",
-    "CreateClusterSchedulerConfig",
-    "UpdateClusterSchedulerConfig",
-    "DeleteClusterSchedulerConfig",
-)
 SCHEDULE_SOURCE = "aws.scheduler"
 DT_SCHEDULED_RECOMPUTE = "Scheduled Recompute"
 

@@ -6,8 +6,9 @@ replayed with EventBridge replay. Rules on idleshare's bus invoke the router (as
 EventBridge cannot deliver after its retries goes to the router's dead-letter queue. The schedule invokes the
 router directly with a fixed `Scheduled Recompute` event.
 
-No rule takes SageMaker's CloudTrail compute-quota / scheduler-config calls: idleshare's quotas are its own
-(its admin API emits `Compute Quota Changed`), nothing reads SageMaker's, so those recomputes changed nothing.
+No rule takes SageMaker's CloudTrail compute-quota / scheduler-config calls, and the router's parser reads none:
+idleshare's quotas are its own (its admin API emits `Compute Quota Changed`). tests/infra checks that the router
+reads exactly what these rules and the schedule deliver.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import pytest
 
 from devkit.sqs import DEPLOYED
 from idleshare import names, timings
-from idleshare.parse.events import parse_event
+from idleshare.parse.events import KNOWN_DETAIL_TYPES, parse_event
 from infra.bundling import PYTHON_PLATFORM, PYTHON_VERSION
 from tests.infra.conftest import as_list, policy_statements
 
@@ -236,7 +236,7 @@ def _samples() -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(INBOUND.glob("*.json"))]
 
 
-def test_every_event_a_rule_delivers_is_one_the_router_reads_and_the_archive_keeps(public) -> None:
+def test_the_router_reads_exactly_the_events_the_rules_and_the_schedule_deliver_and_the_archive_keeps(public) -> None:
     rules = _rules(public)
     forwarded = [r["EventPattern"] for r in rules.values() if r["EventBusName"] == "default"]
     routed = [r["EventPattern"] for r in rules.values() if r["EventBusName"] != "default"]
@@ -251,6 +251,13 @@ def test_every_event_a_rule_delivers_is_one_the_router_reads_and_the_archive_kee
                 parse_event(sample)
     (archive,) = public.resources("AWS::Events::Archive").values()
     assert sorted(archive["Properties"]["EventPattern"]["source"]) == sorted(s for p in routed for s in p["source"])
+    # and the other way: the router reads nothing a rule or the schedule does not deliver (no dead path)
+    delivered = {(source, t) for p in routed for source in p["source"] for t in p["detail-type"]}
+    _, schedule = _resource(public, "EventsSafetyNetSchedule")
+    scheduled = json.loads(schedule["Target"]["Input"])
+    delivered.add((scheduled["source"], scheduled["detail-type"]))
+    assert {t for _, t in delivered} == set(KNOWN_DETAIL_TYPES)
+    assert {(s["source"], s["detail-type"]) for s in _samples()} == delivered
 
 
 def test_the_safety_net_invokes_the_router_with_an_event_it_reads(public) -> None:

@@ -64,6 +64,24 @@ def test_a_malformed_or_unknown_cluster_event_is_dropped_with_its_reason(router_
         assert (logged["message"], logged["reason"]) == ("dropped event", "UnknownCluster")
 
 
+def test_a_cloudtrail_call_from_an_old_archive_is_an_unknown_event_dropped_and_counted(router_deps, logs, capsys):
+    # No rule delivers SageMaker's CloudTrail calls (idleshare's quotas are its own); an archive replay of one
+    # is dropped as Malformed and counted, never a failed invocation (which would land in the router's DLQ)
+    event = load_event("malformed/cloudtrail-create-compute-quota.json")
+    assert event["detail-type"] == "AWS API Call via CloudTrail"
+    assert route(event) == {"enqueued": [], "dropped": "Malformed"}
+    assert router_deps.queue.sent == [] and router_deps.store.writes == 0
+    logged = json.loads(logs.getvalue().splitlines()[-1])
+    assert logged["message"] == "dropped malformed event" and "unsupported detail-type" in logged["reason"]
+    assert logged["detail_type"] == "AWS API Call via CloudTrail"
+    metrics = [
+        (m["Name"], doc[m["Name"]])
+        for doc in emf_documents(capsys.readouterr().out)
+        for m in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+    ]
+    assert metrics == [(names.METRIC_EVENTS_DROPPED, [1.0])]
+
+
 # -- recompute ------------------------------------------------------------------------------------
 
 

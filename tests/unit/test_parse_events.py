@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from idleshare import names
 from idleshare.parse import events
 from idleshare.parse.errors import InputError
 from idleshare.parse.events import ClusterRef, cluster_ref, parse_event
@@ -26,7 +25,6 @@ EXPECTED_MODEL = {
     "SageMaker HyperPod Cluster Node Health Event": events.NodeHealthEvent,
     "SageMaker HyperPod Cluster State Change": events.StateChangeEvent,
     "SageMaker HyperPod Cluster Event": events.ClusterEvent,
-    "AWS API Call via CloudTrail": events.CloudTrailEvent,
     "Node Changed": events.NodeChangedEvent,
     "Compute Quota Changed": events.QuotaChangedEvent,
     "Scheduler Config Changed": events.SchedulerChangedEvent,
@@ -55,12 +53,9 @@ def test_every_detail_type_has_a_sample() -> None:
     assert {raw["detail-type"] for raw in SAMPLES.values()} == set(events.KNOWN_DETAIL_TYPES) == set(EXPECTED_MODEL)
 
 
-QUOTA_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcd1234efgh"
 EVERYTHING, DEMO = ClusterRef(everything=True), ClusterRef(cluster_id="demo")
 REFS = [
-    ("cloudtrail-create-compute-quota cloudtrail-create-scheduler-config", ClusterRef(hyperpod_arn=QUOTA_ARN)),
-    ("cloudtrail-delete-compute-quota cloudtrail-delete-scheduler-config cloudtrail-update-compute-quota", EVERYTHING),
-    ("cloudtrail-update-scheduler-config schedule-safety-net", EVERYTHING),
+    ("schedule-safety-net", EVERYTHING),
     ("hyperpod-cluster-event hyperpod-node-health-event", ClusterRef(hyperpod_arn=ARN)),
     ("hyperpod-cluster-state-change", ClusterRef(hyperpod_arn=ARN, eks_cluster_name="my-hyperPod-eks-cluster")),
     ("idleshare-compute-quota-changed idleshare-node-changed idleshare-recalculation-requested", DEMO),
@@ -119,8 +114,6 @@ def test_unknown_members_and_the_members_nothing_reads_are_not_checked() -> None
     assert health == ("i-1", ARN, "Unhealthy")
     change = sample("hyperpod-cluster-state-change.json", detail__ClusterStatus=DELETE)
     assert cluster_ref(parse_event(change)).hyperpod_arn == ARN
-    trail = sample("cloudtrail-update-scheduler-config.json", detail__errorCode=403, detail__responseElements=[])
-    assert isinstance(parse_event(trail), events.CloudTrailEvent)
     recalc = sample("idleshare-recalculation-requested.json", detail__reason="x" * 1025)
     assert parse_event(recalc).detail.requestId == "console-1"
 
@@ -136,7 +129,6 @@ def test_the_arn_helpers() -> None:
 CLUSTER_ID = "must be a valid cluster id, matching [a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 MISSING = "required field is missing"
 HEALTH = "hyperpod-node-health-event.json"
-TRAIL = "cloudtrail-create-compute-quota.json"
 RECALC = "idleshare-recalculation-requested.json"
 SCHEDULE = "schedule-safety-net.json"
 STATE, CLUSTER, NODE = (
@@ -146,7 +138,6 @@ STATE, CLUSTER, NODE = (
 )
 BY_EKS = "idleshare-recalculation-requested-by-eks-name.json"
 QUOTA, SCHED = "idleshare-compute-quota-changed.json", "idleshare-scheduler-config-changed.json"
-CLOUDTRAIL_NAMES = ", ".join(sorted(names.CLOUDTRAIL_EVENT_NAMES))
 
 # id -> (the event, [(where, what)] in the order of the fields)
 REFUSED = [  # (the sample, the change to it, where, what): one problem, named
@@ -172,19 +163,6 @@ REFUSED = [  # (the sample, the change to it, where, what): one problem, named
         "must be a string (got 1)",
     ),
     (CLUSTER, {"detail__EventDetails__ClusterArn": DELETE}, "detail.EventDetails.ClusterArn", MISSING),
-    (
-        TRAIL,
-        {"detail__eventSource": "ec2.amazonaws.com"},
-        "detail.eventSource",
-        'must be sagemaker.amazonaws.com (got "ec2.amazonaws.com")',
-    ),
-    (
-        TRAIL,
-        {"detail__eventName": "CreateCluster"},
-        "detail.eventName",
-        f'must be one of {CLOUDTRAIL_NAMES} (got "CreateCluster")',
-    ),
-    (TRAIL, {"detail__requestParameters": []}, "detail.requestParameters", "must be an object (got an array)"),
     (RECALC, {"detail__cluster": "Demo"}, "detail.cluster", f'{CLUSTER_ID} (got "Demo")'),
     (RECALC, {"detail__cluster": "demo\n"}, "detail.cluster", f'{CLUSTER_ID} (got "demo\\n")'),
     (RECALC, {"detail__requestId": "r" * 129}, "detail.requestId", "must be at most 128 characters (got 129)"),
@@ -206,6 +184,15 @@ def test_each_malformed_event_is_refused_naming_the_field(
     name: str | None, changes: Any, where: str, what: str
 ) -> None:
     assert errors_of(sample(name, **changes) if name else changes) == [(where, what)]
+
+
+def test_a_sagemaker_cloudtrail_call_is_an_unsupported_detail_type() -> None:
+    # no rule delivers SageMaker's CloudTrail calls (idleshare's quotas are its own): one from an old archive is
+    # unknown, whatever call it reports
+    trail = json.loads((ROOT / "events" / "malformed" / "cloudtrail-create-compute-quota.json").read_text())
+    assert (trail["source"], trail["detail"]["eventSource"]) == ("aws.sagemaker", "sagemaker.amazonaws.com")
+    assert "AWS API Call via CloudTrail" not in events.KNOWN_DETAIL_TYPES
+    assert errors_of(trail) == [("detail-type", 'unsupported detail-type "AWS API Call via CloudTrail"')]
 
 
 def test_every_problem_is_named_in_the_order_of_the_fields() -> None:

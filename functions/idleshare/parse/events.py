@@ -7,20 +7,21 @@ holding a lone surrogate among them (no UTF-8 carries it: enqueueing it raised `
 
 Declared (and so checked) is what idleshare reads, and nothing else:
 
-- ``detail-type`` (one of ``KNOWN_DETAIL_TYPES``; also accepted spelled ``detail_type``, and both
-  spellings must agree) and ``source`` (the one that sends that detail-type); ``detail`` is an object
-  (the schedule's may be absent, or the string ``'{}'`` EventBridge Scheduler sends for no payload);
+- ``detail-type`` (one of ``KNOWN_DETAIL_TYPES``, exactly the detail-types a rule or the schedule delivers:
+  any other, such as SageMaker's ``AWS API Call via CloudTrail`` from an old archive, is refused as unsupported;
+  also accepted spelled ``detail_type``, and both spellings must agree) and ``source`` (the one that sends that
+  detail-type); ``detail`` is an object (the schedule's may be absent, or the string ``'{}'`` EventBridge
+  Scheduler sends for no payload);
 - the members the router reads to find the cluster (``cluster_ref``) and to pass a request on:
-  ``ClusterArn``, ``Orchestrator.Eks.ClusterArn``, ``EventDetails.ClusterArn``, CloudTrail's
-  ``requestParameters`` (and its ``eventSource`` and ``eventName``: which call it reports), the own
-  events' ``cluster``, ``eksClusterName`` and ``requestId``, the schedule's ``clusters``;
+  ``ClusterArn``, ``Orchestrator.Eks.ClusterArn``, ``EventDetails.ClusterArn``, the own events' ``cluster``,
+  ``eksClusterName`` and ``requestId``, the schedule's ``clusters``;
 - the members ``idleshare replay --local`` and the scenarios act on (``devkit/embedded.py``): a health
   event's ``InstanceId`` and ``HealthSummary`` (``HealthStatus``, ``RepairAction``), a ``Node Changed``'s
   ``node`` and ``change``, and a ``Compute Quota Changed``'s ``quotaName``.
 
 Ignored, because nothing reads them: the envelope's ``version``, ``id``, ``account``, ``time``, ``region``,
 ``resources`` and ``replay-name`` (the schedule's input has none of them); detail members such as
-``ClusterName``, ``ClusterStatus``, ``errorCode`` or ``reason``; unknown members.
+``ClusterName``, ``ClusterStatus`` or ``reason``; unknown members.
 
 msgspec, not Powertools' parser models (pydantic) nor its data classes: the router loads neither (importing
 the data classes cost more of its cold start than msgspec does; tests/bench/test_bench_coldstart.py checks
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
@@ -45,10 +46,6 @@ from idleshare.parse.errors import FieldError, InputError
 NonEmpty = Annotated[str, Meta(min_length=1)]
 CLUSTER_ID = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 ClusterId = Annotated[str, Meta(pattern=f"^{CLUSTER_ID}$(?!\n)", extra={"what": "cluster id", "pattern": CLUSTER_ID})]
-if TYPE_CHECKING:
-    CloudTrailEventName = str
-else:  # the rule's filter and the parser's, one list
-    CloudTrailEventName = Literal[names.CLOUDTRAIL_EVENT_NAMES]
 
 
 class _Object(Struct, frozen=True):
@@ -116,17 +113,6 @@ class ClusterEvent(SageMakerEvent, tag=names.DT_HYPERPOD_EVENT, frozen=True):
     detail: ClusterEventDetail
 
 
-# -- CloudTrail API calls (aws.sagemaker) ---------------------------------------------------------------
-class CloudTrailDetail(_Object, frozen=True):
-    eventSource: Literal["sagemaker.amazonaws.com"]
-    eventName: CloudTrailEventName
-    requestParameters: dict[str, Any] | None = None
-
-
-class CloudTrailEvent(SageMakerEvent, tag=names.DT_CLOUDTRAIL, frozen=True):
-    detail: CloudTrailDetail
-
-
 # -- idleshare's own ------------------------------------------------------------------------------------
 
 
@@ -188,7 +174,6 @@ _EVENTS: dict[str, type[Event]] = {
         NodeHealthEvent,
         StateChangeEvent,
         ClusterEvent,
-        CloudTrailEvent,
         NodeChangedEvent,
         QuotaChangedEvent,
         SchedulerChangedEvent,
@@ -267,13 +252,6 @@ def cluster_ref(event: Event) -> ClusterRef:
         )
     if isinstance(event, ClusterEvent):
         return ClusterRef(hyperpod_arn=event.detail.EventDetails.ClusterArn)
-    if isinstance(event, CloudTrailEvent):
-        params = event.detail.requestParameters or {}
-        arn = params.get("clusterArn") or params.get("ClusterArn")
-        if isinstance(arn, str) and arn:
-            return ClusterRef(hyperpod_arn=arn)
-        # Update/Delete calls name only the quota / config id: every HyperPod-linked cluster is recomputed.
-        return ClusterRef(everything=True)
     if isinstance(event, OwnEvent):
         return ClusterRef(cluster_id=event.detail.cluster, eks_cluster_name=event.detail.eksClusterName)
     return ClusterRef()
