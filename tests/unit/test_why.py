@@ -249,3 +249,10 @@ def test_the_cli_reads_every_page_of_pending_jobs_and_teams_above_their_limit() 
     assert [p["job"] for p in whole["pending"]] == ["1", "2"]
     assert whole["aboveLimit"] == [{"team": "a"}] and whole["idleWhilePending"] == [{"team": "b"}]
     assert "NextToken" not in whole
+
+
+def test_every_bound_of_a_limit_is_a_cause_of_its_own_name():
+    from idleshare.domain.pool import Bound
+    from idleshare.domain.why import _BY_BOUND
+
+    assert set(_BY_BOUND) == {str(b) for b in Bound}

@@ -501,10 +501,7 @@ def compute(snapshot: Snapshot) -> PoolResult:
                 own_lent = nominal[f][r] if lends else 0
                 pool = exact((unallocated[f][r] if sharing else 0) + lent[f][r] - own_lent)
                 limit_cap = cap_of(absolute.get(f, ()), r)
-                if basis is BorrowLimitBasis.QUOTA:
-                    derivation = _borrow_of_quota(q, pool, nominal[f][r], f in in_quota, percent, limit_cap, r)
-                else:
-                    derivation = _borrow_of_pool(q, pool, nominal[f][r], percent, limit_cap, r)
+                derivation = _borrow(q, basis, pool, nominal[f][r], f in in_quota, percent, limit_cap, r)
                 borrowing[f][r] = derivation.limit
                 why[f][r] = derivation
         teams[q.team] = TeamGrant(
@@ -578,35 +575,36 @@ def _invalid_instance_types(nodes: Iterable[Node], excluded: Mapping[str, Exclus
     return issues
 
 
-def _borrow_of_quota(
-    quota: Quota, pool: Amount, nominal: Amount, in_quota: bool, percent: int, absolute: Amount | None, resource: str
+def _borrow(
+    quota: Quota,
+    basis: BorrowLimitBasis,
+    pool: Amount,
+    nominal: Amount,
+    in_quota: bool,
+    percent: int,
+    absolute: Amount | None,
+    resource: str,
 ) -> Derivation:
-    """HyperPod's basis: ``BorrowLimit% x nominal`` rounded down, per instance type in the team's quota; an
-    ``AbsoluteBorrowLimits`` cap on the resource replaces it; an instance type outside the quota: 0 (or its absolute
-    limit, an extension). Never capped at the pool: Kueue admits only what is free. 0 unless LendAndBorrow, enabled."""
-    percent_cap = percent_of(resource, percent, nominal)
-    d = Derivation(BorrowLimitBasis.QUOTA, pool, nominal, percent, percent_cap, absolute, 0, Bound.DISABLED)
+    """One borrowing limit on ``basis``, rounded down; 0 unless the quota is enabled and LendAndBorrow.
+
+    - Quota (HyperPod's): ``BorrowLimit% x nominal`` per instance type in the team's quota; an
+      ``AbsoluteBorrowLimits`` cap on the resource replaces it; outside the quota: 0 (or its absolute limit, an
+      extension). Never capped at the pool: Kueue admits only what is free.
+    - Pool: ``min(BorrowLimit% x pool, absolute cap, pool)``.
+    """
+    quota_basis = basis is BorrowLimitBasis.QUOTA
+    percent_cap = percent_of(resource, percent, nominal if quota_basis else pool)
+    d = Derivation(basis, pool, nominal, percent, percent_cap, absolute, 0, Bound.DISABLED)
     if not quota.enabled:
         return d
     if quota.strategy is not Strategy.LEND_AND_BORROW:
         return replace(d, bound=Bound.STRATEGY)
-    if absolute is not None:
-        return replace(d, limit=exact(round_down(resource, absolute)), bound=Bound.ABSOLUTE)
-    if not in_quota:
-        return replace(d, bound=Bound.NOT_IN_QUOTA)
-    return replace(d, limit=exact(percent_cap), bound=Bound.PERCENTAGE_OF_QUOTA)
-
-
-def _borrow_of_pool(
-    quota: Quota, pool: Amount, nominal: Amount, percent: int, absolute: Amount | None, resource: str
-) -> Derivation:
-    """The Pool basis: ``min(BorrowLimit% x pool, absolute cap, pool)`` rounded down; 0 unless LendAndBorrow, enabled."""
-    percent_cap = percent_of(resource, percent, pool)
-    d = Derivation(BorrowLimitBasis.POOL, pool, nominal, percent, percent_cap, absolute, 0, Bound.DISABLED)
-    if not quota.enabled:
-        return d
-    if quota.strategy is not Strategy.LEND_AND_BORROW:
-        return replace(d, bound=Bound.STRATEGY)
+    if quota_basis:
+        if absolute is not None:
+            return replace(d, limit=exact(round_down(resource, absolute)), bound=Bound.ABSOLUTE)
+        if not in_quota:
+            return replace(d, bound=Bound.NOT_IN_QUOTA)
+        return replace(d, limit=exact(percent_cap), bound=Bound.PERCENTAGE_OF_QUOTA)
     limit: Amount = min(percent_cap, round_down(resource, pool))
     bound = Bound.PERCENTAGE if percent_cap < pool else Bound.POOL
     if absolute is not None:

@@ -45,6 +45,8 @@ class Cause(enum.StrEnum):
 
 _BY_BOUND = {c.value: c for c in (Cause.PERCENTAGE_OF_QUOTA, Cause.ABSOLUTE, Cause.NOT_IN_QUOTA, Cause.STRATEGY,
                                   Cause.PERCENTAGE, Cause.POOL, Cause.DISABLED)}  # fmt: skip
+"""Each bound of a limit (domain/pool.Bound) as its cause; not imported from there: the usage sample would load the
+engine and its catalog for six names (tests/unit/test_why.py holds the two together)."""
 
 RANK: dict[Cause, int] = {c: i for i, c in enumerate(Cause)}
 """The order in which causes are told when a Job waits on several resources (the first is the one named)."""
@@ -61,17 +63,15 @@ class WaitCause:
 
 
 def _rule(bound: str | None, percent: int | None, nominal: Amount, res: str) -> str:
-    q = format_quantity
+    pct = f"{percent}%" if percent is not None else "BorrowLimit %"
     match bound:
         case Cause.PERCENTAGE_OF_QUOTA:
-            pct = f"{percent}%" if percent is not None else "BorrowLimit %"
-            return f"{pct} of its quota of {q(nominal, res)}"
+            return f"{pct} of its quota of {format_quantity(nominal, res)}"
         case Cause.ABSOLUTE:
             return "its AbsoluteBorrowLimits cap"
         case Cause.NOT_IN_QUOTA:
             return "the instance type is not in its quota"
         case Cause.PERCENTAGE:
-            pct = f"{percent}%" if percent is not None else "BorrowLimit %"
             return f"{pct} of the pool it sees"
         case Cause.POOL:
             return "the whole pool it sees"
