@@ -1,5 +1,5 @@
-"""Fixtures the unit tests share: the admin API's world (moto, one mock per module, a table per test) and the
-recompute's cluster on in-memory fakes."""
+"""Fixtures the unit tests share: the admin API's world (moto, one mock per module, a table per test), the
+recompute's cluster on in-memory fakes, and the CLI's fake admin API behind the API Gateway emulator."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import pytest
 from moto import mock_aws
 
 from idleshare.adapters.ports import ClusterRecord
+from idleshare.cli import remote
 from idleshare.runtime import wiring
 from idleshare.service.recompute import Recomputer
 from tests.admin_api import World
+from tests.apigw_local import ApiGatewayLocal, use_credentials
 from tests.aws_env import create_table, fake_aws_env
 from tests.builders import k8s_node, quota_body
+from tests.fake_admin_api import FakeAdminApi
 from tests.fakes import FakeKube, FakePublisher, FakeStore
 
 
@@ -43,3 +46,17 @@ def cluster() -> tuple[FakeStore, FakeKube, FakePublisher, Recomputer]:
     kube = FakeKube([k8s_node(f"p5-{i}") for i in range(4)])
     publisher = FakePublisher()
     return store, kube, publisher, Recomputer(store, lambda c: kube, publisher)
+
+
+@pytest.fixture
+def fake() -> FakeAdminApi:
+    return FakeAdminApi()
+
+
+@pytest.fixture
+def api(fake: FakeAdminApi, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiGatewayLocal]:
+    """The CLI's admin API: ``fake`` behind the API Gateway emulator, signed with test credentials, no retry waits."""
+    use_credentials(monkeypatch)
+    monkeypatch.setattr(remote, "sleep", lambda seconds: None)
+    with ApiGatewayLocal(fake) as gate:
+        yield gate

@@ -10,26 +10,12 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from idleshare.cli import quota_import, remote
+from idleshare.cli import quota_import
 from idleshare.cli.main import main
 from tests import sagemaker_stub as sm
-from tests.apigw_local import ApiGatewayLocal, use_credentials
-from tests.fake_admin_api import FakeAdminApi
+from tests.apigw_local import ApiGatewayLocal
 
 ARN = sm.CLUSTER_ARN
-
-
-@pytest.fixture
-def fake() -> FakeAdminApi:
-    return FakeAdminApi()
-
-
-@pytest.fixture
-def api(fake: FakeAdminApi, monkeypatch: pytest.MonkeyPatch):
-    use_credentials(monkeypatch)
-    monkeypatch.setattr(remote, "sleep", lambda seconds: None)
-    with ApiGatewayLocal(fake) as gate:
-        yield gate
 
 
 @pytest.fixture

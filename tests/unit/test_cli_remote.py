@@ -26,19 +26,6 @@ def quota_doc(name: str = "research", team: str = "research", gpus: int = 8, **e
     return quota_body(team, gpus, name=name, **extra)
 
 
-@pytest.fixture
-def fake() -> FakeAdminApi:
-    return FakeAdminApi()
-
-
-@pytest.fixture
-def api(fake: FakeAdminApi, monkeypatch: pytest.MonkeyPatch):
-    use_credentials(monkeypatch)
-    monkeypatch.setattr(remote, "sleep", lambda seconds: None)
-    with ApiGatewayLocal(fake) as gate:
-        yield gate
-
-
 def run(api: ApiGatewayLocal, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main([*argv, "--endpoint", api.url])
     out, err = capsys.readouterr()
