@@ -321,8 +321,10 @@ class Kube:
             name = ns["metadata"]["name"]
             if name not in SYSTEM_NAMESPACES:
                 self.drop_namespace(name)
-        # ClusterQueues carry Kueue's finalizer: gone when Kueue has let them go
-        self._wait_gone(("ClusterQueue", "Cohort"))
+        # ClusterQueues and ResourceFlavors carry Kueue's finalizers: gone when Kueue has let them go. A flavor
+        # still being deleted would be the next test's flavor of the same name, with the old one's frozen fields
+        # (a topologyName makes its tolerations immutable: a later apply of the same name is refused).
+        self._wait_gone(("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "Node"))
 
     def _wait_gone(self, kinds: tuple[str, ...], namespace: str | None = None) -> None:
         """Until no object of ``kinds`` is left. A Job or Workload left behind would refuse the next one of its name
