@@ -7,13 +7,14 @@ UV ?= uv
 RUN := $(UV) run --frozen
 PYTEST_WORKERS ?= 2
 
-.PHONY: help bootstrap sync npm kube-stack browser demo plan test coverage lint unit kube integration infra synth bench clean
+.PHONY: help bootstrap sync npm kube-stack browser demo plan test coverage lint unit kube integration infra synth docs bench clean
 
 help:
 	@echo "make demo   - the main job, local, no AWS account"
 	@echo "make test   - lint + every test suite (what CI runs)"
 	@echo "make bench  - benchmarks (ratios against floors measured in the same run)"
 	@echo "make coverage - branch coverage of functions/idleshare over every suite"
+	@echo "make docs   - regenerate the documents' generated sections (the deployed stack, the table's items)"
 
 # uv from PyPI when the machine has none (installs in seconds).
 bootstrap:
@@ -84,6 +85,12 @@ infra: sync npm
 
 synth: sync npm
 	npx cdk synth --quiet
+
+# The documents' generated sections from their one source (devkit/docgen.py): infra/README.md's stack from the
+# synthesized template and infra/k8s/rbac.yaml, docs/architecture.md's item kinds from idleshare.table.ITEMS.
+# tests/infra/test_stack_doc.py and tests/unit/test_items_doc.py fail until they are regenerated.
+docs: sync
+	$(RUN) python -m devkit.docgen
 
 bench: sync npm kube-stack
 	$(RUN) python tests/bench/bench_all.py

@@ -5,22 +5,16 @@ devkit's embedded services and the tests build their tables from here, so the na
 
 The main table: partition key ``pk`` and sort key ``sk`` (both strings), TTL attribute ``ttl`` (epoch seconds),
 on-demand billing, no secondary index (every read is one item by key or a Query on ``pk`` with an ``sk``
-prefix). Item keys (the store's module docstring lists each item's attributes)::
-
-    pk                sk
-    CLUSTER#<id>      META | QUOTA#<name> | TEAM#<team> | SCHEDULER | POOL | HISTORY#<generation:010d>
-                      | RECALC#<request id> | WATCH | WATCH#NODES
-                      | USAGE#LATEST | USAGE#H#<YYYY-MM-DDTHH> | USAGE#D#<YYYY-MM-DD>   (usage)
-                      | PART#<owner sk>#<index:03d>   (a part of a large document: PART#POOL#000,
-                        PART#HISTORY#<generation:010d>#000, PART#WATCH#NODES#000; no other prefix matches)
-    REGISTRY          CLUSTER#<id> | EKS#<eks cluster name> | ARN#<hyperpod cluster arn>
+prefix). Every kind of item, its keys built from the constants below, is :data:`ITEMS` (docs/architecture.md's
+table is generated from it; ``tests/unit/test_items_doc.py`` writes each kind through the store and finds every
+key it wrote in it). The store's module docstrings list each item's attributes.
 
 The idempotency table is Powertools' layout: partition key ``id`` (string), TTL attribute ``expiration``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 # ------------------------------------------------------------------------------------ the main table
 PK = "pk"
@@ -52,6 +46,57 @@ USAGE_HOUR_PREFIX = "USAGE#H#"  # USAGE#H#<YYYY-MM-DDTHH> (UTC): amount-seconds 
 USAGE_DAY_PREFIX = "USAGE#D#"  # USAGE#D#<YYYY-MM-DD> (UTC): the day's hours compacted, once the day is over
 USAGE_HOUR_TTL_DAYS = 62  # hourly items outlive a month's chargeback, then expire (the daily ones remain)
 USAGE_DAY_TTL_DAYS = 400
+
+
+class ItemKind(NamedTuple):
+    """One kind of item of the main table: its keys (``<...>`` a variable part) and what it holds."""
+
+    pk: str
+    sk: str
+    holds: str
+
+
+CLUSTER_PK = f"{CLUSTER_PREFIX}<id>"
+ITEMS: tuple[ItemKind, ...] = (
+    ItemKind(CLUSTER_PK, META_SK, "the governed cluster (EKS name, HyperPod ARN, prefix, cohort, options)"),
+    ItemKind(
+        REGISTRY_PK, f"{CLUSTER_PREFIX}<id>", "the registry's copy of a governed cluster (every cluster: one Query)"
+    ),
+    ItemKind(
+        REGISTRY_PK, f"{EKS_PREFIX}<eks cluster name>", "lookup from an event's EKS cluster name to the cluster id"
+    ),
+    ItemKind(
+        REGISTRY_PK, f"{ARN_PREFIX}<hyperpod cluster arn>", "lookup from a HyperPod cluster ARN to the cluster id"
+    ),
+    ItemKind(CLUSTER_PK, f"{QUOTA_PREFIX}<name>", "a compute quota (SageMaker's Describe shape, `Version`)"),
+    ItemKind(CLUSTER_PK, f"{TEAM_PREFIX}<team>", "one quota per team: the guard, naming the team's quota"),
+    ItemKind(CLUSTER_PK, SCHEDULER_SK, "the scheduler config (versioned)"),
+    ItemKind(
+        CLUSTER_PK, POOL_SK, "the current generation: digest, pool + grants, apply status, last read failure, outbox"
+    ),
+    ItemKind(CLUSTER_PK, f"{HISTORY_PREFIX}<generation:010d>", "a past generation, append-only, with `ttl`"),
+    ItemKind(CLUSTER_PK, f"{RECEIPT_PREFIX}<request id>", "the receipt of an explicit recalculation request"),
+    ItemKind(CLUSTER_PK, WATCH_SK, "the node watcher's claim (lease, owner) and bookmark (resource version)"),
+    ItemKind(CLUSTER_PK, WATCH_NODES_SK, "the node watcher's saved node views"),
+    ItemKind(CLUSTER_PK, USAGE_LATEST_SK, "the last usage sample and the cursor (when a sample was last attempted)"),
+    ItemKind(
+        CLUSTER_PK,
+        f"{USAGE_HOUR_PREFIX}<YYYY-MM-DDTHH>",
+        f"an hour's amount-seconds and gaps (`ttl`: {USAGE_HOUR_TTL_DAYS} days)",
+    ),
+    ItemKind(
+        CLUSTER_PK,
+        f"{USAGE_DAY_PREFIX}<YYYY-MM-DD>",
+        f"a completed day's hours summed (`ttl`: {USAGE_DAY_TTL_DAYS} days)",
+    ),
+    ItemKind(
+        CLUSTER_PK,
+        f"{PART_PREFIX}<owner sk>#<index:03d>",
+        f"a part of a document too large for its item ({POOL_SK}, {HISTORY_PREFIX}…, {WATCH_NODES_SK}), written in "
+        "the same transaction; a history part has its item's `ttl`",
+    ),
+)
+"""Every kind of item of the main table (``ItemKind``), in the order docs/architecture.md lists them."""
 
 # ----------------------------------------------------------------------------- the idempotency table
 IDEMPOTENCY_PK = "id"
