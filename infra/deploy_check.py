@@ -3,8 +3,8 @@
 1. Synthesizes the app exactly as ``npx cdk deploy`` does (``cdk.json``'s app command, real local bundling),
    in a shell whose PATH lacks the directory ``make`` installed ``uv`` into — a user's new shell.
 2. Checks what a first deploy needs that synth alone does not show:
-   - every EKS access entry maps the recompute role to the group that ``infra/k8s/rbac.yaml`` binds its
-     ClusterRole to;
+   - every EKS access entry maps the role of a function that talks to Kubernetes to a group that
+     ``infra/k8s/rbac.yaml`` binds a ClusterRole to;
    - each function has exactly its own variables (``names.FUNCTION_ENV``), every one resolving (a literal,
      or a Ref / GetAtt of a resource of the template);
    - the cluster registry custom resource is served by the registrar with the same clusters, after its policy;

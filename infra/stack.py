@@ -25,8 +25,8 @@ from infra.constructs.watcher import NodeWatcher
 RECOMPUTE_SIZE = (timings.RECOMPUTE_TIMEOUT_SECONDS, timings.RECOMPUTE_MEMORY_MB)
 WATCHER_SIZE = (timings.WATCHER_FUNCTION_TIMEOUT_SECONDS, timings.WATCHER_MEMORY_MB)
 
-# Each role's grants are exactly what its flows call: tests/iam runs every flow under the synthesized
-# policy with moto's IAM enforcement. IAM authorises a TransactWriteItems by each item's action
+# Each role's grants are exactly what its flows call: tests/infra/test_least_privilege.py runs every flow under
+# the synthesized policy with moto's IAM enforcement. IAM authorises a TransactWriteItems by each item's action
 # (PutItem, UpdateItem, DeleteItem, ConditionCheckItem), so those are the transaction grants.
 ROUTER_TABLE = ("dynamodb:GetItem", "dynamodb:Query")  # the registry: lookups by EKS name / ARN, every cluster
 RECOMPUTE_TABLE = (

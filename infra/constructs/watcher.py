@@ -7,10 +7,11 @@ one invocation for all: a cluster whose API server is slow or unreachable holds 
 watch, each cluster's watch has its own timeout, lease and alarm, and the cost is per cluster-minute either
 way for the one or two clusters a deployment usually governs.
 
-Least privilege: ``eks:DescribeCluster`` on the governed clusters; ``dynamodb:GetItem`` / ``UpdateItem``
-on the table only for the items whose partition key is one of the governed clusters' (``CLUSTER#<id>``:
-the ``WATCH`` and ``WATCH#NODES`` items); ``events:PutEvents`` on idleshare's bus. In Kubernetes the role is
-mapped to its own group, which ``infra/k8s/rbac.yaml`` lets list and watch nodes and nothing else.
+Least privilege: ``eks:DescribeCluster`` on the governed clusters; on the table :data:`TABLE_ACTIONS`, only for
+the items whose partition key is one of the governed clusters' (``CLUSTER#<id>``: its watch, node views and their
+parts, and the usage history); ``events:PutEvents`` on idleshare's bus. In Kubernetes the role is mapped to its own
+group, bound by ``infra/k8s/rbac.yaml``. The grants and the group's rules as deployed: infra/README.md, "The stack
+as synthesized" (generated from the template).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from infra.config import ClusterConfig
 from infra.constructs.eks_access import access_entries, cluster_arn
 from infra.constructs.events import invoke_role, invoke_schedule
 
-# DynamoDB actions: the claim and checkpoints are UpdateItem (both items in one transaction, which IAM
-# authorises item by item), the saved node views are read with GetItem.
-TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem")  # + parts
+# DynamoDB actions: the claim and checkpoints are UpdateItem (both items in one transaction, which IAM authorises
+# item by item), the saved node views and the usage cursor are read with GetItem, the parts and the usage hours with
+# Query; DeleteItem removes the parts a smaller checkpoint no longer uses.
+TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem")
 ALARM_PERIOD = Duration.minutes(timings.WATCHER_ALARM_MINUTES)
 # Seconds of watch expected per alarm period: ~60 per minute; below half of it the watch is not running.
 ALARM_THRESHOLD = timings.WATCHER_ALARM_MINUTES * 60 / 2
