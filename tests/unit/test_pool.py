@@ -57,6 +57,14 @@ ELIGIBILITY_CASES = [
     ("no instance type", node("n", flavor=None), ExclusionReason.NO_INSTANCE_TYPE),
     ("unreadable wins over every other reason", node("n", unreadable=True, deleting=True), ExclusionReason.UNREADABLE),
     ("taint wins over missing type", node("n", flavor=None, taints=(Taint("x", "NoSchedule"),)), "UntoleratedTaint"),
+    ("GPU type, no GPU reported", node("n", allocatable={"cpu": 192, "memory": 2048 * GIB}), "AcceleratorsNotReady"),
+    ("GPU type, 0 GPUs reported", node("n", allocatable={"cpu": 192, GPU: 0}), "AcceleratorsNotReady"),
+    ("MIG node: 0 whole GPUs, profiles up", node("n", allocatable={"cpu": 192, GPU: 0, MIG: 56}), None),
+    ("Neuron type, no device", node("n", flavor=TRN1, allocatable={"cpu": 128}), "AcceleratorsNotReady"),
+    ("Neuron type, cores only", node("n", flavor=TRN1, allocatable={"aws.amazon.com/neuroncore": 32}), None),
+    ("CPU type reporting no GPU", node("n", flavor="ml.c5.4xlarge", allocatable={"cpu": 16}), None),
+    ("type the catalog lacks", node("n", flavor="ml.zz9.metal", allocatable={"cpu": 16}), None),
+    ("NotReady wins over no GPU", node("n", ready=False, allocatable={"cpu": 192}), ExclusionReason.NOT_READY),
 ]
 
 
@@ -72,6 +80,22 @@ def test_excluded_nodes_leave_capacity_and_are_reported_by_name():
     assert result.excluded_nodes == {"p5-bad": ExclusionReason.NOT_READY, "p5-cordoned": "Unschedulable"}
     assert result.node_counts[P5] == (3, 5)
     assert "excluded: NotReady=1, Unschedulable=1" in result.summary()
+
+
+def test_a_gpu_node_whose_device_plugin_is_not_up_lends_nothing_and_does_not_shape_its_flavor():
+    # Given 2 p5 nodes reporting their GPUs and 3 whose device plugin is not up (full cpu and memory, no GPU)
+    plugin_down = {k: v for k, v in P5_ALLOC.items() if k != GPU}
+    down = [node(f"p5-down-{i}", allocatable=plugin_down) for i in range(3)]
+    result = run([*nodes("p5", P5, 2), *down], [quota("a", entry(P5, count=1))])
+    # Then only the two count, for cpu and memory too, and S(p5) is a whole p5 (the majority has no GPUs)
+    assert result.capacity[P5][GPU] == 16
+    assert result.capacity[P5]["cpu"] == 2 * P5_ALLOC["cpu"]
+    assert result.excluded_nodes == {f"p5-down-{i}": ExclusionReason.ACCELERATORS_NOT_READY for i in range(3)}
+    assert result.node_counts[P5] == (2, 5)
+    assert result.teams["a"].nominal[P5][GPU] == 8
+    # When the plugin comes up on one, it counts again
+    up = run([*nodes("p5", P5, 2), node("p5-down-0"), *down[1:]], [quota("a", entry(P5, count=1))])
+    assert up.capacity[P5][GPU] == 24 and "p5-down-0" not in up.excluded_nodes
 
 
 def test_mig_profiles_and_neuron_devices_count_as_their_own_resources_untracked_ones_not_at_all():

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from idleshare.domain.model import BLOCKING_TAINT_EFFECTS, ExclusionReason, Node
+from idleshare.domain.catalog import instance_accelerator
+from idleshare.domain.model import BLOCKING_TAINT_EFFECTS, MIG_PREFIX, ExclusionReason, Node
 from idleshare.domain.naming import flavor_name_problem
+
+ACCELERATOR_RESOURCE_PREFIXES = ("nvidia.com/gpu", MIG_PREFIX, "aws.amazon.com/neuron")
+"""What a device plugin reports once it is up: whole GPUs, MIG profiles, Neuron devices or cores."""
 
 
 def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> ExclusionReason | None:
@@ -27,4 +31,12 @@ def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> Exclusi
         return ExclusionReason.UNTOLERATED_TAINT
     if not node.instance_type:
         return ExclusionReason.NO_INSTANCE_TYPE
+    if instance_accelerator(node.instance_type) is not None and not accelerators_reported(node):
+        return ExclusionReason.ACCELERATORS_NOT_READY
     return None
+
+
+def accelerators_reported(node: Node) -> bool:
+    """Whether the node's device plugin reports any accelerator allocatable (a MIG node's whole GPUs are 0, its
+    profiles are not)."""
+    return any(q > 0 for r, q in node.allocatable.items() if r.startswith(ACCELERATOR_RESOURCE_PREFIXES))

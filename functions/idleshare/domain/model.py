@@ -54,6 +54,7 @@ class ExclusionReason(enum.StrEnum):
     UNHEALTHY = "Unhealthy"
     UNTOLERATED_TAINT = "UntoleratedTaint"
     NO_INSTANCE_TYPE = "NoInstanceType"
+    ACCELERATORS_NOT_READY = "AcceleratorsNotReady"  # an accelerator instance reporting none: its plugin is not up
     MIG_NOT_READY = "MigNotReady"  # only the node's MIG profiles are left out; its other resources count
 
 

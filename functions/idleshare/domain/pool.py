@@ -182,7 +182,8 @@ def _observe_nodes(
         flavor = node.instance_type if reason is not ExclusionReason.INVALID_INSTANCE_TYPE else None
         if flavor:
             tracked = tuple(sorted((r, q) for r, q in node.allocatable.items() if is_tracked(r, settings)))
-            shape_votes[flavor][tracked] += 1
+            if reason is not ExclusionReason.ACCELERATORS_NOT_READY:  # its allocatable is not the instance's shape
+                shape_votes[flavor][tracked] += 1
             counts[flavor][1] += 1
             per_flavor = capacity[flavor]
             if reason is None:
