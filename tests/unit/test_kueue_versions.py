@@ -306,3 +306,54 @@ def test_the_plan_default_is_the_hub() -> None:
     assert {o["apiVersion"] for o in desired_objects(result, sc, Settings()) if o["kind"] != "Namespace"} == {
         kv.HUB_API
     }
+
+
+# -- the recompute on a cluster serving older versions (fakes: tests/fakes.py stores objects as written down) ----
+
+
+def hub_written(kube: Any) -> dict[tuple[str, str, str], Any]:
+    """What the cluster holds, read up to the hub as the adapter reads it, without what only the version changes."""
+    return {key: {k: v for k, v in kv.up(o).items() if k != "metadata"} for key, o in kube.objects.items()}
+
+
+@pytest.mark.parametrize(
+    ("version", "release", "cohort_version"), [("v1beta1", "v0.13–v0.14", "v1beta1"), ("v1alpha1", "v0.12", "v1alpha1")]
+)
+def test_an_older_kueue_gets_the_same_objects_in_its_version_and_the_pool_names_it(
+    cluster: Any, version: str, release: str, cohort_version: str
+) -> None:
+    """Same quotas, same limits: the objects a v1beta2 cluster holds are the ones an older cluster holds under its
+    version's names; a second recompute finds nothing to write (the cluster's objects read up compare equal)."""
+    store, kube, _, r = cluster
+    r.recompute("demo")
+    newest = hub_written(kube)
+    kube.objects.clear()
+    kube.kueue = kv.pinned(version)
+    store.pools.clear()
+    r.recompute("demo")
+    held = {o["kind"]: o for o in kube.objects.values()}
+    assert held["ClusterQueue"]["apiVersion"] == "kueue.x-k8s.io/v1beta1"
+    assert "cohort" in held["ClusterQueue"]["spec"] and "cohortName" not in held["ClusterQueue"]["spec"]
+    assert held["Cohort"]["apiVersion"] == f"kueue.x-k8s.io/{cohort_version}"
+    assert hub_written(kube) == newest
+    pool = store.pools["demo"].pool
+    assert pool["kueueApi"]["kueue"] == release
+    assert pool["kueueApi"]["apiVersions"]["Cohort"] == cohort_version
+    applies = kube.applies
+    outcome = r.recompute("demo")
+    assert (kube.applies, outcome.applied, outcome.changed) == (applies, 0, False)
+
+
+def test_no_kueue_served_fails_the_recompute_naming_it_and_keeps_the_last_pool(cluster: Any) -> None:
+    from idleshare.adapters.errors import KueueNotInstalledError
+
+    store, kube, _, r = cluster
+    r.recompute("demo")
+    before = store.pools["demo"]
+    kube.nodes.pop()  # something changed: a recompute that could read would store generation 2
+    kube.kueue = KueueNotInstalledError("demo: KueueNotInstalled: no kueue.x-k8s.io", operation="discover Kueue")
+    with pytest.raises(KueueNotInstalledError):
+        r.recompute("demo")
+    after = store.pools["demo"]
+    assert (after.generation, after.pool) == (before.generation, before.pool)
+    assert after.read_failure.startswith("KueueNotInstalled: ")
