@@ -357,3 +357,18 @@ def test_no_kueue_served_fails_the_recompute_naming_it_and_keeps_the_last_pool(c
     after = store.pools["demo"]
     assert (after.generation, after.pool) == (before.generation, before.pool)
     assert after.read_failure.startswith("KueueNotInstalled: ")
+
+
+@pytest.mark.parametrize("version", kv.KNOWN_VERSIONS)
+def test_pool_show_and_the_report_name_the_release_and_the_versions(version: str) -> None:
+    from idleshare.cli.pool import show_text
+    from idleshare.cli.report_html import render
+
+    api = kv.pinned(version)
+    pool = {**pool_document_of(api), "cluster": "demo", "generation": 1}
+    line = next(row for row in show_text(pool).splitlines() if row.startswith("Kueue:"))
+    assert api.release in line and f"kueue.x-k8s.io/{api.version('ClusterQueue')}" in line
+    assert ("Cohort v1alpha1" in line) == (api.version("Cohort") == "v1alpha1")
+    page = render(pool)
+    assert f'data-field="kueueApi">{api.release}' in page.replace("&#x27;", "'")
+    assert re.search(r"^Kueue:\s+-$", show_text({k: v for k, v in pool.items() if k != "kueueApi"}), re.M)
