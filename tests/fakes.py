@@ -33,6 +33,7 @@ from idleshare.adapters.ports import (
 )
 from idleshare.adapters.store.errors import AlreadyExistsError
 from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, with_creation_marker
+from idleshare.domain.kueue_versions import HUB_ONLY, KueueApi, down, up
 from idleshare.runtime import wiring
 
 
@@ -320,6 +321,9 @@ class FakeKube:
         self.lists = 0  # list_nodes_snapshot calls
         self.watches: list[str] = []  # the resource version each watch_nodes call started from
         self.workloads: list[dict[str, Any]] = []  # Kueue Workloads (list_workloads)
+        self.kueue: KueueApi | Exception = HUB_ONLY
+        """The Kueue versions it serves (kueue_api; an exception: raised, as discovery's failure): objects are
+        stored written down to them and listed read back up, as the adapter does."""
         # (namespace, name) -> data: Kueue's manager configuration with fair sharing on, as the real stack runs it
         self.config_maps: dict[tuple[str, str], dict[str, str] | Exception] = {
             ("kueue-system", "kueue-manager-config"): {"controller_manager_config.yaml": KUEUE_CONFIG_FAIR_SHARING}
@@ -335,15 +339,21 @@ class FakeKube:
         self._reachable("list nodes")
         yield from copy.deepcopy(self.nodes)
 
+    def kueue_api(self) -> KueueApi:
+        """As the adapter's: kept once read (reachable or not); ``kueue`` an exception: discovery failing."""
+        if isinstance(self.kueue, Exception):
+            raise self.kueue
+        return self.kueue
+
     def list_managed(self) -> list[dict[str, Any]]:
         self._reachable("list")
-        return [copy.deepcopy(o) for o in self.objects.values()]
+        return [up(copy.deepcopy(o)) for o in self.objects.values()]
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
         """The object as applied; a creation marker it had stays (server-side apply never removes what it did
         not set)."""
         self._reachable("apply")
-        new = copy.deepcopy(obj)
+        new = down(copy.deepcopy(obj), self.kueue_api())
         had = self.objects.get(_key(obj))
         if had is not None and created_by_idleshare(had):
             new = with_creation_marker(new)
@@ -358,7 +368,7 @@ class FakeKube:
         self._reachable("create")
         had = self.objects.get(_key(obj))
         if had is None:
-            self.objects[_key(obj)] = copy.deepcopy(with_creation_marker(obj))
+            self.objects[_key(obj)] = down(copy.deepcopy(with_creation_marker(obj)), self.kueue_api())
             self.applies += 1
             return True
         if (had.get("metadata", {}).get("annotations") or {}).get(CREATED_BY_ANNOTATION) is None:
@@ -397,7 +407,7 @@ class FakeKube:
 
     def list_cluster_queues(self) -> list[dict[str, Any]]:
         self._reachable("list ClusterQueue")
-        return [copy.deepcopy(o) for o in self.objects.values() if o.get("kind") == "ClusterQueue"]
+        return [up(copy.deepcopy(o)) for o in self.objects.values() if o.get("kind") == "ClusterQueue"]
 
     def list_workloads(self) -> list[dict[str, Any]]:
         self._reachable("list Workload")

@@ -63,6 +63,14 @@ class ForeignObjectError(PermanentError):
         self.namespace = namespace
 
 
+class KueueNotInstalledError(PermanentError):
+    """The API server serves no version of ``kueue.x-k8s.io`` that idleshare writes a kind in (Kueue not installed,
+    its CRDs not established, or a Kueue newer than idleshare knows): nothing can be written; the recompute keeps
+    the last pool and names it (``code``: ``KueueNotInstalled``)."""
+
+    code = "KueueNotInstalled"
+
+
 class StaleVersionError(PermanentError):
     """An update carried a TargetVersion that is not the current one."""
 

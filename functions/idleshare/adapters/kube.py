@@ -49,11 +49,13 @@ from idleshare.adapters.errors import (
     ConflictError,
     FieldOwnershipError,
     ForeignObjectError,
+    KueueNotInstalledError,
     NotFoundError,
     PermanentError,
     ResourceExpiredError,
     RetryableError,
 )
+from idleshare.domain import kueue_versions
 from idleshare.domain.kueue import KIND_ORDER, KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
 from idleshare.domain.kueue_diff import (
     CREATED_BY_ANNOTATION,
@@ -74,7 +76,7 @@ if TYPE_CHECKING:  # pragma: no cover
 Obj = dict[str, Any]
 T = TypeVar("T")
 
-KUEUE_GROUP, KUEUE_VERSION = KUEUE_API.split("/")
+KUEUE_GROUP = kueue_versions.GROUP
 MANAGED_SELECTOR = {MANAGED_BY_LABEL: MANAGED_BY}
 DEFAULT_PAGE_SIZE = 500
 OWN_ATTEMPTS = 3
@@ -84,7 +86,8 @@ the object moves (Kueue writes a new queue's status at once)."""
 _MARKER_FIELDS: dict[str, Any] = {"f:metadata": {"f:annotations": {".": {}, f"f:{CREATED_BY_ANNOTATION}": {}}}}
 """The fieldsV1 of idleshare's creation marker alone: what its create's ``Update`` entry keeps."""
 
-# kind -> (apiVersion, plural, namespaced)
+# kind -> (apiVersion of the model: a Kueue kind's is the hub, written in the version the cluster serves, plural,
+# namespaced)
 KINDS: dict[str, tuple[str, str, bool]] = {
     "Namespace": ("v1", "namespaces", False),
     "ResourceFlavor": (KUEUE_API, "resourceflavors", False),
@@ -113,15 +116,9 @@ def _resources() -> dict[str, Any]:
     from lightkube.generic_resource import (
         GenericGlobalResource,
         create_api_info,
-        create_global_resource,
-        create_namespaced_resource,
     )
 
     classes: dict[str, Any] = {}
-    for kind, (api_version, plural, namespaced) in KINDS.items():
-        if api_version == KUEUE_API:
-            create = create_namespaced_resource if namespaced else create_global_resource
-            classes[kind] = create(KUEUE_GROUP, KUEUE_VERSION, kind, plural)
 
     class Namespace(GenericGlobalResource):
         _api_info = create_api_info("", "v1", "Namespace", "namespaces", verbs=["get", "list", "post"])
@@ -239,14 +236,26 @@ def _config_map_resource() -> Any:
 
 
 @functools.cache
-def _workload_resource() -> Any:
-    """Kueue's Workload (namespaced, plain dicts): read by the usage sample, never written."""
-    from lightkube.generic_resource import create_namespaced_resource
+def _kueue_resource(kind: str, version: str) -> Any:
+    """The lightkube resource class of a Kueue kind in one version (plain dicts), built once per version: the
+    Workload (read by the usage sample, never written) and every kind of :data:`KINDS` of Kueue's group."""
+    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
-    return create_namespaced_resource(KUEUE_GROUP, KUEUE_VERSION, "Workload", "workloads")
+    plural, namespaced = ("workloads", True) if kind == "Workload" else KINDS[kind][1:]
+    create = create_namespaced_resource if namespaced else create_global_resource
+    return create(KUEUE_GROUP, version, kind, plural)
 
 
-def _resource(kind: str) -> Any:
+def _is_kueue(kind: str) -> bool:
+    return kind == "Workload" or KINDS.get(kind, ("",))[0] == KUEUE_API
+
+
+def _resource(kind: str, api: kueue_versions.KueueApi | None = None) -> Any:
+    """The resource class of ``kind``: a Kueue kind in the version ``api`` has it in (required for those)."""
+    if _is_kueue(kind):
+        if api is None:
+            raise ValueError(f"{kind}: a Kueue kind needs the cluster's served versions")
+        return _kueue_resource(kind, api.version(kind))
     try:
         return _resources()[kind]
     except KeyError:
@@ -296,6 +305,8 @@ class LightkubeCluster:
         self._client_token: str | None = None
         self._client_lock = threading.Lock()
         self._kubeconfig: Any = None  # a lightkube SingleConfig: the client's config instead (from_kubeconfig)
+        self._api: kueue_versions.KueueApi | None = None  # the Kueue versions served, read on first use
+        self._api_lock = threading.Lock()
         self.write_concurrency = max(1, int(write_concurrency))
         """How many writes :func:`idleshare.service.apply.write` sends at once (one shared client: httpx's
         connection pool is thread-safe, and this adapter's only state, the client, is swapped under a lock)."""
@@ -481,32 +492,126 @@ class LightkubeCluster:
         objects), and only the fields kept are decoded: ~0.1 CPU s instead of ~0.4 for the whole objects.
         """
         found: list[Obj] = []
-        for kind, (api_version, _, _) in KINDS.items():
-            # a 401 lists this kind again, from its first page
-            for obj in self._authenticated(functools.partial(self._list_projected, kind=kind)):
-                obj.setdefault("apiVersion", api_version)
-                obj.setdefault("kind", kind)
-                found.append(obj)
+        for kind in KINDS:
+            # a 401 lists this kind again, from its first page; a 404 (its version no longer served) in the version
+            # discovery finds then
+            def listing(api: kueue_versions.KueueApi, kind: str = kind) -> list[Obj]:
+                return self._authenticated(functools.partial(self._list_projected, kind=kind, api=api))
+
+            for obj in self._served(kind, listing) if _is_kueue(kind) else listing(kueue_versions.HUB_ONLY):
+                found.append(self._read_up(obj, kind))
         return found
 
     def list_cluster_queues(self) -> list[Obj]:
         """idleshare's ClusterQueues (labelled ``managed-by: idleshare``), spec and status (Kueue's accounting:
         ``flavorsUsage``, ``flavorsReservation``, the workload counts): read-only, ``list`` on clusterqueues."""
-        found = self._authenticated(functools.partial(self._list_labelled, kind="ClusterQueue"))
-        return [{"apiVersion": KUEUE_API, "kind": "ClusterQueue", **obj} for obj in found]
+
+        def listing(api: kueue_versions.KueueApi) -> list[Obj]:
+            return self._authenticated(functools.partial(self._list_labelled, kind="ClusterQueue", api=api))
+
+        return [self._read_up(obj, "ClusterQueue") for obj in self._served("ClusterQueue", listing)]
 
     def list_workloads(self) -> list[Obj]:
         """Every Kueue Workload in all namespaces (``list`` on workloads), paged: their pod sets' requests and node
         selectors, their conditions (pending reason, eviction, preemption)."""
 
-        def listing(client: Client) -> list[Obj]:
-            with self._translated("list Workload"):
-                items = client.list(_workload_resource(), namespace="*", chunk_size=DEFAULT_PAGE_SIZE)
-                return [{"apiVersion": KUEUE_API, "kind": "Workload", **dict(item)} for item in items]
+        def listing(api: kueue_versions.KueueApi) -> list[Obj]:
+            def pages(client: Client) -> list[Obj]:
+                with self._translated("list Workload"):
+                    items = client.list(_resource("Workload", api), namespace="*", chunk_size=DEFAULT_PAGE_SIZE)
+                    return [dict(item) for item in items]
 
-        return self._authenticated(listing)
+            return self._authenticated(pages)
 
-    def _list_projected(self, client: Client, *, kind: str) -> list[Obj]:
+        return [self._read_up(obj, "Workload") for obj in self._served("Workload", listing)]
+
+    # -- the Kueue versions this cluster serves ------------------------------------------------
+
+    def kueue_api(self) -> kueue_versions.KueueApi:
+        """The ``kueue.x-k8s.io`` versions this cluster serves, per kind (:class:`~idleshare.domain.kueue_versions.
+        KueueApi`): read from the API server's discovery on first use and kept for this adapter's life (one per
+        cluster, reused by a warm function); read again when a call in a kept version answers 404 (:meth:`_served`).
+        None served that idleshare writes: :class:`KueueNotInstalledError`."""
+        with self._api_lock:
+            if self._api is None:
+                self._api = self._discover()
+            return self._api
+
+    def served_resources(self) -> dict[str, list[str]]:
+        """Discovery: ``{version: [kind, ...]}`` of every version of Kueue's group idleshare knows that the API
+        server serves (``GET /apis/kueue.x-k8s.io``, then ``/apis/kueue.x-k8s.io/<version>`` for each; readable by
+        every authenticated user: the ``system:discovery`` role). The group not served: {}."""
+        try:
+            group = self._authenticated(functools.partial(self._get_json, path=f"/apis/{KUEUE_GROUP}"))
+        except NotFoundError:
+            return {}
+        found: dict[str, list[str]] = {}
+        for entry in group.get("versions") or ():
+            version = entry.get("version") if isinstance(entry, Mapping) else None
+            if version not in kueue_versions.KNOWN_VERSIONS:
+                continue
+            path = f"/apis/{KUEUE_GROUP}/{version}"
+            try:
+                listing = self._authenticated(functools.partial(self._get_json, path=path))
+            except NotFoundError:  # withdrawn between the two reads
+                continue
+            found[str(version)] = [
+                str(r.get("kind"))
+                for r in listing.get("resources") or ()
+                if isinstance(r, Mapping) and "/" not in str(r.get("name", ""))  # not a subresource (x/status)
+            ]
+        return found
+
+    def _discover(self) -> kueue_versions.KueueApi:
+        try:
+            return kueue_versions.kueue_api(self.served_resources())
+        except kueue_versions.KueueApiError as exc:
+            raise KueueNotInstalledError(f"{self.name}: {exc}", operation="discover Kueue") from None
+
+    def _get_json(self, client: Client, *, path: str) -> dict[str, Any]:
+        """One GET of an API path answering a JSON object (discovery)."""
+        import msgspec
+
+        generic = client._client  # lightkube's request builder and httpx client, as in watch_nodes
+        with self._translated(f"get {path}"):
+            response = generic.send(generic._client.build_request("GET", path))
+            generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+            found = msgspec.json.decode(response.content)
+        if not isinstance(found, dict):
+            raise RetryableError(f"{self.name}: get {path}: not a JSON object", operation=f"get {path}")
+        return found
+
+    def _served(self, kind: str, call: Callable[[kueue_versions.KueueApi], T]) -> T:
+        """``call(api)`` in the versions kept; when it answers 404 (:class:`NotFoundError`: the version may no longer
+        be served, Kueue upgraded or rolled back), discovery is read again and, if ``kind`` is now served in another
+        version, ``call`` is made once more in it; else the 404 is raised as it was."""
+        api = self.kueue_api()
+        try:
+            return call(api)
+        except NotFoundError:
+            with self._api_lock:
+                if self._api is api:  # nobody read discovery again meanwhile
+                    self._api = None
+            fresh = self.kueue_api()
+            if fresh.version(kind) == api.version(kind):
+                raise
+        return call(fresh)
+
+    def _read_up(self, obj: Obj, kind: str) -> Obj:
+        """A Kueue object as listed, in the hub version (:func:`~idleshare.domain.kueue_versions.up`): what the diff
+        compares and the usage sample counts. A version the cluster answered in that idleshare does not read for
+        ``kind`` is the API server's fault: :class:`PermanentError` naming it."""
+        obj.setdefault("kind", kind)
+        if not _is_kueue(kind):
+            obj.setdefault("apiVersion", "v1")
+            return obj
+        obj.setdefault("apiVersion", self.kueue_api().api_version(kind))
+        try:
+            return kueue_versions.up(obj)
+        except ValueError as exc:
+            raise PermanentError(f"{self.name}: list {kind}: {exc}", operation=f"list {kind}") from None
+
+    def _list_projected(self, client: Client, *, kind: str, api: kueue_versions.KueueApi) -> list[Obj]:
         """One kind's objects labelled as idleshare's, page by page, as :meth:`list_managed` returns them."""
         import msgspec
 
@@ -518,7 +623,7 @@ class LightkubeCluster:
         with self._translated(operation):
             request = generic.prepare_request(
                 "list",
-                res=_resource(kind),
+                res=_resource(kind, api),
                 namespace="*" if KINDS[kind][2] else None,
                 params={"limit": DEFAULT_PAGE_SIZE, "labelSelector": f"{MANAGED_BY_LABEL}={MANAGED_BY}"},
             )
@@ -539,10 +644,10 @@ class LightkubeCluster:
                     return found
                 request.params["continue"] = token
 
-    def _list_labelled(self, client: Client, *, kind: str) -> list[Obj]:
+    def _list_labelled(self, client: Client, *, kind: str, api: kueue_versions.KueueApi) -> list[Obj]:
         with self._translated(f"list {kind}"):
             items = client.list(
-                _resource(kind),
+                _resource(kind, api),
                 namespace="*" if KINDS[kind][2] else None,
                 labels={MANAGED_BY_LABEL: MANAGED_BY},
                 chunk_size=DEFAULT_PAGE_SIZE,
@@ -564,11 +669,15 @@ class LightkubeCluster:
         if kind == "Namespace":
             self.ensure_namespace(obj)
             return
-        res = _resource(kind)
+        self._served(kind, functools.partial(self._apply_in, obj, force=force))
+
+    def _apply_in(self, obj: Obj, api: kueue_versions.KueueApi, *, force: bool) -> None:
+        """:meth:`apply` of ``obj`` (hub) written down to ``api``'s version of its kind."""
+        res, body = self._written(obj, api)
 
         def apply(client: Client, forced: bool) -> None:
             with self._translated(f"apply {_describe(obj)}"):
-                client.apply(res(obj), field_manager=FIELD_MANAGER, force=forced)
+                client.apply(res(body), field_manager=FIELD_MANAGER, force=forced)
 
         try:
             self._authenticated(functools.partial(apply, forced=force))
@@ -576,6 +685,17 @@ class LightkubeCluster:
             if force or set(exc.managers) != {FIELD_MANAGER}:
                 raise
             self._authenticated(functools.partial(apply, forced=True))
+
+    @staticmethod
+    def _written(obj: Obj, api: kueue_versions.KueueApi) -> tuple[Any, Obj]:
+        """The resource class and the body of ``obj`` (hub) as written in ``api``
+        (:func:`~idleshare.domain.kueue_versions.down`); a hub object that cannot be written down is a
+        :class:`PermanentError` naming the field, never sent."""
+        kind = str(obj.get("kind", ""))
+        try:
+            return _resource(kind, api), kueue_versions.down(obj, api)
+        except ValueError as exc:
+            raise PermanentError(f"write {_describe(obj)}: {exc}", operation=f"write {_describe(obj)}") from None
 
     def create(self, obj: Obj, *, force: bool = False) -> bool:
         """Create ``obj`` with idleshare's creation marker (a POST: it cannot land on an existing object); True
@@ -593,9 +713,14 @@ class LightkubeCluster:
         kind = obj.get("kind", "")
         if kind == "Namespace":
             return self.ensure_namespace(obj)
-        res = _resource(kind)
+        return self._served(kind, functools.partial(self._create_in, obj, force=force))
+
+    def _create_in(self, obj: Obj, api: kueue_versions.KueueApi, *, force: bool) -> bool:
+        """:meth:`create` of ``obj`` (hub) written down to ``api``'s version of its kind."""
+        kind = obj.get("kind", "")
+        res, written = self._written(obj, api)
         what = _describe(obj)
-        body = with_creation_marker(obj)
+        body = with_creation_marker(written)
 
         def create(client: Client) -> Obj:
             with self._translated(f"create {what}"):
@@ -606,7 +731,7 @@ class LightkubeCluster:
         except ConflictError:  # 409 AlreadyExists: whose is it?
             pass
         else:
-            self._own_as_applied(obj, created)
+            self._own_as_applied(written, created, res)
             return True
         _, namespace, name = object_identity(obj)
 
@@ -626,18 +751,18 @@ class LightkubeCluster:
                 namespace=namespace,
             )
         if not is_terminating(existing):  # one going away is created anew by a later recompute
-            self.apply(obj, force=force)
+            self._apply_in(obj, api, force=force)
         return False
 
-    def _own_as_applied(self, obj: Obj, created: Obj) -> None:
+    def _own_as_applied(self, obj: Obj, created: Obj, res: Any) -> None:
         """Rewrite the just-created object's ``managedFields`` (a JSON patch, only while the object is at the
         version read: another manager's entry written meanwhile, Kueue's status, is never lost): idleshare's
         create entry becomes an ``Apply`` entry owning what applying ``obj`` owns
         (:func:`~idleshare.domain.kueue_diff.fields_applied`) and an ``Update`` entry owning the marker alone; every
         other entry stays. The patch changes no field, so the apiserver records no entry for it. The object
-        moved meanwhile: read again and retried (:data:`OWN_ATTEMPTS` in all)."""
-        kind, namespace, name = object_identity(obj)
-        res = _resource(kind)
+        moved meanwhile: read again and retried (:data:`OWN_ATTEMPTS` in all). ``obj`` is the object as written
+        (in the version of ``res``, which the create's fieldsV1 names)."""
+        _, namespace, name = object_identity(obj)
         current = created
         for attempt in range(OWN_ATTEMPTS):
             meta = current.get("metadata") or {}
@@ -716,18 +841,22 @@ class LightkubeCluster:
         kind = obj.get("kind", "")
         if kind == "Namespace":
             raise ValueError("idleshare never deletes namespaces: it would delete the team's workloads")
-        res = _resource(kind)
         meta = obj["metadata"]
 
-        def delete(client: Client) -> None:
-            with self._translated(f"delete {_describe(obj)}"):
-                if KINDS[kind][2]:
-                    client.delete(res, meta["name"], namespace=meta["namespace"])
-                else:
-                    client.delete(res, meta["name"])
+        def delete(api: kueue_versions.KueueApi) -> None:
+            res = _resource(kind, api)
 
-        with suppress(NotFoundError):  # already gone
-            self._authenticated(delete)
+            def send(client: Client) -> None:
+                with self._translated(f"delete {_describe(obj)}"):
+                    if KINDS[kind][2]:
+                        client.delete(res, meta["name"], namespace=meta["namespace"])
+                    else:
+                        client.delete(res, meta["name"])
+
+            self._authenticated(send)
+
+        with suppress(NotFoundError):  # already gone (in the version served now, if it changed)
+            self._served(kind, delete)
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, str]:
         """The ``data`` of one ConfigMap (``{}`` when it has none): read-only, one object by name (idleshare's RBAC

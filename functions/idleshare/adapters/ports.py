@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
+from idleshare.domain.kueue_versions import KueueApi
 from idleshare.domain.model import DEFAULT_COHORT_NAME, DEFAULT_NAMESPACE_PREFIX, BorrowLimitBasis
 from idleshare.parse.errors import FieldError, InputError
 
@@ -162,11 +163,11 @@ class UsageSource(Protocol):
     """What the usage sample reads from a cluster (read-only: ``get``/``list`` on these kinds)."""
 
     def list_cluster_queues(self) -> list[dict[str, Any]]:
-        """idleshare's ClusterQueues (by label), spec and status."""
+        """idleshare's ClusterQueues (by label), spec and status, read up to the hub version."""
         ...
 
     def list_workloads(self) -> list[dict[str, Any]]:
-        """Every Kueue Workload, all namespaces."""
+        """Every Kueue Workload, all namespaces, read up to the hub version."""
         ...
 
 
@@ -265,8 +266,15 @@ class KubeCluster(Protocol):
         """Every Node object (dict), read page by page with limit/continue."""
         ...
 
+    def kueue_api(self) -> KueueApi:
+        """The Kueue API versions the cluster serves, per kind (discovery, kept; re-read when a version is gone).
+        None that idleshare writes: :class:`~idleshare.adapters.errors.KueueNotInstalledError`."""
+        ...
+
     def list_managed(self) -> list[dict[str, Any]]:
-        """Every object idleshare manages (by label), of the kinds it writes."""
+        """Every object idleshare manages (by label), of the kinds it writes, read up to the hub version
+        (``kueue.x-k8s.io/v1beta2``) whatever version the cluster serves. :meth:`apply`, :meth:`create` and
+        :meth:`delete` take hub objects and write them down to the served version."""
         ...
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:

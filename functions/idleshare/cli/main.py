@@ -52,6 +52,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         _read(args.scheduler_config, "--scheduler-config") if args.scheduler_config else None,
         settings=settings,
         sources=(args.nodes, args.quotas or "quotas", args.scheduler_config or "scheduler-config"),
+        kueue_api=args.kueue_api,
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "html":  # the report page offline: the pool, the limits and why; usage needs a deployed cluster
@@ -69,12 +70,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         else:  # a redirected text stream (tests)
             sys.stdout.write(data.decode())
     else:
-        from idleshare.domain.kueue import KUEUE_API
+        from idleshare.domain.kueue_versions import GROUP
 
         print(result_tables(result))
-        kinds = [str(m.get("kind")) for m in manifests if m.get("apiVersion") != KUEUE_API]
+        kinds = [str(m.get("kind")) for m in manifests if not str(m.get("apiVersion")).startswith(f"{GROUP}/")]
+        versions = sorted({str(m.get("apiVersion")) for m in manifests if str(m.get("apiVersion")).startswith(GROUP)})
         others = "".join(f" and {kinds.count(k)} {k}{'s' if kinds.count(k) != 1 else ''}" for k in sorted(set(kinds)))
-        print(f"\n{len(manifests) - len(kinds)} {KUEUE_API} objects{others} (see --format json)")
+        print(f"\n{len(manifests) - len(kinds)} {', '.join(versions)} objects{others} (see --format json)")
     return 0
 
 
@@ -155,6 +157,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         default=str(Settings().borrow_limit_basis).lower(),
         help="what BorrowLimit is a percentage of: quota (HyperPod's: the team's own quota, default) or pool "
         "(the lendable pool the team sees)",
+    )
+    p.add_argument(
+        "--kueue-api",
+        choices=["v1beta2", "v1beta1", "v1alpha1"],
+        default="v1beta2",
+        help="the kueue.x-k8s.io version to write the objects in: v1beta2 (Kueue v0.15+, default), v1beta1 (v0.13-"
+        "v0.14), v1alpha1 (v0.12: the Cohort in v1alpha1, the rest v1beta1); a cluster's own version is discovered",
     )
     p.set_defaults(func=_cmd_plan)
     for name in () if command == "plan" else COMMAND_MODULES:

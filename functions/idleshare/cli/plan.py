@@ -6,6 +6,7 @@ from typing import Any
 
 from idleshare.cli.present import result_json
 from idleshare.domain.kueue import writable_objects
+from idleshare.domain.kueue_versions import HUB, down, pinned, with_kueue_api
 from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.nodes import parse_nodes
@@ -18,10 +19,12 @@ def plan(
     scheduler_config: bytes | str | None = None,
     settings: Settings | None = None,
     sources: tuple[str, str, str] = ("nodes", "quotas", "scheduler-config"),
+    kueue_api: str = HUB,
 ) -> tuple[PoolResult, list[dict[str, Any]]]:
     """Parse, compute, and build the objects the recompute would write (one with a name the API server would
     refuse is left out and named in the result's issues); ``quotas`` None: no team has one, the capacity alone.
-    Raises ``InputError`` naming the bad field."""
+    ``kueue_api``: the version to write them in (:func:`~idleshare.domain.kueue_versions.pinned`; not the hub: the
+    result names it, as a cluster's pool does). Raises ``InputError`` naming the bad field."""
     scheduler = (
         parse_scheduler_config(scheduler_config, sources[2]) if scheduler_config is not None else SchedulerConfig()
     )
@@ -31,7 +34,11 @@ def plan(
         scheduler_config=scheduler,
         settings=settings or Settings(),
     )
-    return writable_objects(compute(snapshot), scheduler, snapshot.settings)  # what the recompute would write
+    result, manifests = writable_objects(compute(snapshot), scheduler, snapshot.settings)  # what the recompute writes
+    if kueue_api == HUB:
+        return result, manifests
+    api = pinned(kueue_api)
+    return with_kueue_api(result, manifests, api), [down(m, api) for m in manifests]
 
 
 def json_bytes(document: Any) -> bytes:

@@ -10,7 +10,7 @@ from typing import Any
 from idleshare import pages
 from idleshare.cli import remote
 from idleshare.cli.main import CommandError, UsageError
-from idleshare.cli.present import human_text, short_resource
+from idleshare.cli.present import human_text, kueue_api_text, short_resource
 from idleshare.domain.model import is_accelerator
 from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
 
@@ -169,6 +169,7 @@ def show_text(pool: dict[str, Any]) -> str:
         ("Computed at", pool.get("computedAt")),
         ("Apply status", status),
         ("IdleResourceSharing", pool.get("idleResourceSharing")),
+        ("Kueue", kueue_api_text(pool.get("kueueApi"))),
     ]
     if pool.get("readFailure"):
         head.append(("Last read failure", pool["readFailure"]))

@@ -133,3 +133,17 @@ def result_tables(result: PoolResult) -> str:
         sections += ["", "Issues"]
         sections.append(render_table([[i.severity, i.code, i.message] for i in result.issues], ["", "CODE", "MESSAGE"]))
     return "\n".join(sections)
+
+
+def kueue_api_text(found: Any) -> str:
+    """The pool's ``kueueApi`` in one line: the Kueue release and the API versions written ("v0.12 (Cohort
+    v1alpha1, others v1beta1)"); "-" when the pool names none (computed before idleshare read them)."""
+    if not isinstance(found, dict) or not isinstance(found.get("apiVersions"), dict):
+        return "-"
+    versions: dict[str, list[str]] = {}
+    for kind, version in found["apiVersions"].items():
+        versions.setdefault(str(version), []).append(str(kind))
+    common = max(versions, key=lambda v: len(versions[v]))
+    parts = [f"{', '.join(sorted(kinds))} {v}" for v, kinds in sorted(versions.items()) if v != common]
+    written = f"kueue.x-k8s.io/{common}" + (f"; {'; '.join(parts)}" if parts else "")
+    return f"{found.get('kueue') or '?'} ({written})"

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
-from idleshare.cli.present import human_text, short_resource
+from idleshare.cli.present import human_text, kueue_api_text, short_resource
 from idleshare.domain.model import is_accelerator
 from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
 from idleshare.domain.quantity import QuantityError, exact, format_quantity, parse_quantity
@@ -173,6 +173,8 @@ def _header(pool: Json, cluster: str, usage: Json | None, generated_at: str | No
         if pool.get(key) not in (None, ""):
             facts.append(f'{e(label)} <b data-field="{e(key)}">{e(pool[key])}</b>')
     facts.append(f'IdleResourceSharing <b data-field="idleResourceSharing">{e(pool.get("idleResourceSharing"))}</b>')
+    if pool.get("kueueApi"):
+        facts.append(f'Kueue <b data-field="kueueApi">{e(kueue_api_text(pool["kueueApi"]))}</b>')
     if pool.get("applyStatus"):
         status = str(pool["applyStatus"]) + (f" ({pool['applyMessage']})" if pool.get("applyMessage") else "")
         facts.append(f'apply <b data-field="applyStatus">{e(status)}</b>')

@@ -54,7 +54,7 @@ def team_document(grant: TeamGrant) -> dict[str, Any]:
 
 def pool_document(result: PoolResult) -> dict[str, Any]:
     """The stored pool of one generation (without its one-line summary, which is stored beside it)."""
-    return {
+    document: dict[str, Any] = {
         "idleResourceSharing": "Enabled" if result.idle_resource_sharing else "Disabled",
         "flavors": list(result.flavors),
         "resources": list(result.resources),
@@ -69,6 +69,9 @@ def pool_document(result: PoolResult) -> dict[str, Any]:
             {"severity": i.severity, "code": i.code, "subject": i.subject, "message": i.message} for i in result.issues
         ],
     }
+    if result.kueue_api is not None:  # the API versions written in, and the Kueue release they imply
+        document["kueueApi"] = result.kueue_api.document()
+    return document
 
 
 def digest(document: Mapping[str, Any], manifests: Sequence[Mapping[str, Any]]) -> str:

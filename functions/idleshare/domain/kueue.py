@@ -14,6 +14,7 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from idleshare.domain.kueue_versions import HUB_API
 from idleshare.domain.model import INSTANCE_TYPE_LABEL, Amount, PriorityClass, SchedulerConfig, Settings
 from idleshare.domain.naming import (
     cluster_queue_name,
@@ -26,7 +27,8 @@ from idleshare.domain.naming import (
 from idleshare.domain.pool import Issue, PoolResult, TeamGrant
 from idleshare.domain.quantity import QuantityError, format_quantity, parse_quantity
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE_API = HUB_API
+"""The one model's version: every object is built in it and written down to what the cluster serves."""
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "idleshare"
 TEAM_LABEL = "idleshare.io/team"

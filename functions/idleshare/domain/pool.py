@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from idleshare.domain import catalog
 from idleshare.domain.eligibility import exclusion_reason
@@ -33,6 +34,9 @@ from idleshare.domain.model import (
     Strategy,
 )
 from idleshare.domain.naming import flavor_name_problem, show, team_name_problem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from idleshare.domain.kueue_versions import KueueApi
 from idleshare.domain.quantity import exact, percent_of, round_down
 
 Table = dict[str, dict[str, Amount]]
@@ -144,6 +148,9 @@ class PoolResult:
     idle_resource_sharing: bool
     fair_share: bool
     shapes: dict[str, dict[str, Amount]] = field(default_factory=dict)
+    kueue_api: KueueApi | None = None
+    """The Kueue API versions the cluster's objects are written in (``kueue_versions.with_kueue_api``); None when
+    no cluster was asked (``idleshare plan``)."""
 
     def summary(self) -> str:
         """One human line: "ml.p5.48xlarge: 10 nodes (9 eligible); excluded: NotReady=1"."""

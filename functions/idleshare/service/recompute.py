@@ -1,10 +1,13 @@
 """One recompute of one cluster, level-triggered: re-read the truth, compute, persist if changed, converge.
 
-1. read nodes (Kubernetes; the cluster's Kueue objects, which step 4 diffs against, are read beside them), quotas
-   and scheduler config (DynamoDB) — a failed read, or a stored quota / scheduler config that breaks a bound, keeps
-   the last pool and records the failure; a Node object that does not parse is excluded as ``Unreadable``;
-2. compute the pool and the desired Kueue objects: one whose name the API server would refuse is left out, named in
-   the pool's issues (``InvalidObjectName``), and every other object is still written;
+1. read nodes (Kubernetes; the cluster's Kueue objects, which step 4 diffs against, are read beside them), the Kueue
+   API versions it serves, quotas and scheduler config (DynamoDB) — a failed read, no Kueue served
+   (``KueueNotInstalled``), or a stored quota / scheduler config that breaks a bound, keeps the last pool and records
+   the failure; a Node object that does not parse is excluded as ``Unreadable``;
+2. compute the pool and the desired Kueue objects (in ``kueue.x-k8s.io/v1beta2``; the adapter writes each in the
+   version served, and the pool names those versions and any field they lack, ``KueueFieldUnsupported``): one whose
+   name the API server would refuse is left out, named in the pool's issues (``InvalidObjectName``), and every other
+   object is still written;
 3. persist generation N+1 conditionally on N, with a history item — only when something changed;
 4. apply only the objects that differ from the cluster's, delete ours that are no longer wanted;
 5. publish ``Lendable Pool Recomputed`` once per generation: the event is stored with the generation (the pool
@@ -25,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from idleshare import names
-from idleshare.adapters.errors import AdapterError, PermanentError
+from idleshare.adapters.errors import AdapterError, KueueNotInstalledError, PermanentError
 from idleshare.adapters.ports import (
     TAKE,
     ClusterRecord,
@@ -41,6 +44,7 @@ from idleshare.domain.document import digest, pool_document
 from idleshare.domain.kueue import webhook_violations, writable_objects
 from idleshare.domain.kueue_config import with_kueue_config
 from idleshare.domain.kueue_diff import created_by_idleshare, diff, foreign, object_identity
+from idleshare.domain.kueue_versions import with_kueue_api
 from idleshare.domain.model import Node, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.errors import InputError
@@ -252,6 +256,14 @@ class Recomputer:
         except AdapterError as exc:
             self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
             raise ClusterReadError(f"cannot read the nodes of {cluster_id}: {exc}") from exc
+        try:  # the versions to write in (discovery, kept by the adapter): none served is no cluster to write to
+            kueue_api = kube.kueue_api()
+        except KueueNotInstalledError as exc:  # permanent until someone installs Kueue: recorded, not retried
+            self.store.record_read_failure(cluster_id, f"{exc.code}: {exc}", generation=generation)
+            raise
+        except AdapterError as exc:
+            self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
+            raise ClusterReadError(f"cannot read the Kueue API versions of {cluster_id}: {exc}") from exc
         kueue_config = read_kueue_config(kube.get_config_map)  # unreadable: a warning in the pool, never a failure
         quotas, scheduler = self._read_policies(cluster_id, generation)
         settings = self.settings_for(cluster)
@@ -260,6 +272,7 @@ class Recomputer:
         result = compute(Snapshot(nodes=nodes, quotas=quotas, scheduler_config=scheduler, settings=settings))
         result = with_kueue_config(result, kueue_config, scheduler)  # what this Kueue will not do, as named issues
         result, manifests = writable_objects(result, scheduler, settings)  # a bad name: an issue, not a write
+        result = with_kueue_api(result, manifests, kueue_api)  # the versions written in, a field they lack named
         refused = [e for m in manifests for e in webhook_violations(m)]
         if refused:  # recorded like an unreadable policy: the last pool and the cluster's objects stay
             message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])
