@@ -272,3 +272,20 @@ def test_the_queue_names_are_read_as_a_table_without_the_objects_page_by_page(ca
     assert adapter.list_cluster_queue_names("app.kubernetes.io/managed-by!=idleshare") == ["a", "b"]
     first, _ = handler.seen
     assert "as=Table" in first[1] and "includeObject=None" in first[0] and "managed-by%21%3Didleshare" in first[0]
+
+
+def test_the_docs_name_the_issues_the_metric_and_the_alarm_as_the_code_does():
+    from pathlib import Path
+
+    from infra.constructs import observability
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    operations, spec, decisions = ((docs / f).read_text() for f in ("operations.md", "spec.md", "decisions.md"))
+    for code in (DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE, HYPERPOD_TASK_GOVERNANCE_ACTIVE):
+        assert f"`{code}`" in operations and f"`{code}`" in spec
+    metric = names.METRIC_QUOTA_OVERRIDDEN
+    assert f"`{metric}` > 0" in operations and f"| `{metric}` |" in operations and f"`{metric}`" in spec
+    assert f"| `QuotaOverriddenAlarm-<c>` | `{metric}` > 0 |" in operations
+    assert '"QuotaOverriddenAlarm"' in Path(observability.__file__).read_text()
+    assert HYPERPOD_MANAGED_NAMESPACE_LABEL in operations and HYPERPOD_MANAGED_NAMESPACE_LABEL in decisions
+    assert "IDLESHARE_KUEUE_VERSION=v0.20" in operations
