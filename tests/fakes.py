@@ -295,6 +295,17 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
     return (obj["kind"], meta.get("namespace", ""), meta["name"])
 
 
+def _selected(objects: Iterable[dict[str, Any]], kind: str, label_selector: str) -> list[str]:
+    """The names of ``objects`` of ``kind`` a label selector of ``key=value`` / ``key!=value`` terms matches."""
+    terms = [t.partition("!=") if "!=" in t else t.partition("=") for t in label_selector.split(",") if t]
+    found = []
+    for obj in objects:
+        labels = obj["metadata"].get("labels") or {}
+        if obj.get("kind") == kind and all((labels.get(k) == v) == (op == "=") for k, op, v in terms):
+            found.append(obj["metadata"]["name"])
+    return found
+
+
 KUEUE_CONFIG_FAIR_SHARING = json.dumps(
     {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -348,6 +359,14 @@ class FakeKube:
     def list_managed(self) -> list[dict[str, Any]]:
         self._reachable("list")
         return [up(copy.deepcopy(o)) for o in self.objects.values()]
+
+    def list_namespace_names(self, label_selector: str, limit: int) -> list[str]:
+        self._reachable("list Namespace")
+        return sorted(_selected(self.objects.values(), "Namespace", label_selector))[:limit]
+
+    def list_cluster_queue_names(self, label_selector: str) -> list[str]:
+        self._reachable("list ClusterQueue names")
+        return sorted(_selected(self.objects.values(), "ClusterQueue", label_selector))
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
         """The object as applied; a creation marker it had stays (server-side apply never removes what it did

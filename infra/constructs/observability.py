@@ -229,30 +229,42 @@ class Observability(Construct):
             )
             for cluster_id in cluster_ids
         ]
-        self.field_manager_alarms = [
-            alarm(
-                f"ForeignFieldManagerAlarm-{cluster_id}",
-                f"Cluster {cluster_id}: another field manager owns fields of idleshare's Kueue objects "
-                "(HyperPod task governance or GitOps?); idleshare leaves them (apply status Conflict)",
-                # EMF from the recompute: the cluster, and Powertools' own service dimension
-                emf_metric(names.METRIC_FOREIGN_FIELD_MANAGER, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
-                above=0,
-                periods=1,
-            )
-            for cluster_id in cluster_ids
-        ]
-        self.foreign_object_alarms = [
-            alarm(
-                f"ForeignObjectAlarm-{cluster_id}",
-                f"Cluster {cluster_id}: an object of a name idleshare wants exists and idleshare did not create it "
-                "(no idleshare.io/created-by annotation): never written nor deleted by idleshare (apply status "
-                "Conflict, issue ForeignObject names it)",
-                emf_metric(names.METRIC_FOREIGN_OBJECTS, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
-                above=0,
-                periods=1,
-            )
-            for cluster_id in cluster_ids
-        ]
+
+        def cluster_gauge_alarms(prefix: str, metric: str, description: str) -> list[cw.Alarm]:
+            """``<prefix>-<cluster>`` for each cluster: the recompute's per-cluster gauge ``metric`` above 0 (EMF: the
+            cluster, and Powertools' own service dimension). ``description`` names the cluster as ``{cluster}``."""
+            return [
+                alarm(
+                    f"{prefix}-{cluster_id}",
+                    description.replace("{cluster}", cluster_id),
+                    emf_metric(metric, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
+                    above=0,
+                    periods=1,
+                )
+                for cluster_id in cluster_ids
+            ]
+
+        self.field_manager_alarms = cluster_gauge_alarms(
+            "ForeignFieldManagerAlarm",
+            names.METRIC_FOREIGN_FIELD_MANAGER,
+            "Cluster {cluster}: another field manager owns fields of idleshare's Kueue objects "
+            "(HyperPod task governance or GitOps?); idleshare leaves them (apply status Conflict)",
+        )
+        self.foreign_object_alarms = cluster_gauge_alarms(
+            "ForeignObjectAlarm",
+            names.METRIC_FOREIGN_OBJECTS,
+            "Cluster {cluster}: an object of a name idleshare wants exists and idleshare did not create it "
+            "(no idleshare.io/created-by annotation): never written nor deleted by idleshare (apply status "
+            "Conflict, issue ForeignObject names it)",
+        )
+        self.quota_overridden_alarms = cluster_gauge_alarms(
+            "QuotaOverriddenAlarm",
+            names.METRIC_QUOTA_OVERRIDDEN,
+            "Cluster {cluster}: Kueue schedules one of idleshare's ClusterQueues or its Cohort from "
+            "status.effectiveQuotas (Dynamic Quota Orchestration), not from the spec idleshare writes: idleshare's "
+            "limits are not in force there. Issue DynamicQuotaOrchestratorActive (GET /clusters/<c>/pool) names "
+            "each object and its orchestrator",
+        )
 
         self.idle_while_pending_alarms = [
             alarm(
@@ -322,6 +334,7 @@ class Observability(Construct):
                     *self.shortfall_alarms,
                     *self.field_manager_alarms,
                     *self.foreign_object_alarms,
+                    *self.quota_overridden_alarms,
                     *self.idle_while_pending_alarms,
                 ],
                 width=24,

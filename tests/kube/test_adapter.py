@@ -283,14 +283,17 @@ def test_list_managed_reads_what_the_diff_needs_and_not_kueues_status(kube, prox
     monkeypatch.setattr("idleshare.adapters.kube.DEFAULT_PAGE_SIZE", 1)
     proxy.clear_requests()
     managed = adapter.list_managed()
-    # Then every object came, page by page, without its status, with idleshare's managedFields entries only
+    # Then every object came, page by page, without its status (a ClusterQueue or Cohort would keep only
+    # status.effectiveQuotas: none here), with idleshare's managedFields entries whole and another's by name only
     assert any(r.query.get("continue") for r in proxy.requests if "clusterqueues" in r.path)
     assert not [r for r in proxy.requests if "resourceVersion" in r.query]
     assert sorted((o["kind"], o["metadata"]["name"]) for o in managed) == sorted(
         (o["kind"], o["metadata"]["name"]) for o in full
     )
     assert not [o for o in managed if "status" in o]
-    assert {m["manager"] for o in managed for m in o["metadata"].get("managedFields", [])} == {"idleshare"}
+    entries = [m for o in managed for m in o["metadata"].get("managedFields", [])]
+    assert {m["manager"] for m in entries} == {m["manager"] for o in full for m in o["metadata"]["managedFields"]}
+    assert {m["manager"] for m in entries if "fieldsV1" in m} == {"idleshare"}
     research = cq_named(managed, "research")
     stored = kube.get("ClusterQueue", RESEARCH_CQ)
     assert research["spec"] == stored["spec"] and research["metadata"]["labels"] == stored["metadata"]["labels"]

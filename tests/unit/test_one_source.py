@@ -71,7 +71,9 @@ def test_the_cluster_naming_defaults_come_from_the_domain_settings() -> None:
 
 def test_no_second_cluster_naming_literal() -> None:
     model = ROOT / "functions" / "idleshare" / "domain" / "model.py"
-    assert _hits(r"""["'](hyperpod-ns-|shared-pool["'])""", {model}) == []
+    # HyperPod's own lender queues' prefix is HyperPod's name, not a default of idleshare's: it stays whatever
+    # idleshare's prefix is set to
+    assert _hits(r"""["'](hyperpod-ns-(?!idle-resource-sharing-cq-)|shared-pool["'])""", {model}) == []
 
 
 def test_cluster_keys_are_built_by_the_table_module() -> None:

@@ -56,6 +56,7 @@ from idleshare.adapters.errors import (
     RetryableError,
 )
 from idleshare.domain import kueue_versions
+from idleshare.domain.coexistence import QUOTA_KINDS
 from idleshare.domain.kueue import KIND_ORDER, KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
 from idleshare.domain.kueue_diff import (
     CREATED_BY_ANNOTATION,
@@ -197,19 +198,53 @@ def _managed_decoders() -> tuple[Callable[[bytes], Any], Callable[[Any], dict[st
     )
 
 
+@functools.cache
+def _status_projections() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """msgspec decoders of the two things :mod:`idleshare.domain.coexistence` reads of what :func:`_managed_decoders`
+    leaves raw, everything else skipped unbuilt: a ClusterQueue's or Cohort's ``status.effectiveQuotas`` (None when
+    absent), and whether a ``managedFields`` entry's ``fieldsV1`` owns ``f:status`` / ``f:effectiveQuotas``."""
+    import msgspec
+
+    status = msgspec.defstruct("QuotaStatus", [("effectiveQuotas", Any, None)])
+    owned = msgspec.defstruct(
+        "OwnedStatus", [("effective", msgspec.Raw, msgspec.field(default=None, name="f:effectiveQuotas"))]
+    )
+    fields = msgspec.defstruct("OwnedFields", [("status", owned | None, msgspec.field(default=None, name="f:status"))])
+    decode_status, decode_fields = msgspec.json.Decoder(status).decode, msgspec.json.Decoder(fields).decode
+
+    def effective_quotas(raw: Any) -> Any:
+        return getattr(decode_status(raw), "effectiveQuotas", None)
+
+    def owns_effective_quotas(raw: Any) -> bool:
+        found = getattr(decode_fields(raw), "status", None)
+        return getattr(found, "effective", None) is not None
+
+    return effective_quotas, owns_effective_quotas
+
+
+_EFFECTIVE_QUOTAS_FIELDS: dict[str, Any] = {"f:status": {"f:effectiveQuotas": {}}}
+
+
 def _managed_metadata(
     fields: dict[str, Any], decode_entries: Callable[[Any], Any], decode: Callable[[Any], Any]
 ) -> Obj:
-    """An object's ``metadata`` from its raw fields: all of them, but of ``managedFields`` only the entries of
-    idleshare's field manager (the one :func:`idleshare.domain.kueue_diff.diff` reads)."""
+    """An object's ``metadata`` from its raw fields: all of them; of ``managedFields`` the entries of idleshare's
+    field manager whole (the one :func:`idleshare.domain.kueue_diff.diff` reads), of the others only ``manager``,
+    ``operation`` and ``subresource``, and as ``fieldsV1`` ``status.effectiveQuotas`` if the entry owns it (who
+    wrote it: :mod:`idleshare.domain.coexistence`)."""
     meta: Obj = {}
+    _, owns_effective_quotas = _status_projections()
     for key, raw in fields.items():
         if key == "managedFields":
-            meta[key] = [
-                {k: decode(v) for k, v in entry.items()}
-                for entry in decode_entries(raw) or ()
-                if "manager" in entry and decode(entry["manager"]) == FIELD_MANAGER
-            ]
+            meta[key] = []
+            for entry in decode_entries(raw) or ():
+                if "manager" in entry and decode(entry["manager"]) == FIELD_MANAGER:
+                    meta[key].append({k: decode(v) for k, v in entry.items()})
+                    continue
+                kept = {k: decode(entry[k]) for k in ("manager", "operation", "subresource") if k in entry}
+                if "fieldsV1" in entry and owns_effective_quotas(entry["fieldsV1"]):
+                    kept["fieldsV1"] = _EFFECTIVE_QUOTAS_FIELDS
+                meta[key].append(kept)
         else:
             meta[key] = decode(raw)
     return meta
@@ -483,8 +518,9 @@ class LightkubeCluster:
     def list_managed(self) -> list[Obj]:
         """Every Namespace and Kueue object labelled ``app.kubernetes.io/managed-by: idleshare``
         (one label-selected list per kind, all namespaces), with ``apiVersion`` and ``kind`` set, as
-        :func:`idleshare.domain.kueue_diff.diff` reads them: every field but ``status``, and of
-        ``metadata.managedFields`` idleshare's own entries only (another manager's are not read).
+        :func:`idleshare.domain.kueue_diff.diff` reads them: every field but ``status`` (of a ClusterQueue's or
+        Cohort's only ``effectiveQuotas``, when set), and of ``metadata.managedFields`` idleshare's own entries whole,
+        another manager's by name only (:func:`_managed_metadata`).
 
         Why: a ClusterQueue as served is ~35 KB, of which Kueue's status and the ``managedFields`` entry of
         its status writes are ~26 KB (a LocalQueue ~21 KB, mostly the same); at 200 teams that is ~11 MB of
@@ -510,6 +546,55 @@ class LightkubeCluster:
             return self._authenticated(functools.partial(self._list_labelled, kind="ClusterQueue", api=api))
 
         return [self._read_up(obj, "ClusterQueue") for obj in self._served("ClusterQueue", listing)]
+
+    def list_namespace_names(self, label_selector: str, limit: int) -> list[str]:
+        """The names of at most ``limit`` namespaces matching ``label_selector``: one request (its first page)."""
+
+        import msgspec
+
+        def listing(client: Client) -> list[str]:
+            generic = client._client
+            with self._translated("list Namespace"):
+                request = generic.prepare_request(
+                    "list", res=_resource("Namespace"), params={"limit": limit, "labelSelector": label_selector}
+                )
+                response = generic.send(generic.build_adapter_request(request))
+                generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                items = msgspec.json.decode(response.content).get("items") or ()
+                return [str(i["metadata"]["name"]) for i in items][:limit]
+
+        return self._authenticated(listing)
+
+    def list_cluster_queue_names(self, label_selector: str) -> list[str]:
+        """The names of every ClusterQueue matching ``label_selector``, paged, as a server-side Table without the
+        objects (``kubectl get clusterqueues``' request): some 100 bytes a queue, not the ~35 KB of one with its
+        status. ``list`` on clusterqueues, which the recompute has."""
+
+        import msgspec
+
+        def listing(client: Client, api: kueue_versions.KueueApi) -> list[str]:
+            generic = client._client
+            names: list[str] = []
+            with self._translated("list ClusterQueue names"):
+                request = generic.prepare_request(
+                    "list",
+                    res=_resource("ClusterQueue", api),
+                    params={"limit": DEFAULT_PAGE_SIZE, "labelSelector": label_selector, "includeObject": "None"},
+                    headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
+                )
+                while True:
+                    response = generic.send(generic.build_adapter_request(request))
+                    generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                    table = msgspec.json.decode(response.content)
+                    columns = [c.get("name") for c in table.get("columnDefinitions") or ()]
+                    at = columns.index("Name") if "Name" in columns else 0
+                    names.extend(str(row["cells"][at]) for row in table.get("rows") or ())
+                    token = (table.get("metadata") or {}).get("continue")
+                    if not token:
+                        return names
+                    request.params["continue"] = token
+
+        return self._served("ClusterQueue", lambda api: self._authenticated(functools.partial(listing, api=api)))
 
     def list_workloads(self) -> list[Obj]:
         """Every Kueue Workload in all namespaces (``list`` on workloads), paged: their pod sets' requests and node
@@ -616,6 +701,7 @@ class LightkubeCluster:
         import msgspec
 
         decode_page, decode_fields, decode_entries = _managed_decoders()
+        effective_quotas, _ = _status_projections()
         decode = msgspec.json.decode
         generic = client._client  # lightkube's request builder and httpx client, as in watch_nodes
         operation = f"list {kind}"
@@ -638,6 +724,8 @@ class LightkubeCluster:
                             obj[key] = _managed_metadata(decode_fields(raw), decode_entries, decode)
                         elif key != "status":
                             obj[key] = decode(raw)
+                        elif kind in QUOTA_KINDS and (effective := effective_quotas(raw)) is not None:
+                            obj[key] = {"effectiveQuotas": effective}
                     found.append(obj)
                 token = page.metadata.continue_ if page.metadata is not None else None
                 if not token:

@@ -277,6 +277,14 @@ class KubeCluster(Protocol):
         :meth:`delete` take hub objects and write them down to the served version."""
         ...
 
+    def list_namespace_names(self, label_selector: str, limit: int) -> list[str]:
+        """At most ``limit`` names of namespaces matching ``label_selector`` (one request)."""
+        ...
+
+    def list_cluster_queue_names(self, label_selector: str) -> list[str]:
+        """The names of every ClusterQueue matching ``label_selector`` (names only, not the objects)."""
+        ...
+
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
         """Server-side apply with idleshare's field manager, of an object idleshare created; ``force`` takes fields
         other managers own, else such a conflict raises :class:`~idleshare.adapters.errors.FieldOwnershipError`."""

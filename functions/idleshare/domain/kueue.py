@@ -10,7 +10,6 @@ would refuse.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -175,10 +174,7 @@ def writable_objects(
                 f"{kind} ({_SOURCE_OF.get(kind, 'an object')}) not written: " + "; ".join(problems[:3]),
             )
         )
-    if not issues:
-        return result, kept
-    merged = tuple(sorted(set(result.issues) | set(issues), key=lambda i: (i.severity, i.code, i.subject)))
-    return replace(result, issues=merged), kept
+    return result.with_issues(issues), kept
 
 
 def _priority_class(pc: PriorityClass) -> Manifest:

@@ -30,7 +30,7 @@ quota back, is also what enables that); no ClusterQueue field turns it back into
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from idleshare.domain.model import SchedulerConfig
 from idleshare.domain.pool import Issue, PoolResult
@@ -129,8 +129,4 @@ def kueue_config_issues(reading: KueueConfigReading | None, scheduler: Scheduler
 
 def with_kueue_config(result: PoolResult, reading: KueueConfigReading | None, scheduler: SchedulerConfig) -> PoolResult:
     """``result`` with the issues of :func:`kueue_config_issues` among its own (sorted as ``compute`` sorts)."""
-    extra = kueue_config_issues(reading, scheduler)
-    if not extra:
-        return result
-    issues = sorted(set(result.issues) | set(extra), key=lambda i: (i.severity, i.code, i.subject))
-    return replace(result, issues=tuple(issues))
+    return result.with_issues(kueue_config_issues(reading, scheduler))

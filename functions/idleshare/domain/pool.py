@@ -152,6 +152,13 @@ class PoolResult:
     """The Kueue API versions the cluster's objects are written in (``kueue_versions.with_kueue_api``); None when
     no cluster was asked (``idleshare plan``)."""
 
+    def with_issues(self, extra: Iterable[Issue]) -> PoolResult:
+        """This result with ``extra`` among its issues, sorted as :func:`compute` sorts them (itself if none)."""
+        extra = tuple(extra)
+        if not extra:
+            return self
+        return replace(self, issues=_sorted_issues((*self.issues, *extra)))
+
     def summary(self) -> str:
         """One human line: "ml.p5.48xlarge: 10 nodes (9 eligible); excluded: NotReady=1"."""
         parts = [f"{f}: {total} nodes ({ok} eligible)" for f, (ok, total) in self.node_counts.items()]
@@ -160,6 +167,10 @@ class PoolResult:
         if reasons:
             text += "; excluded: " + ", ".join(f"{r}={n}" for r, n in sorted(reasons.items()))
         return text
+
+
+def _sorted_issues(issues: Iterable[Issue]) -> tuple[Issue, ...]:
+    return tuple(sorted(set(issues), key=lambda i: (i.severity, i.code, i.subject)))
 
 
 def is_tracked(resource: str, settings: Settings) -> bool:
@@ -535,7 +546,7 @@ def compute(snapshot: Snapshot) -> PoolResult:
         teams=dict(sorted(teams.items())),
         excluded_nodes=excluded,
         node_counts=node_counts,
-        issues=tuple(sorted(set(issues), key=lambda i: (i.severity, i.code, i.subject))),
+        issues=_sorted_issues(issues),
         idle_resource_sharing=sharing,
         fair_share=snapshot.scheduler_config.fair_share,
         shapes={f: ctx.shapes[f] for f in sorted(ctx.shapes)},

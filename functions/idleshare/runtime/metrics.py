@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from idleshare import names
+from idleshare.domain.coexistence import DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE
 from idleshare.domain.model import is_accelerator
 from idleshare.runtime.observability import logger, metrics
 from idleshare.service.batch import BatchEvents
@@ -122,6 +123,8 @@ def emit_recompute(outcome: Outcome) -> None:
     # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_OBJECTS, float(len(outcome.foreign)))
+    overridden = sum(1 for issue in result.issues if issue.code == DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE)
+    gauge(outcome.cluster_id, names.METRIC_QUOTA_OVERRIDDEN, float(overridden))
 
 
 def gauge(cluster_id: str, name: str, value: float, *, unit: MetricUnit = MetricUnit.Count, **dims: str) -> None:

@@ -7,7 +7,9 @@
 2. compute the pool and the desired Kueue objects (in ``kueue.x-k8s.io/v1beta2``; the adapter writes each in the
    version served, and the pool names those versions and any field they lack, ``KueueFieldUnsupported``): one whose
    name the API server would refuse is left out, named in the pool's issues (``InvalidObjectName``), and every other
-   object is still written;
+   object is still written; other quota writers seen in the cluster's Kueue objects (Dynamic Quota Orchestration's
+   ``status.effectiveQuotas``, HyperPod's own task governance) are named issues too (:func:`_other_writer_issues`):
+   idleshare keeps writing its spec;
 3. persist generation N+1 conditionally on N, with a history item — only when something changed;
 4. apply only the objects that differ from the cluster's, delete ours that are no longer wanted;
 5. publish ``Lendable Pool Recomputed`` once per generation: the event is stored with the generation (the pool
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -40,13 +43,19 @@ from idleshare.adapters.ports import (
     RecordReturns,
     Store,
 )
+from idleshare.domain.coexistence import (
+    HYPERPOD_MANAGED_NAMESPACE_SELECTOR,
+    OTHER_WRITER_ISSUES,
+    SAMPLE,
+    other_writer_issues,
+)
 from idleshare.domain.document import digest, pool_document
-from idleshare.domain.kueue import webhook_violations, writable_objects
+from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL, webhook_violations, writable_objects
 from idleshare.domain.kueue_config import with_kueue_config
 from idleshare.domain.kueue_diff import created_by_idleshare, diff, foreign, object_identity
 from idleshare.domain.kueue_versions import with_kueue_api
 from idleshare.domain.model import Node, Quota, SchedulerConfig, Settings, Snapshot
-from idleshare.domain.pool import PoolResult, compute
+from idleshare.domain.pool import Issue, PoolResult, compute
 from idleshare.parse.errors import InputError
 from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
@@ -55,6 +64,7 @@ from idleshare.service.apply import describe
 from idleshare.service.apply import write as write_objects
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 """The named issue of an object whose fields another field manager owns (apply status ``Conflict``)."""
@@ -278,6 +288,7 @@ class Recomputer:
             message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])
             self.store.record_read_failure(cluster_id, message, generation=generation)
             raise PermanentError(message, operation="validate desired objects")
+        result = result.with_issues(_other_writer_issues(kube, current, previous))  # DQO, HyperPod's governance
         pool = pool_document(result)  # stored, and digested with the manifests: a new generation iff either moved
         new_digest = digest(pool, manifests)
 
@@ -397,6 +408,28 @@ class Recomputer:
         outcome.conflicts.extend(written.conflicts)
         outcome.foreign.extend(written.foreign)
         written.raise_failures()
+
+
+def _other_writer_issues(
+    kube: KubeCluster, current: _Background[list[dict[str, Any]]], previous: PoolRecord | None
+) -> list[Issue]:
+    """The issues of other quota writers (:mod:`idleshare.domain.coexistence`): from the managed objects step 4
+    diffs against (their ``status.effectiveQuotas``, their field managers), and two small reads — at most
+    ``SAMPLE`` namespaces HyperPod labelled (one request), the names of the ClusterQueues idleshare did not label
+    (a Table without the objects, ~100 bytes a queue).
+
+    Not observed (a read failed): the previous generation's issues of these codes stand, as a failure to observe
+    is not an observation of absence (and a flapping read would otherwise make a new generation each time); the
+    managed list's own failure is step 4's, raised there."""
+    try:
+        listed = current.result()
+        namespaces = kube.list_namespace_names(HYPERPOD_MANAGED_NAMESPACE_SELECTOR, SAMPLE)
+        queues = kube.list_cluster_queue_names(f"{MANAGED_BY_LABEL}!={MANAGED_BY}")
+    except Exception as exc:  # any failure: step 4 raises the managed list's again; this one is only logged
+        log.warning("cannot check for other quota writers: the last generation's findings stand (%s)", exc)
+        issues = (previous.pool.get("issues") or ()) if previous is not None else ()
+        return [Issue(**i) for i in issues if isinstance(i, dict) and i.get("code") in OTHER_WRITER_ISSUES]
+    return other_writer_issues(listed, namespaces, queues)
 
 
 def _conflict_message(outcome: Outcome) -> str:
