@@ -132,11 +132,11 @@ def kueue_api(resources: Mapping[str, Iterable[str]]) -> KueueApi:
         else:
             missing.append(kind)
     if missing:
-        offered = ", ".join(sorted(v for v, kinds in kinds_of.items() if kinds)) or "no version"
+        offered = ", ".join(sorted(v for v, kinds in kinds_of.items() if kinds))
+        serves = f"serves {GROUP} {offered}, but no version of" if offered else f"serves no version of {GROUP}: none of"
         raise KueueApiError(
-            f"{KUEUE_NOT_INSTALLED}: the API server serves {GROUP} {offered}, but no version of "
-            f"{', '.join(missing)} idleshare writes ({', '.join(sorted(KNOWN_VERSIONS))}): is Kueue v0.12 or newer "
-            "installed and its CRDs established?"
+            f"{KUEUE_NOT_INSTALLED}: the API server {serves} {', '.join(missing)} idleshare writes "
+            f"({', '.join(sorted(KNOWN_VERSIONS))}): is Kueue v0.12 or newer installed and its CRDs established?"
         )
     return KueueApi(tuple(served))
 
