@@ -70,12 +70,13 @@ FLAVORS: tuple[Flavor, ...] = (
     Flavor("ml.m5.2xlarge", 0.05, None),
 )
 
-_INELIGIBLE = ("NotReady", "Unschedulable", "Unhealthy", "UntoleratedTaint", "Deleting")
+_INELIGIBLE = ("NotReady", "Unschedulable", "Unhealthy", "UntoleratedTaint", "Deleting", "AcceleratorsNotReady")
+_DEVICE_PLUGIN_RESOURCES = ("nvidia.com/", "aws.amazon.com/neuron")
 
 
 def _node(flavor: Flavor, index: int, seed: int, ineligible: str | None) -> dict[str, Any]:
     spec = make_nodes.SPECS[flavor.instance_type]
-    return make_nodes.node_object(  # type: ignore[no-any-return]
+    node: dict[str, Any] = make_nodes.node_object(
         spec,
         index,
         group=flavor.instance_type.removeprefix("ml.").replace(".", "-"),
@@ -92,6 +93,12 @@ def _node(flavor: Flavor, index: int, seed: int, ineligible: str | None) -> dict
         n_images=1,
         seed=seed,
     )
+    if ineligible == "AcceleratorsNotReady":  # its device plugin has not registered: no accelerator reported yet
+        for field in ("allocatable", "capacity"):
+            resources = node["status"][field]
+            for r in [r for r in resources if r.startswith(_DEVICE_PLUGIN_RESOURCES)]:
+                del resources[r]
+    return node
 
 
 def _flavor_counts(n_nodes: int, flavors: tuple[Flavor, ...]) -> list[int]:
@@ -116,6 +123,8 @@ def make_nodes_list(n_nodes: int, n_flavors: int = 8, seed: int = 0) -> tuple[li
     eligible: Counter[str] = Counter()
     for position, (flavor, index) in enumerate(plan):
         ineligible = _INELIGIBLE[(position // INELIGIBLE_EVERY) % len(_INELIGIBLE)]
+        if ineligible == "AcceleratorsNotReady" and flavor.accelerator is None and flavor.mig is None:
+            ineligible = "NotReady"  # a CPU-only node has no device plugin to wait for
         reason = ineligible if position % INELIGIBLE_EVERY == INELIGIBLE_EVERY - 1 else None
         items.append(_node(flavor, index, seed, reason))
         if reason is None:

@@ -24,6 +24,7 @@ from idleshare.adapters.store import DynamoStore
 from idleshare.cli.plan import plan
 from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
+from idleshare.domain.kueue_versions import with_kueue_api
 from idleshare.domain.kueue_config import with_kueue_config
 from idleshare.domain.kueue_diff import diff
 from idleshare.domain.model import SchedulerConfig, Settings
@@ -156,10 +157,11 @@ def fresh_plan(sim: Any, store: DynamoStore, cluster_id: str) -> tuple[dict[str,
     reader = sim.idleshare_adapter(timeout=10)  # as idleshare's RBAC user, as the recompute reads it
     try:
         reading = read_kueue_config(reader.get_config_map)
+        api = reader.kueue_api()  # and the Kueue API versions it serves
     finally:
         reader.close()
     parsed = parse_scheduler_config(scheduler.body, source="scheduler") if scheduler is not None else SchedulerConfig()
-    result = with_kueue_config(result, reading, parsed)
+    result = with_kueue_api(with_kueue_config(result, reading, parsed), desired, api)
     return pool_document(result), desired
 
 
