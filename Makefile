@@ -51,7 +51,8 @@ lint: sync
 unit: sync browser
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/bench
 
-# The compatibility suite (tests/compat) once per Kueue version of devkit/kube/kueue_versions.py, the default first:
+# The compatibility suite (tests/compat, and the adapter's discovery and version round trip: tests/kube/
+# test_kueue_versions.py) once per Kueue version of devkit/kube/kueue_versions.py, the default first:
 # each version's Kueue built once into ~/.cache/idleshare/kube (bash devkit/kube/build.sh --kueue V), each run's
 # outcomes written to docs/compat.json, then README.md's support table regenerated from it. Fails when a run fails.
 compat: sync npm kube-stack
@@ -59,7 +60,7 @@ compat: sync npm kube-stack
 		bash devkit/kube/build.sh --kueue $$v >/dev/null || exit 1; \
 		echo "make compat: Kueue $$v"; \
 		IDLESHARE_KUEUE_VERSION=$$v IDLESHARE_COMPAT_RESULTS=docs/compat.json \
-			$(RUN) pytest -n $(PYTEST_WORKERS) tests/compat || status=1; \
+			$(RUN) pytest -n $(PYTEST_WORKERS) tests/compat tests/kube/test_kueue_versions.py || status=1; \
 	done; \
 	$(RUN) python -m tests.compat.results readme || status=1; \
 	exit $$status

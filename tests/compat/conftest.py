@@ -5,12 +5,6 @@ pipeline: :class:`tests.e2e.conftest.Cluster`) with real ``batch/v1`` Jobs.
 Each case is ``test_<feature>`` of :data:`tests.compat.results.FEATURES`. With ``IDLESHARE_COMPAT_RESULTS`` set
 (``make compat`` sets it), the outcomes of a run are written there under the version when the session ends
 (the xdist controller collects every worker's reports); without it (``make test``) nothing is written.
-
-:data:`AWAITING_SERVED_API` are the versions whose Kueue serves no ``kueue.x-k8s.io/v1beta2``: idleshare writes
-nothing they accept until it writes the version the cluster serves (issue 30, deliverable 2), so every case but
-the stack's own is marked ``xfail(strict=True)`` there — once those writes land the cases pass, strict xfail fails
-them as XPASS, and this mark is to be deleted. The outcome recorded is what happened (an xfail is a fail, an XPASS
-a pass), never the mark.
 """
 
 from __future__ import annotations
@@ -27,21 +21,17 @@ from tests.compat import results
 from tests.e2e.conftest import make_cluster  # noqa: F401 - the e2e pipeline on the real stack
 from tests.e2e.test_usage import watcher  # noqa: F401 - the node watcher's adapter (its ClusterRole only)
 
-AWAITING_SERVED_API = frozenset(v.version for v in kueue_versions.VERSIONS.values() if "v1beta2" not in v.served)
 _outcomes: dict[str, str] = {}
 _written: set[str] = set()  # the apiVersions idleshare's writes were stored through (each case records its own)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    version = kueue_versions.get().version
+    kueue_versions.get()  # an unknown IDLESHARE_KUEUE_VERSION stops the run here, naming the known ones
     for item in items:
         if not str(item.path).startswith(str(Path(__file__).parent)):
             continue
         if results.feature_of(item.name) is None:
             raise pytest.UsageError(f"{item.nodeid}: every compat case is test_<feature> of tests/compat/results.py")
-        if version in AWAITING_SERVED_API and item.name != "test_stack_admits_a_job":
-            reason = f"Kueue {version} serves no v1beta2: idleshare writes it only (issue 30, deliverable 2)"
-            item.add_marker(pytest.mark.xfail(reason=reason, strict=True))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -21,6 +21,7 @@ from devkit.kube.stack import KubeStack
 from idleshare.adapters.errors import PermanentError
 from idleshare.adapters.kube import FIELD_MANAGER, LightkubeCluster
 from idleshare.domain.kueue import webhook_violations
+from idleshare.domain.kueue_versions import up
 from tests.e2e import test_usage
 from tests.e2e.conftest import GPU, P5, Cluster, quota
 from tests.e2e.test_admission import short_of
@@ -150,9 +151,9 @@ def test_usage_read_back(make_cluster: Any, watcher: LightkubeCluster, record_pr
 
 
 def test_webhook_refusal_named(teams: Callable[..., Cluster]) -> None:
-    # Given alpha's ClusterQueue as idleshare wrote it
+    # Given alpha's ClusterQueue as idleshare wrote it (read back in idleshare's model, whatever version Kueue serves)
     cluster = teams(2)
-    stored = cluster.cluster_queue("alpha")
+    stored = up(cluster.cluster_queue("alpha"))
     broken = {k: copy.deepcopy(stored[k]) for k in ("apiVersion", "kind", "spec")}
     broken["metadata"] = {"name": stored["metadata"]["name"]}
     gpu = next(r for r in broken["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU)

@@ -1,7 +1,8 @@
-"""The adapter on a real API server + Kueue v0.19.2: discovery of the served kueue.x-k8s.io versions, and objects
-written in the version discovery says (domain/kueue_versions.py; docs/spec.md §3).
+"""The adapter on a real API server + Kueue (the stack's: ``make compat`` runs this file on every version of
+devkit/kube/kueue_versions.py): discovery of the served kueue.x-k8s.io versions, and objects written in the version
+discovery says (domain/kueue_versions.py; docs/spec.md §3).
 
-Kueue v0.19.2 serves v1beta2 (storage) and v1beta1. The test stack installs its CRDs as Kueue ships them in
+Kueue v0.19.2 (the default) serves v1beta2 (storage) and v1beta1. The test stack installs its CRDs as Kueue ships them in
 config/components/crd/bases, whose conversion strategy is None (no conversion webhook): the API server changes only a
 v1beta1 object's apiVersion, so Kueue (which reads v1beta2) does not see a v1beta1 ClusterQueue's ``cohort`` as its
 ``cohortName`` (tests/kube/test_crds.py). What this stack proves for a v1beta1 write is therefore the adapter's side:
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from devkit.kube import kueue_versions as stack_versions
 from devkit.kube.client import Kube
 from devkit.kube.proxy import FaultProxy
 from devkit.kube.stack import KubeStack
@@ -40,14 +42,23 @@ def adapter_for(kube_stack: KubeStack, proxy: FaultProxy) -> LightkubeCluster:
     return LightkubeCluster(proxy.url, token=lambda: kube_stack.idleshare_token, timeout=10.0, name="local")
 
 
+def _in_release(version: str, release: str) -> bool:
+    """Whether Kueue ``version`` (``v0.12.3``) is in the ``release`` range idleshare names (``v0.12``,
+    ``v0.13–v0.14``, ``v0.20+``)."""
+    minors = [int(bound.removeprefix("v0.").rstrip("+")) for bound in release.split("–")]
+    top = float("inf") if release.endswith("+") else minors[-1]
+    return minors[0] <= int(version.split(".")[1]) <= top
+
+
 def test_discovery_finds_the_versions_kueue_serves(kube_stack: KubeStack, proxy: FaultProxy) -> None:
+    stack = stack_versions.get()  # what this stack's Kueue serves, read from its module's CRDs
     cluster = adapter_for(kube_stack, proxy)
     served = cluster.served_resources()
-    for version in ("v1beta2", "v1beta1"):
-        assert set(kv.VERSIONS) <= set(served[version]), version
+    assert set(served) == set(stack.served)
     api = cluster.kueue_api()
-    assert {kind: api.version(kind) for kind in kv.VERSIONS} == dict.fromkeys(kv.VERSIONS, "v1beta2")
-    assert api.release == "v0.15–v0.19"
+    newest = {kind: stack.api_version_of(kind).split("/")[1] for kind in kv.VERSIONS}
+    assert {kind: api.version(kind) for kind in kv.VERSIONS} == newest
+    assert _in_release(stack.version, api.release), (stack.version, api.release)
     before = len(proxy.requests)
     assert cluster.kueue_api() is api and len(proxy.requests) == before  # kept: no second discovery
     assert [r.path for r in proxy.requests if r.path.startswith("/apis/kueue.x-k8s.io")][:1] == ["/apis/kueue.x-k8s.io"]
@@ -78,6 +89,8 @@ def v1beta1_objects() -> list[dict[str, Any]]:
 def test_objects_written_as_v1beta1_are_stored_and_read_back_equal(
     kube_stack: KubeStack, proxy: FaultProxy, kube: Kube
 ) -> None:
+    if "v1beta2" not in stack_versions.get().served:
+        pytest.skip("this stack's Kueue serves v1beta1 alone: test_on_a_v1beta1_only_kueue_every_object_round_trips")
     cluster = only("v1beta1", adapter_for(kube_stack, proxy))
     assert cluster.kueue_api().release == "v0.13–v0.14"
     wanted = v1beta1_objects()
@@ -125,14 +138,17 @@ def test_on_a_v1beta1_only_kueue_every_object_round_trips(kube_stack: KubeStack,
 def test_a_version_no_longer_served_is_discovered_again_on_404(
     kube_stack: KubeStack, proxy: FaultProxy, kube: Kube
 ) -> None:
-    """The adapter kept v1alpha1 for Cohort (a Kueue v0.12 it talked to before an upgrade): the write answers 404,
-    discovery is read again, and the Cohort is written in the version served now."""
+    """The adapter kept a Cohort version this Kueue does not serve (v1alpha1 from a Kueue v0.12 it talked to before an
+    upgrade; on v0.12, v1beta2 from before a rollback): the write answers 404, discovery is read again, and the Cohort
+    is written in the version served now."""
     cluster = adapter_for(kube_stack, proxy)
-    stale = kv.KueueApi(tuple((k, ("v1alpha1",) if k == "Cohort" else ("v1beta2",)) for k in kv.VERSIONS))
-    cluster._api = stale
+    real = dict(cluster.kueue_api().served)
+    gone = next(v for v in kv.VERSIONS["Cohort"] if v not in real["Cohort"])
+    cluster._api = kv.KueueApi(tuple((k, (gone,) if k == "Cohort" else real[k]) for k in kv.VERSIONS))
     cohort = next(o for o in objects(CLUSTER, QUOTAS[:1])[1] if o["kind"] == "Cohort")
     assert cluster.create(cohort) is True
-    assert cluster.kueue_api().version("Cohort") == "v1beta2"
+    now = cluster.kueue_api().version("Cohort")
+    assert now == real["Cohort"][0] != gone
     paths = [r.path for r in proxy.requests if r.method == "POST"]
-    assert any("/v1alpha1/cohorts" in p for p in paths) and any("/v1beta2/cohorts" in p for p in paths)
+    assert any(f"/{gone}/cohorts" in p for p in paths) and any(f"/{now}/cohorts" in p for p in paths)
     assert kube.get("Cohort", cohort["metadata"]["name"]) is not None
