@@ -22,8 +22,11 @@ Configuration by the manager starting at all (it refuses an unknown field), the 
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +102,27 @@ def get(version: str | None = None) -> KueueVersion:
             f"Kueue {wanted!r}{source} is not one the stack can run: one of {', '.join(VERSIONS)} (devkit/kube/kueue_versions.py)"
         )
     return VERSIONS[wanted]
+
+
+def crd_dir(version: str) -> Path:
+    """``version``'s CRDs (``config/components/crd/bases``) as its pinned module ships them: ``go mod download`` in the
+    module that pins it (its ``go.sum`` verifies the zip; seconds the first time, then Go's module cache). No copy of
+    a CRD is kept in the repository (tests/kube/test_crds.py)."""
+    module = get(version).module
+    if shutil.which("go") is None:
+        raise RuntimeError(f"Kueue {version}'s CRDs: `go` is not on PATH (it reads them from {module / 'go.mod'})")
+    done = subprocess.run(
+        ["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@{version}"],
+        cwd=module,
+        env={**os.environ, "GOFLAGS": "-mod=readonly"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    answer = json.loads(done.stdout or "{}")
+    if done.returncode != 0 or "Dir" not in answer:
+        raise RuntimeError(f"Kueue {version}'s module did not download: {answer.get('Error') or done.stderr.strip()}")
+    return Path(answer["Dir"]) / "config" / "components" / "crd" / "bases"
 
 
 def ordered() -> list[str]:

@@ -1,5 +1,5 @@
 """The one Kueue model written down to each version a cluster serves, and read back up (domain/kueue_versions.py),
-checked against the CRD schemas of each Kueue release idleshare supports (tests/data/kueue-crds/, verbatim).
+checked against the CRD schemas of each Kueue release idleshare supports (as each one's pinned module ships them).
 
 The schema check is the API server's structural one, recursively: every field declared (unless the schema keeps
 unknown fields), of its type, in its enum, matching its pattern, within its length and item bounds, required
@@ -11,7 +11,6 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,14 +18,15 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from devkit.kube import kueue_versions as stack_versions
 from idleshare.domain import kueue_versions as kv
 from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings
 from tests.builders import CLUSTER, QUOTAS, objects
 
-CRDS = Path(__file__).parents[1] / "data" / "kueue-crds"
-RELEASES = sorted(p.name for p in CRDS.iterdir() if p.is_dir())
+RELEASES = list(stack_versions.VERSIONS)
+"""Every Kueue the stack runs; each one's CRDs read from its pinned module (:func:`devkit.kube.kueue_versions.crd_dir`)."""
 PLURAL = {
     "ClusterQueue": "clusterqueues",
     "Cohort": "cohorts",
@@ -39,7 +39,8 @@ WRITTEN = tuple(PLURAL)
 
 @cache
 def crd(release: str, kind: str) -> dict[str, Any]:
-    found: dict[str, Any] = yaml.safe_load((CRDS / release / f"kueue.x-k8s.io_{PLURAL[kind]}.yaml").read_text())
+    path = stack_versions.crd_dir(release) / f"kueue.x-k8s.io_{PLURAL[kind]}.yaml"
+    found: dict[str, Any] = yaml.safe_load(path.read_text())
     assert found["spec"]["names"]["kind"] == kind
     return found
 

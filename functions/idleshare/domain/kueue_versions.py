@@ -8,7 +8,8 @@ the cluster returns back into the hub version, before :mod:`idleshare.domain.kue
 :mod:`idleshare.domain.usage` counts it, so no rule is written twice. Pure, stdlib only.
 
 Every version fact is in the tables below, checked field by field (recursively: names, types, enums) against each
-Kueue release's CRD schemas in ``tests/data/kueue-crds/`` by ``tests/unit/test_kueue_versions.py``:
+Kueue release's CRD schemas, as its module pinned in ``devkit/kube`` ships them, by
+``tests/unit/test_kueue_versions.py``:
 
 ==================  ==========================  =============================================================
 Kueue               served (newest first)       what idleshare's objects lose or rename there
