@@ -150,6 +150,8 @@ def node_changes(before: View | None, after: View | None) -> list[str]:
     out = []
     if after[_DELETING] and not before[_DELETING]:
         out.append(DELETING)
+    elif before[_DELETING] and not after[_DELETING]:  # no deletion is undone: a new node of the same name (a relist)
+        out.append(ADDED)
     if after[_READY] != before[_READY]:
         out.append({"True": READY, "False": NOT_READY}.get(str(after[_READY]), READY_UNKNOWN))
     if after[_UNSCHEDULABLE] != before[_UNSCHEDULABLE]:
