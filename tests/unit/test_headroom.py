@@ -333,3 +333,57 @@ def test_pods_and_one_dump():
     assert split_dump({"kind": "List", "items": [{"kind": "Node"}]}) is None
     found, problems = cluster_pods([{**pod, "spec": {"nodeName": 5}}])
     assert found == [] and "nodeName" in str(problems[0])
+
+
+# -- the recompute reads them ----------------------------------------------------------------------------------------
+@pytest.fixture
+def recompute():
+    from idleshare.adapters.ports import ClusterRecord
+    from idleshare.service.recompute import Recomputer
+    from tests.builders import k8s_node
+    from tests.fakes import FakeKube, FakePublisher, FakeStore
+
+    def make(mode: Headroom = Headroom.DAEMONSETS):
+        store = FakeStore([ClusterRecord("demo", "demo-eks", headroom=mode)])
+        kube = FakeKube([k8s_node(f"p5-{i}") for i in range(2)])
+        kube.daemonsets = [DS_OBJECT | {"spec": {"template": {"spec": {"containers": [CNI_CONTAINER]}}}}]
+        return store, kube, Recomputer(store, lambda c: kube, FakePublisher())
+
+    return make
+
+
+CNI_CONTAINER = {"name": "cni", "resources": {"requests": {"cpu": "250m", "memory": "500Mi"}}}
+
+
+def test_the_recompute_charges_daemonsets_and_a_failed_read_keeps_the_last_pool(recompute):
+    from idleshare.adapters.errors import RetryableError
+    from idleshare.service.recompute import ClusterReadError
+
+    store, kube, r = recompute()
+    outcome = r.recompute("demo")
+    assert outcome.result is not None
+    assert outcome.result.headroom == {f"p5-{i}": {"cpu": Fraction(1, 4), "memory": 500 * MI} for i in range(2)}
+    kept = store.pools["demo"]
+    kube.daemonsets = RetryableError("the API server is busy", operation="list DaemonSet")
+    with pytest.raises(ClusterReadError, match="DaemonSets or pods"):
+        r.recompute("demo")
+    assert store.pools["demo"].generation == kept.generation and store.pools["demo"].pool == kept.pool
+    assert "busy" in (store.pools["demo"].read_failure or "")
+
+
+def test_an_unreadable_daemonset_is_a_named_issue_and_pods_are_read_only_on_all(recompute):
+    _, kube, r = recompute(Headroom.ALL)
+    assert isinstance(kube.daemonsets, list)
+    kube.daemonsets.append({"metadata": {"name": "broken", "namespace": "ops"}, "spec": {"template": {"spec": {
+        "containers": [{"resources": {"requests": {"memory": "-1Gi"}}}]}}}})  # fmt: skip
+    kube.pods = [
+        {"metadata": {"name": "web", "namespace": "x"}, "spec": {"nodeName": "p5-0", "containers": [CNI_CONTAINER]}},
+        {"metadata": {"name": "job", "namespace": "hyperpod-ns-a", "labels": {"kueue.x-k8s.io/podset": "main"}},
+         "spec": {"nodeName": "p5-1", "containers": [CNI_CONTAINER]}},
+    ]  # fmt: skip
+    result = r.recompute("demo").result
+    assert result is not None
+    (issue,) = [i for i in result.issues if i.code == "UnreadableDaemonSet"]
+    assert issue.subject == "ops/broken" and 'containers[0].resources.requests["memory"]' in issue.message
+    assert result.headroom["p5-0"] == {"cpu": Fraction(1, 2), "memory": 1000 * MI}  # the CNI and the foreign pod
+    assert result.headroom["p5-1"] == {"cpu": Fraction(1, 4), "memory": 500 * MI}  # Kueue's pod is in its usage

@@ -278,16 +278,20 @@ def split_dump(document: Any) -> tuple[Any, list[Any], list[Any]] | None:
 
 
 def _cluster(objects: Iterable[object], kind: type[Any], to: Any, label: str) -> tuple[list[Any], list[InputError]]:
+    """Each object parsed, or its error: the error's source names it (``namespace/name``, else ``label #position``),
+    its locations are inside it (``spec.template.spec.containers[0]...``)."""
     found: list[Any] = []
     problems: list[InputError] = []
     for position, obj in enumerate(objects):
         errors: list[FieldError] = []
-        where = _where(None, obj, prefix=label)
-        parsed = _one(obj, kind, to, where, errors) if isinstance(obj, dict) else None
+        named = _where(None, obj, prefix="")
+        source = named.strip(" ()") or f"{label} #{position}"
         if not isinstance(obj, dict):
-            errors.append(FieldError(where, f"must be an object (got {show(obj)})"))
+            problems.append(InputError(source, [FieldError("", f"must be an object (got {show(obj)})")]))
+            continue
+        parsed = _one(obj, kind, to, "", errors)
         if errors or parsed is None:
-            problems.append(InputError(f"{label} #{position}", errors))
+            problems.append(InputError(source, [FieldError(e.loc.lstrip("."), e.message) for e in errors]))
         else:
             found.append(parsed)
     return found, problems
