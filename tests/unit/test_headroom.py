@@ -3,6 +3,7 @@ pods that are not Kueue's; kube-scheduler's request arithmetic; the pool compute
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from fractions import Fraction
 
@@ -387,3 +388,52 @@ def test_an_unreadable_daemonset_is_a_named_issue_and_pods_are_read_only_on_all(
     assert issue.subject == "ops/broken" and 'containers[0].resources.requests["memory"]' in issue.message
     assert result.headroom["p5-0"] == {"cpu": Fraction(1, 2), "memory": 1000 * MI}  # the CNI and the foreign pod
     assert result.headroom["p5-1"] == {"cpu": Fraction(1, 4), "memory": 500 * MI}  # Kueue's pod is in its usage
+
+
+# -- every node's headroom is visible ----------------------------------------------------------------------------
+def test_plan_reads_one_dump_and_shows_every_nodes_headroom(tmp_path, capsys):
+    from idleshare.cli.main import main
+    from tests.builders import k8s_node
+
+    dump = {"kind": "List", "items": [k8s_node("p5-0"), k8s_node("p5-1"), DS_OBJECT | {"spec": {"template": {"spec": {
+        "containers": [CNI_CONTAINER]}}}}]}  # fmt: skip
+    (tmp_path / "all.json").write_text(json.dumps(dump))
+    assert main(["plan", "--nodes", str(tmp_path / "all.json"), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["headroom"]["mode"] == "daemonsets"
+    assert doc["headroom"]["nodes"] == {f"p5-{i}": {"cpu": "250m", "memory": "500Mi"} for i in range(2)}
+    assert doc["headroom"]["byFlavor"] == {P5: {"cpu": "500m", "memory": "1000Mi"}}
+    assert main(["plan", "--nodes", str(tmp_path / "all.json"), "--format", "table"]) == 0
+    table = capsys.readouterr().out
+    assert "Headroom (daemonsets)" in table and any(
+        line.split() == ["p5-0", "0.25", "0.4Gi"] for line in table.splitlines()
+    )
+    assert main(["plan", "--nodes", str(tmp_path / "all.json"), "--headroom", "off", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["headroom"] == {"mode": "off", "byFlavor": {}, "nodes": {}}
+    # a bad DaemonSet file: the field named, exit 2, no traceback
+    (tmp_path / "ds.json").write_text(json.dumps([{"metadata": {"name": "x"}, "spec": {"template": {"spec": {
+        "tolerations": [{"operator": "Maybe"}]}}}}]))  # fmt: skip
+    assert main(["plan", "--nodes", str(tmp_path / "all.json"), "--daemonsets", str(tmp_path / "ds.json")]) == 2
+    err = capsys.readouterr().err
+    assert "tolerations[0].operator" in err and "Traceback" not in err
+
+
+def test_get_pool_shows_a_sample_of_nodes_and_every_flavors_sum(recompute):
+    from idleshare.cli.report_html import render
+    from idleshare.service.admin import Admin
+
+    store, kube, r = recompute()
+    kube.nodes = [k8s_node_named(f"p5-{i:03d}") for i in range(150)]
+    r.recompute("demo")
+    shown = Admin(store, None).pool("demo")["headroom"]
+    assert (shown["total"], shown["shown"], len(shown["nodes"])) == (150, 100, 100)
+    assert shown["byFlavor"] == {P5: {"cpu": "37500m", "memory": "75000Mi"}}  # 150 x 250m, 150 x 500Mi
+    page = render(shown and Admin(store, None).pool("demo"))
+    assert '<tr data-headroom-node="p5-000"><td>p5-000</td>' in page and "The first 100 of 150 nodes" in page
+    assert f'<tr data-headroom-flavor="{P5}">' in page
+
+
+def k8s_node_named(name: str) -> dict:
+    from tests.builders import k8s_node
+
+    return k8s_node(name)

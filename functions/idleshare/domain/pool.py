@@ -154,6 +154,8 @@ class PoolResult:
     headroom: dict[str, dict[str, Amount]] = field(default_factory=dict)
     """node -> resource -> what headroom took from its allocatable (docs/spec.md §2), eligible nodes only, tracked
     resources above 0 only, sorted by node."""
+    headroom_by_flavor: Table = field(default_factory=dict)
+    """flavor -> resource -> the sum of :attr:`headroom` over the flavor's eligible nodes: what capacity lost."""
     kueue_api: KueueApi | None = None
     """The Kueue API versions the cluster's objects are written in (``kueue_versions.with_kueue_api``); None when
     no cluster was asked (``idleshare plan``)."""
@@ -461,6 +463,7 @@ def compute(snapshot: Snapshot) -> PoolResult:
     settings = snapshot.settings
     nodes, taken = reserve(snapshot.nodes, snapshot.daemonsets, snapshot.pods, settings.headroom)
     capacity, excluded, node_counts, votes = _observe_nodes(nodes, settings)
+    shown_headroom = _shown_headroom(taken, excluded, settings)
     issues: list[Issue] = []
     ctx = _Context(settings, frozenset(node_counts), votes, issues)
     for flavor in node_counts:
@@ -558,8 +561,20 @@ def compute(snapshot: Snapshot) -> PoolResult:
         fair_share=snapshot.scheduler_config.fair_share,
         shapes={f: ctx.shapes[f] for f in sorted(ctx.shapes)},
         headroom_mode=settings.headroom,
-        headroom=_shown_headroom(taken, excluded, settings),
+        headroom=shown_headroom,
+        headroom_by_flavor=_by_flavor(shown_headroom, nodes),
     )
+
+
+def _by_flavor(headroom: Mapping[str, Mapping[str, Amount]], nodes: Iterable[Node]) -> Table:
+    totals: dict[str, dict[str, Amount]] = defaultdict(dict)
+    for node in nodes:
+        by = headroom.get(node.name)
+        if by and node.instance_type:
+            per = totals[node.instance_type]
+            for r, q in by.items():
+                per[r] = exact(per.get(r, 0) + q)
+    return {f: dict(sorted(totals[f].items())) for f in sorted(totals)}
 
 
 def _shown_headroom(
