@@ -296,10 +296,10 @@ def _workload_reads() -> dict[str, tuple[Any, Callable[[bytes], Any], str | None
         ).decode
 
     class DaemonSet(GenericNamespacedResource):
-        _api_info = create_api_info("apps", "v1", "DaemonSet", "daemonsets", verbs=["list"])
+        _api_info = create_api_info("apps", "v1", "DaemonSet", "daemonsets", verbs=["list", "global_list"])
 
     class Pod(GenericNamespacedResource):
-        _api_info = create_api_info("", "v1", "Pod", "pods", verbs=["list"])
+        _api_info = create_api_info("", "v1", "Pod", "pods", verbs=["list", "global_list"])
 
     return {
         "DaemonSet": (DaemonSet, page(ds), None),
