@@ -43,7 +43,7 @@ from devkit.kube.client import Kube
 from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare import table as schema
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.model import DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
 
 REGION = "us-east-1"
 TABLE_NAME = "idleshare-local"
@@ -127,6 +127,7 @@ class ClusterSpec:
     eks_cluster_name: str = "my-hyperPod-eks-cluster"
     hyperpod_cluster_arn: str = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
     borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
+    headroom: Headroom = DEFAULT_HEADROOM
 
 
 @dataclass
@@ -259,7 +260,11 @@ class Embedded:
         c = self.cluster
         self.store.put_cluster(
             ClusterRecord(
-                c.cluster_id, c.eks_cluster_name, c.hyperpod_cluster_arn, borrow_limit_basis=c.borrow_limit_basis
+                c.cluster_id,
+                c.eks_cluster_name,
+                c.hyperpod_cluster_arn,
+                borrow_limit_basis=c.borrow_limit_basis,
+                headroom=c.headroom,
             )
         )
         # The node watcher, as deployed: its first pass lists the nodes and publishes nothing (a baseline)

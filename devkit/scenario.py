@@ -21,7 +21,7 @@ import yaml
 
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
 from idleshare.cli.present import short_resource
-from idleshare.domain.model import BorrowLimitBasis, Settings
+from idleshare.domain.model import BorrowLimitBasis, Headroom, Settings
 from idleshare.domain.model import is_accelerator as is_accelerator  # devkit/report.py
 from idleshare.domain.naming import cluster_queue_name, is_dns_label, priority_class_name
 from idleshare.parse.errors import FieldError, InputError
@@ -67,7 +67,17 @@ WORKLOAD_STATES = ("Admitted", "Pending", "Preempted", "Finished")
 WATCHED_KINDS = ("cordon", "uncordon", "node", "nodeHealth", "event", "events")
 """Steps after which the node watcher takes a pass (the others change no node)."""
 STEP_KEYS = ("title", "expect", *ACTIONS)
-TOP_KEYS = ("name", "description", "cluster", "borrowLimitBasis", "nodes", "quotas", "schedulerConfig", "steps")
+TOP_KEYS = (
+    "name",
+    "description",
+    "cluster",
+    "borrowLimitBasis",
+    "headroom",
+    "nodes",
+    "quotas",
+    "schedulerConfig",
+    "steps",
+)
 
 
 def full_resource(name: str) -> str:
@@ -230,13 +240,19 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO, reader: Reader
             eks_cluster_name=str(raw_cluster.get("eksClusterName", cluster.eks_cluster_name)),
             hyperpod_cluster_arn=str(raw_cluster.get("hyperpodClusterArn", cluster.hyperpod_cluster_arn)),
         )
-    if "borrowLimitBasis" in doc:  # the cluster's BorrowLimit basis (docs/spec.md §2): Quota (default) or Pool
-        bases = {str(b): b for b in BorrowLimitBasis}
-        basis = bases.get(str(doc["borrowLimitBasis"]))
-        if basis is None:
-            errors.append(FieldError("borrowLimitBasis", f"must be one of {', '.join(bases)}"))
-        else:
-            cluster = dataclasses.replace(cluster, borrow_limit_basis=basis)
+    # the cluster's settings (docs/spec.md §2): its BorrowLimit basis, Quota (default) or Pool; its headroom, off,
+    # daemonsets (default) or all
+    for key, attribute, kind in (
+        ("borrowLimitBasis", "borrow_limit_basis", BorrowLimitBasis),
+        ("headroom", "headroom", Headroom),
+    ):
+        if key in doc:
+            values = {str(v): v for v in kind}
+            value = values.get(str(doc[key]))
+            if value is None:
+                errors.append(FieldError(key, f"must be one of {', '.join(values)}"))
+            else:
+                cluster = dataclasses.replace(cluster, **{attribute: value})
     if errors:
         raise InputError(source, errors)
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from idleshare import timings
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.model import DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
 from idleshare.domain.naming import namespace_prefix_problem
 
 CONTEXT_KEY = "idleshare"
@@ -94,6 +94,10 @@ class ClusterConfig(_Strict):
     borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
     """What a quota's BorrowLimit is a percentage of: Quota (HyperPod's: the team's own quota) or Pool (the lendable
     pool the team sees); docs/spec.md §2."""
+    headroom: Headroom = DEFAULT_HEADROOM
+    """Which pods that are not Kueue's reduce a node's allocatable before the pool: off, daemonsets (the DaemonSets that
+    will run on it; the default), all (also the bound pods neither a DaemonSet's nor Kueue's: a cluster-wide pod list
+    per recompute); docs/spec.md §2."""
     vpc: VpcConfig | None = None
 
     @field_validator("prefix")
@@ -181,6 +185,7 @@ class IdleshareConfig(_Strict):
                         "prefix",
                         "field_ownership",
                         "borrow_limit_basis",
+                        "headroom",
                     }
                 )
                 for c in self.clusters

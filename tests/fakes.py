@@ -332,6 +332,8 @@ class FakeKube:
         self.lists = 0  # list_nodes_snapshot calls
         self.watches: list[str] = []  # the resource version each watch_nodes call started from
         self.workloads: list[dict[str, Any]] = []  # Kueue Workloads (list_workloads)
+        self.daemonsets: list[dict[str, Any]] | Exception = []  # list_daemonsets (an exception: raised)
+        self.pods: list[dict[str, Any]] | Exception = []  # list_bound_pods (an exception: raised)
         self.kueue: KueueApi | Exception = HUB_ONLY
         """The Kueue versions it serves (kueue_api; an exception: raised, as discovery's failure): objects are
         stored written down to them and listed read back up, as the adapter does."""
@@ -367,6 +369,23 @@ class FakeKube:
     def list_cluster_queue_names(self, label_selector: str) -> list[str]:
         self._reachable("list ClusterQueue names")
         return sorted(_selected(self.objects.values(), "ClusterQueue", label_selector))
+
+    def list_daemonsets(self) -> list[dict[str, Any]]:
+        self._reachable("list DaemonSet")
+        if isinstance(self.daemonsets, Exception):
+            raise self.daemonsets
+        return copy.deepcopy(self.daemonsets)
+
+    def list_bound_pods(self) -> list[dict[str, Any]]:
+        self._reachable("list Pod")
+        if isinstance(self.pods, Exception):
+            raise self.pods
+        finished = ("Succeeded", "Failed")  # the adapter's field selector
+        return [
+            copy.deepcopy(p)
+            for p in self.pods
+            if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") not in finished
+        ]
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
         """The object as applied; a creation marker it had stays (server-side apply never removes what it did

@@ -28,6 +28,7 @@ ISSUES_PAGE_MAX = 1000  # issues a page of GET issues holds
 USAGE_PAGE_MAX = 10_000  # teams (latest sample) or rows and gaps (over a period) a page of GET usage holds
 POOL_EXCLUDED_SAMPLE = 100  # excluded nodes GET pool shows (the first by name; counts per reason for all)
 POOL_TEAMS_SAMPLE = 100  # teams GET pool shows (the first by name; GET grants pages through them all)
+POOL_HEADROOM_SAMPLE = 100  # nodes whose headroom GET pool shows (the first by name; per flavor sums for all)
 POOL_ISSUES_SAMPLE = 100  # issues GET pool shows (the first; counts per code for all; GET issues pages them)
 
 

@@ -69,6 +69,7 @@ def test_defaults_for_a_minimal_config() -> None:
             "borrow_limit_basis": "Quota",
             "eks_cluster_name": "c1",
             "field_ownership": "Respect",
+            "headroom": "daemonsets",
             "hyperpod_cluster_arn": None,
             "id": "c1",
             "prefix": None,
@@ -89,6 +90,17 @@ def test_a_clusters_borrow_limit_basis_reaches_the_lambdas_cluster_records() -> 
         ("c1", BorrowLimitBasis.POOL),
         ("c2", BorrowLimitBasis.QUOTA),
     ]
+
+
+def test_a_clusters_headroom_reaches_the_lambdas_cluster_records() -> None:
+    from idleshare.domain.model import DEFAULT_HEADROOM, Headroom
+
+    config = parse_config({"clusters": [_cluster(headroom="all"), _cluster(id="c2", eks_cluster_name="c2-eks")]})
+    assert [c.headroom for c in config.clusters] == [Headroom.ALL, DEFAULT_HEADROOM]
+    records = parse_clusters(config.clusters_env())
+    assert [(r.cluster_id, r.headroom) for r in records] == [("c1", Headroom.ALL), ("c2", DEFAULT_HEADROOM)]
+    with pytest.raises(Exception, match="headroom"):
+        parse_config({"clusters": [_cluster(headroom="pods")]})
 
 
 def _cluster(**over: Any) -> dict[str, Any]:

@@ -18,6 +18,8 @@ RECOMPUTE_RULES = [
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "create", "patch"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": KUEUE_KINDS, "verbs": ["get", "list", "patch", "create", "delete"]},
     {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kueue-manager-config"], "verbs": ["get"]},
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},  # headroom
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},  # headroom on `all`
 ]
 WATCHER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},

@@ -58,6 +58,17 @@ def test_each_clusters_borrow_limit_basis_is_read_and_quota_without_one() -> Non
     assert got == [("demo", BorrowLimitBasis.POOL), ("c2", BorrowLimitBasis.QUOTA), ("c3", BorrowLimitBasis.QUOTA)]
 
 
+def test_each_clusters_headroom_is_read_and_the_default_without_one() -> None:
+    from idleshare.domain.model import DEFAULT_HEADROOM, Headroom
+
+    raw = json.dumps([DEMO | {"headroom": "all"}, {"id": "c2", "eks_cluster_name": "e2", "headroom": "off"},
+                      {"id": "c3", "eks_cluster_name": "e3"}])  # fmt: skip
+    got = [(c.cluster_id, c.headroom) for c in env_module.parse_clusters(raw)]
+    assert got == [("demo", Headroom.ALL), ("c2", Headroom.OFF), ("c3", DEFAULT_HEADROOM)]
+    with pytest.raises(env_module.EnvError, match=r"\[0\]\.headroom: must be one of off, daemonsets, all"):
+        env_module.parse_clusters(json.dumps([DEMO | {"headroom": "pods"}]))
+
+
 @pytest.mark.parametrize("handler", sorted(names.FUNCTION_ENV))
 def test_each_function_starts_with_its_own_variables_only(handler: str) -> None:
     assert env_module.settings(own(handler), handler=handler).table_name == "idleshare-state"

@@ -170,6 +170,7 @@ FIELD_EDITS: dict[str, Any] = {
     "taints": lambda n: n["spec"].update(taints=[{"key": "k", "effect": "NoSchedule"}]),
     "unreadable": lambda n: n["status"]["allocatable"].update({"cpu": "1.2.3"}),
     "mig_config_state": _label(MIG_CONFIG_STATE_LABEL, "pending"),
+    "labels": _label("example.com/pool", "blue"),  # headroom: a DaemonSet's selector may match it now
 }
 UNREAD_FIELDS = {"name"}  # the node's identity: a rename is a delete and an add
 

@@ -38,6 +38,7 @@ EXPECTED_REAL = Node(
     deleting=False,
     health_status="Schedulable",
     taints=(Taint("nvidia.com/gpu", "NoSchedule", "true"), Taint("team", "PreferNoSchedule", "ml-research")),
+    labels=REAL_NODE["metadata"]["labels"],  # every label: what DaemonSets' node selectors match (headroom)
 )
 
 

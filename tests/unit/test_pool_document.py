@@ -25,7 +25,8 @@ def test_the_document_keeps_the_stored_shape() -> None:
     result, _ = example()
     doc = pool_document(result)
     keys = "idleResourceSharing flavors resources capacity allocated unallocated shortfall teams excludedNodes"
-    assert " ".join(doc) == keys + " nodeCounts issues"
+    assert " ".join(doc) == keys + " nodeCounts issues headroom"
+    assert " ".join(doc["headroom"]) == "mode byFlavor nodes"  # what the pods not Kueue's keep (issue 31)
     team = next(iter(doc["teams"].values()))
     assert " ".join(team) == "quota strategy activationState nominal borrowingLimit lendingLimit why bounds"
     why = next(d for per in team["why"].values() for d in per.values())

@@ -66,6 +66,7 @@ def test_an_event_lost_to_a_failure_after_the_pool_was_stored_is_published_by_th
     else:  # the apply's listing fails once the pool is stored
         kube.down, original = True, kube.list_nodes
         kube.list_nodes = lambda page_size=500: iter(kube.nodes)
+        kube.list_daemonsets = lambda: []  # the reads before the pool is stored succeed
     # When the recompute stores generation 2 and then fails
     with pytest.raises(RetryableError):
         r.recompute("demo")
@@ -73,6 +74,7 @@ def test_an_event_lost_to_a_failure_after_the_pool_was_stored_is_published_by_th
     assert [d["generation"] for d in publisher.details] == [1]
     if fails == "apply":
         kube.down, kube.list_nodes = False, original
+        del kube.list_daemonsets
     # Then the retry (nothing changed since: same digest) publishes generation 2, and a third run does not again
     r.recompute("demo")
     r.recompute("demo")

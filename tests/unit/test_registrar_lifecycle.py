@@ -151,6 +151,19 @@ def test_each_clusters_borrow_limit_basis_is_registered_and_an_update_switches_i
     assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
 
 
+def test_each_clusters_headroom_is_registered_and_an_update_switches_it(store, answers) -> None:
+    from idleshare.domain.model import DEFAULT_HEADROOM, Headroom
+
+    invoke(request("Create", clusters(A | {"headroom": "all"}, B)))
+    assert {c.cluster_id: c.headroom for c in store.list_clusters()} == {
+        "alpha": Headroom.ALL,
+        "beta": DEFAULT_HEADROOM,
+    }
+    invoke(request("Update", clusters(A, B), old=clusters(A | {"headroom": "all"}, B)))
+    assert store.get_cluster("alpha").headroom is DEFAULT_HEADROOM
+    assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
+
+
 def test_without_a_clusters_property_the_function_config_is_registered(store, answers) -> None:
     assert invoke(request("Create", None))["Registered"] == "alpha,beta"
     assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]

@@ -175,6 +175,22 @@ def test_a_clusters_borrow_limit_basis_round_trips_and_an_item_written_before_it
         store.get_cluster("c1")
 
 
+def test_a_clusters_headroom_round_trips_and_an_item_written_before_it_reads_as_the_default(store, table):
+    from idleshare.domain.model import DEFAULT_HEADROOM, Headroom
+
+    store.put_cluster(ClusterRecord("c1", "eks-a", headroom=Headroom.ALL))
+    assert store.get_cluster("c1").headroom is Headroom.ALL
+    keys = [{PK: schema.cluster_pk("c1"), SK: schema.META_SK}, {PK: schema.REGISTRY_PK, SK: schema.cluster_pk("c1")}]
+    assert [table.get_item(Key=k)["Item"]["headroom"] for k in keys] == ["all", "all"]
+    for k in keys:
+        table.update_item(Key=k, UpdateExpression="REMOVE headroom")
+    assert store.get_cluster("c1").headroom is DEFAULT_HEADROOM
+    assert [c.headroom for c in store.list_clusters()] == [DEFAULT_HEADROOM]
+    table.update_item(Key=keys[0], UpdateExpression="SET headroom = :h", ExpressionAttributeValues={":h": "pods"})
+    with pytest.raises(PermanentError, match=r"headroom 'pods' in the registry must be one of off, daemonsets, all"):
+        store.get_cluster("c1")
+
+
 @pytest.mark.parametrize(
     ("registered", "query", "found"),
     [

@@ -34,6 +34,7 @@ CASES = [
     ("unknown", _ready("Unknown"), ["ReadyUnknown"]),
     ("deleting", lambda n: n["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z"), ["Deleting"]),
     ("health", lambda n: n["metadata"]["labels"].update({HEALTH_LABEL: "Unschedulable"}), ["HealthLabel"]),
+    ("label gone", lambda n: n["metadata"]["labels"].pop("kubernetes.io/hostname", None), ["Labels"]),
     ("taint", lambda n: n["spec"].update(taints=[{"key": "k", "effect": "NoExecute"}]), ["Taints"]),
     ("allocatable", lambda n: n["status"]["allocatable"].update({"nvidia.com/mig-1g.10gb": "7"}), ["Allocatable"]),
     ("itype", lambda n: n["metadata"]["labels"].update({"node.kubernetes.io/instance-type": "x"}), ["InstanceType"]),
@@ -41,7 +42,8 @@ CASES = [
     # and what cannot move the pool is no change
     ("heartbeat", lambda n: n["status"]["conditions"][0].update(lastHeartbeatTime="2026-01-01T00:00:09Z"), []),
     ("soft taint", lambda n: n["spec"].update(taints=[{"key": "k", "effect": "PreferNoSchedule"}]), []),
-    ("other label", lambda n: n["metadata"]["labels"].update(team="a"), []),
+    # a DaemonSet's node selector or affinity may match the node now (headroom, docs/spec.md §2)
+    ("other label", lambda n: n["metadata"]["labels"].update(team="a"), ["Labels"]),
     ("capacity", lambda n: n["status"].update(capacity={"cpu": "1"}), []),
     ("finalizer", lambda n: n["metadata"].update(finalizers=["x"]), []),
 ]

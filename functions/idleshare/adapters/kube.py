@@ -250,6 +250,67 @@ def _managed_metadata(
     return meta
 
 
+@functools.cache
+def _workload_reads() -> dict[str, tuple[Any, Callable[[bytes], Any], str | None]]:
+    """kind -> (its resource class, a page decoder keeping only what ``idleshare.parse.workloads`` reads, the field
+    selector): a DaemonSet's pod template placement and requests, a bound pod's node, phase, labels, owners' kinds
+    and requests. Everything else (images, env, volumes, probes, status conditions, managedFields: most of a pod's
+    bytes) is skipped unbuilt by msgspec."""
+    import msgspec
+    from lightkube.generic_resource import GenericNamespacedResource, create_api_info
+
+    def struct(name: str, fields: list[tuple[str, Any]]) -> Any:
+        return msgspec.defstruct(name, [(f, t, None) for f, t in fields], omit_defaults=True)
+
+    container = struct("HeadroomContainer", [("name", Any), ("resources", Any), ("restartPolicy", Any)])
+    containers = list[container] | None  # type: ignore[valid-type]
+    pod_fields = [("containers", containers), ("initContainers", containers), ("overhead", Any)]
+    template_spec = struct(
+        "HeadroomTemplateSpec", [("nodeSelector", Any), ("affinity", Any), ("tolerations", Any), *pod_fields]
+    )
+    ds = struct(
+        "HeadroomDaemonSet",
+        [
+            ("metadata", struct("HeadroomDsMeta", [("name", Any), ("namespace", Any)]) | None),
+            ("spec", struct("HeadroomDsSpec", [("template", struct("HeadroomTemplate", [("spec", template_spec | None)]) | None)]) | None),
+        ],
+    )  # fmt: skip
+    owner = struct("HeadroomOwner", [("kind", Any)])
+    pod = struct(
+        "HeadroomPod",
+        [
+            ("metadata", struct("HeadroomPodMeta", [("name", Any), ("namespace", Any), ("labels", Any), ("ownerReferences", list[owner] | None)]) | None),  # type: ignore[valid-type]
+            ("spec", struct("HeadroomPodSpec", [("nodeName", Any), *pod_fields]) | None),
+            ("status", struct("HeadroomPodStatus", [("phase", Any)]) | None),
+        ],
+    )  # fmt: skip
+    meta = msgspec.defstruct(
+        "HeadroomListMeta", [("continue_", str | None, msgspec.field(default=None, name="continue"))]
+    )
+
+    def page(item: Any) -> Callable[[bytes], Any]:
+        return msgspec.json.Decoder(
+            msgspec.defstruct(
+                f"{item.__name__}Page", [("items", list[item] | None, None), ("metadata", meta | None, None)]
+            )
+        ).decode
+
+    class DaemonSet(GenericNamespacedResource):
+        _api_info = create_api_info("apps", "v1", "DaemonSet", "daemonsets", verbs=["list", "global_list"])
+
+    class Pod(GenericNamespacedResource):
+        _api_info = create_api_info("", "v1", "Pod", "pods", verbs=["list", "global_list"])
+
+    return {
+        "DaemonSet": (DaemonSet, page(ds), None),
+        "Pod": (Pod, page(pod), BOUND_POD_SELECTOR),
+    }
+
+
+BOUND_POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+"""The pods headroom reads: bound to a node and not finished (the API server filters them)."""
+
+
 class _StreamStatus(Exception):
     """A watch stream's ERROR event, shaped as lightkube's ApiError for :meth:`LightkubeCluster._raise_status`."""
 
@@ -342,6 +403,8 @@ class LightkubeCluster:
         self._kubeconfig: Any = None  # a lightkube SingleConfig: the client's config instead (from_kubeconfig)
         self._api: kueue_versions.KueueApi | None = None  # the Kueue versions served, read on first use
         self._api_lock = threading.Lock()
+        self.read_costs: dict[str, tuple[int, int]] = {}
+        """kind -> (requests, bytes) of its last headroom read (:meth:`list_daemonsets`, :meth:`list_bound_pods`)."""
         self.write_concurrency = max(1, int(write_concurrency))
         """How many writes :func:`idleshare.service.apply.write` sends at once (one shared client: httpx's
         connection pool is thread-safe, and this adapter's only state, the client, is swapped under a lock)."""
@@ -595,6 +658,42 @@ class LightkubeCluster:
                     request.params["continue"] = token
 
         return self._served("ClusterQueue", lambda api: self._authenticated(functools.partial(listing, api=api)))
+
+    def list_daemonsets(self) -> list[Obj]:
+        """Every DaemonSet (``list`` on daemonsets, all namespaces), projected to its pod template's placement and
+        requests (:func:`_workload_reads`)."""
+        return self._authenticated(functools.partial(self._list_workload, kind="DaemonSet"))
+
+    def list_bound_pods(self) -> list[Obj]:
+        """Every pod bound to a node and not finished (``list`` on pods, all namespaces, :data:`BOUND_POD_SELECTOR`,
+        pages of ``DEFAULT_PAGE_SIZE``), projected to what headroom reads (:func:`_workload_reads`)."""
+        return self._authenticated(functools.partial(self._list_workload, kind="Pod"))
+
+    def _list_workload(self, client: Client, *, kind: str) -> list[Obj]:
+        import msgspec
+
+        resource, decode_page, selector = _workload_reads()[kind]
+        to_dict = msgspec.to_builtins
+        generic = client._client
+        params: dict[str, Any] = {"limit": DEFAULT_PAGE_SIZE}
+        if selector:
+            params["fieldSelector"] = selector
+        found: list[Obj] = []
+        requests = size = 0
+        with self._translated(f"list {kind}"):
+            request = generic.prepare_request("list", res=resource, namespace="*", params=params)
+            while True:
+                response = generic.send(generic.build_adapter_request(request))
+                generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                requests, size = requests + 1, size + len(response.content)
+                page = decode_page(response.content)
+                found.extend(to_dict(item) for item in page.items or ())
+                token = page.metadata.continue_ if page.metadata is not None else None
+                if not token:
+                    break
+                request.params["continue"] = token
+        self.read_costs[kind] = (requests, size)
+        return found
 
     def list_workloads(self) -> list[Obj]:
         """Every Kueue Workload in all namespaces (``list`` on workloads), paged: their pod sets' requests and node

@@ -14,7 +14,13 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from idleshare.domain.kueue_versions import KueueApi
-from idleshare.domain.model import DEFAULT_COHORT_NAME, DEFAULT_NAMESPACE_PREFIX, BorrowLimitBasis
+from idleshare.domain.model import (
+    DEFAULT_COHORT_NAME,
+    DEFAULT_HEADROOM,
+    DEFAULT_NAMESPACE_PREFIX,
+    BorrowLimitBasis,
+    Headroom,
+)
 from idleshare.parse.errors import FieldError, InputError
 
 RESPECT, TAKE = "Respect", "Take"
@@ -39,6 +45,9 @@ class ClusterRecord:
     borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
     """What ``BorrowLimit`` is a percentage of in this cluster: ``Quota`` (HyperPod's: the team's own quota, the
     default) or ``Pool`` (the lendable pool the team sees) — docs/spec.md §2."""
+    headroom: Headroom = DEFAULT_HEADROOM
+    """Which pods that are not Kueue's reduce a node's allocatable: ``off``, ``daemonsets`` (the default), ``all``
+    (docs/spec.md §2, "Headroom")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +292,14 @@ class KubeCluster(Protocol):
 
     def list_cluster_queue_names(self, label_selector: str) -> list[str]:
         """The names of every ClusterQueue matching ``label_selector`` (names only, not the objects)."""
+        ...
+
+    def list_daemonsets(self) -> list[dict[str, Any]]:
+        """Every DaemonSet (all namespaces), of its pod template what headroom reads (placement and requests)."""
+        ...
+
+    def list_bound_pods(self) -> list[dict[str, Any]]:
+        """Every pod bound to a node and not finished (all namespaces, paged), what headroom reads of each."""
         ...
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:

@@ -8,7 +8,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, BorrowLimitBasis, Settings
+from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, BorrowLimitBasis, Headroom, Settings
 from idleshare.parse.errors import InputError
 
 EXIT_INPUT = 2
@@ -45,6 +45,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         cohort_name=args.cohort_name,
         namespace_prefix=args.namespace_prefix,
         borrow_limit_basis=BorrowLimitBasis(args.borrow_limit_basis.capitalize()),
+        headroom=Headroom(args.headroom),
     )
     result, manifests = plan(
         _read(args.nodes, "--nodes"),
@@ -53,6 +54,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         settings=settings,
         sources=(args.nodes, args.quotas or "quotas", args.scheduler_config or "scheduler-config"),
         kueue_api=args.kueue_api,
+        daemonsets=_read(args.daemonsets, "--daemonsets") if args.daemonsets else None,
+        pods=_read(args.pods, "--pods") if args.pods else None,
+        workload_sources=(args.daemonsets or "daemonsets", args.pods or "pods"),
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "html":  # the report page offline: the pool, the limits and why; usage needs a deployed cluster
@@ -158,6 +162,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="what BorrowLimit is a percentage of: quota (HyperPod's: the team's own quota, default) or pool "
         "(the lendable pool the team sees)",
     )
+    p.add_argument(
+        "--headroom",
+        choices=list(Headroom),
+        default=str(Settings().headroom),
+        help="which pods that are not Kueue's reduce a node's allocatable: off, daemonsets (those that will run on "
+        "it; the default) or all (also the bound pods neither a DaemonSet's nor Kueue's); read from --daemonsets, "
+        "--pods, or a `kubectl get nodes,daemonsets,pods -A -o json` given as --nodes",
+    )
+    p.add_argument("--daemonsets", metavar="DS.json", help="`kubectl get daemonsets -A -o json` (headroom)")
+    p.add_argument("--pods", metavar="PODS.json", help="`kubectl get pods -A -o json` (headroom on `all`)")
     p.add_argument(
         "--kueue-api",
         choices=["v1beta2", "v1beta1", "v1alpha1"],

@@ -7,10 +7,11 @@ from typing import Any
 from idleshare.cli.present import result_json
 from idleshare.domain.kueue import writable_objects
 from idleshare.domain.kueue_versions import HUB, down, pinned, with_kueue_api
-from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
+from idleshare.domain.model import DaemonSet, Pod, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.nodes import parse_nodes
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.workloads import parse_daemonsets, parse_pods, split_dump
 
 
 def plan(
@@ -20,16 +21,41 @@ def plan(
     settings: Settings | None = None,
     sources: tuple[str, str, str] = ("nodes", "quotas", "scheduler-config"),
     kueue_api: str = HUB,
+    daemonsets: bytes | str | None = None,
+    pods: bytes | str | None = None,
+    workload_sources: tuple[str, str] = ("daemonsets", "pods"),
 ) -> tuple[PoolResult, list[dict[str, Any]]]:
     """Parse, compute, and build the objects the recompute would write (one with a name the API server would
     refuse is left out and named in the result's issues); ``quotas`` None: no team has one, the capacity alone.
     ``kueue_api``: the version to write them in (:func:`~idleshare.domain.kueue_versions.pinned`; not the hub: the
-    result names it, as a cluster's pool does). Raises ``InputError`` naming the bad field."""
+    result names it, as a cluster's pool does). ``daemonsets`` / ``pods``: ``kubectl get daemonsets|pods -A -o json``
+    (headroom, docs/spec.md §2); the nodes' file may hold them too (``kubectl get nodes,daemonsets,pods -A -o json``).
+    Raises ``InputError`` naming the bad field."""
     scheduler = (
         parse_scheduler_config(scheduler_config, sources[2]) if scheduler_config is not None else SchedulerConfig()
     )
+    node_input: Any = nodes
+    found_daemonsets: tuple[DaemonSet, ...] = ()
+    found_pods: tuple[Pod, ...] = ()
+    if b'"DaemonSet"' in _head(nodes) or b'"Pod"' in _head(nodes):  # one dump of nodes, DaemonSets and pods
+        import msgspec
+
+        try:
+            split = split_dump(msgspec.json.decode(nodes))
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            split = None  # not JSON: the node parser says where
+        if split is not None:
+            node_input = split[0]
+            found_daemonsets = parse_daemonsets(split[1], sources[0])
+            found_pods = parse_pods(split[2], sources[0])
+    if daemonsets is not None:
+        found_daemonsets += parse_daemonsets(daemonsets, workload_sources[0])
+    if pods is not None:
+        found_pods += parse_pods(pods, workload_sources[1])
     snapshot = Snapshot(
-        nodes=parse_nodes(nodes, sources[0]),
+        nodes=parse_nodes(node_input, sources[0]),
+        daemonsets=found_daemonsets,
+        pods=found_pods,
         quotas=parse_quotas(quotas, sources[1]) if quotas is not None else (),
         scheduler_config=scheduler,
         settings=settings or Settings(),
@@ -39,6 +65,10 @@ def plan(
         return result, manifests
     api = pinned(kueue_api)
     return with_kueue_api(result, manifests, api), [down(m, api) for m in manifests]
+
+
+def _head(text: bytes | str) -> bytes:
+    return text.encode() if isinstance(text, str) else text
 
 
 def json_bytes(document: Any) -> bytes:

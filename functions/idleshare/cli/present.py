@@ -129,6 +129,15 @@ def result_tables(result: PoolResult) -> str:
     if result.excluded_nodes:
         sections += ["", "Excluded nodes"]
         sections.append(render_table([[n, str(r)] for n, r in result.excluded_nodes.items()], ["NODE", "REASON"]))
+    if result.headroom:
+        shown = sorted({r for by in result.headroom.values() for r in by})
+        sections += ["", f"Headroom ({result.headroom_mode}): what the pods that are not Kueue's keep of each node"]
+        rows = [[n, *(human_quantity(by.get(r, 0), r) for r in shown)] for n, by in result.headroom.items()]
+        rows += [
+            [f"{f} (all)", *(human_quantity(by.get(r, 0), r) for r in shown)]
+            for f, by in result.headroom_by_flavor.items()
+        ]
+        sections.append(render_table(rows, ["NODE", *(r.upper() for r in shown)]))
     if result.issues:
         sections += ["", "Issues"]
         sections.append(render_table([[i.severity, i.code, i.message] for i in result.issues], ["", "CODE", "MESSAGE"]))

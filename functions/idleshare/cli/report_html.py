@@ -130,6 +130,7 @@ def render(
         _why(teams),
         _history(history, note),
         _excluded(pool, excluded),
+        _headroom(pool),
         _issues(pool),
         "<footer>A self-contained page: it loads nothing from anywhere. Every number carries its exact Kubernetes "
         "quantity in <code>data-value</code>.</footer>",
@@ -736,6 +737,32 @@ def _excluded(pool: Json, excluded: dict[str, Any]) -> str:
     out.append("</table>")
     if isinstance(total, int) and total != len(excluded):
         out.append(f'<p class="note">The first {len(excluded)} of {e(total)}.</p>')
+    return "\n".join(out) + "</section>"
+
+
+def _headroom(pool: Json) -> str:
+    """What the pods that are not Kueue's keep of each node (docs/spec.md §2): per flavor, then per node."""
+    found = _dict(pool.get("headroom"))
+    nodes, by_flavor = _dict(found.get("nodes")), _dict(found.get("byFlavor"))
+    mode = found.get("mode", "off")
+    out = [f'<section id="headroom"><h2>Headroom (<span data-field="headroomMode">{e(mode)}</span>)</h2>']
+    if not nodes:
+        out.append('<p class="meta">(none: every eligible node lends its whole allocatable)</p>')
+        return "\n".join(out) + "</section>"
+    resources = sorted({str(r) for per in (*nodes.values(), *by_flavor.values()) for r in _dict(per)})
+    head = "".join(f"<th>{e(r)}</th>" for r in resources)
+    out.append(f"<table><tr><th>flavor / node</th>{head}</tr>")
+    for kind, entries in (("flavor", by_flavor), ("node", nodes)):
+        for name, per in sorted(entries.items()):
+            cells = "".join(
+                f'<td data-value="{e(_dict(per).get(r, "0"))}">{e(human_text(_dict(per).get(r), r))}</td>'
+                for r in resources
+            )
+            out.append(f'<tr data-headroom-{kind}="{e(name)}"><td>{e(name)}</td>{cells}</tr>')
+    out.append("</table>")
+    total = found.get("total")
+    if isinstance(total, int) and total != len(nodes):
+        out.append(f'<p class="note">The first {len(nodes)} of {e(total)} nodes; the flavor sums count them all.</p>')
     return "\n".join(out) + "</section>"
 
 

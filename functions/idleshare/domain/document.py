@@ -69,6 +69,11 @@ def pool_document(result: PoolResult) -> dict[str, Any]:
             {"severity": i.severity, "code": i.code, "subject": i.subject, "message": i.message} for i in result.issues
         ],
     }
+    document["headroom"] = {  # what the pods that are not Kueue's keep of each eligible node (docs/spec.md §2)
+        "mode": str(result.headroom_mode),
+        "byFlavor": quantities(result.headroom_by_flavor),
+        "nodes": quantities(result.headroom),
+    }
     if result.kueue_api is not None:  # the API versions written in, and the Kueue release they imply
         document["kueueApi"] = result.kueue_api.document()
     return document

@@ -67,6 +67,21 @@ class BorrowLimitBasis(enum.StrEnum):
     """idleshare's earlier reading: of the lendable pool the team sees, capped at that pool, on every flavor."""
 
 
+class Headroom(enum.StrEnum):
+    """Which pods that are not Kueue's reduce a node's allocatable (docs/spec.md §2, "Headroom")."""
+
+    OFF = "off"
+    """Allocatable as the node reports it."""
+    DAEMONSETS = "daemonsets"
+    """Less the DaemonSets that will run on the node (one cheap list per recompute): the default."""
+    ALL = "all"
+    """Also less the pods bound to the node that are neither a DaemonSet's nor Kueue's (a cluster-wide pod list)."""
+
+
+DEFAULT_HEADROOM = Headroom.DAEMONSETS
+"""The one default of the per-cluster headroom setting (decisions.md says why)."""
+
+
 class Strategy(enum.StrEnum):
     LEND = "Lend"
     DONT_LEND = "DontLend"
@@ -96,12 +111,78 @@ class Node:
     """The Node object did not parse (a field of the wrong type, ...): it counts as nothing and says so."""
     mig_config_state: str | None = None
     """The ``nvidia.com/mig.config.state`` label (NVIDIA's MIG manager); None when absent."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Every label of the node: what DaemonSets' node selectors and affinity match (headroom)."""
 
     @property
     def mig_ready(self) -> bool:
         """Whether the node's MIG profiles count: no MIG manager label (a cluster without one), or it says
         ``success`` (HyperPod task governance: "must show success ... to contribute MIG profiles")."""
         return self.mig_config_state is None or self.mig_config_state == "success"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """One toleration of a pod template (``operator`` ``Equal`` or ``Exists``; None key or effect: any)."""
+
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions`` or ``matchFields`` entry of a node selector term."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """One ``nodeSelectorTerms`` entry: its expressions (on labels) and fields (``metadata.name``), all must hold."""
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequests:
+    """What a pod (or a pod template) requests, per container, as kube-scheduler sums it (``domain.headroom``)."""
+
+    containers: tuple[Resources, ...] = ()
+    init_containers: tuple[tuple[Resources, bool], ...] = ()
+    """Each init container's requests and whether it is a sidecar (``restartPolicy: Always``)."""
+    overhead: Resources = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    """What headroom needs of one DaemonSet: where its pods go and what each requests."""
+
+    namespace: str
+    name: str
+    requests: PodRequests
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity_terms: tuple[SelectorTerm, ...] | None = None
+    """The required node affinity's ``nodeSelectorTerms`` (ORed); None: no required node affinity."""
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """What headroom needs of one pod bound to a node."""
+
+    namespace: str
+    name: str
+    node_name: str
+    requests: PodRequests
+    phase: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    owner_kinds: tuple[str, ...] = ()
+    """The kinds of its ``metadata.ownerReferences`` (``DaemonSet``: counted with its DaemonSet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +248,7 @@ class Settings:
     namespace_prefix: str = DEFAULT_NAMESPACE_PREFIX
     default_borrow_limit: int = 50
     borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
+    headroom: Headroom = DEFAULT_HEADROOM
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,3 +259,6 @@ class Snapshot:
     quotas: tuple[Quota, ...] = ()
     scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
     settings: Settings = field(default_factory=Settings)
+    daemonsets: tuple[DaemonSet, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    """Pods bound to nodes (read only on ``Headroom.ALL``)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from idleshare.domain import catalog
 from idleshare.domain.eligibility import exclusion_reason
+from idleshare.domain.headroom import reserve
 from idleshare.domain.model import (
     CPU,
     EFA,
@@ -26,6 +27,7 @@ from idleshare.domain.model import (
     Amount,
     BorrowLimitBasis,
     ExclusionReason,
+    Headroom,
     Node,
     Quota,
     ResourceConfig,
@@ -148,6 +150,12 @@ class PoolResult:
     idle_resource_sharing: bool
     fair_share: bool
     shapes: dict[str, dict[str, Amount]] = field(default_factory=dict)
+    headroom_mode: Headroom = Headroom.OFF
+    headroom: dict[str, dict[str, Amount]] = field(default_factory=dict)
+    """node -> resource -> what headroom took from its allocatable (docs/spec.md §2), eligible nodes only, tracked
+    resources above 0 only, sorted by node."""
+    headroom_by_flavor: Table = field(default_factory=dict)
+    """flavor -> resource -> the sum of :attr:`headroom` over the flavor's eligible nodes: what capacity lost."""
     kueue_api: KueueApi | None = None
     """The Kueue API versions the cluster's objects are written in (``kueue_versions.with_kueue_api``); None when
     no cluster was asked (``idleshare plan``)."""
@@ -453,14 +461,16 @@ def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str,
 def compute(snapshot: Snapshot) -> PoolResult:
     """Capacity, allocation, the pool each team sees and every grant, with its derivation."""
     settings = snapshot.settings
-    capacity, excluded, node_counts, votes = _observe_nodes(snapshot.nodes, settings)
+    nodes, taken = reserve(snapshot.nodes, snapshot.daemonsets, snapshot.pods, settings.headroom)
+    capacity, excluded, node_counts, votes = _observe_nodes(nodes, settings)
+    shown_headroom = _shown_headroom(taken, excluded, settings)
     issues: list[Issue] = []
     ctx = _Context(settings, frozenset(node_counts), votes, issues)
     for flavor in node_counts:
         ctx.shape(flavor)  # S(f) of every flavor with nodes, reported in the result
 
     if ExclusionReason.INVALID_INSTANCE_TYPE in excluded.values():
-        issues.extend(_invalid_instance_types(snapshot.nodes, excluded))
+        issues.extend(_invalid_instance_types(nodes, excluded))
     quotas = _unique_teams(snapshot.quotas, issues, settings)
     nominals = {q.team: _team_nominal(q, ctx) for q in quotas}
     absolutes = {q.team: _team_absolute(q, ctx) for q in quotas}
@@ -550,7 +560,35 @@ def compute(snapshot: Snapshot) -> PoolResult:
         idle_resource_sharing=sharing,
         fair_share=snapshot.scheduler_config.fair_share,
         shapes={f: ctx.shapes[f] for f in sorted(ctx.shapes)},
+        headroom_mode=settings.headroom,
+        headroom=shown_headroom,
+        headroom_by_flavor=_by_flavor(shown_headroom, nodes),
     )
+
+
+def _by_flavor(headroom: Mapping[str, Mapping[str, Amount]], nodes: Iterable[Node]) -> Table:
+    totals: dict[str, dict[str, Amount]] = defaultdict(dict)
+    for node in nodes:
+        by = headroom.get(node.name)
+        if by and node.instance_type:
+            per = totals[node.instance_type]
+            for r, q in by.items():
+                per[r] = exact(per.get(r, 0) + q)
+    return {f: dict(sorted(totals[f].items())) for f in sorted(totals)}
+
+
+def _shown_headroom(
+    taken: Mapping[str, Mapping[str, Amount]], excluded: Mapping[str, ExclusionReason], settings: Settings
+) -> dict[str, dict[str, Amount]]:
+    """What headroom took from each eligible node (a MigNotReady node is eligible), of the tracked resources."""
+    out: dict[str, dict[str, Amount]] = {}
+    for name, by in taken.items():
+        if excluded.get(name, ExclusionReason.MIG_NOT_READY) is not ExclusionReason.MIG_NOT_READY:
+            continue
+        shown = {r: q for r, q in by.items() if is_tracked(r, settings)}
+        if shown:
+            out[name] = shown
+    return out
 
 
 INVALID = str(ExclusionReason.INVALID_INSTANCE_TYPE)

@@ -49,23 +49,20 @@ from idleshare.domain.model import (
 from idleshare.domain.quantity import QuantityError, parse_quantity
 from idleshare.parse import schema
 from idleshare.parse.errors import FieldError, InputError, capped
-from idleshare.parse.schema import show
+from idleshare.parse.schema import NULL, show
 
 SHAPE_HINT = "expected a List or NodeList (`kubectl get nodes -o json`) or a JSON array of Node objects"
 
 
 # -- the schema: the fields idleshare reads -------------------------------------------------------------
-class _Labels(msgspec.Struct):
-    # a label present is a string (null is refused); UNSET: absent
-    instance_type: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=INSTANCE_TYPE_LABEL)
-    beta_instance_type: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=BETA_INSTANCE_TYPE_LABEL)
-    health: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=HEALTH_LABEL)
-    mig_config_state: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name=MIG_CONFIG_STATE_LABEL)
+_READ_LABELS = (INSTANCE_TYPE_LABEL, BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, MIG_CONFIG_STATE_LABEL)
+"""The labels the eligibility rules read: each, when present, must be a string (null is refused). The others are
+kept as they are for headroom's node selectors (a value that is not a string matches no selector)."""
 
 
 class _Metadata(msgspec.Struct):
     name: Annotated[str, msgspec.Meta(min_length=1)]
-    labels: _Labels | None = None
+    labels: dict[str, Any] | None = None  # the labels read are checked in _to_node, each error named
     deletionTimestamp: str | None = None
 
 
@@ -144,11 +141,25 @@ def parse_quantity_value(value: object) -> Amount:
 def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
     meta = raw.metadata
     labels = meta.labels
-    instance_type = health = mig_config_state = None
-    if labels is not None:
-        instance_type = labels.instance_type or labels.beta_instance_type or None
-        health = labels.health if labels.health is not msgspec.UNSET else None
-        mig_config_state = labels.mig_config_state if labels.mig_config_state is not msgspec.UNSET else None
+    read: dict[str, str] = {}
+    kept: dict[str, str] = {}
+    if labels:
+        bad = False
+        for key in _READ_LABELS:
+            if key in labels:
+                value = labels[key]
+                if not isinstance(value, str):
+                    bad = True
+                    problem = NULL if value is None else f"must be a string (got {show(value)})"
+                    errors.append(FieldError(f"{where}.metadata.labels[{json.dumps(key)}]", problem))
+                else:
+                    read[key] = value
+        if bad:
+            return None
+        kept = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+    instance_type = read.get(INSTANCE_TYPE_LABEL) or read.get(BETA_INSTANCE_TYPE_LABEL) or None
+    health = read.get(HEALTH_LABEL)
+    mig_config_state = read.get(MIG_CONFIG_STATE_LABEL)
     spec, status = raw.spec, raw.status
     allocatable: dict[str, Amount] = {}
     ready = False
@@ -183,6 +194,7 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
         health_status=health,
         taints=taints,
         mig_config_state=mig_config_state,
+        labels=kept,
     )
 
 
@@ -195,13 +207,8 @@ def _checked(item: object, where: str, errors: list[FieldError]) -> _Node | None
         return None
 
 
-_LABEL_KEYS = tuple(f.encode_name for f in msgspec.structs.fields(_Labels))
-
-
 def _below(loc: str) -> str:
-    """A path inside an item, after the item's place; a label's key quoted (``labels["node.kubernetes.io/..."]``)."""
-    for key in _LABEL_KEYS:
-        loc = loc.replace(f"labels.{key}", f"labels[{json.dumps(key)}]")
+    """A path inside an item, after the item's place."""
     return "" if not loc else (loc if loc[0] == "[" else f".{loc}")
 
 

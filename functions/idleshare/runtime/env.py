@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from idleshare import names, timings
 from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
-from idleshare.domain.model import DEFAULT_NAMESPACE_PREFIX, BorrowLimitBasis
+from idleshare.domain.model import DEFAULT_HEADROOM, DEFAULT_NAMESPACE_PREFIX, BorrowLimitBasis, Headroom
 from idleshare.domain.naming import namespace_prefix_problem
 
 HANDLER_VARIABLE = "_HANDLER"  # set by the Lambda runtime: the function's handler string
@@ -82,6 +82,14 @@ def _basis(value: object, where: str) -> BorrowLimitBasis:
     return BorrowLimitBasis(str(value))
 
 
+def _headroom(value: object, where: str) -> Headroom:
+    if value is None:
+        return DEFAULT_HEADROOM
+    if value not in tuple(Headroom):
+        raise EnvError(f"{where}: must be one of {', '.join(Headroom)} (got {value!r})")
+    return Headroom(str(value))
+
+
 def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
     """``IDLESHARE_CLUSTERS``: the CDK config's clusters as JSON (``infra/config.py: clusters_env``)."""
     var = names.ENV_CLUSTERS
@@ -107,6 +115,7 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
                 namespace_prefix=_prefix(item.get("prefix"), f"{var}[{i}].prefix") or DEFAULT_NAMESPACE_PREFIX,
                 field_ownership=_ownership(item.get("field_ownership"), f"{var}[{i}].field_ownership"),
                 borrow_limit_basis=_basis(item.get("borrow_limit_basis"), f"{var}[{i}].borrow_limit_basis"),
+                headroom=_headroom(item.get("headroom"), f"{var}[{i}].headroom"),
             )
         )
     ids = [c.cluster_id for c in out]

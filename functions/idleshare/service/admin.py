@@ -423,6 +423,11 @@ class Admin:
                 "route": f"/clusters/{cluster_id}/excluded-nodes",
             },
         )
+        headroom = record.pool.get("headroom")
+        if isinstance(headroom, dict) and isinstance(headroom.get("nodes"), dict):  # a sample, the sums whole
+            nodes = headroom["nodes"]
+            shown_nodes, _ = first_entries(nodes, None, pages.POOL_HEADROOM_SAMPLE, POOL_SAMPLE_MAX_BYTES)
+            out["headroom"] = {**headroom, "nodes": shown_nodes, "total": len(nodes), "shown": len(shown_nodes)}
         if record.extra.get("summary"):
             out["summary"] = record.extra["summary"]
         return out

@@ -54,12 +54,13 @@ from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL, webhook_violati
 from idleshare.domain.kueue_config import with_kueue_config
 from idleshare.domain.kueue_diff import created_by_idleshare, diff, foreign, object_identity
 from idleshare.domain.kueue_versions import with_kueue_api
-from idleshare.domain.model import Node, Quota, SchedulerConfig, Settings, Snapshot
-from idleshare.domain.pool import Issue, PoolResult, compute
+from idleshare.domain.model import DaemonSet, Headroom, Node, Pod, Quota, SchedulerConfig, Settings, Snapshot
+from idleshare.domain.pool import NAMED_MAX, Issue, PoolResult, compute
 from idleshare.parse.errors import InputError
 from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.workloads import cluster_daemonsets, cluster_pods
 from idleshare.service.apply import describe
 from idleshare.service.apply import write as write_objects
 
@@ -168,6 +169,7 @@ class Recomputer:
             cohort_name=cluster.cohort_name,
             namespace_prefix=cluster.namespace_prefix,
             borrow_limit_basis=cluster.borrow_limit_basis,
+            headroom=cluster.headroom,
         )
         tolerated = self.tolerated_taint_keys
         return base if tolerated is None else replace(base, tolerated_taint_keys=tolerated)
@@ -277,9 +279,15 @@ class Recomputer:
         kueue_config = read_kueue_config(kube.get_config_map)  # unreadable: a warning in the pool, never a failure
         quotas, scheduler = self._read_policies(cluster_id, generation)
         settings = self.settings_for(cluster)
+        try:  # what headroom reads (docs/spec.md §2): a failed read is no headroom of zero, it keeps the last pool
+            daemonsets, pods, unreadable_workloads = _headroom_inputs(kube, settings.headroom)
+        except AdapterError as exc:
+            self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
+            raise ClusterReadError(f"cannot read the DaemonSets or pods of {cluster_id}: {exc}") from exc
 
         # 2. compute
-        result = compute(Snapshot(nodes=nodes, quotas=quotas, scheduler_config=scheduler, settings=settings))
+        snapshot = Snapshot(nodes, quotas, scheduler, settings, daemonsets, pods)
+        result = compute(snapshot).with_issues(unreadable_workloads)
         result = with_kueue_config(result, kueue_config, scheduler)  # what this Kueue will not do, as named issues
         result, manifests = writable_objects(result, scheduler, settings)  # a bad name: an issue, not a write
         result = with_kueue_api(result, manifests, kueue_api)  # the versions written in, a field they lack named
@@ -408,6 +416,35 @@ class Recomputer:
         outcome.conflicts.extend(written.conflicts)
         outcome.foreign.extend(written.foreign)
         written.raise_failures()
+
+
+UNREADABLE_KINDS = {"DaemonSet": "UnreadableDaemonSet", "Pod": "UnreadablePod"}
+"""The named issue of a DaemonSet or pod that does not parse (left out of headroom)."""
+
+
+def _headroom_inputs(kube: KubeCluster, mode: Headroom) -> tuple[tuple[DaemonSet, ...], tuple[Pod, ...], list[Issue]]:
+    """The DaemonSets (unless ``off``) and the bound pods (on ``all``) headroom reads; each object that does not
+    parse is an issue naming it and its field (at most ``NAMED_MAX`` per kind, the rest counted), never a failure."""
+    daemonsets: list[DaemonSet] = []
+    pods: list[Pod] = []
+    issues: list[Issue] = []
+    if mode is Headroom.OFF:
+        return (), (), issues
+    problems: list[tuple[str, InputError]] = []
+    found, bad = cluster_daemonsets(kube.list_daemonsets())
+    daemonsets.extend(found)
+    problems += [("DaemonSet", e) for e in bad]
+    if mode is Headroom.ALL:
+        found_pods, bad = cluster_pods(kube.list_bound_pods())
+        pods.extend(found_pods)
+        problems += [("Pod", e) for e in bad]
+    for kind, code in UNREADABLE_KINDS.items():
+        errors = [e for k, e in problems if k == kind]
+        for error in errors[:NAMED_MAX]:
+            issues.append(Issue("warning", code, error.source, f"left out of headroom: {error}"))
+        if len(errors) > NAMED_MAX:
+            issues.append(Issue("warning", code, f"({len(errors) - NAMED_MAX} more)", "left out of headroom"))
+    return tuple(daemonsets), tuple(pods), issues
 
 
 def _other_writer_issues(

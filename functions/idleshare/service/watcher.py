@@ -46,6 +46,7 @@ publish its events twice (harmless, as above).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter, deque
@@ -80,6 +81,7 @@ TAINTS = "Taints"
 ALLOCATABLE = "Allocatable"
 INSTANCE_TYPE = "InstanceType"
 MIG_CONFIG_STATE = "MigConfigState"
+LABELS = "Labels"  # any other label: a DaemonSet's node selector or affinity may now match or not (headroom)
 CHANGE_KINDS = (
     ADDED,
     DELETED,
@@ -94,13 +96,15 @@ CHANGE_KINDS = (
     ALLOCATABLE,
     INSTANCE_TYPE,
     MIG_CONFIG_STATE,
+    LABELS,
 )
 
-# A node's view: [ready, unschedulable, deleting, health, taints, allocatable, instance type, MIG config state]
-# (JSON-able, compared as a whole first: equal views -> nothing to report). A view saved before the MIG state was
-# part of it has 7 members: the missing one reads as None (no label), so an upgrade publishes nothing by itself.
+# A node's view: [ready, unschedulable, deleting, health, taints, allocatable, instance type, MIG config state,
+# labels digest] (JSON-able, compared as a whole first: equal views -> nothing to report). A view saved before the MIG
+# state or the labels digest was part of it is shorter: a missing member reads as None (no label; labels unknown), so
+# an upgrade publishes nothing by itself.
 View = list[Any]
-_READY, _UNSCHEDULABLE, _DELETING, _HEALTH, _TAINTS, _ALLOCATABLE, _INSTANCE_TYPE, _MIG_CONFIG_STATE = range(8)
+_READY, _UNSCHEDULABLE, _DELETING, _HEALTH, _TAINTS, _ALLOCATABLE, _INSTANCE_TYPE, _MIG_CONFIG_STATE, _LABELS = range(9)
 
 
 def node_view(node: Mapping[str, Any]) -> View:
@@ -128,7 +132,16 @@ def node_view(node: Mapping[str, Any]) -> View:
         {str(k): str(v) for k, v in sorted(allocatable.items())} if isinstance(allocatable, Mapping) else {},
         labels.get(INSTANCE_TYPE_LABEL) or labels.get(BETA_INSTANCE_TYPE_LABEL),
         labels.get(MIG_CONFIG_STATE_LABEL),
+        _labels_digest(labels),
     ]
+
+
+def _labels_digest(labels: Any) -> str:
+    """A short digest of every label (12 hex digits): a view stays small at any number of labels."""
+    import hashlib
+
+    text = json.dumps(labels if isinstance(labels, Mapping) else {}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _at(view: View, index: int) -> Any:
@@ -163,6 +176,9 @@ def node_changes(before: View | None, after: View | None) -> list[str]:
         out.append(INSTANCE_TYPE)
     if _at(after, _MIG_CONFIG_STATE) != _at(before, _MIG_CONFIG_STATE):
         out.append(MIG_CONFIG_STATE)
+    labelled = {HEALTH, INSTANCE_TYPE, MIG_CONFIG_STATE} & set(out)
+    if not labelled and None not in (_at(before, _LABELS), _at(after, _LABELS)) and before[_LABELS] != after[_LABELS]:
+        out.append(LABELS)
     return out
 
 

@@ -14,7 +14,7 @@ from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterReco
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import AlreadyExistsError, TransactionCancelledError
 from idleshare.adapters.store.items import StoredItem, attribute_values, require_name
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.model import DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
 from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
 from idleshare.table import ARN_PREFIX, CLUSTER_PREFIX, EKS_PREFIX, META_SK, PK, REGISTRY_PK, SK, cluster_pk
 
@@ -106,6 +106,7 @@ class ClusterRegistry(TableAccess):
             "cohort_name": cluster.cohort_name,
             "field_ownership": cluster.field_ownership,
             "borrow_limit_basis": str(cluster.borrow_limit_basis),
+            "headroom": str(cluster.headroom),
             "updated_at": self._now(),
         }
         if arn is not None:
@@ -207,7 +208,21 @@ class ClusterRegistry(TableAccess):
             cohort_name=item.get_str("cohort_name"),
             field_ownership=item.get_opt_str("field_ownership") or RESPECT,
             borrow_limit_basis=_basis(item.get_opt_str("borrow_limit_basis")),
+            headroom=_headroom(item.get_opt_str("headroom")),
         )
+
+
+def _headroom(stored: str | None) -> Headroom:
+    """A registry item written before the setting existed has none: the default."""
+    try:
+        return Headroom(stored) if stored else DEFAULT_HEADROOM
+    except ValueError:
+        raise PermanentError(
+            f"headroom {stored!r} in the registry must be one of {', '.join(Headroom)}: redeploy the stack's "
+            "cluster config",
+            operation="get_cluster",
+            status=500,
+        ) from None
 
 
 def _basis(stored: str | None) -> BorrowLimitBasis:

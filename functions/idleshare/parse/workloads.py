@@ -1,0 +1,307 @@
+"""DaemonSet and Pod objects -> :class:`idleshare.domain.model.DaemonSet` / :class:`~idleshare.domain.model.Pod`: what
+headroom reads of them (docs/spec.md §2, "Headroom"), one schema each.
+
+Accepts what ``kubectl get daemonsets -A -o json`` / ``kubectl get pods -A -o json`` print (``kind: List``), an API
+list (``DaemonSetList``, ``PodList``) or a JSON array, as JSON text or decoded; :func:`split_dump` takes the items of
+one ``kubectl get nodes,daemonsets,pods -A -o json`` apart. The cluster's objects are read one by one
+(:func:`cluster_daemonsets`, :func:`cluster_pods`): one that does not parse is named and left out, never a failure of
+the whole read.
+
+Decisions:
+
+- only the fields headroom reads are declared (a pod template's ``nodeSelector``, required node affinity,
+  ``tolerations``, each container's ``resources`` and ``restartPolicy``, ``overhead``; a pod's ``nodeName``, phase,
+  labels and owners' kinds); unknown members are ignored; an item's ``kind``, when present, must be the one expected;
+- quantities are read as a node's allocatable is (:func:`idleshare.parse.nodes.parse_quantity_value`);
+- a container's limit stands for its missing request, as the API server defaults a pod's containers (a DaemonSet's
+  template is not defaulted until its pods are created).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from idleshare.domain.model import Amount, DaemonSet, Pod, PodRequests, Requirement, SelectorTerm, Toleration
+from idleshare.parse import schema
+from idleshare.parse.errors import FieldError, InputError, capped
+from idleshare.parse.nodes import parse_quantity_value
+from idleshare.parse.schema import show
+
+
+class _Resources(msgspec.Struct):
+    requests: dict[str, Any] | None = None
+    limits: dict[str, Any] | None = None
+
+
+class _Container(msgspec.Struct):
+    name: str | None = None
+    resources: _Resources | None = None
+    restartPolicy: str | None = None
+
+
+class _Toleration(msgspec.Struct):
+    key: str | None = None
+    operator: Literal["Equal", "Exists", ""] | None = None
+    value: str | None = None
+    effect: str | None = None
+
+
+class _Requirement(msgspec.Struct):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] | None = None
+
+
+class _Term(msgspec.Struct):
+    matchExpressions: list[_Requirement] | None = None
+    matchFields: list[_Requirement] | None = None
+
+
+class _NodeSelector(msgspec.Struct):
+    nodeSelectorTerms: list[_Term]
+
+
+class _NodeAffinity(msgspec.Struct):
+    requiredDuringSchedulingIgnoredDuringExecution: _NodeSelector | None = None
+
+
+class _Affinity(msgspec.Struct):
+    nodeAffinity: _NodeAffinity | None = None
+
+
+class _PodSpec(msgspec.Struct):
+    nodeName: str | None = None
+    nodeSelector: dict[str, str] | None = None
+    affinity: _Affinity | None = None
+    tolerations: list[_Toleration] | None = None
+    containers: list[_Container] | None = None
+    initContainers: list[_Container] | None = None
+    overhead: dict[str, Any] | None = None
+
+
+class _Owner(msgspec.Struct):
+    kind: str
+
+
+class _Metadata(msgspec.Struct):
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    namespace: str | None = None
+    labels: dict[str, str] | None = None
+    ownerReferences: list[_Owner] | None = None
+
+
+class _Template(msgspec.Struct):
+    spec: _PodSpec | None = None
+
+
+class _DaemonSetSpec(msgspec.Struct):
+    template: _Template
+
+
+class _DaemonSet(msgspec.Struct):
+    metadata: _Metadata
+    spec: _DaemonSetSpec
+    kind: Literal["DaemonSet"] | None = None
+
+
+class _PodStatus(msgspec.Struct):
+    phase: str | None = None
+
+
+class _Pod(msgspec.Struct):
+    metadata: _Metadata
+    kind: Literal["Pod"] | None = None
+    spec: _PodSpec | None = None
+    status: _PodStatus | None = None
+
+
+# -- to the domain ----------------------------------------------------------------------------------------------
+def _amounts(values: dict[str, Any] | None, where: str, errors: list[FieldError]) -> dict[str, Amount]:
+    out: dict[str, Amount] = {}
+    for resource, value in (values or {}).items():
+        try:
+            out[resource] = parse_quantity_value(value)
+        except ValueError as exc:
+            errors.append(FieldError(f"{where}[{json.dumps(resource)}]", str(exc)))
+    return out
+
+
+def _container(c: _Container, where: str, errors: list[FieldError]) -> dict[str, Amount]:
+    if c.resources is None:
+        return {}
+    requests = _amounts(c.resources.requests, f"{where}.resources.requests", errors)
+    limits = _amounts(c.resources.limits, f"{where}.resources.limits", errors)
+    return {**limits, **requests}  # a limit stands for a missing request (the API server's defaulting)
+
+
+def _requests(spec: _PodSpec | None, where: str, errors: list[FieldError]) -> PodRequests:
+    if spec is None:
+        return PodRequests()
+    containers = tuple(_container(c, f"{where}.containers[{i}]", errors) for i, c in enumerate(spec.containers or ()))
+    inits = tuple(
+        (_container(c, f"{where}.initContainers[{i}]", errors), c.restartPolicy == "Always")
+        for i, c in enumerate(spec.initContainers or ())
+    )
+    return PodRequests(containers, inits, _amounts(spec.overhead, f"{where}.overhead", errors))
+
+
+def _requirements(found: list[_Requirement] | None) -> tuple[Requirement, ...]:
+    return tuple(Requirement(r.key, r.operator, tuple(r.values or ())) for r in found or ())
+
+
+def _to_daemonset(raw: _DaemonSet, where: str, errors: list[FieldError]) -> DaemonSet | None:
+    before = len(errors)
+    spec = raw.spec.template.spec
+    requests = _requests(spec, f"{where}.spec.template.spec", errors)
+    if len(errors) > before:
+        return None
+    terms: tuple[SelectorTerm, ...] | None = None
+    affinity = spec.affinity.nodeAffinity if spec is not None and spec.affinity is not None else None
+    required = affinity.requiredDuringSchedulingIgnoredDuringExecution if affinity is not None else None
+    if required is not None:
+        terms = tuple(
+            SelectorTerm(_requirements(t.matchExpressions), _requirements(t.matchFields))
+            for t in required.nodeSelectorTerms
+        )
+    tolerations = tuple(
+        Toleration(t.key or None, t.operator or "Equal", t.value, t.effect or None)
+        for t in (spec.tolerations if spec is not None else None) or ()
+    )
+    return DaemonSet(
+        namespace=raw.metadata.namespace or "",
+        name=raw.metadata.name,
+        requests=requests,
+        node_selector=dict((spec.nodeSelector if spec is not None else None) or {}),
+        affinity_terms=terms,
+        tolerations=tolerations,
+    )
+
+
+def _to_pod(raw: _Pod, where: str, errors: list[FieldError]) -> Pod | None:
+    before = len(errors)
+    requests = _requests(raw.spec, f"{where}.spec", errors)
+    if len(errors) > before:
+        return None
+    meta = raw.metadata
+    return Pod(
+        namespace=meta.namespace or "",
+        name=meta.name,
+        node_name=(raw.spec.nodeName if raw.spec is not None else None) or "",
+        requests=requests,
+        phase=raw.status.phase if raw.status is not None else None,
+        labels=dict(meta.labels or {}),
+        owner_kinds=tuple(o.kind for o in meta.ownerReferences or ()),
+    )
+
+
+# -- reading ----------------------------------------------------------------------------------------------------
+def _where(index: int | None, item: object, prefix: str = "items") -> str:
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    at = prefix if index is None else f"{prefix}[{index}]"
+    if isinstance(name, str) and name:
+        return f"{at} ({namespace}/{name})" if isinstance(namespace, str) and namespace else f"{at} ({name})"
+    return at
+
+
+def _one(item: object, kind: type[Any], to: Any, where: str, errors: list[FieldError]) -> Any:
+    try:
+        raw = msgspec.convert(item, kind)
+    except msgspec.ValidationError:
+        try:
+            raw = schema.convert(item, kind, where)
+        except InputError as exc:
+            errors.extend(FieldError(where + ("" if not e.loc else f".{e.loc}"), e.message) for e in exc.errors)
+            return None
+    return to(raw, where, errors)
+
+
+def _items(raw: bytes | str | list[Any] | dict[str, Any], source: str, kinds: tuple[str, ...]) -> list[Any]:
+    document: Any = raw
+    if isinstance(raw, (bytes, bytearray, memoryview, str)):
+        try:
+            document = msgspec.json.decode(bytes(raw) if not isinstance(raw, str) else raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+            raise InputError(source, [FieldError("", f"invalid JSON: {exc}")]) from None
+    if isinstance(document, list):
+        return document
+    hint = f"expected a List or {kinds[0]}List (`kubectl get {kinds[1]} -A -o json`) or a JSON array"
+    if not isinstance(document, dict):
+        raise InputError(source, [FieldError("", f"{hint}, got {show(document)}")])
+    if document.get("kind") not in (None, "List", f"{kinds[0]}List"):
+        raise InputError(source, [FieldError("kind", f"{hint}, got {show(document.get('kind'))}")])
+    items = document.get("items")
+    if not isinstance(items, list):
+        raise InputError(source, [FieldError("items", f"required field missing: {hint}")])
+    return items
+
+
+def _parse(items: Sequence[Any], kind: type[Any], to: Any, source: str) -> tuple[Any, ...]:
+    errors: list[FieldError] = []
+    found = [_one(item, kind, to, _where(i, item), errors) for i, item in enumerate(items)]
+    if errors:
+        raise InputError(source, capped(errors))
+    return tuple(f for f in found if f is not None)
+
+
+def parse_daemonsets(
+    raw: bytes | str | list[Any] | dict[str, Any], source: str = "daemonsets"
+) -> tuple[DaemonSet, ...]:
+    """DaemonSets from ``kubectl get daemonsets -A -o json``, an API DaemonSetList or a JSON array; raises
+    :class:`InputError` naming every bad object and field."""
+    return _parse(_items(raw, source, ("DaemonSet", "daemonsets")), _DaemonSet, _to_daemonset, source)
+
+
+def parse_pods(raw: bytes | str | list[Any] | dict[str, Any], source: str = "pods") -> tuple[Pod, ...]:
+    """Pods from ``kubectl get pods -A -o json``, an API PodList or a JSON array; raises :class:`InputError`."""
+    return _parse(_items(raw, source, ("Pod", "pods")), _Pod, _to_pod, source)
+
+
+def split_dump(document: Any) -> tuple[Any, list[Any], list[Any]] | None:
+    """The items of one ``kubectl get nodes,daemonsets,pods -A -o json`` List taken apart: (the document with only its
+    other items, for the node parser; the DaemonSets; the pods). None when it holds no DaemonSet and no Pod."""
+    items = document.get("items") if isinstance(document, dict) else document if isinstance(document, list) else None
+    if not isinstance(items, list):
+        return None
+    kinds = [i.get("kind") if isinstance(i, dict) else None for i in items]
+    if "DaemonSet" not in kinds and "Pod" not in kinds:
+        return None
+    rest = [i for i, k in zip(items, kinds, strict=True) if k not in ("DaemonSet", "Pod")]
+    daemonsets = [i for i, k in zip(items, kinds, strict=True) if k == "DaemonSet"]
+    pods = [i for i, k in zip(items, kinds, strict=True) if k == "Pod"]
+    return ({**document, "items": rest} if isinstance(document, dict) else rest), daemonsets, pods
+
+
+def _cluster(objects: Iterable[object], kind: type[Any], to: Any, label: str) -> tuple[list[Any], list[InputError]]:
+    """Each object parsed, or its error: the error's source names it (``namespace/name``, else ``label #position``),
+    its locations are inside it (``spec.template.spec.containers[0]...``)."""
+    found: list[Any] = []
+    problems: list[InputError] = []
+    for position, obj in enumerate(objects):
+        errors: list[FieldError] = []
+        named = _where(None, obj, prefix="")
+        source = named.strip(" ()") or f"{label} #{position}"
+        if not isinstance(obj, dict):
+            problems.append(InputError(source, [FieldError("", f"must be an object (got {show(obj)})")]))
+            continue
+        parsed = _one(obj, kind, to, "", errors)
+        if errors or parsed is None:
+            problems.append(InputError(source, [FieldError(e.loc.lstrip("."), e.message) for e in errors]))
+        else:
+            found.append(parsed)
+    return found, problems
+
+
+def cluster_daemonsets(objects: Iterable[object]) -> tuple[list[DaemonSet], list[InputError]]:
+    """The cluster's DaemonSets; each one that does not parse is left out, its error returned (a named issue)."""
+    return _cluster(objects, _DaemonSet, _to_daemonset, "daemonset")
+
+
+def cluster_pods(objects: Iterable[object]) -> tuple[list[Pod], list[InputError]]:
+    """The cluster's bound pods; each one that does not parse is left out, its error returned (a named issue)."""
+    return _cluster(objects, _Pod, _to_pod, "pod")
