@@ -7,8 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from devkit.kube import kueue_versions as stack_versions
 from idleshare import names
 from idleshare.domain import kueue, kueue_diff, naming
+from idleshare.domain import kueue_versions as kv
 from idleshare.domain.model import INSTANCE_TYPE_LABEL, PriorityClass, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import compute
 from idleshare.parse.nodes import parse_nodes
@@ -24,16 +26,14 @@ def section() -> str:
     return readme[start : readme.index("\n## ", start + len(HEADING))]
 
 
-def kueue_version() -> str:
-    found = re.search(r"^\s*sigs\.k8s\.io/kueue (v\S+)$", (REPO / "devkit/kube/go.mod").read_text(), re.M)
-    assert found, "devkit/kube/go.mod pins no sigs.k8s.io/kueue"
-    return found.group(1)
-
-
-def test_the_kueue_version_and_api_are_the_pinned_ones():
+def test_the_kueue_versions_and_apis_are_the_ones_the_stack_proves():
+    # Given the Kueues the compatibility suite runs on (devkit/kube/kueue_versions.py) and the versions idleshare writes
+    minors = sorted(int(v.split(".")[1]) for v in stack_versions.VERSIONS)
     text = section()
-    assert f"Kueue](https://kueue.sigs.k8s.io) {kueue_version()}" in text
-    assert f"`{kueue.KUEUE_API}`" in text
+    # Then the README names that range and every API version idleshare may write
+    assert f"Kueue](https://kueue.sigs.k8s.io) v0.{minors[0]} to v0.{minors[-1]}" in text
+    for version in dict.fromkeys(v for versions in kv.VERSIONS.values() for v in versions):
+        assert f"`{version}`" in text, version
 
 
 def test_the_labels_and_the_field_manager_are_the_codes():
