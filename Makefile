@@ -7,11 +7,12 @@ UV ?= uv
 RUN := $(UV) run --frozen
 PYTEST_WORKERS ?= 2
 
-.PHONY: help bootstrap sync npm kube-stack browser demo plan test coverage lint unit kube integration infra synth docs bench clean
+.PHONY: help bootstrap sync npm kube-stack browser demo plan test compat coverage lint unit kube integration infra synth docs bench clean
 
 help:
 	@echo "make demo   - the main job, local, no AWS account"
 	@echo "make test   - lint + every test suite (what CI runs)"
+	@echo "make compat - the compatibility suite on every Kueue version; regenerates README.md's support table"
 	@echo "make bench  - benchmarks (ratios against floors measured in the same run)"
 	@echo "make coverage - branch coverage of functions/idleshare over every suite"
 	@echo "make docs   - regenerate the documents' generated sections (the deployed stack, the table's items)"
@@ -50,16 +51,29 @@ lint: sync
 unit: sync browser
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/bench
 
+# The compatibility suite (tests/compat) once per Kueue version of devkit/kube/kueue_versions.py, the default first:
+# each version's Kueue built once into ~/.cache/idleshare/kube (bash devkit/kube/build.sh --kueue V), each run's
+# outcomes written to docs/compat.json, then README.md's support table regenerated from it. Fails when a run fails.
+compat: sync npm kube-stack
+	@status=0; for v in $$($(RUN) python -m devkit.kube.kueue_versions); do \
+		bash devkit/kube/build.sh --kueue $$v >/dev/null || exit 1; \
+		echo "make compat: Kueue $$v"; \
+		IDLESHARE_KUEUE_VERSION=$$v IDLESHARE_COMPAT_RESULTS=docs/compat.json \
+			$(RUN) pytest -n $(PYTEST_WORKERS) tests/compat || status=1; \
+	done; \
+	$(RUN) python -m tests.compat.results readme || status=1; \
+	exit $$status
+
 # Everything that runs against the real kube-apiserver + Kueue (the adapter, Kueue admission end to end).
 kube: sync npm kube-stack
-	$(RUN) pytest -n $(PYTEST_WORKERS) tests/kube tests/e2e
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/kube tests/e2e tests/compat
 
 integration: sync npm kube-stack
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/integration
 
 # One pytest run for every suite (one closing line for CI to read).
 test: lint npm kube-stack browser deploy-check
-	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/e2e tests/bench tests/integration tests/infra
+	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/e2e tests/compat tests/bench tests/integration tests/infra
 
 # Branch coverage of the deployed code (functions/idleshare) over the same run as `make test` (xdist workers and the
 # Python subprocesses the tests start combined; settings in pyproject.toml [tool.coverage]): the total, then per package.
@@ -67,7 +81,7 @@ test: lint npm kube-stack browser deploy-check
 COVERAGE_PACKAGES := domain parse adapters service runtime handlers api cli
 coverage: sync npm kube-stack browser
 	rm -f .coverage .coverage.*
-	$(RUN) pytest -n $(PYTEST_WORKERS) --cov --cov-report= --hypothesis-seed=0 tests/unit tests/kube tests/e2e tests/bench tests/integration tests/infra
+	$(RUN) pytest -n $(PYTEST_WORKERS) --cov --cov-report= --hypothesis-seed=0 tests/unit tests/kube tests/e2e tests/compat tests/bench tests/integration tests/infra
 	@$(RUN) coverage report --skip-covered | tail -n 4
 	@for pkg in $(COVERAGE_PACKAGES); do \
 		printf 'idleshare.%-9s %s%%\n' "$$pkg" "$$($(RUN) coverage report --include="functions/idleshare/$$pkg/*" --format=total)"; \

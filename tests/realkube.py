@@ -1,7 +1,9 @@
 """Fixtures for the real Kubernetes + Kueue stack (:mod:`devkit.kube.stack`), shared by every suite.
 
 - ``kube_stack`` (session, one per xdist worker): etcd + kube-apiserver + the Kueue manager on 127.0.0.1,
-  built by ``devkit/kube/build.sh`` if they are not cached yet, stopped by PID at the end of the session.
+  built by ``devkit/kube/build.sh`` if they are not cached yet, stopped by PID at the end of the session. The
+  Kueue is ``$IDLESHARE_KUEUE_VERSION`` (one of :data:`devkit.kube.kueue_versions.VERSIONS`), else the pinned
+  default: ``make compat`` runs ``tests/compat`` once per version.
 - ``kube_admin`` (session): :class:`devkit.kube.client.Kube` as ``system:masters``.
 - ``kube`` (function): the admin client on an empty cluster (nodes, Kueue objects and team namespaces of
   earlier tests removed first).
@@ -23,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from devkit.kube import kueue_versions
 from devkit.kube.client import Kube
 from devkit.kube.stack import KubeStack, StackError, ensure_built
 from idleshare.adapters.kube import LightkubeCluster
@@ -34,13 +37,14 @@ _STACKS: list[KubeStack] = []
 @pytest.fixture(scope="session")
 def kube_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeStack]:
     try:
-        binaries = ensure_built()
+        version = kueue_versions.get().version
         stack = KubeStack(
             tmp_path_factory.mktemp("kube-stack"),
-            binaries,
+            ensure_built(version),
             extra_tokens={"stranger-token": ("stranger", ("some-other-group",))},
+            kueue_version=version,
         ).start()
-    except StackError as exc:
+    except (StackError, kueue_versions.UnknownKueueVersion) as exc:
         pytest.fail(f"the real Kubernetes/Kueue stack could not start: {exc}", pytrace=False)
     _STACKS.append(stack)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")

@@ -8,12 +8,34 @@
 # <key> is derived from go.mod, go.sum, cmd/ and the Go version, so a change of any pin builds anew and an
 # unchanged one is skipped in milliseconds. Prints the cache directory on its last line.
 #
+# Other Kueue versions (the compatibility matrix, devkit/kube/kueue_versions.py) each have their own module set,
+# kueue/<version>/{go.mod,go.sum,tools.go} (Kueue's own k8s.io pins: Kueue 0.12 cannot share Kubernetes 1.36's
+# modules), built into ${cache}/kueue-<version>_<hash of that module set, Go version, link flags>/ beside the stack
+# above, which they run against (its etcd, kube-apiserver and kubectl): adding a version leaves that cache valid.
+#
 #   bash devkit/kube/build.sh            build what is missing (prints what it builds and how long it took)
 #   bash devkit/kube/build.sh --print    print the cache directory only (exit 1 when it is not built)
+#   bash devkit/kube/build.sh --kueue V  also Kueue V (default: the one go.mod pins); prints the stack's
+#                                        directory, then Kueue V's on the last line (the same for the default)
 #   bash devkit/kube/build.sh --regen    rewrite go.mod's staging replaces from k8s.io/kubernetes' own go.mod
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
+
+mode=build
+want_kueue=""
+while (($#)); do
+    case "$1" in
+        --print) mode=print ;;
+        --regen) mode=regen ;;
+        --kueue)
+            [[ $# -ge 2 && -n "$2" ]] || { echo "kube stack: --kueue needs a version (e.g. --kueue v0.12.3)" >&2; exit 2; }
+            want_kueue="$2"; shift ;;
+        --kueue=*) want_kueue="${1#--kueue=}" ;;
+        *) echo "kube stack: unknown argument '$1' (--print, --kueue VERSION, --regen)" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 if ! command -v go >/dev/null 2>&1; then
     echo "kube stack: \`go\` is not on PATH: Go $(awk '$1 == "go" {print $2; exit}' go.mod) or later builds the pinned stack (and names its cache)" >&2
@@ -24,7 +46,7 @@ kube_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' go
 kueue_version="$(awk '$1 == "sigs.k8s.io/kueue" && $2 ~ /^v/ {print $2; exit}' go.mod)"
 etcd_version="$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' go.mod)"
 
-if [[ "${1:-}" == "--regen" ]]; then
+if [[ "$mode" == "regen" ]]; then
     dir="$(go mod download -json "k8s.io/kubernetes@${kube_version}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
     staging="v0.${kube_version#v1.}"
     awk -v sv="$staging" '
@@ -35,6 +57,23 @@ if [[ "${1:-}" == "--regen" ]]; then
     go mod tidy
     echo "go.mod: staging modules replaced at ${staging}"
     exit 0
+fi
+
+# Another Kueue than go.mod's: its own module set must be in kueue/<version>/.
+if [[ -n "$want_kueue" && "$want_kueue" != "$kueue_version" ]]; then
+    extra_dir="$here/kueue/$want_kueue"
+    if [[ ! -f "$extra_dir/go.mod" ]]; then
+        pinned="$(cd kueue 2>/dev/null && ls -d v*/ 2>/dev/null | tr -d / | tr '\n' ' ')"
+        echo "kube stack: Kueue ${want_kueue} is not pinned here: no devkit/kube/kueue/${want_kueue}/go.mod (pinned: ${kueue_version} (default) ${pinned})" >&2
+        exit 2
+    fi
+    extra_pin="$(awk '$1 == "require" && $2 == "sigs.k8s.io/kueue" {print $3; exit} $1 == "sigs.k8s.io/kueue" && $2 ~ /^v/ {print $2; exit}' "$extra_dir/go.mod")"
+    if [[ "$extra_pin" != "$want_kueue" ]]; then
+        echo "kube stack: devkit/kube/kueue/${want_kueue}/go.mod requires sigs.k8s.io/kueue '${extra_pin}', not ${want_kueue}" >&2
+        exit 2
+    fi
+else
+    extra_dir=""
 fi
 
 minor="${kube_version#v1.}"; minor="${minor%%.*}"
@@ -51,46 +90,83 @@ cache_root="${IDLESHARE_KUBE_CACHE:-$HOME/.cache/idleshare/kube}"
 out="$cache_root/k8s-${kube_version}_kueue-${kueue_version}_etcd-${etcd_version}_${key}"
 bins=(etcd kube-apiserver kubectl kueue)
 
-complete() {
-    for b in "${bins[@]}"; do [[ -x "$out/bin/$b" ]] || return 1; done
-    [[ -f "$out/kueue/webhook.yaml" && -f "$out/kueue/crds/kueue.x-k8s.io_clusterqueues.yaml" ]]
-}
-
-if [[ "${1:-}" == "--print" ]]; then
-    complete && { echo "$out"; exit 0; }
-    exit 1
+if [[ -n "$extra_dir" ]]; then
+    extra_ld="-X sigs.k8s.io/kueue/pkg/version.GitVersion=${want_kueue}"
+    extra_key="$({ cat "$extra_dir/go.mod" "$extra_dir/go.sum" "$extra_dir/tools.go"; echo "$go_version $extra_ld"; } | sha256sum | cut -c1-16)"
+    extra_out="$cache_root/kueue-${want_kueue}_${extra_key}"
 fi
 
-if complete; then
-    echo "kube stack: cached (Kubernetes ${kube_version}, Kueue ${kueue_version}, etcd ${etcd_version})" >&2
+has_kueue() { # dir
+    [[ -x "$1/bin/kueue" && -f "$1/kueue/webhook.yaml" && -f "$1/kueue/crds/kueue.x-k8s.io_clusterqueues.yaml" ]]
+}
+
+complete() {
+    for b in "${bins[@]}"; do [[ -x "$out/bin/$b" ]] || return 1; done
+    has_kueue "$out"
+}
+
+# The directories asked for: the stack's; with --kueue, then Kueue's (the stack's own for the default).
+print_dirs() {
     echo "$out"
+    if [[ -n "$extra_dir" ]]; then echo "$extra_out"; elif [[ -n "$want_kueue" ]]; then echo "$out"; fi
+}
+
+if [[ "$mode" == "print" ]]; then
+    complete || exit 1
+    if [[ -n "$extra_dir" ]]; then has_kueue "$extra_out" || exit 1; fi
+    print_dirs
     exit 0
 fi
 
-mkdir -p "$out/bin" "$out/kueue/crds"
-started=$SECONDS
-# -mod=readonly: go.sum is the pin; a build never rewrites it.
-export GOFLAGS="-mod=readonly ${GOFLAGS:-}"
-echo "kube stack: downloading modules (Kubernetes ${kube_version}, Kueue ${kueue_version}, etcd ${etcd_version})" >&2
-go mod download
-
-build() { # name package ldflags...
-    local name="$1" pkg="$2" ldflags="$3" t0=$SECONDS
-    if [[ -x "$out/bin/$name" ]]; then return 0; fi
+build() { # out name package ldflags...
+    local dest="$1" name="$2" pkg="$3" ldflags="$4" t0=$SECONDS
+    if [[ -x "$dest/bin/$name" ]]; then return 0; fi
     echo "kube stack: building $name ($pkg) ..." >&2
-    go build -trimpath -ldflags "-s -w $ldflags" -o "$out/bin/$name.tmp" "$pkg"
-    mv "$out/bin/$name.tmp" "$out/bin/$name"
-    echo "kube stack: built $name in $((SECONDS - t0)) s ($(du -m "$out/bin/$name" | cut -f1) MB)" >&2
+    go build -trimpath -ldflags "-s -w $ldflags" -o "$dest/bin/$name.tmp" "$pkg"
+    mv "$dest/bin/$name.tmp" "$dest/bin/$name"
+    echo "kube stack: built $name in $((SECONDS - t0)) s ($(du -m "$dest/bin/$name" | cut -f1) MB)" >&2
 }
 
-build etcd ./cmd/etcd ""
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kube_ld"
-build kueue sigs.k8s.io/kueue/cmd/kueue "$kueue_ld"
-build kubectl k8s.io/kubernetes/cmd/kubectl "$kube_ld"
+copy_manifests() { # out version
+    local dest="$1" version="$2" dir
+    dir="$(go mod download -json "sigs.k8s.io/kueue@${version}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+    cp "$dir"/config/components/crd/bases/*.yaml "$dest/kueue/crds/"
+    cp "$dir/config/components/webhook/manifests.yaml" "$dest/kueue/webhook.yaml"
+    chmod -R u+w "$dest/kueue"
+}
 
-kueue_dir="$(go mod download -json "sigs.k8s.io/kueue@${kueue_version}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
-cp "$kueue_dir"/config/components/crd/bases/*.yaml "$out/kueue/crds/"
-cp "$kueue_dir/config/components/webhook/manifests.yaml" "$out/kueue/webhook.yaml"
-chmod -R u+w "$out/kueue"
-echo "kube stack: ready in $((SECONDS - started)) s: $out" >&2
-echo "$out"
+# -mod=readonly: go.sum is the pin; a build never rewrites it.
+export GOFLAGS="-mod=readonly ${GOFLAGS:-}"
+
+if complete; then
+    echo "kube stack: cached (Kubernetes ${kube_version}, Kueue ${kueue_version}, etcd ${etcd_version})" >&2
+else
+    mkdir -p "$out/bin" "$out/kueue/crds"
+    started=$SECONDS
+    echo "kube stack: downloading modules (Kubernetes ${kube_version}, Kueue ${kueue_version}, etcd ${etcd_version})" >&2
+    go mod download
+
+    build "$out" etcd ./cmd/etcd ""
+    build "$out" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kube_ld"
+    build "$out" kueue sigs.k8s.io/kueue/cmd/kueue "$kueue_ld"
+    build "$out" kubectl k8s.io/kubernetes/cmd/kubectl "$kube_ld"
+    copy_manifests "$out" "$kueue_version"
+    echo "kube stack: ready in $((SECONDS - started)) s: $out" >&2
+fi
+
+if [[ -n "$extra_dir" ]]; then
+    if has_kueue "$extra_out"; then
+        echo "kube stack: cached (Kueue ${want_kueue}, from devkit/kube/kueue/${want_kueue})" >&2
+    else
+        mkdir -p "$extra_out/bin" "$extra_out/kueue/crds"
+        started=$SECONDS
+        cd "$extra_dir"
+        echo "kube stack: downloading modules (Kueue ${want_kueue}, devkit/kube/kueue/${want_kueue})" >&2
+        go mod download
+        build "$extra_out" kueue sigs.k8s.io/kueue/cmd/kueue "$extra_ld"
+        copy_manifests "$extra_out" "$want_kueue"
+        cd "$here"
+        echo "kube stack: Kueue ${want_kueue} ready in $((SECONDS - started)) s: $extra_out" >&2
+    fi
+fi
+print_dirs

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from devkit.kube.kueue_versions import GROUP as KUEUE_GROUP
+from devkit.kube.kueue_versions import KueueVersion
 from idleshare.adapters.kube import KINDS
 from idleshare.domain.kueue import KUEUE_API
 
@@ -65,13 +67,24 @@ class Kube:
         )
 
         self.stack: Any = None
+        self.resources = dict(RESOURCES)
+        """kind -> (apiVersion, plural, namespaced) as this client reads and writes them: :data:`RESOURCES`, the
+        Kueue kinds in the version the stack's Kueue serves (:meth:`speak`)."""
 
     @classmethod
     def admin(cls, stack: Any) -> Kube:
-        """The stack's admin; ``.stack`` is kept, so idleshare's own adapter can be made for the same server."""
+        """The stack's admin; ``.stack`` is kept, so idleshare's own adapter can be made for the same server.
+        It reads and writes Kueue's kinds in the newest version that stack's Kueue serves."""
         client = cls(stack.server, stack.ca_file, stack.admin_token)
         client.stack = stack
+        client.speak(stack.kueue_facts)
         return client
+
+    def speak(self, kueue: KueueVersion) -> None:
+        """Read and write ``kueue.x-k8s.io`` kinds in the versions ``kueue`` serves (v1beta1 on Kueue 0.14...)."""
+        for kind, (api_version, plural, namespaced) in RESOURCES.items():
+            if api_version.startswith(f"{KUEUE_GROUP}/"):
+                self.resources[kind] = (kueue.api_version_of(kind), plural, namespaced)
 
     def idleshare_adapter(self, *, timeout: float = 30.0) -> Any:
         """idleshare's :class:`LightkubeCluster` on the same server, as its own restricted user."""
@@ -139,10 +152,11 @@ class Kube:
             raise KubeRequestError(method, path, r.status_code, data)
         return data
 
-    @staticmethod
-    def path(kind: str, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+    def path(
+        self, kind: str, name: str | None = None, namespace: str | None = None, subresource: str | None = None
+    ) -> str:
         kind = _PLURAL.get(kind, kind)
-        api_version, plural, namespaced = RESOURCES[kind]
+        api_version, plural, namespaced = self.resources[kind]
         base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         if namespaced and namespace:
             base += f"/namespaces/{namespace}"
@@ -154,7 +168,7 @@ class Kube:
     def objects(self, kind: str, namespace: str | None = None, *, labels: str | None = None) -> list[dict[str, Any]]:
         """Every object of a kind (all namespaces unless one is named), sorted by (namespace, name)."""
         kind = _PLURAL.get(kind, kind)
-        api_version = RESOURCES[kind][0]
+        api_version = self.resources[kind][0]
         items: list[dict[str, Any]] = []
         params: dict[str, str] = {"limit": "500"}
         if labels:
@@ -287,7 +301,7 @@ class Kube:
         background: a Job's default is to orphan its dependents, an ``orphan`` finalizer that only the garbage
         collector (not run here) removes, and the Job would stay "being deleted" for ever."""
         kind = _PLURAL.get(kind, kind)
-        if RESOURCES[kind][2] and namespace is None:
+        if self.resources[kind][2] and namespace is None:
             for ns in {o["metadata"]["namespace"] for o in self.objects(kind)}:
                 self.delete_all(kind, ns)
             return

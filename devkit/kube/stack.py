@@ -1,13 +1,15 @@
 """Start the real stack — etcd, kube-apiserver and the Kueue manager — on 127.0.0.1, and stop it by PID.
 
 The binaries come from ``devkit/kube/build.sh`` (pinned in ``devkit/kube/go.mod``, built once into
-``~/.cache/idleshare/kube``). One :class:`KubeStack` is one cluster:
+``~/.cache/idleshare/kube``; another Kueue from its own module set in ``devkit/kube/kueue/<version>/``: the versions
+and what differs between them are :mod:`devkit.kube.kueue_versions`). One :class:`KubeStack` is one cluster:
 
 * etcd on a free loopback port, ``--unsafe-no-fsync``, data in the stack's work directory;
 * kube-apiserver with TLS on 127.0.0.1 (a CA made here signs its serving certificate), bearer tokens from
   a token file — ``admin`` in ``system:masters`` for set-up and the tests' own changes, ``idleshare`` in
   the group ``idleshare-recompute``, which only ``infra/k8s/rbac.yaml`` grants anything — and RBAC on;
-* Kueue's 11 CRDs from the pinned module, then the Kueue manager (leader election off, health and webhook
+* Kueue's 11 CRDs from the pinned module (``kueue_version``: the default, else one of
+  :data:`devkit.kube.kueue_versions.VERSIONS`), then the Kueue manager (leader election off, health and webhook
   on 127.0.0.1, metrics off, ``batch/job`` integration only), with Kueue's own webhook configurations
   installed pointing at it: every webhook for ``kueue.x-k8s.io`` objects and ``batch/v1`` Jobs is served;
   those for integrations not enabled (pods, deployments, statefulsets, JobSet, Kubeflow, Ray, AppWrapper,
@@ -44,6 +46,9 @@ from typing import Any
 
 import yaml
 
+from devkit.kube import kueue_versions
+from devkit.kube.kueue_versions import KueueVersion
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 BUILD_SCRIPT = HERE / "build.sh"
@@ -73,50 +78,74 @@ class StackError(RuntimeError):
 
 @dataclass(frozen=True)
 class Binaries:
+    """The stack's binaries: etcd, kube-apiserver and kubectl in ``root``; the Kueue manager, its CRDs and webhook
+    manifest in ``kueue_root`` (``root`` itself for the default Kueue, built from the same module)."""
+
     root: Path
+    kueue_root: Path | None = None
+    kueue_version: str = kueue_versions.DEFAULT
 
     @property
     def bin(self) -> Path:
         return self.root / "bin"
 
     def path(self, name: str) -> Path:
-        return self.bin / name
+        return (self._kueue / "bin" / name) if name == "kueue" else self.bin / name
+
+    @property
+    def _kueue(self) -> Path:
+        return self.kueue_root or self.root
 
     @property
     def crds(self) -> Path:
-        return self.root / "kueue" / "crds"
+        return self._kueue / "kueue" / "crds"
 
     @property
     def webhook_manifest(self) -> Path:
-        return self.root / "kueue" / "webhook.yaml"
+        return self._kueue / "kueue" / "webhook.yaml"
 
     @property
     def kubectl(self) -> Path:
         return self.path("kubectl")
 
 
-def built() -> Binaries | None:
-    """The cached binaries for the pinned versions, or None when they are not built yet."""
-    r = subprocess.run(["bash", str(BUILD_SCRIPT), "--print"], capture_output=True, text=True, check=False)
-    return Binaries(Path(r.stdout.strip().splitlines()[-1])) if r.returncode == 0 and r.stdout.strip() else None
+def _facts(kueue_version: str | None) -> KueueVersion:
+    try:
+        return kueue_versions.get(kueue_version or kueue_versions.DEFAULT)
+    except kueue_versions.UnknownKueueVersion as exc:
+        raise StackError(str(exc)) from None
 
 
-def build(*, quiet: bool = False) -> Binaries:
-    """Build what is missing (minutes, once per machine and pin), with progress on stderr."""
+def _binaries(stdout: str, facts: KueueVersion) -> Binaries:
+    stack_dir, kueue_dir = stdout.strip().splitlines()[-2:]
+    return Binaries(Path(stack_dir), Path(kueue_dir), facts.version)
+
+
+def built(kueue_version: str | None = None) -> Binaries | None:
+    """The cached binaries for the pinned versions (Kueue: ``kueue_version``, default the one go.mod pins), or
+    None when they are not built yet."""
+    facts = _facts(kueue_version)
     r = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL if quiet else None,
-        text=True,
-        check=False,
+        ["bash", str(BUILD_SCRIPT), "--print", "--kueue", facts.version], capture_output=True, text=True, check=False
     )
-    if r.returncode != 0 or not r.stdout.strip():
-        raise StackError(f"building the Kubernetes/Kueue stack failed (exit {r.returncode}): bash {BUILD_SCRIPT}")
-    return Binaries(Path(r.stdout.strip().splitlines()[-1]))
+    return _binaries(r.stdout, facts) if r.returncode == 0 and len(r.stdout.split()) >= 2 else None
 
 
-def ensure_built() -> Binaries:
-    return built() or build()
+def build(kueue_version: str | None = None, *, quiet: bool = False) -> Binaries:
+    """Build what is missing (minutes, once per machine and pin), with progress on stderr."""
+    facts = _facts(kueue_version)
+    argv = ["bash", str(BUILD_SCRIPT), "--kueue", facts.version]
+    r = subprocess.run(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL if quiet else None, text=True, check=False
+    )
+    if r.returncode != 0 or len(r.stdout.split()) < 2:
+        raise StackError(f"building the Kubernetes/Kueue stack failed (exit {r.returncode}): {' '.join(argv)}")
+    return _binaries(r.stdout, facts)
+
+
+def ensure_built(kueue_version: str | None = None) -> Binaries:
+    """The binaries for Kueue ``kueue_version`` (default: the one go.mod pins), built first if missing."""
+    return built(kueue_version) or build(kueue_version)
 
 
 # -- certificates -------------------------------------------------------------------------------------
@@ -248,6 +277,9 @@ class KubeStack:
     — as the suites and the demo run it; off, no section (classical preemption: a borrower's admitted work is
     only reclaimed by a lender, never evened out)."""
     fair_sharing_strategies: tuple[str, ...] = FAIR_SHARING_STRATEGIES
+    kueue_version: str | None = None
+    """The Kueue this stack runs (:data:`devkit.kube.kueue_versions.VERSIONS`); None: the one ``binaries`` hold,
+    which must be the same (``ensure_built(kueue_version)`` builds them)."""
 
     processes: dict[str, _Process] = field(default_factory=dict, init=False)
     started_seconds: dict[str, float] = field(default_factory=dict, init=False)
@@ -255,6 +287,11 @@ class KubeStack:
     ports: dict[str, int] = field(default_factory=dict, init=False)
 
     # -- public ------------------------------------------------------------------------------------
+
+    @property
+    def kueue_facts(self) -> KueueVersion:
+        """What this stack's Kueue serves and is configured with (:mod:`devkit.kube.kueue_versions`)."""
+        return _facts(self.kueue_version or self.binaries.kueue_version)
 
     @property
     def ca_pem(self) -> bytes:
@@ -322,9 +359,14 @@ class KubeStack:
     def describe(self) -> str:
         times = ", ".join(f"{n} {s:.1f} s" for n, s in self.started_seconds.items())
         rss = ", ".join(f"{n} {b / 2**20:.0f} MB" for n, b in self.rss().items())
-        return f"kube stack at {self.server}: started {times}; RSS {rss}; logs in {self.workdir / 'logs'}"
+        return f"kube stack (Kueue {self.kueue_facts.version}) at {self.server}: started {times}; RSS {rss}; logs in {self.workdir / 'logs'}"
 
     def start(self) -> KubeStack:
+        if self.kueue_facts.version != self.binaries.kueue_version:
+            raise StackError(
+                f"KubeStack(kueue_version={self.kueue_version!r}) with the binaries of Kueue "
+                f"{self.binaries.kueue_version}: pass ensure_built({self.kueue_version!r})"
+            )
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "logs").mkdir(exist_ok=True)
         try:
@@ -500,12 +542,17 @@ class KubeStack:
     def _install_crds(self) -> None:
         t0 = time.monotonic()
         names = []
+        served: dict[str, set[str]] = {}  # group/version -> the plurals its discovery must list
         for path in sorted(self.binaries.crds.glob("*.yaml")):
             crd = yaml.safe_load(path.read_text())
             status, body = self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
             if status not in (201, 409):
                 raise StackError(f"installing CRD {path.name}: HTTP {status}: {body}")
             names.append(crd["metadata"]["name"])
+            for version in crd["spec"]["versions"]:
+                if version.get("served"):
+                    group_version = f"{crd['spec']['group']}/{version['name']}"
+                    served.setdefault(group_version, set()).add(crd["spec"]["names"]["plural"])
         deadline = time.monotonic() + 60
         pending = set(names)
         while pending and time.monotonic() < deadline:
@@ -522,13 +569,18 @@ class KubeStack:
                 time.sleep(0.2)
         if pending:
             raise StackError(f"CRDs not established after 60 s: {sorted(pending)}")
-        # Discovery must list them before clients that use it (kubectl, Kueue) start.
+        # Discovery must list them, in every version they serve, before clients that use it (kubectl, Kueue) start.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            status, body = self.request("GET", "/apis/kueue.x-k8s.io/v1beta2")
-            if status == 200 and len(body.get("resources", [])) >= len(names):
-                break
-            time.sleep(0.2)
+        while served and time.monotonic() < deadline:
+            for group_version in sorted(served):
+                status, body = self.request("GET", f"/apis/{group_version}")
+                listed = {r.get("name") for r in body.get("resources", [])} if status == 200 else set()
+                if served[group_version] <= listed:
+                    del served[group_version]
+            if served:
+                time.sleep(0.2)
+        if served:
+            raise StackError(f"Kueue's CRDs not in discovery after 30 s: {sorted(served)}")
         self.started_seconds["crds"] = time.monotonic() - t0
 
     def _create_all(self, manifest: Path) -> None:
@@ -557,8 +609,9 @@ class KubeStack:
         status, body = self.request("POST", "/api/v1/namespaces", {"metadata": {"name": KUEUE_NAMESPACE}})
         if status not in (201, 409):
             raise StackError(f"creating namespace {KUEUE_NAMESPACE}: HTTP {status}: {body}")
-        config = {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        facts = self.kueue_facts
+        config: dict[str, Any] = {
+            "apiVersion": f"config.kueue.x-k8s.io/{facts.config_api}",
             "kind": "Configuration",
             "namespace": KUEUE_NAMESPACE,
             "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
@@ -570,7 +623,10 @@ class KubeStack:
             "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
         }
         if self.fair_sharing:
-            config["fairSharing"] = {"preemptionStrategies": list(self.fair_sharing_strategies)}
+            config["fairSharing"] = {
+                **facts.fair_sharing_switch,
+                "preemptionStrategies": list(self.fair_sharing_strategies),
+            }
         _ensure_metrics_certs(pki)
         config_path = self.workdir / "kueue-config.yaml"
         config_path.write_text(yaml.safe_dump(config))
@@ -580,7 +636,7 @@ class KubeStack:
             [
                 str(self.binaries.path("kueue")),
                 f"--config={config_path}",
-                "--feature-gates=VisibilityOnDemand=false",
+                f"--feature-gates={','.join(facts.feature_gates)}",
                 f"--zap-log-level={os.environ.get('IDLESHARE_KUEUE_LOG_LEVEL', 'info')}",
             ],
             env={"KUBECONFIG": str(self.kubeconfig("admin"))},
@@ -637,16 +693,12 @@ class KubeStack:
 
     def _wait_webhooks_answer(self) -> None:
         """A dry-run ResourceFlavor create goes through Kueue's webhooks: when it is admitted, they answer."""
-        probe = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": "webhook-probe"},
-            "spec": {},
-        }
+        api_version = self.kueue_facts.api_version
+        probe = {"apiVersion": api_version, "kind": "ResourceFlavor", "metadata": {"name": "webhook-probe"}, "spec": {}}
         deadline = time.monotonic() + 60
         last: Any = None
         while time.monotonic() < deadline:
-            status, last = self.request("POST", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors?dryRun=All", probe)
+            status, last = self.request("POST", f"/apis/{api_version}/resourceflavors?dryRun=All", probe)
             if status == 201:
                 return
             time.sleep(0.2)
@@ -685,8 +737,9 @@ def _served(rule: Mapping[str, Any]) -> bool:
 
 @contextlib.contextmanager
 def running(workdir: Path | None = None, **kwargs: Any) -> Iterator[KubeStack]:
-    """Build if needed, start a stack in ``workdir`` (a temporary directory if None), stop it after."""
-    binaries = ensure_built()
+    """Build if needed (Kueue ``kueue_version``, default the pinned one), start a stack in ``workdir`` (a
+    temporary directory if None), stop it after."""
+    binaries = ensure_built(kwargs.get("kueue_version"))
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="idleshare-kube-")))
@@ -696,14 +749,21 @@ def running(workdir: Path | None = None, **kwargs: Any) -> Iterator[KubeStack]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m devkit.kube.stack [--build-only] [--no-fair-sharing]``: build, start, print how to reach it,
-    wait for Ctrl-C."""
+    """``python -m devkit.kube.stack [--build-only] [--no-fair-sharing] [--kueue VERSION]``: build, start, print
+    how to reach it, wait for Ctrl-C (Kueue: VERSION, else ``$IDLESHARE_KUEUE_VERSION``, else the pinned one)."""
     args = sys.argv[1:] if argv is None else argv
-    binaries = ensure_built()
+    version = args[args.index("--kueue") + 1] if "--kueue" in args[:-1] else None
+    try:
+        facts = kueue_versions.get(version)
+        binaries = ensure_built(facts.version)
+    except (kueue_versions.UnknownKueueVersion, StackError) as exc:
+        print(f"kube stack: {exc}", file=sys.stderr)
+        return 2
     if "--build-only" in args:
-        print(binaries.root)
+        print(binaries.kueue_root or binaries.root)
         return 0
-    with running(Path(tempfile.mkdtemp(prefix="idleshare-kube-")), fair_sharing="--no-fair-sharing" not in args) as ks:
+    workdir = Path(tempfile.mkdtemp(prefix="idleshare-kube-"))
+    with running(workdir, fair_sharing="--no-fair-sharing" not in args, kueue_version=facts.version) as ks:
         print(ks.describe())
         print(f"export KUBECONFIG={ks.kubeconfig('admin')}   # admin; idleshare's own: {ks.kubeconfig('idleshare')}")
         print(f"kubectl: {binaries.kubectl}")
