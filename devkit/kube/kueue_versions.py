@@ -8,7 +8,9 @@ module), built by ``bash devkit/kube/build.sh --kueue <version>`` and run agains
 default first (what ``make compat`` loops over).
 
 Facts per version, each read from that version's module (``config/components/crd/bases``, ``apis/config``,
-``pkg/features``) and held to the running stack by ``tests/kube/test_kueue_versions.py``:
+``pkg/features``): ``served`` is held to the running stack's discovery by ``tests/compat`` (its stack case), the
+Configuration by the manager starting at all (it refuses an unknown field), the modules by
+``tests/unit/test_compat_table.py``:
 
 * ``served``: the ``kueue.x-k8s.io`` versions its CRDs serve; ``api`` the newest one serving every kind
   idleshare writes, ``cohort_api`` the Cohort's (v1alpha1 on 0.12);

@@ -9,8 +9,8 @@ Each case is ``test_<feature>`` of :data:`tests.compat.results.FEATURES`. With `
 :data:`AWAITING_SERVED_API` are the versions whose Kueue serves no ``kueue.x-k8s.io/v1beta2``: idleshare writes
 nothing they accept until it writes the version the cluster serves (issue 30, deliverable 2), so every case but
 the stack's own is marked ``xfail(strict=True)`` there — once those writes land the cases pass, strict xfail fails
-them as XPASS, and the version is taken out of the set. The outcome recorded is what happened (an xfail is a
-fail, an XPASS a pass), never the mark.
+them as XPASS, and this mark is to be deleted. The outcome recorded is what happened (an xfail is a fail, an XPASS
+a pass), never the mark.
 """
 
 from __future__ import annotations

@@ -94,8 +94,7 @@ def with_table(readme: str, data: Mapping[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tests.compat.results readme``: regenerate the README's table from ``docs/compat.json``;
-    ``check``: exit 1 when a version of the matrix failed or was not run (what ``make compat`` ends with)."""
+    """``python -m tests.compat.results readme``: regenerate the README's table from ``docs/compat.json``."""
     args = sys.argv[1:] if argv is None else argv
     data = load()
     if args == ["readme"]:
@@ -106,16 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"compat: README.md's support table regenerated from {RESULTS.relative_to(REPO)}")
         return 0
-    if args == ["check"]:
-        bad = [
-            f"{v}: {', '.join(f for f in FEATURES if (data['versions'].get(v, {}).get('features', {}).get(f)) != PASS)}"
-            for v in kueue_versions.VERSIONS
-            if any(data["versions"].get(v, {}).get("features", {}).get(f) != PASS for f in FEATURES)
-        ]
-        for line in bad:
-            print(f"compat: not passed on Kueue {line}", file=sys.stderr)
-        return 1 if bad else 0
-    print("usage: python -m tests.compat.results readme|check", file=sys.stderr)
+    print("usage: python -m tests.compat.results readme", file=sys.stderr)
     return 2
 
 
