@@ -543,6 +543,9 @@ class KubeStack:
                 # would leave every new node with the not-ready taint that controller lifts. Nodes are created as
                 # they stand.
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                # As EKS: a pod asking for nvidia.com/gpu (aws.amazon.com/neuron, ...) tolerates the NoSchedule taint
+                # of that name, which GPU and Neuron nodes carry (events/examples/nodes.json): the scheduler places it.
+                "--enable-admission-plugins=ExtendedResourceToleration",
                 "--allow-privileged=false",
                 "--endpoint-reconciler-type=none",  # the kubernetes Service cannot point at a loopback address
                 "--v=1",

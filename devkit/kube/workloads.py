@@ -439,11 +439,15 @@ def finish_job(kube: Kube, job: Mapping[str, Any], *, timeout: float = 30.0) -> 
     if not pods:
         finish(kube, current)
         return
-    unbound = [p["metadata"]["name"] for p in pods if not (p.get("spec") or {}).get("nodeName")]
-    if unbound:
-        raise RuntimeError(
-            f"finish {meta['name']!r}: pods {unbound} are not bound to a node: no kubelet could run them"
+    unbound = {
+        p["metadata"]["name"]: " ".join(
+            c.get("message", "") for c in (p.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"
         )
+        for p in pods
+        if not (p.get("spec") or {}).get("nodeName")
+    }
+    if unbound:
+        raise RuntimeError(f"finish {meta['name']!r}: pods not bound to a node (no kubelet could run them): {unbound}")
     complete_pods(pods, lambda pod, status: kube.set_status("Pod", pod["metadata"]["name"], status, meta["namespace"]))
     wait_state(kube, current, FINISHED, timeout=timeout)
 
