@@ -182,6 +182,11 @@ def render_usage(usage: dict[str, Any]) -> list[str]:
             f"    ! {w.get('idle')} {short_resource(str(w.get('resource')))} idle on {_flavor_short(str(w.get('flavor')))}"
             f" while {w.get('team')} waits" + (f": {w['cause']} — {w.get('why')}" if w.get("cause") else "")
         )
+    for u in usage.get("unbound") or []:
+        out.append(
+            f"    ! {u.get('pods')} pods of {u.get('team')}'s admitted work on {_flavor_short(str(u.get('flavor')))} have"
+            f" no node ({u.get('seconds')} s since admitted): {u.get('reason') or 'not placed'}"
+        )
     for a in usage.get("aboveLimit") or []:
         out.append(
             f"    ! {a.get('team')} borrows {a.get('borrowed')} {short_resource(str(a.get('resource')))} on "

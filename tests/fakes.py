@@ -34,6 +34,7 @@ from idleshare.adapters.ports import (
 from idleshare.adapters.store.errors import AlreadyExistsError
 from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, with_creation_marker
 from idleshare.domain.kueue_versions import HUB_ONLY, KueueApi, down, up
+from idleshare.domain.usage import PODSET_LABEL
 from idleshare.runtime import wiring
 
 
@@ -333,7 +334,8 @@ class FakeKube:
         self.watches: list[str] = []  # the resource version each watch_nodes call started from
         self.workloads: list[dict[str, Any]] = []  # Kueue Workloads (list_workloads)
         self.daemonsets: list[dict[str, Any]] | Exception = []  # list_daemonsets (an exception: raised)
-        self.pods: list[dict[str, Any]] | Exception = []  # list_bound_pods (an exception: raised)
+        self.pods: list[dict[str, Any]] | Exception = []  # every pod: list_bound_pods (headroom) and
+        # list_unbound_pods (Kueue's, unplaced) select theirs as the adapter does (an exception: both raise it)
         self.kueue: KueueApi | Exception = HUB_ONLY
         """The Kueue versions it serves (kueue_api; an exception: raised, as discovery's failure): objects are
         stored written down to them and listed read back up, as the adapter does."""
@@ -450,6 +452,19 @@ class FakeKube:
     def list_workloads(self) -> list[dict[str, Any]]:
         self._reachable("list Workload")
         return copy.deepcopy(self.workloads)
+
+    def list_unbound_pods(self) -> list[dict[str, Any]]:
+        """``pods`` as the adapter selects them: Kueue's (the pod-set label), no node, not ended."""
+        self._reachable("list Pod")
+        if isinstance(self.pods, Exception):
+            raise self.pods
+        return [
+            copy.deepcopy(p)
+            for p in self.pods
+            if PODSET_LABEL in (p["metadata"].get("labels") or {})
+            and not (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
 
     # -- NodeWatchSource ------------------------------------------------------------------------------
 

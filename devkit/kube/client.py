@@ -34,6 +34,8 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Node": ("v1", "nodes", False),
     "Event": ("v1", "events", True),
     "Job": ("batch/v1", "jobs", True),
+    "Pod": ("v1", "pods", True),
+    "DaemonSet": ("apps/v1", "daemonsets", True),
     "Workload": (KUEUE, "workloads", True),
     "ConfigMap": ("v1", "configmaps", True),
     **KINDS,
@@ -296,23 +298,34 @@ class Kube:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(fn, items))
 
-    def delete_all(self, kind: str, namespace: str | None = None) -> None:
+    def delete_all(self, kind: str, namespace: str | None = None, *, grace: int | None = None) -> None:
         """deletecollection (every namespace when ``namespace`` is None and the kind is namespaced), in the
-        background: a Job's default is to orphan its dependents, an ``orphan`` finalizer that only the garbage
-        collector (not run here) removes, and the Job would stay "being deleted" for ever."""
+        background: a Job's default is to orphan its dependents (its pods would stay), the garbage collector
+        deletes them with it in the background. ``grace``: the pods' grace period (0: at once)."""
         kind = _PLURAL.get(kind, kind)
         if self.resources[kind][2] and namespace is None:
             for ns in {o["metadata"]["namespace"] for o in self.objects(kind)}:
-                self.delete_all(kind, ns)
+                self.delete_all(kind, ns, grace=grace)
             return
-        self.request("DELETE", self.path(kind, namespace=namespace), {"propagationPolicy": "Background"}, ok=(200, 202))
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if grace is not None:
+            body["gracePeriodSeconds"] = grace
+        self.request("DELETE", self.path(kind, namespace=namespace), body, ok=(200, 202))
+
+    TEAM_KINDS = ("Job", "DaemonSet", "Workload", "LocalQueue", "Pod", "Event")
+    """What the tests create in a namespace, owners first: the garbage collector deletes a Job's pods and Workload,
+    a DaemonSet's pods with it; pods no owner holds are deleted at once (grace 0: no kubelet would end them)."""
+
+    def _delete_team_objects(self, namespace: str | None = None) -> None:
+        for kind in self.TEAM_KINDS:
+            self.delete_all(kind, namespace, grace=0 if kind == "Pod" else None)
 
     def drop_namespace(self, name: str) -> None:
-        """Delete a namespace and finalize it at once (no namespace controller runs here): the
-        namespaced objects this stack knows are deleted first, as the controller would."""
-        for kind in ("Workload", "LocalQueue", "Job", "Event"):
-            self.delete_all(kind, name)
-        self._wait_gone(("Job", "Workload"), name)  # while the namespace is there: a finalizer cannot go after
+        """Delete a namespace and finalize it at once: the namespace controller would, after seconds of
+        discovery and retries a reset does not wait for; the objects the tests create in it are deleted first
+        (:data:`TEAM_KINDS`), or they would outlive it in etcd."""
+        self._delete_team_objects(name)
+        self._wait_gone(("Job", "Workload", "Pod"), name)  # while the namespace is there: a finalizer cannot go after
         self.delete("Namespace", name)
         ns = self.get("Namespace", name)
         if ns is not None:
@@ -320,12 +333,11 @@ class Kube:
             self.request("PUT", f"/api/v1/namespaces/{name}/finalize", ns)
 
     def reset(self) -> None:
-        """An empty cluster again: no nodes, no Jobs, no Kueue objects, no namespaces but the system ones. Jobs go
-        first: Kueue would make their Workloads again (no garbage collector runs here to take them with the
-        namespace), and an admitted Workload holds its ClusterQueue's finalizer."""
-        for kind in ("Job", "Workload", "LocalQueue"):
-            self.delete_all(kind)
-        self._wait_gone(("Job", "Workload"))
+        """An empty cluster again: no nodes, no Jobs, DaemonSets or pods, no Kueue objects, no namespaces but the
+        system ones. Owners go first (Kueue would make a Job's Workload again, a DaemonSet its pods), the garbage
+        collector takes their dependents; an admitted Workload holds its ClusterQueue's finalizer."""
+        self._delete_team_objects()
+        self._wait_gone(("Job", "DaemonSet", "Workload", "Pod"))
         for node in self.objects("Node"):
             if node["metadata"].get("finalizers"):
                 self.merge_patch("Node", node["metadata"]["name"], {"metadata": {"finalizers": None}})
@@ -340,21 +352,27 @@ class Kube:
         # (a topologyName makes its tolerations immutable: a later apply of the same name is refused).
         self._wait_gone(("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "Node"))
 
+    STUCK_SECONDS = 5.0
+    """How long a Job, Workload or pod may stay "being deleted" before :meth:`_wait_gone` drops its finalizers: the
+    garbage collector, the job controller and Kueue let go of theirs in well under a second; a stack run without
+    them (``place_pods=False``) or a controller that missed an event would otherwise hold the reset."""
+
     def _wait_gone(self, kinds: tuple[str, ...], namespace: str | None = None) -> None:
         """Until no object of ``kinds`` is left. A Job or Workload left behind would refuse the next one of its name
-        (HTTP 409) and hold its ClusterQueue, and no garbage collector runs here to take a Job's Workload with it:
-        each is deleted (again: Kueue may have made a Workload for a Job since) and, once being deleted, let go
-        of its finalizers. The error names what is left."""
+        (HTTP 409) and hold its ClusterQueue: each is deleted again (Kueue may have made a Workload for a Job since)
+        and, once being deleted for :data:`STUCK_SECONDS`, let go of its finalizers. The error names what is left."""
         left: list[str] = []
+        started = time.monotonic()
 
         def gone() -> bool:
             left[:] = []
+            stuck = time.monotonic() - started > self.STUCK_SECONDS
             for kind in kinds:
                 for obj in self.objects(kind, namespace):
                     meta = obj["metadata"]
                     left.append(f"{kind} {meta.get('namespace', '')}/{meta['name']} {meta.get('finalizers', [])}")
-                    if kind in ("Job", "Workload"):
-                        self._let_go(kind, meta)
+                    if kind in ("Job", "Workload", "Pod", "DaemonSet"):
+                        self._let_go(kind, meta, drop_finalizers=stuck)
             return not left
 
         try:
@@ -362,12 +380,14 @@ class Kube:
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}: {', '.join(left[:10])}") from None
 
-    def _let_go(self, kind: str, meta: dict[str, Any]) -> None:
+    def _let_go(self, kind: str, meta: dict[str, Any], *, drop_finalizers: bool) -> None:
         try:
             if not meta.get("deletionTimestamp"):
-                body = {"propagationPolicy": "Background"}
+                body: dict[str, Any] = {"propagationPolicy": "Background"}
+                if kind == "Pod":
+                    body["gracePeriodSeconds"] = 0
                 self.request("DELETE", self.path(kind, meta["name"], meta["namespace"]), body, ok=(200, 202))
-            elif meta.get("finalizers"):
+            elif drop_finalizers and meta.get("finalizers"):
                 self.merge_patch(kind, meta["name"], {"metadata": {"finalizers": None}}, meta["namespace"])
         except KubeRequestError as exc:
             if exc.status not in (404, 409):  # gone meanwhile, or changed meanwhile: the next poll sees it

@@ -16,7 +16,10 @@ and what differs between them are :mod:`devkit.kube.kueue_versions`). One :class
   LeaderWorkerSet) are left out, since their objects are never created here; fair sharing on (the
   ``fairSharing`` section, :data:`FAIR_SHARING_STRATEGIES`) unless ``fair_sharing=False``; the Configuration it
   runs with is also written to the ``kueue-system/kueue-manager-config`` ConfigMap, as an operator's install does;
-* ``infra/k8s/rbac.yaml`` applied, so idleshare talks as its own restricted user.
+* ``infra/k8s/rbac.yaml`` applied, so idleshare talks as its own restricted user;
+* kube-scheduler and kube-controller-manager (its job, daemonset, replicaset, garbage-collector, namespace and
+  service-account-token controllers; never the node-lifecycle one), each with its own bearer token, and a kubelet
+  stand-in: pods are created and bound, never run (:mod:`devkit.kube.placement`), unless ``place_pods=False``.
 
 Each process logs to ``<workdir>/logs/<name>.log``; :attr:`KubeStack.started_seconds` and
 :meth:`KubeStack.rss` are what the README's figures come from.
@@ -46,7 +49,7 @@ from typing import Any
 
 import yaml
 
-from devkit.kube import kueue_versions
+from devkit.kube import kueue_versions, placement
 from devkit.kube.kueue_versions import KueueVersion
 
 HERE = Path(__file__).resolve().parent
@@ -277,6 +280,11 @@ class KubeStack:
     — as the suites and the demo run it; off, no section (classical preemption: a borrower's admitted work is
     only reclaimed by a lender, never evened out)."""
     fair_sharing_strategies: tuple[str, ...] = FAIR_SHARING_STRATEGIES
+    place_pods: bool | None = None
+    """kube-scheduler, kube-controller-manager and the kubelet stand-in (:mod:`devkit.kube.placement`); None: when
+    Kueue runs."""
+    scheduler_token: str = "idleshare-test-kube-scheduler-token"
+    controller_manager_token: str = "idleshare-test-kube-controller-manager-token"
     kueue_version: str | None = None
     """The Kueue this stack runs (:data:`devkit.kube.kueue_versions.VERSIONS`); None: the one ``binaries`` hold,
     which must be the same (``ensure_built(kueue_version)`` builds them)."""
@@ -285,6 +293,7 @@ class KubeStack:
     started_seconds: dict[str, float] = field(default_factory=dict, init=False)
     server: str = field(default="", init=False)
     ports: dict[str, int] = field(default_factory=dict, init=False)
+    kubelet: placement.KubeletStandIn | None = field(default=None, init=False)
 
     # -- public ------------------------------------------------------------------------------------
 
@@ -306,8 +315,14 @@ class KubeStack:
         return {name: p.log for name, p in self.processes.items()}
 
     def kubeconfig(self, user: str = "admin") -> Path:
-        """A kubeconfig for ``admin`` (system:masters) or ``idleshare`` (the restricted group)."""
-        token = {"admin": self.admin_token, "idleshare": self.idleshare_token}[user]
+        """A kubeconfig for ``admin`` (system:masters), ``idleshare`` (the restricted group), ``kube-scheduler`` or
+        ``kube-controller-manager``."""
+        token = {
+            "admin": self.admin_token,
+            "idleshare": self.idleshare_token,
+            "kube-scheduler": self.scheduler_token,
+            "kube-controller-manager": self.controller_manager_token,
+        }[user]
         path = self.workdir / f"kubeconfig-{user}"
         if not path.exists():
             config = {
@@ -376,14 +391,22 @@ class KubeStack:
             self._install_crds()
             if self.rbac_manifest is not None:
                 self._create_all(self.rbac_manifest)
+            places = self.kueue if self.place_pods is None else self.place_pods
+            if places:
+                self._spawn_placement(pki)  # they start while Kueue does
             if self.kueue:
                 self._start_kueue(pki)
+            if places:
+                self._wait_placement(pki)
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
+        if self.kubelet is not None:
+            self.kubelet.stop()
+            self.kubelet = None
         for name in reversed(list(self.processes)):
             p = self.processes[name].popen
             if p.poll() is None:
@@ -493,6 +516,9 @@ class KubeStack:
             f'{self.admin_token},admin,uid-admin,"system:masters"',
             f"{self.idleshare_token},idleshare,uid-idleshare,{IDLESHARE_GROUP}",
         ]
+        kcm_user, kcm_groups = placement.CONTROLLER_MANAGER_USER
+        rows.append(f"{self.scheduler_token},{placement.SCHEDULER_USER},uid-kube-scheduler")
+        rows.append(f'{self.controller_manager_token},{kcm_user},uid-kube-controller-manager,"{",".join(kcm_groups)}"')
         for i, (token, (user, groups)) in enumerate(self.extra_tokens.items()):
             rows.append(f'{token},{user},uid-extra-{i},"{",".join(groups)}"')
         tokens.write_text("\n".join(rows) + "\n")
@@ -513,9 +539,13 @@ class KubeStack:
                 "--service-cluster-ip-range=10.96.0.0/24",
                 "--authorization-mode=RBAC",
                 f"--token-auth-file={tokens}",
-                # No kube-controller-manager runs here: TaintNodesByCondition would leave every new node with
-                # the not-ready taint its node lifecycle controller lifts. Nodes are created as they stand.
+                # No node lifecycle controller runs here (devkit.kube.placement.CONTROLLERS): TaintNodesByCondition
+                # would leave every new node with the not-ready taint that controller lifts. Nodes are created as
+                # they stand.
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                # As EKS: a pod asking for nvidia.com/gpu (aws.amazon.com/neuron, ...) tolerates the NoSchedule taint
+                # of that name, which GPU and Neuron nodes carry (events/examples/nodes.json): the scheduler places it.
+                "--enable-admission-plugins=ExtendedResourceToleration",
                 "--allow-privileged=false",
                 "--endpoint-reconciler-type=none",  # the kubernetes Service cannot point at a loopback address
                 "--v=1",
@@ -654,6 +684,35 @@ class KubeStack:
         self._install_webhooks(webhook)
         self._wait_webhooks_answer()
         self.started_seconds["kueue-webhooks"] = time.monotonic() - t0
+
+    def _spawn_placement(self, pki: Mapping[str, Path]) -> None:
+        """kube-scheduler and kube-controller-manager, each on a free secure port with the stack's serving
+        certificate, as their own users (:mod:`devkit.kube.placement`)."""
+        self.ports.update(kube_scheduler=free_port(), kube_controller_manager=free_port())
+        config = placement.write_scheduler_config(
+            self.workdir / "kube-scheduler.yaml", self.kubeconfig("kube-scheduler")
+        )
+        self._spawn(
+            "kube-scheduler",
+            placement.scheduler_argv(self.binaries.path("kube-scheduler"), config, self.ports["kube_scheduler"], pki),
+        )
+        self._spawn(
+            "kube-controller-manager",
+            placement.controller_manager_argv(
+                self.binaries.path("kube-controller-manager"),
+                self.kubeconfig("kube-controller-manager"),
+                self.ports["kube_controller_manager"],
+                pki,
+            ),
+        )
+
+    def _wait_placement(self, pki: Mapping[str, Path]) -> None:
+        for name in ("kube-scheduler", "kube-controller-manager"):
+            port = self.ports[name.replace("-", "_")]
+            self._wait(
+                self.processes[name], "healthy (/healthz)", lambda p=port: placement.healthy(p, pki["ca.crt"]), 120
+            )
+        self.kubelet = placement.KubeletStandIn(self.server, self.ca_file, self.admin_token).start()
 
     def _write_config_map(self, text: str) -> None:
         """``kueue-system/kueue-manager-config``: the Configuration the manager runs with, as an install keeps it."""

@@ -3,12 +3,15 @@ and read what the real Kueue decided — admitted (and how much the team borrows
 reason, preempted.
 
 A ``Workload`` here is what Kueue's job integrations create for a Job; submitting it directly keeps the
-tests about admission alone (no kubelet or scheduler runs: Kueue admits by quota). What a Job controller
-does when Kueue evicts its workload — stop the pods, then release the quota — is :func:`release_evicted`.
-A Job (:func:`batch_job`, what users submit, and what the scenarios' ``submit`` steps create) goes through
-Kueue's Job integration instead: Kueue makes its Workload (resolving its priority class), unsuspends the Job
-when it admits it and suspends it again when it preempts it — with no pods running here, Kueue then releases
-the quota itself and the Job queues again.
+tests about admission alone (no pods: Kueue admits by quota). What a Job controller does when Kueue evicts its
+workload — stop the pods, then release the quota — is :func:`release_evicted`. A Job (:func:`batch_job`, what
+users submit, and what the scenarios' ``submit`` steps create) goes through Kueue's Job integration instead:
+Kueue makes its Workload (resolving its priority class) and unsuspends the Job when it admits it; the stack's
+job controller creates its pods and kube-scheduler binds them to nodes of the flavor Kueue chose (its node
+labels, which Kueue injects as the pods' node selector): :func:`placement` reads where they went. Kueue suspends
+the Job again when it preempts it: the job controller deletes its pods and Kueue releases the quota. A Job
+finishes as a kubelet would report it (:func:`finish_job`: its pods ``Succeeded``), and the job controller and
+Kueue do the rest. No kubelet runs: a bound pod stays ``Pending`` (:mod:`devkit.kube.placement`).
 """
 
 from __future__ import annotations
@@ -319,6 +322,136 @@ def finish(kube: Kube, wl: Mapping[str, Any], message: str = "the job completed"
     )
 
 
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""The label the job controller puts on every pod of a Job."""
+
+
+def pods_of_job(kube: Kube, job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Job's pods that still count: not ended, not being deleted (a preempted Job's old pods are)."""
+    meta = job["metadata"]
+    pods = kube.objects("Pod", meta["namespace"], labels=f"{JOB_NAME_LABEL}={meta['name']}")
+    return [
+        p
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp") and (p.get("status") or {}).get("phase") not in ENDED_PHASES
+    ]
+
+
+ENDED_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a Job's pods went, against the flavor Kueue admitted it on."""
+
+    job: str
+    state: str
+    """Its Workload's state (:func:`state_of`)."""
+    flavors: tuple[str, ...]
+    """The ResourceFlavors Kueue assigned its pod set."""
+    expected: int
+    """The pods the Job runs at once (``parallelism``)."""
+    pods: dict[str, str]
+    """pod -> the node it is bound to ("" while unbound)."""
+    wrong_nodes: dict[str, str]
+    """pod -> node, for pods bound to a node none of whose labels match the flavor's ``nodeLabels``."""
+    unschedulable: dict[str, str]
+    """pod -> the scheduler's message, for pods it could not place (``PodScheduled=False``)."""
+
+    @property
+    def placed(self) -> bool:
+        """Every pod of the admitted Job exists and is bound to a node of its flavor."""
+        return (
+            self.state == ADMITTED
+            and len(self.pods) == self.expected
+            and all(self.pods.values())
+            and not self.wrong_nodes
+        )
+
+
+def placement(kube: Kube, job: Mapping[str, Any]) -> Placement | None:
+    """Where the pods of ``job`` are, if Kueue admitted it (else None): each bound to a node, or not yet, and
+    whether that node carries every ``nodeLabels`` of the flavor Kueue chose."""
+    current = workload_of_job(kube, job)
+    if current is None:
+        return None
+    st = state_of(current)
+    if st.state != ADMITTED:
+        return None
+    flavors = tuple(sorted(set(st.flavors.values())))
+    wanted: dict[str, str] = {}
+    for name in flavors:
+        rf = kube.get("ResourceFlavor", name) or {}
+        wanted.update((rf.get("spec") or {}).get("nodeLabels") or {})
+    nodes = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in kube.objects("Node")}
+    pods: dict[str, str] = {}
+    wrong: dict[str, str] = {}
+    unschedulable: dict[str, str] = {}
+    for pod in pods_of_job(kube, job):
+        name, node = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName", "")
+        pods[name] = node
+        if node and any(nodes.get(node, {}).get(k) != v for k, v in wanted.items()):
+            wrong[name] = node
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                unschedulable[name] = f"{c.get('reason', '')}: {c.get('message', '')}"
+    expected = int((job.get("spec") or {}).get("parallelism", 1))
+    return Placement(job["metadata"]["name"], st.state, flavors, expected, pods, wrong, unschedulable)
+
+
+def wait_placed(kube: Kube, jobs: Iterable[Mapping[str, Any]], *, timeout: float = 30.0) -> list[Placement]:
+    """Until every pod of every admitted Job of ``jobs`` is bound to a node of the flavor Kueue chose (Jobs not
+    admitted have no pods to place); AssertionError naming the pods that are not after ``timeout`` seconds."""
+    jobs = list(jobs)
+    last: list[Placement] = []
+
+    def all_placed() -> bool:
+        last[:] = [p for j in jobs if (p := placement(kube, j)) is not None]
+        return all(p.placed for p in last)
+
+    try:
+        kube.wait_for(all_placed, "every admitted Job's pods placed", timeout=timeout, interval=0.2)
+    except TimeoutError as exc:
+        bad = [p for p in last if not p.placed]
+        raise AssertionError(f"{exc}: {bad}") from None
+    return last
+
+
+def finish_job(kube: Kube, job: Mapping[str, Any], *, timeout: float = 30.0) -> None:
+    """The Job completes as its kubelet reports it: each of its pods ``Succeeded`` (exit 0); the job controller
+    completes the Job, Kueue finishes its Workload and releases its quota (waited for). A Job with no pods (a
+    stack without the job controller, or not running) has its Workload marked Finished instead (:func:`finish`)."""
+    from devkit.kube.placement import complete_pods
+
+    meta = job["metadata"]
+    current = workload_of_job(kube, job)
+    if current is None:
+        raise RuntimeError(f"finish {meta['name']!r}: Kueue made no Workload for the Job")
+    pods: list[dict[str, Any]] = []
+    if job_running(kube, job) and getattr(kube.stack, "kubelet", None) is not None:  # the stack places pods
+        expected = int((job.get("spec") or {}).get("parallelism", 1))
+
+        def created() -> list[dict[str, Any]]:
+            found = pods_of_job(kube, job)
+            return found if len(found) >= expected else []
+
+        pods = kube.wait_for(created, f"the pods of Job {meta['name']}", timeout=timeout)
+    if not pods:
+        finish(kube, current)
+        return
+    unbound = {
+        p["metadata"]["name"]: " ".join(
+            c.get("message", "") for c in (p.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"
+        )
+        for p in pods
+        if not (p.get("spec") or {}).get("nodeName")
+    }
+    if unbound:
+        raise RuntimeError(f"finish {meta['name']!r}: pods not bound to a node (no kubelet could run them): {unbound}")
+    complete_pods(pods, lambda pod, status: kube.set_status("Pod", pod["metadata"]["name"], status, meta["namespace"]))
+    wait_state(kube, current, FINISHED, timeout=timeout)
+
+
 def wait_active(kube: Kube, team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX, timeout: float = 30.0) -> None:
     """Until Kueue marks the team's ClusterQueue Active (its flavors and cohort exist): before that it admits
     nothing, and workloads queued meanwhile would all be decided at once, in an order Kueue picks."""
@@ -500,16 +633,16 @@ class Workloads:
             settle_jobs(kube, self.submitted.values(), quiet=0.3)
 
     def finish(self, names: Iterable[str]) -> None:
-        """Each Job's Workload is marked Finished, as Kueue's Job integration does when the Job completes: Kueue
-        releases its quota."""
+        """Each Job completes as a kubelet reports it (its pods ``Succeeded``, :func:`finish_job`): the job
+        controller completes it, Kueue finishes its Workload and releases its quota."""
         kube = self._require("finish")
         for name in names:
             if name not in self.submitted:
                 raise RuntimeError(f"{self.source}: finish {name!r}: no workload of that name was submitted")
-            current = workload_of_job(kube, self.submitted[name])
-            if current is None:
-                raise RuntimeError(f"{self.source}: finish {name!r}: Kueue made no Workload for the Job")
-            finish(kube, current)
+            try:
+                finish_job(kube, self.submitted[name])
+            except RuntimeError as exc:
+                raise RuntimeError(f"{self.source}: {exc}") from None
 
     def observe(self) -> Observed:
         """Once Kueue has settled: every Job's state, what each team borrows, and the shares Kueue gave them."""

@@ -144,3 +144,5 @@ METRIC_FLAVOR_IDLE = "Idle"  # per (cluster, flavor, resource): capacity no work
 METRIC_FLAVOR_BORROWED = "Borrowed"  # per (cluster, flavor, resource): the teams' borrowed, added up
 METRIC_IDLE_WHILE_PENDING = "IdleWhilePending"  # per (cluster, flavor, resource): idle while a team waits for it
 METRIC_USAGE_SAMPLE_FAILURES = "UsageSampleFailures"  # per cluster
+METRIC_UNBOUND_PODS = "UnboundPods"  # per cluster: pods of admitted workloads no node has taken
+METRIC_UNBOUND_PODS_OLDEST_SECONDS = "UnboundPodsOldestSeconds"  # per cluster: since the oldest of them was admitted

@@ -102,6 +102,9 @@ WATCHER_ALARM_MINUTES = 5
 IDLE_WHILE_PENDING_ALARM_MINUTES = 15
 """The idle-while-pending alarm: accelerators idle in a flavor while a team's workload asking for it is pending,
 this many minutes in a row."""
+UNBOUND_PODS_ALARM_MINUTES = 10
+"""The admitted-but-not-placed alarm: a workload Kueue admitted this long ago still has a pod no node has taken
+(the pool overstates what pods can get: DaemonSets and other pods on the nodes, a node gone)."""
 
 # =====================================================================================================================
 # Explicit recalculation requests (``POST /clusters/{c}/recalculate``).

@@ -33,6 +33,7 @@ TEAM_DIMS = (
     "service",
 )
 TEAM_ONLY_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_TEAM, "service")
+CLUSTER_DIMS = (names.METRIC_DIM_CLUSTER, "service")
 USAGE_PERIOD = Duration.minutes(1)
 
 
@@ -95,6 +96,15 @@ USAGE_GRAPHS: tuple[tuple[Graph, Graph], ...] = (
     (
         ("Idle accelerators per flavor", names.METRIC_FLAVOR_IDLE, GAUGE_DIMS, "idle"),
         ("Borrowed accelerators per flavor", names.METRIC_FLAVOR_BORROWED, GAUGE_DIMS, "borrowed"),
+    ),
+    (
+        ("Admitted pods no node has taken", names.METRIC_UNBOUND_PODS, CLUSTER_DIMS, "unbound pods"),
+        (
+            "Since the oldest of them was admitted (s)",
+            names.METRIC_UNBOUND_PODS_OLDEST_SECONDS,
+            CLUSTER_DIMS,
+            "oldest unbound (s)",
+        ),
     ),
 )
 """Usage read back from Kueue every minute, two graphs a row."""
@@ -287,6 +297,22 @@ class Observability(Construct):
             for cluster_id in cluster_ids
         ]
 
+        self.unbound_pods_alarms = [
+            alarm(
+                f"UnboundPodsAlarm-{cluster_id}",
+                f"Cluster {cluster_id}: a workload Kueue admitted {timings.UNBOUND_PODS_ALARM_MINUTES} minutes ago or "
+                "more still has pods no node has taken: Kueue counted their quota, the scheduler found no node (the "
+                "pool overstates what pods can get: DaemonSets and other pods hold part of each node, or a node is "
+                "gone). Which team, flavor, how many pods and the scheduler's reason: GET /clusters/{c}/usage "
+                "(unbound), `idleshare usage --cluster c`, or the node watcher's log line 'admitted pods no node has "
+                "taken'",
+                emf_metric(names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
+                above=timings.UNBOUND_PODS_ALARM_MINUTES * 60,
+                periods=1,
+            )
+            for cluster_id in cluster_ids
+        ]
+
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
         for row in POOL_GRAPHS:
             self.dashboard.add_widgets(*(search_graph(*graph) for graph in row))
@@ -336,6 +362,7 @@ class Observability(Construct):
                     *self.foreign_object_alarms,
                     *self.quota_overridden_alarms,
                     *self.idle_while_pending_alarms,
+                    *self.unbound_pods_alarms,
                 ],
                 width=24,
             )

@@ -197,7 +197,15 @@ class Cluster:
         self.jobs[name] = job
         self.kube.wait_for(lambda: wl.workload_of_job(self.kube, job), f"the Workload of Job {name}")
         wl.settle_jobs(self.kube, self.jobs.values(), quiet=0.5)
+        self.assert_placed()
         return job
+
+    def assert_placed(self, timeout: float = 30.0) -> list[wl.Placement]:
+        """Admitted means placed: every pod of every Job Kueue admitted (now) exists and is bound to a node of the
+        flavor Kueue chose (the real kube-scheduler, by the node labels Kueue gave the pods)."""
+        placements = wl.wait_placed(self.kube, self.jobs.values(), timeout=timeout)
+        assert all(p.placed for p in placements), placements
+        return placements
 
     def job_state(self, name: str) -> wl.WorkloadState:
         """What Kueue did with the Job's Workload (Admitted, Pending with Kueue's message, ...)."""
@@ -212,10 +220,9 @@ class Cluster:
         return wl.wait_state(self.kube, current, *states, timeout=timeout)
 
     def finish_job(self, name: str) -> None:
-        """The Job completed: its Workload is Finished and Kueue releases its quota."""
-        current = wl.workload_of_job(self.kube, self.jobs[name])
-        assert current is not None, f"no Workload for Job {name}"
-        wl.finish(self.kube, current)
+        """The Job completed (its pods Succeeded, as a kubelet reports them): the job controller completes it,
+        its Workload is Finished and Kueue releases its quota."""
+        wl.finish_job(self.kube, self.jobs[name])
 
     def job_running(self, name: str) -> bool:
         """Kueue admitted the Job and unsuspended it."""

@@ -2,8 +2,9 @@
 
 Every team's work is a Job labelled ``kueue.x-k8s.io/queue-name`` (and ``kueue.x-k8s.io/priority-class``):
 Kueue's Job integration suspends it, makes its Workload, and unsuspends the Job when it admits it — so "running"
-here is what Kueue did to the Job (``spec.suspend`` false). No Job controller runs (no pods), so an evicted Job
-that Kueue suspends again has no active pods and Kueue releases its quota at once, as it would once the pods end.
+here is what Kueue did to the Job (``spec.suspend`` false), and every admitted Job's pods are bound to nodes of
+its flavor (:meth:`Cluster.assert_placed`). An evicted Job that Kueue suspends again has its pods deleted by the job
+controller (the stack's kubelet stand-in ends them at once) and Kueue releases its quota.
 
 The numbers: 6 p5 nodes (48 GPUs); alpha and beta each own one node (8 GPUs), both LendAndBorrow; 32 GPUs are
 unallocated (the cohort's own quota). A BorrowLimit is a percentage of the team's own quota (docs/spec.md §2):
@@ -74,6 +75,7 @@ class Jobs(Cluster):
             self.kube.wait_for(lambda n=name: self.workload_of(n), f"the Workload of Job {name}")
             self.settle_jobs(quiet=0.3)
         self.settle_jobs(quiet=1.0)  # the last one too, however long Kueue takes to admit it
+        self.assert_placed()
 
     def admitted(self, team: str) -> list[str]:
         return [

@@ -91,6 +91,10 @@ def test_the_policies_page_example_team_b_borrows_3_of_team_as_idle_instances_at
     usage = wl.cluster_queue_usage(cluster.kube, "team-b")[P5][GPU]
     assert parse_quantity(usage["total"]) == 64  # 8 instances of 8 GPUs
     assert cluster.job_running("a-run") and cluster.job_running("b-run")
+    # And every pod of the three Jobs is bound to a p5 node: 10 of the 11, the whole cluster but A's idle one
+    placed = cluster.assert_placed()
+    assert sorted(len(p.pods) for p in placed) == [2, 4, 4]
+    assert len({node for p in placed for node in p.pods.values()}) == 10
 
 
 def test_a_team_of_4_instances_at_borrow_limit_50_may_borrow_2_instances_worth_of_every_resource(make_cluster):

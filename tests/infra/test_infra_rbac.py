@@ -25,6 +25,8 @@ WATCHER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
     # the usage sample: Kueue's accounting, read-only
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "workloads"], "verbs": ["get", "list"]},
+    # the usage sample's admitted-but-not-placed: Kueue's unbound pods, listed (no get, no watch, no write)
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
 ]
 ROLES = [
     pytest.param(names.K8S_CLUSTER_ROLE, names.K8S_GROUP, RECOMPUTE_RULES, id="recompute"),
@@ -59,12 +61,14 @@ def test_each_binding_ties_its_role_to_its_access_entry_group(role_name: str, gr
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]
 
 
-def test_the_watcher_may_not_write_or_read_anything_but_nodes_and_kueues_accounting() -> None:
+def test_the_watcher_may_not_write_or_read_anything_but_nodes_kueues_accounting_and_pods() -> None:
     role = _docs()[("ClusterRole", names.K8S_WATCHER_CLUSTER_ROLE)]
     verbs = {v for rule in role["rules"] for v in rule["verbs"]}
     resources = {r for rule in role["rules"] for r in rule["resources"]}
 
-    assert verbs <= {"get", "list", "watch"} and resources == {"nodes", "clusterqueues", "workloads"}
+    assert verbs <= {"get", "list", "watch"} and resources == {"nodes", "clusterqueues", "workloads", "pods"}
+    pods = [rule for rule in role["rules"] if "pods" in rule["resources"]]
+    assert [rule["verbs"] for rule in pods] == [["list"]]
     kueue = [rule for rule in role["rules"] if rule["apiGroups"] == ["kueue.x-k8s.io"]]
     assert [set(rule["verbs"]) for rule in kueue] == [{"get", "list"}]  # read-only: no watch, no write
 

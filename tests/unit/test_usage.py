@@ -342,6 +342,9 @@ def test_the_route_answers_the_latest_sample_and_the_period():
         "idleWhilePending",
         "pending",
         "aboveLimit",
+        "unbound",
+        "unboundPods",
+        "oldestUnboundSeconds",
     }
     assert body["teams"]["alpha"]["flavors"][P5][GPU] == {"nominal": "8", "inUse": "16", "borrowed": "8", "lent": "0"}
     body = json.loads(period["body"])

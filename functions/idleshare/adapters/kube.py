@@ -66,6 +66,7 @@ from idleshare.domain.kueue_diff import (
     object_identity,
     with_creation_marker,
 )
+from idleshare.domain.usage import PODSET_LABEL
 from idleshare.names import FIELD_MANAGER
 from idleshare.timings import KUBE_REQUEST_TIMEOUT_SECONDS, KUBE_WRITE_CONCURRENCY
 
@@ -340,6 +341,32 @@ def _kueue_resource(kind: str, version: str) -> Any:
     plural, namespaced = ("workloads", True) if kind == "Workload" else KINDS[kind][1:]
     create = create_namespaced_resource if namespaced else create_global_resource
     return create(KUEUE_GROUP, version, kind, plural)
+
+
+UNBOUND_PODS = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
+"""Pods no node has taken that have not ended (the field selector kube-scheduler's own queue uses, and the ends)."""
+
+
+@functools.cache
+def _unbound_pod_decoder() -> Any:
+    """A msgspec decoder of a PodList keeping only what :meth:`LightkubeCluster.list_unbound_pods` returns (types
+    built here: msgspec is imported on first use, as for the nodes)."""
+    import msgspec
+
+    def struct(name: str, fields: list[tuple[str, Any, Any]]) -> Any:
+        return msgspec.defstruct(name, fields, omit_defaults=True)
+
+    owner = struct("Owner", [("uid", str, "")])
+    meta = struct("Meta", [("namespace", str, ""), ("name", str, ""), ("uid", str, ""),
+                           ("labels", dict[str, str], {}), ("ownerReferences", list[owner], [])])  # type: ignore[valid-type]  # fmt: skip
+    condition = struct("Condition", [("type", str, ""), ("status", str, ""), ("reason", str, ""), ("message", str, "")])
+    status = struct("Status", [("conditions", list[condition], [])])  # type: ignore[valid-type]
+    pod = struct("Pod", [("metadata", meta, msgspec.field(default_factory=meta)),
+                         ("status", status, msgspec.field(default_factory=status))])  # fmt: skip
+    list_meta = struct("ListMeta", [("continue_", str, msgspec.field(default="", name="continue"))])
+    pod_list = struct("PodList", [("items", list[pod], []),  # type: ignore[valid-type]
+                                  ("metadata", list_meta, msgspec.field(default_factory=list_meta))])  # fmt: skip
+    return msgspec.json.Decoder(pod_list)
 
 
 def _is_kueue(kind: str) -> bool:
@@ -708,6 +735,39 @@ class LightkubeCluster:
             return self._authenticated(pages)
 
         return [self._read_up(obj, "Workload") for obj in self._served("Workload", listing)]
+
+    def list_unbound_pods(self) -> list[Obj]:
+        """Every pod of a workload Kueue admitted (label :data:`~idleshare.domain.usage.PODSET_LABEL`) that no node
+        has taken and that has not ended (field selector :data:`UNBOUND_PODS`), all namespaces (``list`` on pods),
+        paged, projected to ``metadata.namespace``, ``.name``, ``.uid``, that label, the owners' uids and the
+        ``PodScheduled`` condition: the API server selects them, msgspec decodes nothing else (a pod as served is a
+        few KB; its spec and container statuses are most of it)."""
+        import msgspec
+
+        decode, to_builtins = _unbound_pod_decoder(), msgspec.to_builtins
+
+        def pages(client: Client) -> list[Obj]:
+            generic = client._client  # lightkube's request builder and httpx client, as in watch_nodes
+            params: dict[str, Any] = {
+                "labelSelector": PODSET_LABEL,
+                "fieldSelector": UNBOUND_PODS,
+                "limit": DEFAULT_PAGE_SIZE,
+            }
+            found: list[Obj] = []
+            with self._translated("list Pod"):
+                while True:
+                    response = generic.send(generic._client.build_request("GET", "/api/v1/pods", params=params))
+                    generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                    page = decode.decode(response.content)
+                    for pod in page.items:
+                        pod.status.conditions = [c for c in pod.status.conditions if c.type == "PodScheduled"]
+                        pod.metadata.labels = {k: v for k, v in pod.metadata.labels.items() if k == PODSET_LABEL}
+                        found.append(to_builtins(pod))
+                    if not page.metadata.continue_:
+                        return found
+                    params["continue"] = page.metadata.continue_
+
+        return self._authenticated(pages)
 
     # -- the Kueue versions this cluster serves ------------------------------------------------
 

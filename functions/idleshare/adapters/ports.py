@@ -179,6 +179,12 @@ class UsageSource(Protocol):
         """Every Kueue Workload, all namespaces, read up to the hub version."""
         ...
 
+    def list_unbound_pods(self) -> list[dict[str, Any]]:
+        """Every pod of a workload Kueue admitted (its ``kueue.x-k8s.io/podset`` label) that no node has taken
+        and that has not ended, all namespaces: ``metadata`` (namespace, name, uid, labels, ownerReferences' uids)
+        and the ``PodScheduled`` condition only."""
+        ...
+
 
 class ClusterDirectory(Protocol):
     """The cluster registry as the registrar keeps it (``service/registry.py``; ``adapters/store/registry.py``)."""

@@ -126,6 +126,7 @@ def render(
         _header(pool, cluster, usage, generated_at),
         _flavors(pool, usage, note),
         _idle_while_pending(usage),
+        _unbound(usage),
         _teams(pool, teams, usage, note),
         _why(teams),
         _history(history, note),
@@ -406,6 +407,33 @@ def _idle_while_pending(usage: Json | None) -> str:
             f"<td>{e(item.get('pendingReason'))}</td></tr>"
         )
     return "\n".join([*out, "</table>", *_pending_jobs(jobs)]) + "</section>"
+
+
+def _unbound(usage: Json | None) -> str:
+    """Admitted but not placed: pods of admitted workloads no node has taken, per team and flavor."""
+    error = _get(usage, "unboundError")
+    rows = [u for u in (_get(usage, "unbound") or []) if isinstance(u, Mapping)]
+    if not rows and not error:
+        return ""
+    out = ['<section id="unbound"><h2>Admitted but not placed</h2>']
+    if error:
+        return "\n".join([*out, f'<p class="note">pods not read: {e(error)}</p></section>'])
+    out.append(
+        f'<p class="alert">{e(_get(usage, "unboundPods"))} pods of admitted workloads have no node, the oldest admitted '
+        f"{e(_get(usage, 'oldestUnboundSeconds'))} s ago: Kueue counted their quota, the scheduler found no node "
+        "(the pool overstates what pods can get).</p>"
+    )
+    out.append(
+        "<table><tr><th>team</th><th>flavor</th><th class=num>pods</th><th class=num>workloads</th>"
+        "<th>admitted since</th><th>the scheduler's reason</th></tr>"
+    )
+    for u in rows:
+        out.append(
+            f'<tr data-unbound="{e(u.get("team"))}"><td>{e(u.get("team"))}</td><td>{e(u.get("flavor"))}</td>'
+            f"<td class=num>{e(u.get('pods'))}</td><td class=num>{e(u.get('workloads'))}</td>"
+            f"<td>{e(u.get('since'))}</td><td>{e(u.get('reason') or '')}</td></tr>"
+        )
+    return "\n".join([*out, "</table></section>"])
 
 
 def _pending_jobs(rows: list[Any]) -> list[str]:

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from idleshare.cli import remote
@@ -132,4 +133,20 @@ def table_text(data: Any) -> str:
     if above:
         parts.append("Borrowing above its limit (lowered after Kueue admitted the work; Kueue does not evict it)\n"
                      + remote.table(above, ["team", "flavor", "resource", "borrowed", "limit"]))  # fmt: skip
+    parts.extend(unbound_text(data))
     return "\n\n".join(parts)
+
+
+def unbound_text(data: Mapping[str, Any]) -> list[str]:
+    """Admitted but not placed: the pods of admitted workloads no node has taken, per team and flavor, and since
+    when (the oldest admission); or why they could not be read."""
+    if data.get("unboundError"):
+        return [f"Admitted but not placed: not read ({data['unboundError']})"]
+    rows = [[u.get("team"), u.get("flavor"), u.get("pods"), u.get("workloads"), u.get("since"), u.get("seconds"),
+             u.get("reason", "")]
+            for u in data.get("unbound") or [] if isinstance(u, Mapping)]  # fmt: skip
+    if not rows:
+        return []
+    return [f"Admitted but not placed: {data.get('unboundPods')} pods no node has taken, the oldest admitted "
+            f"{data.get('oldestUnboundSeconds')} s ago (the pool overstates what pods can get)\n"
+            + remote.table(rows, ["team", "flavor", "pods", "workloads", "admitted since", "seconds", "scheduler"])]  # fmt: skip

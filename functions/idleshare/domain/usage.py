@@ -21,6 +21,13 @@ a pending workload asking for an accelerator in a flavor (its pod sets' ``instan
 flavor of its ClusterQueue) while that flavor has idle accelerators of that kind: the team, the flavor, the
 resource, the idle amount and Kueue's own pending message.
 
+**Admitted but not placed**: the pods of admitted workloads that no node has taken (no ``spec.nodeName``; read
+by the label Kueue puts on the pods of every workload it admits, :data:`PODSET_LABEL`), per team and the flavor
+Kueue assigned their pod set, with the time the oldest of those workloads was admitted (its ``Admitted``
+condition, else ``QuotaReserved``): Kueue counted their quota, the scheduler found no node. A pod is a workload's
+when the workload's owner (a Job) is the pod or one of the pod's owners. Whatever the cause — DaemonSets and other
+pods holding part of each node, a node gone — it is the signal that the pool overstates what the pods can get.
+
 **Preemptions** of a team: its workloads whose ``Preempted`` condition (or ``Evicted`` with reason ``Preempted``)
 turned True in the sample's interval, counted by the whole second of ``lastTransitionTime`` in
 ``[floor(since), floor(until))``: each second belongs to exactly one sample.
@@ -39,6 +46,8 @@ from idleshare.domain.quantity import QuantityError, format_quantity, parse_quan
 from idleshare.domain.why import Cause, WaitCause, why_waits, worst
 
 TEAM_LABEL = "idleshare.io/team"
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+"""Kueue's label on the pods of a workload it admitted (every job integration, Kueue 0.12 to 0.19): its pod set."""
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 ZERO: Amount = 0
 
@@ -110,6 +119,24 @@ class AboveLimit:
 
 
 @dataclass(frozen=True)
+class Unbound:
+    """A team's pods of admitted workloads that no node has taken, in one flavor (module docstring)."""
+
+    team: str
+    flavor: str
+    pods: int
+    workloads: int
+    since: datetime
+    """When the oldest of those workloads was admitted."""
+    reason: str = ""
+    """The scheduler's message on one of the pods (``PodScheduled`` False), if it wrote one."""
+
+    def seconds(self, at: datetime) -> int:
+        """How long the oldest has been admitted and not placed, at ``at`` (whole seconds, never negative)."""
+        return max(0, int((at - self.since).total_seconds()))
+
+
+@dataclass(frozen=True)
 class UsageSample:
     cluster_id: str
     sampled_at: datetime
@@ -118,6 +145,16 @@ class UsageSample:
     idle_while_pending: list[IdleWhilePending]
     pending: list[PendingJob] = field(default_factory=list)
     above_limit: list[AboveLimit] = field(default_factory=list)
+    unbound: list[Unbound] | None = field(default_factory=list)
+    """None: the pods could not be read (``unbound_error`` says why); the rest of the sample stands."""
+    unbound_error: str = ""
+
+    def unbound_pods(self) -> int:
+        return sum(u.pods for u in self.unbound or ())
+
+    def oldest_unbound_seconds(self) -> int:
+        """Since the oldest admitted workload with an unbound pod was admitted (0: none)."""
+        return max((u.seconds(self.sampled_at) for u in self.unbound or ()), default=0)
 
 
 # -- reading Kueue's objects ---------------------------------------------------------------------------------
@@ -276,8 +313,13 @@ def derive_usage(
     *,
     since: datetime,
     until: datetime,
+    unbound_pods: Iterable[Mapping[str, Any]] | None = (),
+    unbound_error: str = "",
 ) -> UsageSample:
-    """The sample at ``until``: per team, per flavor, idle while pending (module docstring)."""
+    """The sample at ``until``: per team, per flavor, idle while pending, admitted but not placed (module
+    docstring). ``unbound_pods``: Kueue's pods no node has taken; None when they could not be read
+    (``unbound_error``)."""
+    workloads = list(workloads)
     pool = pool or {}
     sharing = pool.get("idleResourceSharing", "Enabled") != "Disabled"
     capacity_doc = pool.get("capacity") or {}
@@ -388,7 +430,64 @@ def derive_usage(
         for r, b in sorted(per.items())
         if (limit := t.borrowing_limit.get(f, {}).get(r)) is not None and b > limit
     ]
-    return UsageSample(cluster_id, until, flavors, final, iwp, pending, above)
+    unbound = None if unbound_pods is None else unbound_of(by_namespace, workloads, unbound_pods)
+    return UsageSample(cluster_id, until, flavors, final, iwp, pending, above, unbound, unbound_error)
+
+
+def admitted_at(workload: Mapping[str, Any]) -> datetime | None:
+    """When Kueue admitted the workload (its ``Admitted`` condition's transition, else ``QuotaReserved``'s); None
+    when it is not admitted now, or finished."""
+    conds = _conditions(workload)
+    if not _is_true(conds, "Admitted") or _is_true(conds, "Finished"):
+        return None
+    return parse_time(conds["Admitted"].get("lastTransitionTime")) or parse_time(
+        conds.get("QuotaReserved", {}).get("lastTransitionTime")
+    )
+
+
+def _pod_set_flavor(workload: Mapping[str, Any], pod_set: str) -> str:
+    """The flavor Kueue assigned ``pod_set`` (its accelerator's, else the first by name; "" if none)."""
+    for psa in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
+        if str(psa.get("name", "")) == pod_set:
+            flavors = {str(r): str(f) for r, f in (psa.get("flavors") or {}).items()}
+            accelerated = sorted(f for r, f in flavors.items() if is_accelerator(r))
+            return (accelerated or sorted(flavors.values()) or [""])[0]
+    return ""
+
+
+def unbound_of(
+    teams: Mapping[str, str], workloads: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+) -> list[Unbound]:
+    """Per (team, flavor), the ``pods`` (unbound, Kueue's) of admitted workloads in the teams' namespaces
+    (``teams``: namespace -> team): module docstring."""
+    owners: dict[str, tuple[str, Mapping[str, Any], datetime]] = {}  # owner uid -> (team, workload, admitted at)
+    for wl in workloads:
+        meta = wl.get("metadata") or {}
+        team = teams.get(str(meta.get("namespace") or ""))
+        at = admitted_at(wl)
+        if team is None or at is None:
+            continue
+        for owner in meta.get("ownerReferences") or ():
+            if isinstance(owner, Mapping) and owner.get("uid"):
+                owners[str(owner["uid"])] = (team, wl, at)
+    found: dict[tuple[str, str], tuple[int, set[str], datetime, str]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        uids = [str(meta.get("uid") or ""), *(str(o.get("uid") or "") for o in meta.get("ownerReferences") or ())]
+        match = next((owners[u] for u in uids if u in owners), None)
+        if match is None:
+            continue
+        team, wl, at = match
+        flavor = _pod_set_flavor(wl, str((meta.get("labels") or {}).get(PODSET_LABEL, "")))
+        why = next(
+            (str(c.get("message") or c.get("reason") or "") for c in (pod.get("status") or {}).get("conditions") or ()
+             if c.get("type") == "PodScheduled" and c.get("status") == "False"),
+            "",
+        )  # fmt: skip
+        count, names, since, reason = found.get((team, flavor), (0, set(), at, ""))
+        names.add(str((wl.get("metadata") or {}).get("name", "")))
+        found[(team, flavor)] = (count + 1, names, min(since, at), reason or why)
+    return [Unbound(t, f, n, len(w), since, why) for (t, f), (n, w, since, why) in sorted(found.items())]
 
 
 def job_of(workload: Mapping[str, Any]) -> str:
@@ -489,6 +588,24 @@ def sample_document(sample: UsageSample) -> dict[str, Any]:
              "limit": _q(a.limit, a.resource)}
             for a in sample.above_limit
         ],
+        **_unbound_fields(sample),
+    }  # fmt: skip
+
+
+def _unbound_fields(sample: UsageSample) -> dict[str, Any]:
+    """``unbound`` (per team and flavor: pods, workloads, since, seconds, the scheduler's reason) and its totals
+    ``unboundPods`` / ``oldestUnboundSeconds``; or, when the pods could not be read, ``unboundError`` alone."""
+    if sample.unbound is None:
+        return {"unboundError": sample.unbound_error or "not read"}
+    return {
+        "unbound": [
+            {"team": u.team, "flavor": u.flavor, "pods": u.pods, "workloads": u.workloads,
+             "since": u.since.astimezone(UTC).isoformat(), "seconds": u.seconds(sample.sampled_at),
+             **({"reason": u.reason} if u.reason else {})}
+            for u in sample.unbound
+        ],
+        "unboundPods": sample.unbound_pods(),
+        "oldestUnboundSeconds": sample.oldest_unbound_seconds(),
     }  # fmt: skip
 
 

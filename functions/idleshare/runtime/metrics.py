@@ -211,6 +211,25 @@ def emit_usage(sample: UsageSample) -> None:
                 ],
             },
         )  # fmt: skip
+    if sample.unbound is not None:
+        gauge(cid, names.METRIC_UNBOUND_PODS, float(sample.unbound_pods()))
+        oldest = sample.oldest_unbound_seconds()
+        gauge(cid, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, float(oldest), unit=MetricUnit.Seconds)
+        if sample.unbound:
+            logger.warning(
+                "admitted pods no node has taken",
+                extra={
+                    "cluster": cid,
+                    "oldestSeconds": oldest,
+                    "unbound": [
+                        {"team": u.team, "flavor": u.flavor, "pods": u.pods, "workloads": u.workloads,
+                         "since": u.since.isoformat(), "reason": u.reason}
+                        for u in sample.unbound
+                    ],
+                },
+            )  # fmt: skip
+    else:
+        logger.warning("unbound pods not read", extra={"cluster": cid, "error": sample.unbound_error})
     if sample.above_limit:
         logger.warning(
             "teams borrow above their current limit (lowered after Kueue admitted the work; Kueue does not evict it)",

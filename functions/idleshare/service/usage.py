@@ -92,6 +92,15 @@ def interval_hours(sample: UsageSample | None, start: datetime, end: datetime, g
     return hours
 
 
+def _unbound_pods(kube: UsageSource) -> tuple[list[dict[str, Any]] | None, str]:
+    """Kueue's pods no node has taken, or (None, why) when they cannot be read (a cluster whose RBAC predates the
+    watcher's ``list pods``): the rest of the sample is taken all the same."""
+    try:
+        return kube.list_unbound_pods(), ""
+    except AdapterError as exc:
+        return None, str(exc)
+
+
 def sample_usage(
     cluster_id: str,
     kube: UsageSource,
@@ -113,8 +122,18 @@ def sample_usage(
     try:
         queues = kube.list_cluster_queues()
         workloads = kube.list_workloads()
+        pods, pods_error = _unbound_pods(kube)
         record = store.get_pool(cluster_id)
-        sample = derive_usage(cluster_id, queues, workloads, record.pool if record else None, since=since, until=now)
+        sample = derive_usage(
+            cluster_id,
+            queues,
+            workloads,
+            record.pool if record else None,
+            since=since,
+            until=now,
+            unbound_pods=pods,
+            unbound_error=pods_error,
+        )
     except AdapterError as exc:
         failure = f"{SAMPLE_FAILED}: {exc}"
     gap = ""
@@ -167,7 +186,7 @@ def _bad_token() -> BadRequestError:
     return BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
 
 
-BY_TEAM = ("idleWhilePending", "pending", "aboveLimit")
+BY_TEAM = ("idleWhilePending", "pending", "aboveLimit", "unbound")
 """The latest sample's lists of per-team entries, paged with their teams (each page holds its teams' entries)."""
 
 
