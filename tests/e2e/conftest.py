@@ -9,6 +9,7 @@ API emits, a HyperPod health event, a node change — routed, queued, recomputed
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ from devkit.embedded import ClusterSpec, Delivery, Embedded
 from devkit.kube import workloads as wl
 from devkit.kube.client import Kube
 from devkit.scenario import _event
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.model import BorrowLimitBasis, Headroom
 from tests.builders import quota_body
 from tests.kube.fixtures import make_node
 
@@ -231,13 +232,21 @@ class Cluster:
 
 @pytest.fixture
 def make_cluster(kube: Kube) -> Iterator[Any]:
-    """``make_cluster(nodes, basis=...) -> Cluster``: the pipeline on the (emptied) real stack with these nodes,
-    registered with that BorrowLimit basis (default: the registry's, ``Quota``). Jobs it submitted are deleted
-    first when it closes (else Kueue makes a Job's Workload again)."""
+    """``make_cluster(nodes, basis=..., headroom=...) -> Cluster``: the pipeline on the (emptied) real stack with
+    these nodes, registered with that BorrowLimit basis (default: the registry's, ``Quota``) and headroom setting
+    (default: the registry's). Jobs it submitted are deleted first when it closes (else Kueue makes a Job's Workload
+    again)."""
     opened: list[tuple[Embedded, Cluster]] = []
 
-    def _make(nodes: list[dict[str, Any]], basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA) -> Cluster:
-        pipeline = Embedded(copy.deepcopy(nodes), cluster=ClusterSpec(borrow_limit_basis=basis), sim=kube)
+    def _make(
+        nodes: list[dict[str, Any]],
+        basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA,
+        headroom: Headroom | None = None,
+    ) -> Cluster:
+        spec = ClusterSpec(borrow_limit_basis=basis)
+        if headroom is not None:
+            spec = dataclasses.replace(spec, headroom=headroom)
+        pipeline = Embedded(copy.deepcopy(nodes), cluster=spec, sim=kube)
         pipeline.__enter__()
         cluster = Cluster(pipeline, kube)
         opened.append((pipeline, cluster))

@@ -6,8 +6,9 @@ quota is there), the scheduler places none of its pods (no node has a whole allo
 ``Unschedulable``. The usage sample, taken with the node watcher's own ClusterRole, sees them: per team and flavor,
 the pods, and since when.
 
-The other half — with headroom on, every admitted pod binds and the limits equal the hand-worked numbers — comes
-with the headroom rule (another branch).
+The other half: with headroom on (``daemonsets``, the default), idleshare lends each node's allocatable less its
+DaemonSets' requests, the limits equal the hand-worked numbers, and every pod of the same Job sized to a whole node
+as idleshare now lends it binds.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import pytest
 from devkit.kube import workloads as wl
 from devkit.kube.client import Kube
 from idleshare.adapters.kube import LightkubeCluster
+from idleshare.domain.model import Headroom
+from idleshare.domain.quantity import format_quantity, parse_quantity
 from idleshare.service.usage import latest_usage, sample_usage
 from tests.e2e.conftest import P5, quota
 from tests.e2e.test_hyperpod_examples import INSTANCE, p5
@@ -53,6 +56,25 @@ def daemonset(name: str, requests: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def with_daemonsets(kube: Kube) -> None:
+    """:data:`DAEMONSETS` created, and their pods bound on every node (the daemonset controller and the scheduler)."""
+    for name, requests in DAEMONSETS.items():
+        kube.create(daemonset(name, requests))
+    kube.wait_for(
+        lambda: (
+            sorted(p["spec"].get("nodeName", "") for p in kube.objects("Pod", SYSTEM)).count("") == 0
+            and len(kube.objects("Pod", SYSTEM)) == 4 * len(DAEMONSETS)
+        ),
+        "every DaemonSet's pod bound on every node",
+    )
+
+
+def less_daemonsets(resource: str) -> str:
+    """One p5's allocatable of ``resource`` less the DaemonSets' requests of it, worked by hand."""
+    used = sum((parse_quantity(r.get(resource, "0")) for r in DAEMONSETS.values()), start=parse_quantity("0"))
+    return format_quantity(parse_quantity(INSTANCE[resource]) - used, resource)
+
+
 @pytest.fixture
 def watcher(kube: Kube) -> Iterator[LightkubeCluster]:
     """The adapter as a ServiceAccount bound to the node watcher's ClusterRole (infra/k8s/rbac.yaml) only."""
@@ -65,17 +87,9 @@ def test_with_headroom_off_kueue_admits_a_borrowed_whole_node_job_its_pods_stay_
     make_cluster: Any, watcher: LightkubeCluster
 ) -> None:
     # Given 4 p5 nodes, each running a device plugin's, a CNI's and a log agent's pod (1 cpu and 6 GiB in all)
-    cluster = make_cluster(p5(4))
+    cluster = make_cluster(p5(4), headroom=Headroom.OFF)
     kube = cluster.kube
-    for name, requests in DAEMONSETS.items():
-        kube.create(daemonset(name, requests))
-    kube.wait_for(
-        lambda: (
-            sorted(p["spec"].get("nodeName", "") for p in kube.objects("Pod", SYSTEM)).count("") == 0
-            and len(kube.objects("Pod", SYSTEM)) == 4 * len(DAEMONSETS)
-        ),
-        "every DaemonSet's pod bound on every node",
-    )
+    with_daemonsets(kube)
     # And a team owning one node's quota that may borrow two more (200%), lent each node's whole allocatable
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=200))
     assert cluster.limit("alpha", P5, "cpu", "nominalQuota") == INSTANCE["cpu"]  # headroom off: the whole node
@@ -110,3 +124,29 @@ def test_with_headroom_off_kueue_admits_a_borrowed_whole_node_job_its_pods_stay_
     assert (unbound["team"], unbound["flavor"], unbound["pods"], unbound["workloads"]) == ("alpha", P5, 3, 1)
     assert unbound["seconds"] >= 1 and "Insufficient cpu" in unbound["reason"]
     assert (usage["unboundPods"], usage["oldestUnboundSeconds"]) == (3, unbound["seconds"])
+
+
+def test_with_headroom_on_the_same_whole_node_job_is_admitted_and_every_pod_binds(make_cluster: Any) -> None:
+    # Given the same 4 p5 nodes and DaemonSets, the cluster's headroom on (DaemonSets: the default)
+    cluster = make_cluster(p5(4), headroom=Headroom.DAEMONSETS)
+    kube = cluster.kube
+    with_daemonsets(kube)
+    # And alpha owning one node (its quota's change recomputes, reading the DaemonSets): each node is lent less them
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=200))
+    shape = {r: less_daemonsets(r) if r in ("cpu", "memory") else q for r, q in INSTANCE.items()}
+    assert shape["cpu"] == "190450m" and shape["memory"] == "2021120Mi"  # 191450m - 1, 2027264Mi - 6Gi
+    for resource in ("cpu", "memory", "nvidia.com/gpu"):
+        assert cluster.limit("alpha", P5, resource, "nominalQuota") == shape[resource], resource
+    cluster.wait_active("alpha")
+    # When it submits the Job of three pods, each sized to a whole node as idleshare lends it
+    job = wl.batch_job("alpha", "whole-nodes", shape, count=3, instance_type=P5)
+    kube.create(job)
+    cluster.jobs["whole-nodes"] = job
+    kube.wait_for(lambda: wl.workload_of_job(kube, job), "the Workload of the Job")
+    wl.settle_jobs(kube, [job], quiet=0.5)
+    # Then Kueue admits it and every one of its pods binds to a p5 node, one per node
+    assert cluster.job_state("whole-nodes").state == wl.ADMITTED
+    cluster.assert_placed()
+    placed = wl.placement(kube, job)
+    assert placed is not None and placed.placed and not placed.unschedulable
+    assert len(set(placed.pods.values())) == 3  # one whole node each
