@@ -445,7 +445,8 @@ def test_deleting_an_object_already_gone_is_fine(proxy, adapter):
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
-        pytest.param("GET", "/api/v1/pods", None, id="read pods"),
+        pytest.param("GET", "/api/v1/namespaces/kube-system/pods/p", None, id="read a pod"),  # list only (headroom)
+        pytest.param("DELETE", "/api/v1/namespaces/kube-system/pods/p", None, id="delete a pod"),
         pytest.param("GET", "/api/v1/namespaces/kube-system/secrets", None, id="read secrets"),
         pytest.param("DELETE", "/api/v1/namespaces/default", None, id="delete a namespace"),
         pytest.param("DELETE", "/api/v1/nodes/n1", None, id="delete a node"),

@@ -17,7 +17,9 @@ from tests.kube.dryrun import ensure_namespace, refusal
 
 @pytest.fixture
 def server(kube_admin: Kube) -> Kube:
-    """The admin client, with the teams' namespaces the LocalQueues live in (dry runs store nothing else)."""
+    """The admin client on an emptied stack (a dry run of a name that exists would be an update of another test's
+    object), with the teams' namespaces the LocalQueues live in (dry runs store nothing else)."""
+    kube_admin.reset()
     for obj in GOOD_OBJECTS:
         if obj["kind"] == "Namespace":
             ensure_namespace(kube_admin, obj["metadata"]["name"])
