@@ -75,6 +75,17 @@ def less_daemonsets(resource: str) -> str:
     return format_quantity(parse_quantity(INSTANCE[resource]) - used, resource)
 
 
+def three_whole_nodes(cluster: Any, per_pod: dict[str, str]) -> dict[str, Any]:
+    """alpha's Job ``whole-nodes`` of three pods asking ``per_pod`` each, submitted and settled by Kueue."""
+    kube = cluster.kube
+    job = wl.batch_job("alpha", "whole-nodes", per_pod, count=3, instance_type=P5)
+    kube.create(job)
+    cluster.jobs["whole-nodes"] = job
+    kube.wait_for(lambda: wl.workload_of_job(kube, job), "the Workload of the Job")
+    wl.settle_jobs(kube, [job], quiet=0.5)
+    return job
+
+
 @pytest.fixture
 def watcher(kube: Kube) -> Iterator[LightkubeCluster]:
     """The adapter as a ServiceAccount bound to the node watcher's ClusterRole (infra/k8s/rbac.yaml) only."""
@@ -95,11 +106,7 @@ def test_with_headroom_off_kueue_admits_a_borrowed_whole_node_job_its_pods_stay_
     assert cluster.limit("alpha", P5, "cpu", "nominalQuota") == INSTANCE["cpu"]  # headroom off: the whole node
     cluster.wait_active("alpha")
     # When it submits a Job of three pods, each sized to a whole node (its own and two borrowed)
-    job = wl.batch_job("alpha", "whole-nodes", INSTANCE, count=3, instance_type=P5)
-    kube.create(job)
-    cluster.jobs["whole-nodes"] = job
-    kube.wait_for(lambda: wl.workload_of_job(kube, job), "the Workload of the Job")
-    wl.settle_jobs(kube, [job], quiet=0.5)
+    job = three_whole_nodes(cluster, INSTANCE)
     # Then Kueue admits it (the quota is there) and borrows two nodes' worth
     assert cluster.job_state("whole-nodes").state == wl.ADMITTED
     kube.wait_for(lambda: cluster.borrowed("alpha") == "16", "alpha borrowing 16 GPUs")
@@ -139,11 +146,7 @@ def test_with_headroom_on_the_same_whole_node_job_is_admitted_and_every_pod_bind
         assert cluster.limit("alpha", P5, resource, "nominalQuota") == shape[resource], resource
     cluster.wait_active("alpha")
     # When it submits the Job of three pods, each sized to a whole node as idleshare lends it
-    job = wl.batch_job("alpha", "whole-nodes", shape, count=3, instance_type=P5)
-    kube.create(job)
-    cluster.jobs["whole-nodes"] = job
-    kube.wait_for(lambda: wl.workload_of_job(kube, job), "the Workload of the Job")
-    wl.settle_jobs(kube, [job], quiet=0.5)
+    job = three_whole_nodes(cluster, shape)
     # Then Kueue admits it and every one of its pods binds to a p5 node, one per node
     assert cluster.job_state("whole-nodes").state == wl.ADMITTED
     cluster.assert_placed()

@@ -385,6 +385,27 @@ def _resource(kind: str, api: kueue_versions.KueueApi | None = None) -> Any:
         raise ValueError(f"idleshare does not write objects of kind {kind!r}") from None
 
 
+def _send_pages(
+    generic: Any, request: Any, decode: Callable[[bytes], T], continue_of: Callable[[T], str | None]
+) -> Iterator[tuple[T, int]]:
+    """Each page of a list ``request`` (lightkube's request builder ``generic``; its ``limit`` in ``params``),
+    decoded, with its size in bytes: the ``continue`` token of one asks for the next, until a page has none."""
+    while True:
+        response = generic.send(generic.build_adapter_request(request))
+        generic.raise_for_status(response)
+        page = decode(response.content)
+        yield page, len(response.content)
+        token = continue_of(page)
+        if not token:
+            return
+        request.params["continue"] = token
+
+
+def _continue(page: Any) -> str | None:
+    """The ``continue`` token of a page decoded into a struct whose ``metadata`` may be null."""
+    return page.metadata.continue_ if page.metadata is not None else None
+
+
 class LightkubeCluster:
     """:class:`~idleshare.adapters.ports.KubeCluster` over one API server, with lightkube.
 
@@ -672,17 +693,14 @@ class LightkubeCluster:
                     params={"limit": DEFAULT_PAGE_SIZE, "labelSelector": label_selector, "includeObject": "None"},
                     headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
                 )
-                while True:
-                    response = generic.send(generic.build_adapter_request(request))
-                    generic.raise_for_status(response)  # type: ignore[no-untyped-call]
-                    table = msgspec.json.decode(response.content)
+                tables = _send_pages(
+                    generic, request, msgspec.json.decode, lambda table: (table.get("metadata") or {}).get("continue")
+                )
+                for table, _ in tables:
                     columns = [c.get("name") for c in table.get("columnDefinitions") or ()]
                     at = columns.index("Name") if "Name" in columns else 0
                     names.extend(str(row["cells"][at]) for row in table.get("rows") or ())
-                    token = (table.get("metadata") or {}).get("continue")
-                    if not token:
-                        return names
-                    request.params["continue"] = token
+                return names
 
         return self._served("ClusterQueue", lambda api: self._authenticated(functools.partial(listing, api=api)))
 
@@ -709,16 +727,9 @@ class LightkubeCluster:
         requests = size = 0
         with self._translated(f"list {kind}"):
             request = generic.prepare_request("list", res=resource, namespace="*", params=params)
-            while True:
-                response = generic.send(generic.build_adapter_request(request))
-                generic.raise_for_status(response)  # type: ignore[no-untyped-call]
-                requests, size = requests + 1, size + len(response.content)
-                page = decode_page(response.content)
+            for page, length in _send_pages(generic, request, decode_page, _continue):
+                requests, size = requests + 1, size + length
                 found.extend(to_dict(item) for item in page.items or ())
-                token = page.metadata.continue_ if page.metadata is not None else None
-                if not token:
-                    break
-                request.params["continue"] = token
         self.read_costs[kind] = (requests, size)
         return found
 
@@ -748,24 +759,16 @@ class LightkubeCluster:
 
         def pages(client: Client) -> list[Obj]:
             generic = client._client  # lightkube's request builder and httpx client, as in watch_nodes
-            params: dict[str, Any] = {
-                "labelSelector": PODSET_LABEL,
-                "fieldSelector": UNBOUND_PODS,
-                "limit": DEFAULT_PAGE_SIZE,
-            }
+            params = {"labelSelector": PODSET_LABEL, "fieldSelector": UNBOUND_PODS, "limit": DEFAULT_PAGE_SIZE}
             found: list[Obj] = []
             with self._translated("list Pod"):
-                while True:
-                    response = generic.send(generic._client.build_request("GET", "/api/v1/pods", params=params))
-                    generic.raise_for_status(response)  # type: ignore[no-untyped-call]
-                    page = decode.decode(response.content)
+                request = generic.prepare_request("list", res=_workload_reads()["Pod"][0], namespace="*", params=params)
+                for page, _ in _send_pages(generic, request, decode.decode, _continue):
                     for pod in page.items:
                         pod.status.conditions = [c for c in pod.status.conditions if c.type == "PodScheduled"]
                         pod.metadata.labels = {k: v for k, v in pod.metadata.labels.items() if k == PODSET_LABEL}
                         found.append(to_builtins(pod))
-                    if not page.metadata.continue_:
-                        return found
-                    params["continue"] = page.metadata.continue_
+            return found
 
         return self._authenticated(pages)
 
@@ -872,10 +875,7 @@ class LightkubeCluster:
                 namespace="*" if KINDS[kind][2] else None,
                 params={"limit": DEFAULT_PAGE_SIZE, "labelSelector": f"{MANAGED_BY_LABEL}={MANAGED_BY}"},
             )
-            while True:
-                response = generic.send(generic.build_adapter_request(request))
-                generic.raise_for_status(response)  # type: ignore[no-untyped-call]
-                page = decode_page(response.content)
+            for page, _ in _send_pages(generic, request, decode_page, _continue):
                 for item in page.items or ():
                     obj: Obj = {}
                     for key, raw in item.items():
@@ -886,10 +886,7 @@ class LightkubeCluster:
                         elif kind in QUOTA_KINDS and (effective := effective_quotas(raw)) is not None:
                             obj[key] = {"effectiveQuotas": effective}
                     found.append(obj)
-                token = page.metadata.continue_ if page.metadata is not None else None
-                if not token:
-                    return found
-                request.params["continue"] = token
+        return found
 
     def _list_labelled(self, client: Client, *, kind: str, api: kueue_versions.KueueApi) -> list[Obj]:
         with self._translated(f"list {kind}"):
