@@ -7,7 +7,7 @@ UV ?= uv
 RUN := $(UV) run --frozen
 PYTEST_WORKERS ?= 2
 
-.PHONY: help bootstrap sync npm kube-stack browser demo plan test compat coverage lint unit kube integration infra synth docs bench clean
+.PHONY: help bootstrap sync npm kube-stack browser demo plan test compat coverage lint unit kube integration infra synth docs bench bench-scale clean
 
 help:
 	@echo "make demo   - the main job, local, no AWS account"
@@ -109,6 +109,10 @@ docs: sync
 
 bench: sync npm kube-stack
 	$(RUN) python tests/bench/bench_all.py
+
+# Not CI: 20k, 50k and 100k real-shaped nodes on the real apiserver (tests/bench/bench_scale.py; docs/benchmarks.md).
+bench-scale: sync npm kube-stack
+	$(RUN) python tests/bench/bench_scale.py
 
 clean:
 	rm -rf .build cdk.out .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

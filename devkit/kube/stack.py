@@ -285,6 +285,8 @@ class KubeStack:
     Kueue runs."""
     scheduler_token: str = "idleshare-test-kube-scheduler-token"
     controller_manager_token: str = "idleshare-test-kube-controller-manager-token"
+    etcd_quota_bytes: int | None = None
+    """etcd's ``--quota-backend-bytes`` (None: etcd's default, 2 GiB): the scale bench's 100k nodes need more."""
     kueue_version: str | None = None
     """The Kueue this stack runs (:data:`devkit.kube.kueue_versions.VERSIONS`); None: the one ``binaries`` hold,
     which must be the same (``ensure_built(kueue_version)`` builds them)."""
@@ -498,6 +500,7 @@ class KubeStack:
                 f"--initial-cluster=idleshare-test={peer_url}",
                 "--unsafe-no-fsync",
                 "--log-level=warn",
+                *([f"--quota-backend-bytes={self.etcd_quota_bytes}"] if self.etcd_quota_bytes else []),
             ],
         )
 

@@ -193,3 +193,13 @@ rounds, ratio to ``kubectl get nodes -o json`` in the same run): 1 -> 1.45x / 1.
 (8) and 4.4-4.9 s (16): Kueue reconciles a burst of ClusterQueue changes once, not once per write. 8 takes nearly
 all of the gain with half the requests in flight (times the event source mapping's concurrency across clusters);
 an EKS control plane has several apiserver replicas behind its endpoint, where parallel writes pay off more."""
+
+NODE_CACHE_MAX_AGE_SECONDS = 300
+"""A warm recompute keeps its last node list and brings it up to date by a watch (``adapters/node_cache.py``); it
+lists every node again at least this often, whatever the watch said."""
+NODE_CATCH_UP_IDLE_SECONDS = 0.5
+"""The catch-up watch ends when the server has sent nothing for this long: it sends the backlog since the kept
+version at once, from its watch cache. A change that arrives later is the next recompute's (every change has one)."""
+NODE_CATCH_UP_SECONDS = 10
+"""The catch-up watch's ``timeoutSeconds``: the server ends it by then even if it never goes quiet."""
+

@@ -74,7 +74,7 @@ _INELIGIBLE = ("NotReady", "Unschedulable", "Unhealthy", "UntoleratedTaint", "De
 _DEVICE_PLUGIN_RESOURCES = ("nvidia.com/", "aws.amazon.com/neuron")
 
 
-def _node(flavor: Flavor, index: int, seed: int, ineligible: str | None) -> dict[str, Any]:
+def _node(flavor: Flavor, index: int, seed: int, ineligible: str | None, n_images: int = 1) -> dict[str, Any]:
     spec = make_nodes.SPECS[flavor.instance_type]
     node: dict[str, Any] = make_nodes.node_object(
         spec,
@@ -90,7 +90,7 @@ def _node(flavor: Flavor, index: int, seed: int, ineligible: str | None) -> dict
         extra_taints=[{"effect": "NoSchedule", "key": "dedicated", "value": "inference"}]
         if ineligible == "UntoleratedTaint"
         else None,
-        n_images=1,
+        n_images=n_images,
         seed=seed,
     )
     if ineligible == "AcceleratorsNotReady":  # its device plugin has not registered: no accelerator reported yet
@@ -109,8 +109,12 @@ def _flavor_counts(n_nodes: int, flavors: tuple[Flavor, ...]) -> list[int]:
     return counts
 
 
-def make_nodes_list(n_nodes: int, n_flavors: int = 8, seed: int = 0) -> tuple[list[dict[str, Any]], Counter[str]]:
-    """The Node objects and, per flavor, how many of them are eligible."""
+def make_nodes_list(
+    n_nodes: int, n_flavors: int = 8, seed: int = 0, *, n_images: int = 1
+) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """The Node objects and, per flavor, how many of them are eligible; ``n_images``: the container images each
+    node lists in ``status.images`` (a kubelet reports up to 50; 1 keeps the 7 KB nodes of ``make bench``, 12 —
+    ``make_nodes``' default, ~9.5 KB a node — is a node that has run a few training images)."""
     if not 1 <= n_flavors <= len(FLAVORS):
         raise ValueError(f"n_flavors must be 1..{len(FLAVORS)}")
     flavors = FLAVORS[:n_flavors]
@@ -126,7 +130,7 @@ def make_nodes_list(n_nodes: int, n_flavors: int = 8, seed: int = 0) -> tuple[li
         if ineligible == "AcceleratorsNotReady" and flavor.accelerator is None and flavor.mig is None:
             ineligible = "NotReady"  # a CPU-only node has no device plugin to wait for
         reason = ineligible if position % INELIGIBLE_EVERY == INELIGIBLE_EVERY - 1 else None
-        items.append(_node(flavor, index, seed, reason))
+        items.append(_node(flavor, index, seed, reason, n_images))
         if reason is None:
             eligible[flavor.instance_type] += 1
     names = [item["metadata"]["name"] for item in items]

@@ -68,12 +68,18 @@ from idleshare.domain.kueue_diff import (
 )
 from idleshare.domain.usage import PODSET_LABEL
 from idleshare.names import FIELD_MANAGER
-from idleshare.timings import KUBE_REQUEST_TIMEOUT_SECONDS, KUBE_WRITE_CONCURRENCY
+from idleshare.timings import (
+    KUBE_REQUEST_TIMEOUT_SECONDS,
+    KUBE_WRITE_CONCURRENCY,
+    NODE_CATCH_UP_IDLE_SECONDS,
+    NODE_CATCH_UP_SECONDS,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from lightkube import Client
 
     from idleshare.adapters.eks_auth import EksConnector
+    from idleshare.adapters.node_cache import NodeCache
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -436,6 +442,7 @@ class LightkubeCluster:
         timeout: float = KUBE_REQUEST_TIMEOUT_SECONDS,
         name: str = "",
         write_concurrency: int = KUBE_WRITE_CONCURRENCY,
+        node_cache: NodeCache | None = None,
     ) -> None:
         self.server = server
         self.name = name or server
@@ -453,13 +460,21 @@ class LightkubeCluster:
         self._api_lock = threading.Lock()
         self.read_costs: dict[str, tuple[int, int]] = {}
         """kind -> (requests, bytes) of its last headroom read (:meth:`list_daemonsets`, :meth:`list_bound_pods`)."""
+        self.node_cache = node_cache
+        """The last node list, kept for the next :meth:`list_nodes` to bring up to date by a watch
+        (:mod:`idleshare.adapters.node_cache`); None: every :meth:`list_nodes` lists."""
         self.write_concurrency = max(1, int(write_concurrency))
         """How many writes :func:`idleshare.service.apply.write` sends at once (one shared client: httpx's
         connection pool is thread-safe, and this adapter's only state, the client, is swapped under a lock)."""
 
     @classmethod
     def from_eks(
-        cls, connector: EksConnector, cluster_name: str, *, timeout: float = KUBE_REQUEST_TIMEOUT_SECONDS
+        cls,
+        connector: EksConnector,
+        cluster_name: str,
+        *,
+        timeout: float = KUBE_REQUEST_TIMEOUT_SECONDS,
+        node_cache: NodeCache | None = None,
     ) -> LightkubeCluster:
         """The cluster ``cluster_name`` as EKS describes it, with EKS bearer tokens."""
         endpoint = connector.describe(cluster_name)
@@ -470,6 +485,7 @@ class LightkubeCluster:
             on_auth_expired=lambda: connector.invalidate(cluster_name),
             timeout=timeout,
             name=cluster_name,
+            node_cache=node_cache,
         )
 
     @classmethod
@@ -529,15 +545,38 @@ class LightkubeCluster:
             raise ValueError("page_size must be positive")
         import msgspec
 
+        cache = self.node_cache
+        if cache is not None and cache.fresh():
+            try:
+                for event_type, node in self.watch_nodes(
+                    cache.version,
+                    timeout_seconds=NODE_CATCH_UP_SECONDS,
+                    bookmarks=False,
+                    idle_seconds=NODE_CATCH_UP_IDLE_SECONDS,
+                ):
+                    cache.apply(event_type, node)
+            except AdapterError:  # 410 Gone (the version expired), a timeout, an ERROR event: list them all
+                cache.drop()
+            else:
+                yield from cache.nodes()
+                return
         to_dict = msgspec.to_builtins
         yielded = False
         for retry in (False, True):
             client = self._lightkube()
+            if cache is not None:
+                cache.start_list()
             try:
                 with self._translated("list nodes"):
-                    for node in client.list(_resource("Node"), chunk_size=page_size):
+                    listing = client.list(_resource("Node"), chunk_size=page_size)
+                    for node in listing:
                         yielded = True
-                        yield to_dict(node)
+                        item = to_dict(node)
+                        if cache is not None:
+                            cache.listed(item)
+                        yield item
+                    if cache is not None:
+                        cache.list_done(str(getattr(listing, "_resourceVersion", "") or ""))
                 return
             except AuthExpiredError:
                 if retry or yielded or self._token is None:
@@ -566,7 +605,12 @@ class LightkubeCluster:
         return nodes, str(version)
 
     def watch_nodes(
-        self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True
+        self,
+        resource_version: str,
+        *,
+        timeout_seconds: int,
+        bookmarks: bool = True,
+        idle_seconds: float | None = None,
     ) -> Iterator[tuple[str, Obj]]:
         """One watch request on every Node, from ``resource_version``; the API server ends it after
         ``timeout_seconds`` (the client's read timeout is that plus the adapter's timeout, so a server
@@ -582,6 +626,11 @@ class LightkubeCluster:
         lightkube's own ``Client.watch`` neither asks for bookmarks nor bounds its read timeout, and it
         relists silently on a 410; this method builds the same request with lightkube's request builder
         and decodes each line with msgspec into the node projection.
+
+        ``idle_seconds``: the stream also ends (normally) when the server sends nothing for that long — the backlog
+        of a watch from an old version comes at once, so a quiet stream has sent it (:meth:`list_nodes`'s catch-up).
+        The response's head may take the usual timeout; ``tests/kube/test_node_cache.py`` fails if the quiet gap
+        stops ending the stream (an httpx upgrade that reads the timeout elsewhere).
         """
         if timeout_seconds < 1:
             raise ValueError("timeout_seconds must be positive")
@@ -610,12 +659,25 @@ class LightkubeCluster:
                         generic.raise_for_status(response)  # type: ignore[no-untyped-call]
                     finally:
                         response.close()
+            if idle_seconds is not None:  # the head came within the usual timeout; the body's reads wait this long
+                # httpcore reads the request's timeout extension when the body is first read (after the head)
+                timeouts = response.request.extensions.get("timeout", {})
+                response.request.extensions["timeout"] = {**timeouts, "read": idle_seconds}
             return response
 
         response = self._authenticated(open_stream)  # a 401 comes with the response's head, or not at all
         with self._translated(operation):
             try:
-                for line in response.iter_lines():
+                lines = response.iter_lines()
+                while True:
+                    try:
+                        line = next(lines)
+                    except StopIteration:
+                        return
+                    except httpx2.ReadTimeout:
+                        if idle_seconds is None:
+                            raise
+                        return  # quiet for idle_seconds: the backlog is sent
                     if not line.strip():
                         continue
                     event = decode_event(line)

@@ -136,8 +136,10 @@ def _from_environment() -> Dependencies:
         if "eks" not in connectors:
             connectors["eks"] = EksConnector(boto3.client("eks", config=config), session=boto3.Session(), config=config)
         name = cluster.eks_cluster_name
-        if name not in clients:  # one client per cluster: warm starts reuse its TLS connection
-            clients[name] = LightkubeCluster.from_eks(connectors["eks"], name)
+        if name not in clients:  # one client per cluster: warm starts reuse its TLS connection and its last node list
+            from idleshare.adapters.node_cache import NodeCache
+
+            clients[name] = LightkubeCluster.from_eks(connectors["eks"], name, node_cache=NodeCache())
         return clients[name]
 
     from idleshare.adapters.sqs_records import SqsRecordReturns
