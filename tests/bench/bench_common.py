@@ -370,6 +370,40 @@ def add_cluster(
     return store, record
 
 
+def child_env(stack: Any, endpoint: str, table: str, **extra: str) -> dict[str, str]:
+    """The environment of a benchmark's child process running the recompute (``bench_memory``, ``bench_scale``): this
+    repository importable, the stack's apiserver, CA and idleshare's token, the DynamoDB Local table; ``extra`` more."""
+    return (
+        dict(os.environ)
+        | {
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "BENCH_KUBE": stack.server,
+            "BENCH_CA": str(stack.ca_file),
+            "BENCH_TOKEN": stack.idleshare_token,
+            "BENCH_DDB": endpoint,
+            "BENCH_TABLE": table,
+        }
+        | extra
+    )
+
+
+def bus_envelope(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """An idleshare event as the bus rule delivers it to the router (``detail_type``, ``detail``)."""
+    from idleshare import names
+
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "source": names.EVENT_SOURCE,
+        "detail-type": detail_type,
+        "account": "123456789012",
+        "time": "2026-01-01T00:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": detail,
+    }
+
+
 def sqs_event(cluster_id: str, n: int = 1) -> dict[str, Any]:
     """What the SQS event source hands the recompute Lambda: ``n`` requests for one cluster."""
     import json

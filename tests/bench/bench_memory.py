@@ -22,7 +22,6 @@ Usage: ``uv run python tests/bench/bench_memory.py [--quick]`` (``--quick``: 2k 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -106,15 +105,7 @@ def measure(n_nodes: int, endpoint: str, *, n_teams: int = 200, stack: Any = Non
             admin.reset()
             table = bc.new_table(endpoint)
             cluster = bc.seed_cluster(admin, table, n_nodes, cluster_id="mem", n_teams=n_teams)
-            env = dict(os.environ) | {
-                "PYTHONPATH": os.pathsep.join([str(bc.ROOT), os.environ.get("PYTHONPATH", "")]),
-                "BENCH_KUBE": ks.server,
-                "BENCH_CA": str(ks.ca_file),
-                "BENCH_TOKEN": ks.idleshare_token,
-                "BENCH_DDB": endpoint,
-                "BENCH_TABLE": table.name,
-                "BENCH_CLUSTER": "mem",
-            }
+            env = bc.child_env(ks, endpoint, table.name, BENCH_CLUSTER="mem")
             initial = child(CHILD_RECOMPUTE, env)
             set_ready(admin, json.loads(cluster.nodes_bytes)["items"][0]["metadata"]["name"], ready=False)
             traced = child(CHILD_RECOMPUTE, env | {"BENCH_TRACE": "1"})

@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -206,15 +205,7 @@ class RecomputeChild:
     def __init__(self, stack: Any, endpoint: str, table: str, *, node_cache: bool = True) -> None:
         from idleshare import timings
 
-        env = dict(os.environ) | {
-            "PYTHONPATH": os.pathsep.join([str(bc.ROOT), os.environ.get("PYTHONPATH", "")]),
-            "BENCH_KUBE": stack.server,
-            "BENCH_CA": str(stack.ca_file),
-            "BENCH_TOKEN": stack.idleshare_token,
-            "BENCH_DDB": endpoint,
-            "BENCH_TABLE": table,
-            "BENCH_NODE_CACHE": "1" if node_cache else "0",
-        }
+        env = bc.child_env(stack, endpoint, table, BENCH_NODE_CACHE="1" if node_cache else "0")
         code = CHILD % {"memory": timings.RECOMPUTE_MEMORY_MB}
         self.stack = stack
         self.proc = subprocess.Popen(
@@ -312,7 +303,6 @@ def pipeline(stack: Any, store: Any, cluster_id: str, node_cache: bool = True) -
 
     from devkit.lambda_context import LambdaContext
     from devkit.sqs import Deduplicating, EventSourceMapping, WallClock, create_queue
-    from idleshare import names
     from idleshare.adapters.aws import SqsRecomputeQueue
     from idleshare.adapters.sqs_records import SqsRecordReturns
     from idleshare.handlers import recompute, router
@@ -344,19 +334,8 @@ def pipeline(stack: Any, store: Any, cluster_id: str, node_cache: bool = True) -
     state = {"recomputes": 0}
 
     def to_router(batch: list[tuple[str, dict[str, Any]]]) -> None:
-        for detail_type, detail in batch:
-            envelope = {
-                "version": "0",
-                "id": str(uuid.uuid4()),
-                "source": names.EVENT_SOURCE,
-                "detail-type": detail_type,
-                "account": "123456789012",
-                "time": "2026-01-01T00:00:00Z",
-                "region": "us-east-1",
-                "resources": [],
-                "detail": detail,
-            }
-            router.handler(envelope, context)
+        for detail_type, detail in batch:  # the bus rule's target: one invocation per event
+            router.handler(bc.bus_envelope(detail_type, detail), context)
 
     def counted(event: Any, ctx: Any) -> Any:
         state["recomputes"] += 1

@@ -103,18 +103,7 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
 
         def to_router(batch: list[tuple[str, dict[str, Any]]]) -> None:
             for detail_type, detail in batch:  # the bus rule's target: one invocation per event
-                envelope = {
-                    "version": "0",
-                    "id": str(uuid.uuid4()),
-                    "source": names.EVENT_SOURCE,
-                    "detail-type": detail_type,
-                    "account": "123456789012",
-                    "time": "2026-01-01T00:00:00Z",
-                    "region": "us-east-1",
-                    "resources": [],
-                    "detail": detail,
-                }
-                router.handler(envelope, context)
+                router.handler(bc.bus_envelope(detail_type, detail), context)
 
         esm = EventSourceMapping(sqs, url, recompute.handler, WallClock())
 
