@@ -134,6 +134,94 @@ def _eligible(node: dict[str, Any]) -> bool:
     )
 
 
+AGENTS = (  # (name, cpu, memory, node selector): the DaemonSets every GPU node runs, as on EKS/HyperPod
+    ("aws-node", "50m", "128Mi", None),
+    ("kube-proxy", "100m", "128Mi", None),
+    ("nvidia-device-plugin", "100m", "256Mi", {"nvidia.com/gpu.present": "true"}),
+    ("dcgm-exporter", "200m", "1Gi", {"nvidia.com/gpu.present": "true"}),
+    ("fluent-bit", "250m", "512Mi", None),
+)
+AGENTS_NAMESPACE = "idleshare-bench-agents"
+
+
+def agent_pod(ds: dict[str, Any], node: str, index: int) -> dict[str, Any]:
+    """A DaemonSet's pod bound to ``node``, as its controller would create it (owner, labels, template, tolerations,
+    a volume or two, env): what a cluster-wide pod list returns for each of the thousands of agents."""
+    name = ds["metadata"]["name"]
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-{index:06d}",
+            "namespace": AGENTS_NAMESPACE,
+            "labels": {"app.kubernetes.io/name": name, "controller-revision-hash": "6d9f8c7b5", "pod-template-generation": "3"},
+            "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-30T08:14:52Z"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "uid": ds["metadata"]["uid"],
+                 "controller": True, "blockOwnerDeletion": True}
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                container
+                | {
+                    "env": [{"name": k, "value": f"value-of-{k.lower()}"} for k in
+                            ("NODE_NAME", "CLUSTER_NAME", "AWS_REGION", "LOG_LEVEL", "METRICS_PORT")],
+                    "volumeMounts": [{"name": "host-root", "mountPath": "/host", "readOnly": True},
+                                     {"name": "run", "mountPath": "/run"}],
+                }
+            ],
+            "volumes": [{"name": "host-root", "hostPath": {"path": "/"}}, {"name": "run", "hostPath": {"path": "/run"}}],
+            "tolerations": [{"operator": "Exists"}],
+            "priorityClassName": "system-node-critical",
+        },
+    }  # fmt: skip
+
+
+def seed_agents(admin: Any, loaded: Loaded, per_node: int, seeded: list[str]) -> float:
+    """The :data:`AGENTS` DaemonSets (once) and ``per_node`` of their pods bound to each node loaded since the last
+    call (``seeded``: the nodes that have them). Nothing schedules here (no controller runs): the pods are created
+    bound, as the DaemonSet controller binds them. Returns the seconds it took."""
+    from devkit.kube.client import KubeRequestError
+
+    started = time.perf_counter()
+    with contextlib.suppress(KubeRequestError):
+        admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AGENTS_NAMESPACE}})
+    sets = []
+    for name, cpu, memory, selector in AGENTS[:per_node]:
+        ds = admin.get("DaemonSet", name, AGENTS_NAMESPACE)
+        if ds is None:
+            template: dict[str, Any] = {
+                "metadata": {"labels": {"app.kubernetes.io/name": name}},
+                "spec": {
+                    "containers": [
+                        {"name": name, "image": f"public.ecr.aws/eks/{name}:v1.0.0",
+                         "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+                    ],
+                    "tolerations": [{"operator": "Exists"}],
+                },
+            }  # fmt: skip
+            if selector:
+                template["spec"]["nodeSelector"] = selector
+            ds = admin.create(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "metadata": {"name": name, "namespace": AGENTS_NAMESPACE},
+                    "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": name}}, "template": template},
+                }
+            )
+        sets.append(ds)
+    fresh = loaded.names[len(seeded) :]
+    pods = [agent_pod(ds, node, len(seeded) + i) for i, node in enumerate(fresh) for ds in sets]
+    for i in range(0, len(pods), 2_000):
+        admin.map(admin.create, pods[i : i + 2_000], workers=8)
+    seeded.extend(fresh)
+    return time.perf_counter() - started
+
+
 def set_ready(admin: Any, name: str, ready: bool) -> None:
     from tests.bench.bench_recompute import set_ready as set_node_ready
 
@@ -195,7 +283,8 @@ for line in sys.stdin:
     with quiet_handlers():
         out = h.handler(sqs_event(line.strip()), LambdaContext(memory_limit_in_mb=%(memory)d))
     ms = (time.perf_counter() - started) * 1000
-    print("RESULT " + json.dumps({"ms": ms, "out": out, "requests": dict(counts), "rss": hwm()}), flush=True)
+    print("RESULT " + json.dumps({"ms": ms, "out": out, "requests": dict(counts), "rss": hwm(),
+                                  "read_costs": kube.read_costs}), flush=True)
 """
 
 
@@ -243,24 +332,44 @@ class RecomputeChild:
 # -- the node watcher, one pass --------------------------------------------------------------------------------------
 
 
-def watcher_pass(stack: Any, store: Any, cluster_id: str, seconds: float) -> tuple[float, Any]:
-    """One watcher invocation's work on ``cluster_id`` (claim, watch until ``seconds`` from now, checkpoint) as
-    idleshare's RBAC user: (seconds it took, its report)."""
-    from idleshare.service.watcher import watch_cluster
-    from tests.kube.watcher_harness import CollectingPublisher
+WATCH_CHILD = """
+import json, os, sys, time, uuid
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+from idleshare.adapters.kube import LightkubeCluster
+from idleshare.adapters.store import DynamoStore
+from idleshare.service.watcher import watch_cluster
+from tests.bench.bench_common import ddb_resource, quiet_handlers
+from tests.kube.watcher_harness import CollectingPublisher
+ca = open(os.environ["BENCH_CA"], "rb").read()
+kube = LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=300)
+store = DynamoStore(ddb_resource(os.environ["BENCH_DDB"]).Table(os.environ["BENCH_TABLE"]))
+imports = hwm()
+with quiet_handlers():
+    started = time.monotonic()
+    report = watch_cluster(os.environ["BENCH_CLUSTER"], kube, store, CollectingPublisher(),
+                           deadline=started + float(os.environ["BENCH_SECONDS"]), owner=uuid.uuid4().hex[:8])
+    took = time.monotonic() - started
+print("RESULT " + json.dumps({"s": took, "published": report.published, "relists": report.relists,
+                              "rss": hwm(), "imports_rss": imports}), flush=True)
+"""
 
-    kube = bc.idleshare_kube(stack, timeout=300)
-    publisher = CollectingPublisher()
-    try:
-        with bc.quiet_handlers():
-            started = time.monotonic()
-            report = watch_cluster(
-                cluster_id, kube, store, publisher, deadline=started + seconds, owner=f"bench-{uuid.uuid4().hex[:6]}"
-            )
-            took = time.monotonic() - started
-    finally:
-        kube.close()
-    return took, report
+
+def watcher_pass(stack: Any, endpoint: str, table: str, cluster_id: str, seconds: float) -> dict[str, Any]:
+    """One watcher invocation on ``cluster_id`` in a process of its own, as Lambda runs it (claim, watch until
+    ``seconds`` from its start, checkpoint), as idleshare's RBAC user: its seconds, events published, relists and
+    peak resident set."""
+    env = bc.child_env(stack, endpoint, table, BENCH_CLUSTER=cluster_id, BENCH_SECONDS=str(seconds))
+    out = subprocess.run(
+        [sys.executable, "-c", WATCH_CHILD], env=env, cwd=bc.ROOT, capture_output=True, text=True, timeout=900
+    )
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+            return result
+    raise RuntimeError(f"the watcher child failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
 
 
 def checkpoint_items(table: Any, cluster_id: str) -> tuple[int, int]:
@@ -456,13 +565,16 @@ def measure_size(
     for key in ("initial", "changed", "noop"):
         r = m[key]
         print(f"  recompute {key}: {r['ms']:.0f} ms, requests {r['requests']}", file=sys.stderr, flush=True)
+    if args.pods_per_node:
+        m["headroom"] = headroom_costs(stack, admin, endpoint, table, store, record, loaded, args)
     gc.collect()
-    m["watch_relist_s"], _ = watcher_pass(stack, store, cluster_id, WATCH_PASS_SECONDS)
+    relist = watcher_pass(stack, endpoint, table.name, cluster_id, WATCH_PASS_SECONDS)
     stack.kubectl("cordon", loaded.names[1])
-    m["watch_s"], report = watcher_pass(stack, store, cluster_id, WATCH_PASS_SECONDS)
+    one = watcher_pass(stack, endpoint, table.name, cluster_id, WATCH_PASS_SECONDS)
     stack.kubectl("uncordon", loaded.names[1])
-    watcher_pass(stack, store, cluster_id, WATCH_PASS_SECONDS)  # the uncordon seen: the next pass starts clean
-    m["watch_published"] = report.published
+    watcher_pass(stack, endpoint, table.name, cluster_id, WATCH_PASS_SECONDS)  # the uncordon seen: starts clean
+    m["watch_relist_s"], m["watch_s"], m["watch_published"] = relist["s"], one["s"], one["published"]
+    m["watch_rss"] = max(relist["rss"], one["rss"])
     m["checkpoint_items"], m["checkpoint_largest"] = checkpoint_items(table, cluster_id)
     print(f"  watcher pass: {m['watch_s']:.1f} s (relist {m['watch_relist_s']:.1f} s)", file=sys.stderr, flush=True)
     if args.cordons:
@@ -475,7 +587,70 @@ def measure_size(
     return m
 
 
+def headroom_costs(
+    stack: Any, admin: Any, endpoint: str, table: Any, store: Any, record: Any, loaded: Loaded, args: argparse.Namespace
+) -> dict[str, Any]:
+    """What each headroom setting costs a recompute (issue 31): with :data:`AGENTS` DaemonSets and ``pods_per_node`` of
+    their pods on every node, the recompute (warm, one node changed, then no change) on ``off``, ``daemonsets`` and
+    ``all``: time, requests, and the bytes of the DaemonSet and pod lists (the adapter's ``read_costs``)."""
+    from dataclasses import replace
+
+    from idleshare.domain.model import Headroom
+
+    seeded: list[str] = args.agents_seeded
+    took = seed_agents(admin, loaded, args.pods_per_node, seeded)
+    print(f"  agents: {len(seeded) * args.pods_per_node} pods in {took:.0f} s", file=sys.stderr, flush=True)
+    out: dict[str, Any] = {"pods": len(seeded) * args.pods_per_node, "seed_s": took}
+    for setting in (Headroom.OFF, Headroom.DAEMONSETS, Headroom.ALL):
+        store.put_cluster(replace(record, headroom=setting))
+        child = RecomputeChild(stack, endpoint, table.name, node_cache=args.node_cache)
+        try:
+            child.run(record.cluster_id)  # the setting's first recompute (new limits): not measured
+            set_ready(admin, loaded.names[3], ready=False)
+            changed = child.run(record.cluster_id)
+            noop = child.run(record.cluster_id)
+            set_ready(admin, loaded.names[3], ready=True)
+            child.run(record.cluster_id)
+        finally:
+            child.close()
+        out[str(setting)] = {"changed": changed, "noop": noop}
+        print(f"  headroom {setting}: changed {changed['ms']:.0f} ms, no change {noop['ms']:.0f} ms, reads "
+              f"{noop['read_costs']}", file=sys.stderr, flush=True)  # fmt: skip
+    store.put_cluster(record)
+    return out
+
+
+def headroom_rows(m: dict[str, Any]) -> list[bc.Row]:
+    n, floor, h = bc.size_label(m["n"]), m["floor_ms"], m["headroom"]
+    out = [bc.Row("headroom", f"{n}: {h['pods']} agent pods seeded ({len(AGENTS)} DaemonSets)", f"{h['seed_s']:.0f} s")]
+    for setting in ("off", "daemonsets", "all"):
+        for key, label in (("changed", "1 node changed"), ("noop", "no change")):
+            r = h[setting][key]
+            reads = (
+                ", ".join(
+                    f"{kind} {req} req {size / bc.MB:.1f} MB" for kind, (req, size) in sorted(r["read_costs"].items())
+                )
+                or "no workload list"
+            )
+            checked = key == "changed" and setting == "daemonsets" and m["n"] >= 5_000
+            ratio = r["ms"] / floor
+            out.append(
+                bc.Row(
+                    "headroom",
+                    f"{n}: {setting}, {label} ({reads})",
+                    f"{r['ms']:.0f} ms",
+                    "kubectl",
+                    ratio,
+                    "<= 0.35x (make bench)" if checked else "",
+                    (ratio <= 0.35) if checked else None,
+                )
+            )
+    return out  # fmt: skip
+
+
 def rows(m: dict[str, Any]) -> list[bc.Row]:
+    from idleshare import timings
+
     n, floor = bc.size_label(m["n"]), m["floor_ms"]
     checked = m["n"] >= CHECKED_AT
     out = [
@@ -507,6 +682,11 @@ def rows(m: dict[str, Any]) -> list[bc.Row]:
                f" relist pass {m['watch_relist_s']:.1f} s)", f"{m['watch_s']:.1f} s", "kubectl", ratio,
                f"<= {TARGETS['watcher']:g}x" if checked else "",
                (ratio <= TARGETS["watcher"] and m["watch_published"] == 1) if checked else None)
+    )  # fmt: skip
+    watch_mb = m["watch_rss"] / bc.MB
+    out.append(
+        bc.Row("scale", f"{n}: watcher peak memory (the relist pass)", f"{watch_mb:.0f} MB", "", None,
+               f"<= {timings.WATCHER_MEMORY_MB} MB (its Lambda)", watch_mb <= timings.WATCHER_MEMORY_MB)
     )  # fmt: skip
     out.append(
         bc.Row("scale", f"{n}: watcher checkpoint items, largest", f"{m['checkpoint_items']}, "
@@ -540,6 +720,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cordons", type=int, default=CORDONS, help="isolated cordons timed per size (0: none)")
     parser.add_argument("--no-az", dest="az", action="store_false", help="skip the AZ failure")
     parser.add_argument(
+        "--pods-per-node",
+        type=int,
+        default=0,
+        choices=range(len(AGENTS) + 1),
+        metavar=f"0..{len(AGENTS)}",
+        help="agent DaemonSets and their pods on every node, and each headroom setting's cost measured (issue 31)",
+    )
+    parser.add_argument(
         "--no-node-cache",
         dest="node_cache",
         action="store_false",
@@ -547,6 +735,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--json", type=Path, help="write the measurements here too")
     args = parser.parse_args(argv)
+    args.agents_seeded = []
     try:
         sizes = sorted(int(s) for s in args.sizes.split(","))
     except ValueError:
@@ -571,8 +760,9 @@ def main(argv: list[str]) -> int:
                 m = measure_size(stack, admin, endpoint, loaded, n, args)
                 m["stack_rss"] = stack.rss()
                 results.append(m)
-                report.add(*rows(m))
-                print(bc.table(rows(m)), flush=True)
+                found = rows(m) + (headroom_rows(m) if m.get("headroom") else [])
+                report.add(*found)
+                print(bc.table(found), flush=True)
         finally:
             admin.close()
     print(bc.table(report.rows))
