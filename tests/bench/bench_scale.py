@@ -84,54 +84,36 @@ class Loaded:
         self.seconds = 0.0
 
     def grow(self, admin: Any, n_nodes: int, n_images: int) -> float:
-        """The nodes of a cluster of ``n_nodes`` that are not loaded yet, created (8 writers, in chunks: the
-        harness never holds 100k node dicts at once); the seconds it took."""
-        from tests.bench.synthetic import make_nodes_list
+        """The nodes of a cluster of ``n_nodes`` that are not loaded yet, created (8 writers, 2,000 at a time: the
+        harness never holds more of them); the seconds it took."""
+        from tests.bench.synthetic import iter_nodes
 
-        items, _ = make_nodes_list(n_nodes, n_images=n_images)
-        fresh = [n for n in items if n["metadata"]["name"] not in self.known]
-        del items
-        for node in fresh:  # as ``Kube.seed_nodes``: what the server sets is not sent
-            for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
-                node["metadata"].pop(key, None)
         started = time.perf_counter()
-        chunk = 2_000
-        for i in range(0, len(fresh), chunk):
-            part = fresh[i : i + chunk]
-            admin.map(admin.create, part, workers=8)
-            deleting = [n["metadata"]["name"] for n in part if n["metadata"].get("deletionTimestamp")]
-            admin.map(lambda name: admin.delete("Node", name), deleting, workers=8)
-            for node in part:
-                self.names.append(node["metadata"]["name"])
-                self.known.add(node["metadata"]["name"])
-                if _eligible(node):
-                    self.eligible[node["metadata"]["labels"]["node.kubernetes.io/instance-type"]] += 1
-            fresh[i : i + chunk] = [None] * len(part)  # type: ignore[list-item]
+        chunk: list[dict[str, Any]] = []
+        for node, ok in iter_nodes(n_nodes, n_images=n_images):
+            meta = node["metadata"]
+            if meta["name"] in self.known:
+                continue
+            for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+                meta.pop(key, None)  # as ``Kube.seed_nodes``: what the server sets is not sent
+            self.names.append(meta["name"])
+            self.known.add(meta["name"])
+            if ok:
+                self.eligible[meta["labels"]["node.kubernetes.io/instance-type"]] += 1
+            chunk.append(node)
+            if len(chunk) == 2_000:
+                self._create(admin, chunk)
+                chunk = []
+        self._create(admin, chunk)
         seconds = time.perf_counter() - started
         self.seconds += seconds
         return seconds
 
-
-def _eligible(node: dict[str, Any]) -> bool:
-    """The synthetic generator's own verdict (``synthetic.make_nodes_list`` counts the same way): Ready,
-    schedulable, healthy, no untolerated taint, not being deleted, accelerators reported."""
-    meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
-    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", ()))
-    health = meta.get("labels", {}).get("sagemaker.amazonaws.com/node-health-status") == "Schedulable"
-    tainted = any(t.get("key") == "dedicated" for t in spec.get("taints") or ())
-    from tests.bench.synthetic import FLAVORS
-
-    flavor = next(f for f in FLAVORS if f.instance_type == meta["labels"]["node.kubernetes.io/instance-type"])
-    devices = any(r.startswith(("nvidia.com/", "aws.amazon.com/neuron")) for r in status.get("allocatable", {}))
-    wants_devices = flavor.accelerator is not None or flavor.mig is not None
-    return (
-        ready
-        and health
-        and not spec.get("unschedulable")
-        and not tainted
-        and not meta.get("deletionTimestamp")
-        and (devices or not wants_devices)
-    )
+    @staticmethod
+    def _create(admin: Any, nodes: list[dict[str, Any]]) -> None:
+        admin.map(admin.create, nodes, workers=8)
+        deleting = [n["metadata"]["name"] for n in nodes if n["metadata"].get("deletionTimestamp")]
+        admin.map(lambda name: admin.delete("Node", name), deleting, workers=8)
 
 
 AGENTS = (  # (name, cpu, memory, node selector): the DaemonSets every GPU node runs, as on EKS/HyperPod

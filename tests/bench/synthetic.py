@@ -26,6 +26,7 @@ import math
 import random
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -115,6 +116,23 @@ def make_nodes_list(
     """The Node objects and, per flavor, how many of them are eligible; ``n_images``: the container images each
     node lists in ``status.images`` (a kubelet reports up to 50; 1 keeps the 7 KB nodes of ``make bench``, 12 —
     ``make_nodes``' default, ~9.5 KB a node — is a node that has run a few training images)."""
+    items: list[dict[str, Any]] = []
+    eligible: Counter[str] = Counter()
+    for node, ok in iter_nodes(n_nodes, n_flavors, seed, n_images=n_images):
+        items.append(node)
+        if ok:
+            eligible[node["metadata"]["labels"]["node.kubernetes.io/instance-type"]] += 1
+    names = [item["metadata"]["name"] for item in items]
+    if len(set(names)) != len(names):  # pragma: no cover - 64-bit hashes; would need a new seed
+        raise RuntimeError("node name collision; use another seed")
+    return items, eligible
+
+
+def iter_nodes(
+    n_nodes: int, n_flavors: int = 8, seed: int = 0, *, n_images: int = 1
+) -> Iterator[tuple[dict[str, Any], bool]]:
+    """:func:`make_nodes_list`'s nodes one at a time, each with whether it is eligible (the scale bench loads 100k
+    without holding them)."""
     if not 1 <= n_flavors <= len(FLAVORS):
         raise ValueError(f"n_flavors must be 1..{len(FLAVORS)}")
     flavors = FLAVORS[:n_flavors]
@@ -123,20 +141,12 @@ def make_nodes_list(
     for flavor, count in zip(flavors, _flavor_counts(n_nodes, flavors), strict=True):
         plan += [(flavor, i) for i in range(count)]
     rng.shuffle(plan)  # kubectl lists by name, which is random with respect to the flavor
-    items: list[dict[str, Any]] = []
-    eligible: Counter[str] = Counter()
     for position, (flavor, index) in enumerate(plan):
         ineligible = _INELIGIBLE[(position // INELIGIBLE_EVERY) % len(_INELIGIBLE)]
         if ineligible == "AcceleratorsNotReady" and flavor.accelerator is None and flavor.mig is None:
             ineligible = "NotReady"  # a CPU-only node has no device plugin to wait for
         reason = ineligible if position % INELIGIBLE_EVERY == INELIGIBLE_EVERY - 1 else None
-        items.append(_node(flavor, index, seed, reason, n_images))
-        if reason is None:
-            eligible[flavor.instance_type] += 1
-    names = [item["metadata"]["name"] for item in items]
-    if len(set(names)) != len(names):  # pragma: no cover - 64-bit hashes; would need a new seed
-        raise RuntimeError("node name collision; use another seed")
-    return items, eligible
+        yield _node(flavor, index, seed, reason, n_images), reason is None
 
 
 def _node_list_bytes(items: list[dict[str, Any]]) -> bytes:
