@@ -14,7 +14,7 @@ help:
 	@echo "make test   - lint + every test suite (what CI runs)"
 	@echo "make compat - the compatibility suite on every Kueue version; regenerates README.md's support table"
 	@echo "make bench  - benchmarks (ratios against floors measured in the same run)"
-	@echo "make coverage - branch coverage of functions/idleshare over every suite"
+	@echo "make coverage - branch coverage of functions/idleshare and the CLI (cli/idleshare_cli) over every suite"
 	@echo "make docs   - regenerate the documents' generated sections (the deployed stack, the table's items)"
 
 # uv from PyPI when the machine has none (installs in seconds).
@@ -76,10 +76,11 @@ integration: sync npm kube-stack
 test: lint npm kube-stack browser deploy-check
 	$(RUN) pytest -n $(PYTEST_WORKERS) tests/unit tests/kube tests/e2e tests/compat tests/bench tests/integration tests/infra
 
-# Branch coverage of the deployed code (functions/idleshare) over the same run as `make test` (xdist workers and the
-# Python subprocesses the tests start combined; settings in pyproject.toml [tool.coverage]): the total, then per package.
+# Branch coverage of the deployed code (functions/idleshare) and of the CLI (cli/idleshare_cli) over the same run as
+# `make test` (xdist workers and the Python subprocesses the tests start combined; settings in pyproject.toml
+# [tool.coverage]): the total, then per package.
 # Hypothesis draws from a fixed seed here, so that two runs of the same tests measure the same lines.
-COVERAGE_PACKAGES := domain parse adapters service runtime handlers api cli
+COVERAGE_PACKAGES := domain parse adapters service runtime handlers api
 coverage: sync npm kube-stack browser
 	rm -f .coverage .coverage.*
 	$(RUN) pytest -n $(PYTEST_WORKERS) --cov --cov-report= --hypothesis-seed=0 tests/unit tests/kube tests/e2e tests/compat tests/bench tests/integration tests/infra
@@ -88,6 +89,7 @@ coverage: sync npm kube-stack browser
 		printf 'idleshare.%-9s %s%%\n' "$$pkg" "$$($(RUN) coverage report --include="functions/idleshare/$$pkg/*" --format=total)"; \
 	done
 	@printf 'idleshare (top)    %s%%\n' "$$($(RUN) coverage report --include='functions/idleshare/*.py' --format=total)"
+	@printf 'idleshare_cli      %s%%\n' "$$($(RUN) coverage report --include='cli/idleshare_cli/*' --format=total)"
 
 # Rehearse `cdk deploy` (infra/deploy_check.py): synth as a new shell would run it, check what a first
 # deploy needs (access entry vs rbac.yaml, each function's variables, alarm actions), import every

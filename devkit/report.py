@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from devkit.scenario import StepReport, bound_of, is_accelerator
-from idleshare.cli.present import short_resource
 from idleshare.domain.quantity import parse_quantity
+from idleshare_cli.present import short_resource
 
 BOUND_SHORT = {
     "percentage of quota": "%",

@@ -20,11 +20,11 @@ from typing import Any
 import yaml
 
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
-from idleshare.cli.present import short_resource
 from idleshare.domain.model import BorrowLimitBasis, Headroom, Settings
 from idleshare.domain.model import is_accelerator as is_accelerator  # devkit/report.py
 from idleshare.domain.naming import cluster_queue_name, is_dns_label, priority_class_name
 from idleshare.parse.errors import FieldError, InputError
+from idleshare_cli.present import short_resource
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_NODES = REPO / "events" / "examples" / "nodes.json"

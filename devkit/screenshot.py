@@ -24,7 +24,7 @@ SCENARIO = ROOT / "events" / "scenarios" / "day-in-the-life.yaml"
 def page_of(step: int) -> str:
     """The report page of the demo's cluster after ``step`` (1-based)."""
     from devkit import scenario
-    from idleshare.cli.report_html import render
+    from idleshare_cli.report_html import render
 
     sc = scenario.load(SCENARIO)
     sc = scenario.dataclasses.replace(sc, steps=sc.steps[:step])

@@ -9,9 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from idleshare.cli.plan import plan
-from idleshare.cli.present import result_json
 from idleshare.service.admin import DEFAULT_SCHEDULER_CONFIG
+from idleshare_cli.plan import plan
+from idleshare_cli.present import result_json
 
 EXAMPLES = Path(__file__).parents[1] / "events" / "examples"
 

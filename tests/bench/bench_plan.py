@@ -5,7 +5,7 @@ teams' quotas) it measures, best of several runs each:
 
 - floor: ``json.loads(nodes_bytes)`` — the least any Python program must spend to look at the input;
 - parse: ``idleshare.parse.nodes.parse_nodes(nodes_bytes)``;
-- plan: ``idleshare.cli.plan.plan_from_bytes(nodes_bytes, quotas_bytes, None)`` — parse nodes and
+- plan: ``idleshare_cli.plan.plan_from_bytes(nodes_bytes, quotas_bytes, None)`` — parse nodes and
   quotas, compute the pool and grants, build the Kueue manifests and the JSON result.
 
 It prints ratios to the floor and the per-node time (20k vs 1k shows whether the work grows
@@ -53,7 +53,7 @@ SIZES = (1_000, 5_000, 20_000)
 RUNS = {1_000: 7, 5_000: 5, 20_000: 3}
 
 try:
-    from idleshare.cli.plan import plan_from_bytes
+    from idleshare_cli.plan import plan_from_bytes
 except ImportError:  # pragma: no cover - before the CLI existed
     plan_from_bytes = None  # type: ignore[assignment]
 
@@ -133,7 +133,7 @@ def best_process_ms(argv: list[str], runs: int, env: dict[str, str] | None = Non
 
 def _plan_argv(nodes: str, quotas: str) -> list[str]:
     script = Path(sys.executable).with_name("idleshare")  # the console script, as an operator runs it
-    head = [str(script)] if script.exists() else [sys.executable, "-m", "idleshare.cli.main"]
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "idleshare_cli.main"]
     return [*head, "plan", "--nodes", nodes, "--quotas", quotas, "--format", "json"]
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from idleshare.cli import plan
 from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, ExclusionReason
 from idleshare.parse.nodes import parse_nodes
+from idleshare_cli import plan
 from tests.bench.botocore_shapes import violations
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "events" / "examples"

@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
-from idleshare.cli import plan
 from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, ExclusionReason
 from idleshare.parse.nodes import parse_nodes
 from idleshare.parse.quotas import parse_quotas
+from idleshare_cli import plan
 from tests.bench.botocore_shapes import violations
 from tests.bench.synthetic import FLAVORS, OVERSUBSCRIBED, make_cluster, make_nodes_list
 

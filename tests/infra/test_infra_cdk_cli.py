@@ -20,6 +20,9 @@ AARCH64_CORE = "pydantic_core/_pydantic_core.cpython-312-aarch64-linux-gnu.so"
 
 def _assert_lambda_asset(asset: Path) -> None:
     assert (asset / "idleshare" / "names.py").is_file()
+    assert not (asset / "idleshare" / "cli").exists() and not (asset / "idleshare_cli").exists(), (
+        "the CLI is not deployed"
+    )
     assert (asset / AARCH64_CORE).is_file(), "wheels must be the Lambda platform's (cp312, aarch64)"
     for module in ("aws_lambda_powertools", "pydantic", "lightkube"):
         assert (asset / module).is_dir(), module

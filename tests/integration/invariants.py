@@ -21,7 +21,6 @@ from typing import Any
 
 from idleshare.adapters.kube import KINDS
 from idleshare.adapters.store import DynamoStore
-from idleshare.cli.plan import plan
 from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
 from idleshare.domain.kueue_config import with_kueue_config
@@ -30,6 +29,7 @@ from idleshare.domain.kueue_versions import with_kueue_api
 from idleshare.domain.model import SchedulerConfig, Settings
 from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.quotas import parse_scheduler_config
+from idleshare_cli.plan import plan
 
 LENDING = ("Lend", "LendAndBorrow")
 

@@ -16,11 +16,11 @@ from moto import mock_aws
 from idleshare import names
 from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt
 from idleshare.adapters.store import DynamoStore
-from idleshare.cli import remote
-from idleshare.cli.main import main
-from idleshare.cli.plan import plan
-from idleshare.cli.present import result_json
 from idleshare.runtime import wiring
+from idleshare_cli import remote
+from idleshare_cli.main import main
+from idleshare_cli.plan import plan
+from idleshare_cli.present import result_json
 from tests.apigw_local import ApiGatewayLocal, Principal, use_credentials
 from tests.aws_env import create_table
 from tests.builders import quota_body

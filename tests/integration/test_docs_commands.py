@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from devkit.embedded import Embedded
-from idleshare.cli.main import main
+from idleshare_cli.main import main
 from tests.unit.test_docs_commands_bus import ROOT, argv_of, readme_commands
 
 pytestmark = pytest.mark.integration

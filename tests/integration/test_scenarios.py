@@ -11,7 +11,7 @@ import yaml
 
 from devkit import scenario
 from devkit.embedded import Embedded
-from idleshare.cli.main import main
+from idleshare_cli.main import main
 from tests.integration.invariants import quantity
 
 pytestmark = pytest.mark.integration

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from devkit.kube.client import Kube
-from idleshare.cli.plan import plan
 from idleshare.domain.kueue import desired_objects, webhook_violations
 from idleshare.domain.model import SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import compute
+from idleshare_cli.plan import plan
 from tests.bench.synthetic import make_cluster
 from tests.builders import P5, entry, nodes, quota
 from tests.kube.dryrun import assert_refused, ensure_namespace, refusal

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from idleshare.cli.main import main
-from idleshare.cli.plan import plan
 from idleshare.domain.kueue import KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
+from idleshare_cli.main import main
+from idleshare_cli.plan import plan
 from tests.realkube import idleshare_adapter
 
 REPO = Path(__file__).parents[2]

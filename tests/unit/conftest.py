@@ -10,9 +10,9 @@ import pytest
 from moto import mock_aws
 
 from idleshare.adapters.ports import ClusterRecord
-from idleshare.cli import remote
 from idleshare.runtime import wiring
 from idleshare.service.recompute import Recomputer
+from idleshare_cli import remote
 from tests.admin_api import World
 from tests.apigw_local import ApiGatewayLocal, use_credentials
 from tests.aws_env import create_table, fake_aws_env

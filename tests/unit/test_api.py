@@ -289,7 +289,7 @@ def test_get_pool_shows_the_first_excluded_nodes_and_counts_them_all_far_below_l
 
 def test_a_thousand_teams_page_through_grants_and_every_answer_stays_far_below_lambdas_6_mb(world: World) -> None:
     # Given the pool the engine computes for 1,200 teams on 8 flavors: more grants than one Lambda answer can hold
-    from idleshare.cli.plan import plan_from_bytes
+    from idleshare_cli.plan import plan_from_bytes
     from tests.bench.synthetic import make_cluster
 
     pool = plan_from_bytes(*make_cluster(400, n_teams=1200))

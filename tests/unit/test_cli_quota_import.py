@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from idleshare.cli import quota_import
-from idleshare.cli.main import main
+from idleshare_cli import quota_import
+from idleshare_cli.main import main
 from tests import sagemaker_stub as sm
 from tests.apigw_local import ApiGatewayLocal
 

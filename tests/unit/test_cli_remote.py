@@ -13,9 +13,9 @@ import pytest
 from botocore.stub import Stubber
 
 from idleshare import names
-from idleshare.cli import remote
-from idleshare.cli.main import CommandError, main
-from idleshare.cli.present import human_text
+from idleshare_cli import remote
+from idleshare_cli.main import CommandError, main
+from idleshare_cli.present import human_text
 from tests.apigw_local import TEST_IDENTITY, ApiGatewayLocal, use_credentials
 from tests.builders import quota_body
 from tests.fake_admin_api import FakeAdminApi

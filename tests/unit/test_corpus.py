@@ -21,7 +21,6 @@ from moto import mock_aws
 
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import PK, SK, DynamoStore
-from idleshare.cli.main import EXIT_INPUT, main
 from idleshare.handlers import router
 from idleshare.parse import requests
 from idleshare.parse.errors import InputError
@@ -30,6 +29,7 @@ from idleshare.parse.nodes import node_from_dict, parse_nodes
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.parse.requests import CreateQuota, SchedulerConfigRequest
 from idleshare.runtime import wiring
+from idleshare_cli.main import EXIT_INPUT, main
 from tests.aws_env import create_table, fake_aws_env
 from tests.corpus import make_corpus
 from tests.fakes import HYPERPOD_ARN
@@ -106,8 +106,8 @@ SAMPLE = [
 
 def test_the_real_command_prints_one_line_and_no_traceback() -> None:
     # Real processes: what a user sees on the terminal (a sample; the in-process test covers all).
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "functions"), str(REPO)])}
-    command = [sys.executable, "-m", "idleshare.cli.main"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "functions"), str(REPO / "cli"), str(REPO)])}
+    command = [sys.executable, "-m", "idleshare_cli.main"]
     pipes: dict[str, Any] = {
         "stdout": subprocess.PIPE,
         "stderr": subprocess.PIPE,

@@ -12,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from idleshare.cli.main import main
+from idleshare_cli.main import main
 from tests.aws_env import fake_aws_env
 
 ROOT = Path(__file__).parents[2]

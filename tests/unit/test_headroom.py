@@ -392,7 +392,7 @@ def test_an_unreadable_daemonset_is_a_named_issue_and_pods_are_read_only_on_all(
 
 # -- every node's headroom is visible ----------------------------------------------------------------------------
 def test_plan_reads_one_dump_and_shows_every_nodes_headroom(tmp_path, capsys):
-    from idleshare.cli.main import main
+    from idleshare_cli.main import main
     from tests.builders import k8s_node
 
     dump = {"kind": "List", "items": [k8s_node("p5-0"), k8s_node("p5-1"), DS_OBJECT | {"spec": {"template": {"spec": {
@@ -419,8 +419,8 @@ def test_plan_reads_one_dump_and_shows_every_nodes_headroom(tmp_path, capsys):
 
 
 def test_get_pool_shows_a_sample_of_nodes_and_every_flavors_sum(recompute):
-    from idleshare.cli.report_html import render
     from idleshare.service.admin import Admin
+    from idleshare_cli.report_html import render
 
     store, kube, r = recompute()
     kube.nodes = [k8s_node_named(f"p5-{i:03d}") for i in range(150)]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from idleshare.cli import quota_import, remote
-from idleshare.cli.main import build_parser, main
+from idleshare_cli import quota_import, remote
+from idleshare_cli.main import build_parser, main
 from tests.apigw_local import ApiGatewayLocal, use_credentials
 from tests.builders import quota_body
 from tests.fake_admin_api import EXAMPLES, FakeAdminApi

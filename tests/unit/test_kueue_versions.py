@@ -362,8 +362,8 @@ def test_no_kueue_served_fails_the_recompute_naming_it_and_keeps_the_last_pool(c
 
 @pytest.mark.parametrize("version", kv.KNOWN_VERSIONS)
 def test_pool_show_and_the_report_name_the_release_and_the_versions(version: str) -> None:
-    from idleshare.cli.pool import show_text
-    from idleshare.cli.report_html import render
+    from idleshare_cli.pool import show_text
+    from idleshare_cli.report_html import render
 
     api = kv.pinned(version)
     pool = {**pool_document_of(api), "cluster": "demo", "generation": 1}

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from idleshare.cli.pool import show_text
-from idleshare.cli.present import result_tables
-from idleshare.cli.report_html import render
 from idleshare.domain.document import pool_document
 from idleshare.domain.model import MIG_CONFIG_STATE_LABEL, ExclusionReason, Node, Snapshot
 from idleshare.domain.pool import compute
 from idleshare.parse.nodes import cluster_node, node_from_dict, parse_nodes
 from idleshare.service import watcher as w
+from idleshare_cli.pool import show_text
+from idleshare_cli.present import result_tables
+from idleshare_cli.report_html import render
 from tests.builders import BALANCED, P5, R1, R3, node
 from tests.fakes import emf_documents
 from tests.kube.fixtures import make_node

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from idleshare.cli.plan import plan
 from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES
 from idleshare.domain.kueue import INVALID_OBJECT_NAME, writable_objects
 from idleshare.domain.model import ExclusionReason, PriorityClass, SchedulerConfig, Settings, Snapshot
@@ -24,6 +23,7 @@ from idleshare.domain.naming import (
     team_name_problem,
 )
 from idleshare.domain.pool import compute
+from idleshare_cli.plan import plan
 from tests.builders import (
     BAD_NAMES,
     CLUSTER,
@@ -256,7 +256,7 @@ def test_plan_writes_no_invalid_name_and_reports_each():
     ],
 )
 def test_plan_refuses_a_prefix_or_cohort_that_cannot_name_objects(tmp_path, capsys, flag, value, named):
-    from idleshare.cli.main import EXIT_INPUT, main
+    from idleshare_cli.main import EXIT_INPUT, main
 
     (tmp_path / "n.json").write_text(json.dumps({"items": [k8s_node("p5-0")]}))
     (tmp_path / "q.json").write_text("[]")
@@ -269,7 +269,7 @@ def test_plan_refuses_a_prefix_or_cohort_that_cannot_name_objects(tmp_path, caps
 
 
 def test_plan_json_names_the_node_and_the_object_it_left_out(tmp_path, capsys):
-    from idleshare.cli.main import main
+    from idleshare_cli.main import main
 
     odd = k8s_node("odd")
     odd["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "GPU_Box.X"

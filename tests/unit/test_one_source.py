@@ -1,8 +1,8 @@
 """One setting, one source: each default of the deployed stack is typed once and read from there.
 
-The values are checked where they are read (the Lambdas' environment, the store, the CLI), and the deployed code
-(``functions/idleshare``, ``infra``, ``devkit``) is searched for a second literal, so that re-typing a default
-somewhere else fails here even while both copies still agree."""
+The values are checked where they are read (the Lambdas' environment, the store, the CLI), and our code
+(``functions/idleshare``, the CLI's ``cli/idleshare_cli``, ``infra``, ``devkit``) is searched for a second literal, so
+that re-typing a default somewhere else fails here even while both copies still agree."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import pytest
 from idleshare import pages, timings
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store.base import TableAccess
-from idleshare.cli.main import build_parser
 from idleshare.domain.model import DEFAULT_COHORT_NAME, DEFAULT_NAMESPACE_PREFIX, Settings
 from idleshare.runtime import env
+from idleshare_cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
-DEPLOYED = [ROOT / "functions" / "idleshare", ROOT / "infra", ROOT / "devkit"]
+CLI = ROOT / "cli" / "idleshare_cli"
+DEPLOYED = [ROOT / "functions" / "idleshare", CLI, ROOT / "infra", ROOT / "devkit"]
 
 
 def _sources() -> list[tuple[Path, str]]:
@@ -82,10 +83,9 @@ def test_cluster_keys_are_built_by_the_table_module() -> None:
 
 
 def test_the_cli_pages_with_the_apis_maxima() -> None:
-    cli = ROOT / "functions" / "idleshare" / "cli"
     hits = [
         f"{p.name}: {line.strip()}"
-        for p in sorted(cli.rglob("*.py"))
+        for p in sorted(CLI.rglob("*.py"))
         for line in p.read_text(encoding="utf-8").splitlines()
         if re.search(r"\b\w*PAGE_MAX\s*=|MaxResults\"?:\s*\d|\b1 and 100\b", line)
     ]

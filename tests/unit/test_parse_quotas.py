@@ -613,7 +613,7 @@ def test_a_refusal_names_where_msgspec_stopped_and_an_acceptance_names_nothing(m
 def test_idleshare_plan_loads_no_pydantic_whatever_the_quotas() -> None:
     # the whole command's start-up is its cost on a small cluster (docs/decisions.md: the schema library)
     code = (
-        "import sys; from idleshare.cli.plan import plan_from_bytes\n"
+        "import sys; from idleshare_cli.plan import plan_from_bytes\n"
         "plan_from_bytes(b'[]', b'[]')\n"
         "try: plan_from_bytes(b'[]', b'[{\"Name\": 5}]')\n"
         "except ValueError: pass\n"

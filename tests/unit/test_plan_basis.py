@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from idleshare.cli.main import main
+from idleshare_cli.main import main
 from tests.builders import G5, P5, k8s_node
 
 GPU, CPU, MEMORY = "nvidia.com/gpu", "cpu", "memory"

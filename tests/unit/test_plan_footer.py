@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from idleshare.cli.main import main
 from idleshare.domain.kueue import KUEUE_API
+from idleshare_cli.main import main
 
 EXAMPLES = Path(__file__).parents[2] / "events" / "examples"
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from idleshare.cli.plan import json_bytes, plan
-from idleshare.cli.present import result_json
+from idleshare_cli.plan import json_bytes, plan
+from idleshare_cli.present import result_json
 from tests.bench.synthetic import make_cluster
 
 
@@ -43,7 +43,7 @@ def test_a_real_clusters_document_and_the_command_write_what_json_wrote(real_sha
     (tmp_path / "nodes.json").write_bytes(nodes)
     (tmp_path / "quotas.json").write_bytes(quotas)
     files = ["--nodes", str(tmp_path / "nodes.json"), "--quotas", str(tmp_path / "quotas.json")]
-    command = [sys.executable, "-m", "idleshare.cli.main", "plan", *files, "--format", "json"]
+    command = [sys.executable, "-m", "idleshare_cli.main", "plan", *files, "--format", "json"]
     assert subprocess.run(command, capture_output=True, check=True).stdout == stdlib(document)
 
 
@@ -70,7 +70,7 @@ def test_plan_starts_without_what_it_never_uses(tmp_path: Path) -> None:
     nodes.write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
     quotas.write_text("[]")
     code = (
-        "import sys; from idleshare.cli.main import main\n"
+        "import sys; from idleshare_cli.main import main\n"
         f"assert main(['plan', '--nodes', {str(nodes)!r}, '--quotas', {str(quotas)!r}, '--format', 'json']) == 0\n"
         "heavy = {'shutil', 'hashlib', 'pydantic', 'lightkube', 'botocore'}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy), file=sys.stderr)"
@@ -80,7 +80,7 @@ def test_plan_starts_without_what_it_never_uses(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=bare)
     assert run.stderr.strip() == "[]"
     # the help is what argparse's own formatter prints at the same width
-    show = "import argparse; import idleshare.cli.main as m\n{}m.build_parser('plan').parse_args(['plan', '--help'])"
+    show = "import argparse; import idleshare_cli.main as m\n{}m.build_parser('plan').parse_args(['plan', '--help'])"
     env = {**os.environ, "COLUMNS": "50"}
     ours, stock = (
         subprocess.run([sys.executable, "-c", show.format(patch)], capture_output=True, text=True, env=env).stdout

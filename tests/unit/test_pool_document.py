@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from idleshare.cli.plan import plan
-from idleshare.cli.present import result_json
 from idleshare.domain.document import digest, pool_document
 from idleshare.domain.model import BorrowLimitBasis
 from idleshare.domain.pool import Bound, PoolResult
+from idleshare_cli.plan import plan
+from idleshare_cli.present import result_json
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "events" / "examples"
 

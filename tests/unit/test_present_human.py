@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
-from idleshare.cli.present import human_quantity, human_text, result_json, result_tables
 from idleshare.domain.model import GIB, Snapshot
 from idleshare.domain.pool import compute
+from idleshare_cli.present import human_quantity, human_text, result_json, result_tables
 from tests.builders import P5, entry, node, quota
 
 KI, MI = 1024, 1024**2

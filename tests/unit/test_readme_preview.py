@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from idleshare.cli.plan import plan
+from idleshare_cli.plan import plan
 from tests import sagemaker_stub
 
 REPO = Path(__file__).parents[2]
@@ -122,7 +122,7 @@ def test_the_deploy_steps_end_with_governed_teams_through_commands_the_cli_has()
     ]
     assert block.index("kubectl apply -f infra/k8s/rbac.yaml") < block.index("./idleshare quota import")
     # and each one, its placeholders filled in, is a command line the CLI accepts
-    from idleshare.cli.main import build_parser
+    from idleshare_cli.main import build_parser
 
     fill = {"<id>": "ml-cluster", "<arn>": sagemaker_stub.CLUSTER_ARN}
     for words in commands:

@@ -13,8 +13,8 @@ from moto import mock_aws
 
 from devkit.embedded import canonical_change, health_label
 from devkit.scenario import NodeRefs, kueue_changes
-from idleshare.cli import replay
-from idleshare.cli.main import main
+from idleshare_cli import replay
+from idleshare_cli.main import main
 
 EVENTS = Path(__file__).parents[2] / "events"
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from idleshare.cli import remote, report_html
-from idleshare.cli.main import main
-from idleshare.cli.present import human_text
-from idleshare.cli.report import period
 from idleshare.domain.model import is_accelerator
 from idleshare.domain.quantity import parse_quantity
+from idleshare_cli import remote, report_html
+from idleshare_cli.main import main
+from idleshare_cli.present import human_text
+from idleshare_cli.report import period
 from tests.apigw_local import ApiGatewayLocal, use_credentials
 from tests.fake_admin_api import EXAMPLES, FakeAdminApi, example_pool
 

@@ -127,8 +127,10 @@ def eks_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleName
     for ``EKS_NAME`` (cached 14 minutes in the connector)."""
     with pytest.MonkeyPatch.context() as mp:
         use_credentials(mp)
-        eks = boto3.client("eks", region_name=REGION)
-        connector = EksConnector(eks, boto3.client("sts", region_name=REGION))
+        # a session of its own: boto3's default one may hold another test's credentials, resolved once and kept
+        session = boto3.Session(region_name=REGION)
+        eks = session.client("eks")
+        connector = EksConnector(eks, session.client("sts"))
         tokens = {connector.token(EKS_NAME): (f"eks-{EKS_NAME}", (IDLESHARE_GROUP,))}
     stack = KubeStack(tmp_path_factory.mktemp("eks-stack"), ensure_built(), kueue=False, extra_tokens=tokens)
     stack.start()

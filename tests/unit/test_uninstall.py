@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from idleshare.cli.plan import plan
 from idleshare.domain.kueue import KIND_ORDER
 from idleshare.domain.kueue_diff import object_identity, with_creation_marker
 from idleshare.service.uninstall import plan_removal, uninstall
+from idleshare_cli.plan import plan
 
 REPO = Path(__file__).parents[2]
 
@@ -63,7 +63,7 @@ def test_a_dry_run_deletes_nothing_and_a_run_deletes_exactly_what_it_names():
 
 
 def test_the_uninstall_lines_operations_md_shows_are_command_lines_the_cli_accepts():
-    from idleshare.cli.main import build_parser
+    from idleshare_cli.main import build_parser
 
     docs = (REPO / "docs/operations.md").read_text()
     lines = [line.split("#")[0] for line in docs.splitlines() if line.startswith("./idleshare uninstall")]

@@ -353,8 +353,8 @@ def test_the_route_answers_the_latest_sample_and_the_period():
 
 
 def test_the_command_prints_table_json_and_csv(monkeypatch, capsys):
-    from idleshare.cli import remote
-    from idleshare.cli.main import main
+    from idleshare_cli import remote
+    from idleshare_cli.main import main
 
     answer = {"cluster": "c1", "from": "a", "to": "b", "granularity": "day", "gaps": [],
               "rows": [{"start": "2026-12-03T00:00:00+00:00", "team": "alpha", "flavor": P5, "resource": GPU,

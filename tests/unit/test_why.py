@@ -178,7 +178,7 @@ def test_the_step_output_names_the_cause_beside_kueues_reason() -> None:
 
 
 def test_usage_cli_shows_the_cause_and_who_borrows_above_its_limit() -> None:
-    from idleshare.cli.usage import table_text
+    from idleshare_cli.usage import table_text
 
     text = table_text(_usage_with_causes())
     (row,) = [x for x in text.splitlines() if x.startswith("ml ") and "insufficient quota" in x]
@@ -212,7 +212,7 @@ def test_the_step_output_shows_limits_as_amounts_with_the_rule_in_parentheses() 
 
 
 def test_the_report_leaves_out_a_flavors_resource_with_nothing_in_it() -> None:
-    from idleshare.cli.report_html import render
+    from idleshare_cli.report_html import render
 
     pool = {"capacity": {P5: {GPU: "64", "aws.amazon.com/neurondevice": "0"}}, "allocated": {P5: {GPU: "24"}},
             "unallocated": {P5: {GPU: "40"}}, "teams": {}}  # fmt: skip
@@ -224,7 +224,7 @@ def test_the_report_leaves_out_a_flavors_resource_with_nothing_in_it() -> None:
 
 
 def test_the_report_lists_every_pending_job_with_its_cause() -> None:
-    from idleshare.cli.report_html import render
+    from idleshare_cli.report_html import render
 
     page = render({"capacity": {}, "teams": {}}, usage=_usage_with_causes())
     assert '<tr data-pending-job="sweep"><td>ml</td><td>sweep</td>' in page
@@ -232,7 +232,7 @@ def test_the_report_lists_every_pending_job_with_its_cause() -> None:
 
 
 def test_the_cli_reads_every_page_of_pending_jobs_and_teams_above_their_limit() -> None:
-    from idleshare.cli.remote import fetch_usage
+    from idleshare_cli.remote import fetch_usage
 
     pages = [
         {"sampledAt": "t", "teams": {"a": {}}, "idleWhilePending": [], "aboveLimit": [{"team": "a"}],

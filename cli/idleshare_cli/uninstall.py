@@ -12,8 +12,8 @@ import json
 import sys
 from typing import Any
 
-from idleshare.cli.main import CommandError, UsageError
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
+from idleshare_cli.main import CommandError, UsageError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +63,7 @@ def _ref(obj: dict[str, Any]) -> dict[str, str]:
 
 
 def _print(cluster: str, removal: Any, *, dry_run: bool) -> None:
-    from idleshare.cli.remote import table
+    from idleshare_cli.remote import table
 
     rows = [[r["kind"], r.get("namespace"), r["name"]] for r in map(_ref, removal.removed)]
     verb = "Would remove" if dry_run else "Removed"

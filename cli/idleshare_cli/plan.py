@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from idleshare.cli.present import result_json
 from idleshare.domain.kueue import writable_objects
 from idleshare.domain.kueue_versions import HUB, down, pinned, with_kueue_api
 from idleshare.domain.model import DaemonSet, Pod, SchedulerConfig, Settings, Snapshot
@@ -12,6 +11,7 @@ from idleshare.domain.pool import PoolResult, compute
 from idleshare.parse.nodes import parse_nodes
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.parse.workloads import parse_daemonsets, parse_pods, split_dump
+from idleshare_cli.present import result_json
 
 
 def plan(

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from idleshare.cli import remote
-from idleshare.cli.main import UsageError
 from idleshare.parse.errors import InputError
+from idleshare_cli import remote
+from idleshare_cli.main import UsageError
 
 STATES = ("Enabled", "Disabled")
 

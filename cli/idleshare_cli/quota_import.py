@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idleshare import pages
-from idleshare.cli import quota, remote
-from idleshare.cli.main import CommandError, UsageError
-from idleshare.cli.scheduler_config import put_body
 from idleshare.service.admin import DEFAULT_SCHEDULER_CONFIG as SCHEDULER_DEFAULTS
+from idleshare_cli import quota, remote
+from idleshare_cli.main import CommandError, UsageError
+from idleshare_cli.scheduler_config import put_body
 
 ADOPTED_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
 """The fields of a SageMaker quota that idleshare stores (CreateComputeQuota's, without ClusterArn and Tags)."""

@@ -22,11 +22,11 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
-from idleshare.cli.present import human_text, kueue_api_text, short_resource
 from idleshare.domain.model import is_accelerator
 from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
 from idleshare.domain.quantity import QuantityError, exact, format_quantity, parse_quantity
 from idleshare.domain.usage import parse_time
+from idleshare_cli.present import human_text, kueue_api_text, short_resource
 
 # The page fetches nothing, and says so to the browser: no script runs, nothing loads from anywhere.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"

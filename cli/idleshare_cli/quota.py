@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from idleshare import pages
-from idleshare.cli import remote
-from idleshare.cli.main import UsageError
 from idleshare.parse.errors import FieldError, InputError
+from idleshare_cli import remote
+from idleshare_cli.main import UsageError
 
 if TYPE_CHECKING:
     from idleshare.parse.requests import Accepted, Request
@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--name", required=True)
     p.add_argument("--target-version", type=int, metavar="V", help="refuse if the quota has changed since")
 
-    from idleshare.cli import quota_import  # it builds on this module's bodies
+    from idleshare_cli import quota_import  # it builds on this module's bodies
 
     quota_import.register(verbs)
 

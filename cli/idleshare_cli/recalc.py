@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from idleshare.cli import remote
-from idleshare.cli.main import CommandError, UsageError
+from idleshare_cli import remote
+from idleshare_cli.main import CommandError, UsageError
 
 DEFAULT_WAIT = 300.0
 MAX_WAIT = 3600.0

@@ -28,9 +28,9 @@ def _read(path: str, flag: str) -> bytes:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from idleshare.cli.plan import plan
-    from idleshare.cli.present import result_json, result_tables
     from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
+    from idleshare_cli.plan import plan
+    from idleshare_cli.present import result_json, result_tables
 
     for flag, value, problem_of in (
         ("--namespace-prefix", args.namespace_prefix, namespace_prefix_problem),
@@ -60,12 +60,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "html":  # the report page offline: the pool, the limits and why; usage needs a deployed cluster
-        from idleshare.cli.report_html import OFFLINE_NOTE, render
+        from idleshare_cli.report_html import OFFLINE_NOTE, render
 
         sys.stdout.write(render(result_json(result), usage_note=OFFLINE_NOTE))
         return 0
     if fmt == "json":
-        from idleshare.cli.plan import json_bytes
+        from idleshare_cli.plan import json_bytes
 
         data = json_bytes(result_json(result, manifests)) + b"\n"  # = json.dump(..., indent=2), with msgspec
         if hasattr(sys.stdout, "buffer"):
@@ -85,7 +85,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 # Command modules besides `plan`: each has ``register(subparsers)`` adding its sub-commands, whose
-# ``func(args) -> int`` raises InputError/UsageError (exit 2) or idleshare.cli.main.CommandError (exit 1).
+# ``func(args) -> int`` raises InputError/UsageError (exit 2) or idleshare_cli.main.CommandError (exit 1).
 COMMAND_MODULES = ("quota", "scheduler_config", "pool", "recalc", "replay", "report", "usage", "uninstall")
 
 
@@ -182,9 +182,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_plan)
     for name in () if command == "plan" else COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"idleshare.cli.{name}")
+            module = importlib.import_module(f"idleshare_cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"idleshare.cli.{name}":
+            if exc.name != f"idleshare_cli.{name}":
                 raise
             continue  # not built yet
         module.register(sub)
@@ -243,8 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m idleshare.cli.main`: run the imported module's main, whose UsageError/CommandError are the
+    # `python -m idleshare_cli.main`: run the imported module's main, whose UsageError/CommandError are the
     # classes the command modules raise (this __main__ copy has its own, which would escape as tracebacks).
-    from idleshare.cli.main import main as _main
+    from idleshare_cli.main import main as _main
 
     sys.exit(_main())

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from idleshare.cli import remote
-from idleshare.cli.main import UsageError
+from idleshare_cli import remote
+from idleshare_cli.main import UsageError
 
 ROW_FIELDS = ("start", "team", "flavor", "resource", "allocatedHours", "borrowedHours")
 

@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from idleshare.cli.main import UsageError
+    from idleshare_cli.main import UsageError
 
     for path in args.paths:
         try:
@@ -59,7 +59,7 @@ def _local(args: argparse.Namespace) -> int:
     from devkit import scenario as scenarios
     from devkit.embedded import one_stack
     from devkit.kube.stack import StackError
-    from idleshare.cli.main import CommandError
+    from idleshare_cli.main import CommandError
 
     loaded = [scenarios.load(p) for p in args.paths]  # every file checked before anything runs
     try:
@@ -72,7 +72,7 @@ def _local(args: argparse.Namespace) -> int:
 def _play(loaded: list[Any], args: argparse.Namespace) -> int:
     from devkit import scenario as scenarios
     from devkit.report import render_step, summary_line
-    from idleshare.cli.main import CommandError
+    from idleshare_cli.main import CommandError
 
     as_json = args.format == "json"
     results: list[dict[str, Any]] = []
@@ -151,7 +151,7 @@ def _events_client(region: str | None) -> Any:
     import boto3
     from botocore.exceptions import NoRegionError
 
-    from idleshare.cli.main import UsageError
+    from idleshare_cli.main import UsageError
 
     try:
         return boto3.client("events", region_name=region) if region else boto3.client("events")
@@ -165,7 +165,7 @@ def _events_client(region: str | None) -> Any:
 def _bus(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from idleshare.cli.main import CommandError
+    from idleshare_cli.main import CommandError
 
     planned: list[tuple[str, dict[str, Any]]] = []
     for path in args.paths:

@@ -8,11 +8,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from idleshare import pages
-from idleshare.cli import remote
-from idleshare.cli.main import CommandError, UsageError
-from idleshare.cli.present import human_text, kueue_api_text, short_resource
 from idleshare.domain.model import is_accelerator
 from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
+from idleshare_cli import remote
+from idleshare_cli.main import CommandError, UsageError
+from idleshare_cli.present import human_text, kueue_api_text, short_resource
 
 GRANTS_ATTEMPTS = 3  # reads of every page when a recompute lands between two of them
 # What GET pool shows only the first of: (its summary, the route that pages them, the key, its JSON type, a page)

@@ -11,9 +11,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from idleshare.cli import remote
-from idleshare.cli.main import UsageError
-from idleshare.cli.pool import whole_pool
+from idleshare_cli import remote
+from idleshare_cli.main import UsageError
+from idleshare_cli.pool import whole_pool
 
 DEFAULT_DAYS = 7
 GRANULARITIES = ("hour", "day")
@@ -97,7 +97,7 @@ def collect(api: remote.ApiClient, cluster: str, start: str, end: str, granulari
 
 
 def render(docs: dict[str, Any], generated_at: str | None = None) -> str:
-    from idleshare.cli.report_html import render as render_html
+    from idleshare_cli.report_html import render as render_html
 
     return render_html(
         docs["pool"],

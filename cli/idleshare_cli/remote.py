@@ -22,8 +22,8 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from idleshare import names, pages
-from idleshare.cli.main import CommandError, UsageError
-from idleshare.cli.present import render_table
+from idleshare_cli.main import CommandError, UsageError
+from idleshare_cli.present import render_table
 
 ENV_API_URL = "IDLESHARE_API_URL"
 SERVICE = "execute-api"
