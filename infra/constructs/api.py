@@ -1,7 +1,8 @@
 """The admin HTTP API: API Gateway REST API, IAM (SigV4) auth on every method, one proxy Lambda.
 
-Requests are validated (parameters and body) before reaching the Lambda, every request is
-access-logged as JSON, and the stage is throttled.
+Every request is access-logged as JSON to the stack's log group, and the stage is throttled. API Gateway's
+account-level CloudWatch role (which stage logging needs) is the account's: this construct sets it to a role of its
+own only when asked (``account_logging_role``: the config's ``api_gateway_account_logging_role``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ BURST_LIMIT = 40
 
 class AdminApi(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, handler: lambda_.IFunction, log_retention: logs.RetentionDays
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        handler: lambda_.IFunction,
+        log_retention: logs.RetentionDays,
+        account_logging_role: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.access_logs = logs.LogGroup(
@@ -32,8 +39,10 @@ class AdminApi(Construct):
             "Api",
             description="idleshare admin API (IAM-authorised)",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            cloud_watch_role=True,
-            cloud_watch_role_removal_policy=RemovalPolicy.DESTROY,
+            # AWS::ApiGateway::Account is one per account and region, shared by every REST API there: left to the
+            # account unless the operator opts in (infra/README.md, "API Gateway's logging role").
+            cloud_watch_role=account_logging_role,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN if account_logging_role else None,
             deploy_options=apigw.StageOptions(
                 stage_name=STAGE,
                 access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
