@@ -1,5 +1,6 @@
 """The admin API's edges: API Gateway's account-wide CloudWatch logging role is the account's unless the config opts in;
-the stage logs to its own access log group either way."""
+the stage logs to its own access log group either way. (No request validator that validates nothing: test_infra_iam.py's
+``api_findings``.)"""
 
 from __future__ import annotations
 
