@@ -7,7 +7,10 @@ document; its text is produced here, never typed:
   EKS access entries and RBAC groups, outputs) from the synthesized template and infra/k8s/rbac.yaml
   (``infra/stack_doc.py``; checked by tests/infra/test_stack_doc.py);
 - ``items`` in docs/architecture.md: the main table's item kinds, ``idleshare.table.ITEMS`` (checked by
-  tests/unit/test_items_doc.py, which writes each kind through the store).
+  tests/unit/test_items_doc.py, which writes each kind through the store);
+- ``queue`` in infra/README.md and ``queue-summary`` in docs/operations.md: the recompute queue's timings,
+  ``idleshare.timings`` (which the stack reads: tests/infra/test_infra_stack.py holds the template to it; the
+  sections are checked by tests/unit/test_queue_doc.py).
 
 ``python -m devkit.docgen`` rewrites every section; ``--check`` rewrites nothing and exits 1 naming each section
 that differs from its source.
@@ -20,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from idleshare import table
+from idleshare import table, timings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,6 +55,86 @@ def items() -> str:
     return "\n".join(["| pk | sk | item |", "|---|---|---|", *rows])
 
 
+def _backoffs() -> str:
+    """``2, 4, 8, 16, then 20 s``: each failed receive's delay until the cap."""
+    delays: list[int] = []
+    n = 1
+    while (delay := timings.retry_delay(n)) < timings.RETRY_MAX_SECONDS:
+        delays.append(delay)
+        n += 1
+    return f"{', '.join(map(str, delays))}, then {timings.RETRY_MAX_SECONDS} s"
+
+
+def _dlq_minutes() -> int:
+    return timings.DLQ_AFTER_SECONDS // 60
+
+
+def queue() -> str:
+    """infra/README.md's table of the recompute queue's semantics: ``idleshare.timings``."""
+    t = timings
+    rows = [
+        (
+            "a failed record",
+            f"handed back by the recompute with `ChangeMessageVisibility` of {_backoffs()} (doubling per receive, "
+            "capped)",
+            f"the cluster's next recompute runs within {t.RETRY_MAX_SECONDS} s of a transient fault's end; its FIFO "
+            "group is never blocked longer",
+        ),
+        (
+            "DLQ",
+            f"after `dlq_max_receive_count` receives ({t.DEFAULT_MAX_RECEIVE_COUNT}: {_dlq_minutes()} min of backoffs)",
+            f"only a cluster that keeps failing ≥ {_dlq_minutes()} minutes gets there (DLQ alarm)",
+        ),
+        (
+            "visibility timeout",
+            f"recompute timeout + {t.TIMEOUT_RETURN_SECONDS} s = {t.QUEUE_VISIBILITY_TIMEOUT_SECONDS} s",
+            "Lambda requires ≥ the function's timeout; after a Lambda timeout (or a crash) the batch returns "
+            f"{t.TIMEOUT_RETURN_SECONDS} s later",
+        ),
+        (
+            "delivery delay",
+            f"{t.QUEUE_DELIVERY_DELAY_SECONDS} s = the router's dedup window",
+            "a window's one recompute sees every change of the window",
+        ),
+        (
+            "event source mapping",
+            f"batch {t.RECOMPUTE_BATCH_SIZE}, `ReportBatchItemFailures`, maximum concurrency "
+            f"`recompute_max_concurrency` ({t.RECOMPUTE_MAX_CONCURRENCY})",
+            "only failed records return; the poller never invokes more recomputes at once, so none is throttled (no "
+            "reserved concurrency)",
+        ),
+        (
+            "retention",
+            f"queue {t.QUEUE_RETENTION_DAYS} days, DLQ {t.DLQ_RETENTION_DAYS} days",
+            "a record outlives its time to the DLQ; the DLQ keeps it two weeks",
+        ),
+    ]
+    return "\n".join(
+        ["| what | value | so that |", "| --- | --- | --- |", *(f"| {a} | {b} | {c} |" for a, b, c in rows)]
+    )
+
+
+def queue_summary() -> str:
+    """docs/operations.md's short table of the same timings: ``idleshare.timings``."""
+    t = timings
+    rows = [
+        ("backoff of a failed record (`ChangeMessageVisibility`)", _backoffs()),
+        (f"DLQ (`maxReceiveCount` {t.DEFAULT_MAX_RECEIVE_COUNT})", f"after ≥ {_dlq_minutes()} minutes of failing"),
+        (
+            "queue visibility timeout",
+            f"function timeout ({t.RECOMPUTE_TIMEOUT_SECONDS} s) + {t.TIMEOUT_RETURN_SECONDS} s: only a dead "
+            "invocation waits for it",
+        ),
+        (
+            "event source mapping",
+            f"batch {t.RECOMPUTE_BATCH_SIZE}, maximum concurrency {t.RECOMPUTE_MAX_CONCURRENCY} (no reserved "
+            "concurrency: nothing throttled)",
+        ),
+        ("per-cluster budget", f"a recompute starts only with ≥ {t.RECOMPUTE_BUDGET_SECONDS:g} s of the function left"),
+    ]
+    return "\n".join(["| what | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
+
+
 def stack() -> str:
     from infra.stack_doc import describe
 
@@ -61,6 +144,8 @@ def stack() -> str:
 SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "stack": ("infra/README.md", stack),
     "items": ("docs/architecture.md", items),
+    "queue": ("infra/README.md", queue),
+    "queue-summary": ("docs/operations.md", queue_summary),
 }
 
 

@@ -270,7 +270,10 @@ class Embedded:
         # The node watcher, as deployed: its first pass lists the nodes and publishes nothing (a baseline)
         from devkit.watch import LocalWatcher
 
-        self.watcher = LocalWatcher(c.cluster_id, self.kube, self.store, self.route)
+        # as its own RBAC user (the node watcher's ClusterRole): the recompute's may not watch nodes
+        watcher_kube = self.sim.watcher_adapter(timeout=60)
+        self._stack.callback(watcher_kube.close)
+        self.watcher = LocalWatcher(c.cluster_id, watcher_kube, self.store, self.route)
         self.watcher.pass_(seconds=1)
 
     def _start_kube(self) -> Kube:

@@ -127,6 +127,11 @@ class IdleshareConfig(_Strict):
     recompute_reserved_concurrency: Any = Field(default=None, exclude=True)
     """Replaced by ``recompute_max_concurrency``; refused with a message naming the new key."""
     log_retention_days: int = Field(default=30, ge=1, le=3653)
+    api_gateway_account_logging_role: bool = False
+    """Set API Gateway's account-level CloudWatch logging role (``AWS::ApiGateway::Account``: one per account and
+    region, shared by every REST API there) to a role of this stack. Off: the account keeps its own, which the admin
+    API's stage logging needs; on: for an account that has none. The role and the setting are retained when the stack
+    is deleted, so that the account's other APIs go on logging."""
 
     @field_validator("recompute_reserved_concurrency")
     @classmethod

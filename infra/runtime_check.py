@@ -33,10 +33,9 @@ from infra.bundling import (
     uv_binary,
 )
 
-HANDLER_MODULES = tuple(
-    h.rsplit(".", 1)[0]
-    for h in (names.ROUTER_HANDLER, names.RECOMPUTE_HANDLER, names.API_HANDLER, names.REGISTRAR_HANDLER)
-)
+HANDLER_MODULES = tuple(h.rsplit(".", 1)[0] for h in names.FUNCTION_ENV)
+"""The module of every function's handler: ``names.FUNCTION_ENV`` has one entry per function (deploy_check's
+environment check fails on a function without one), so a new function is rehearsed without a list to extend."""
 # Imported lazily by the handlers on their first event: must be in the asset too.
 LAZY_MODULES = (
     "idleshare.adapters.aws",
@@ -45,6 +44,7 @@ LAZY_MODULES = (
     "idleshare.adapters.kube",
     "idleshare.service.recompute",
     "idleshare.service.registry",
+    "idleshare.service.usage",
     "lightkube.utils.quantity",
     "aws_lambda_powertools.utilities.idempotency",
     "aws_lambda_powertools.utilities.batch",

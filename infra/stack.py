@@ -171,7 +171,11 @@ class IdleshareStack(Stack):
 
         EksAccess(self, "EksAccess", clusters=config.clusters, role=recompute.role)
         api = AdminApi(
-            self, "AdminApiGateway", handler=api_handler.function, log_retention=retention(config.log_retention_days)
+            self,
+            "AdminApiGateway",
+            handler=api_handler.function,
+            log_retention=retention(config.log_retention_days),
+            account_logging_role=config.api_gateway_account_logging_role,
         )
         self._output(names.OUTPUT_API_URL, api.api.url, "Admin API base URL (SigV4, execute-api)")
         self._output(names.OUTPUT_RECOMPUTE_ROLE_ARN, recompute.role.role_arn, "Role mapped by the EKS access entries")

@@ -28,9 +28,13 @@ import pytest
 from devkit.kube import kueue_versions
 from devkit.kube.client import Kube
 from devkit.kube.stack import KubeStack, StackError, ensure_built
+from idleshare import names
 from idleshare.adapters.kube import LightkubeCluster
 
 LOG_TAIL_LINES = 60
+WATCHER_TOKEN = "idleshare-test-node-watcher-token"
+"""A bearer token of the node watcher's group (``names.K8S_WATCHER_GROUP``), which only infra/k8s/rbac.yaml's
+watcher ClusterRole grants anything: the node watcher's own identity, as its EKS access entry maps it."""
 _STACKS: list[KubeStack] = []
 
 
@@ -41,7 +45,10 @@ def kube_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeStack]:
         stack = KubeStack(
             tmp_path_factory.mktemp("kube-stack"),
             ensure_built(version),
-            extra_tokens={"stranger-token": ("stranger", ("some-other-group",))},
+            extra_tokens={
+                "stranger-token": ("stranger", ("some-other-group",)),
+                WATCHER_TOKEN: ("idleshare-node-watcher", (names.K8S_WATCHER_GROUP,)),
+            },
             kueue_version=version,
         ).start()
     except (StackError, kueue_versions.UnknownKueueVersion) as exc:

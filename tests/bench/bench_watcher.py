@@ -120,7 +120,9 @@ def run(report: bc.Report, *, quick: bool = False, trigger: str = "cordon") -> N
         publisher = CollectingPublisher(forward=to_router)
         watcher = None
         if trigger == "cordon":
-            watcher = WatcherThread(kube, store, publisher, cluster_id=CLUSTER, window_seconds=15).start()
+            watcher = WatcherThread(  # as the node watcher's own RBAC user (the recompute's may not watch nodes)
+                admin.watcher_adapter(timeout=30), store, publisher, cluster_id=CLUSTER, window_seconds=15
+            ).start()
             watcher.wait_started()
         latencies: list[float] = []
         try:

@@ -41,6 +41,7 @@ def private_config(*, endpoints: bool) -> dict[str, Any]:
     raw["clusters"][0]["vpc"] = vpc
     raw["clusters"].append({"id": "research", "eks_cluster_name": "research-eks", "prefix": "rs-", "vpc": vpc})
     raw["alarm_email"] = "gpu-ops@example.com"
+    raw["api_gateway_account_logging_role"] = True  # the opt-in shape (the public one has the default: off)
     return raw
 
 

@@ -106,6 +106,12 @@ def asset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def test_the_rehearsal_imports_the_handler_of_every_function_the_stack_deploys(public: Any) -> None:
+    deployed = {fn["Properties"]["Handler"] for fn in public.resources("AWS::Lambda::Function").values()}
+
+    assert {h.rsplit(".", 1)[0] for h in deployed} == set(HANDLER_MODULES)
+
+
 def test_every_handler_imports_from_the_asset_on_python_312(asset: Path) -> None:
     report = check_runtime(asset)
     print("\n".join(report.lines()))  # cold import times (pytest -rP shows them; make deploy-check prints them)

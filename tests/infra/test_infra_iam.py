@@ -4,7 +4,9 @@ test_infra_security.py: cdk-nag, cfn-lint, the managed-policy list).
 Given the template of each deployment shape, Then every IAM statement (roles' default and inline
 policies, AWS::IAM::Policy, AWS::IAM::ManagedPolicy) names its actions exactly and only the stack's
 own resources; resource policies allow no anonymous principal; every admin API method requires
-SigV4 (AWS_IAM), with no NONE method, CORS preflight or API key beside it, and a request validator.
+SigV4 (AWS_IAM), with no NONE method, CORS preflight or API key beside it, and no request validator that has
+nothing to validate (a method's validator checks only its declared parameters and modelled bodies; the handler
+validates every request, naming each field).
 Each check is shown to fail on an injected violation, so a green run means something.
 """
 
@@ -127,7 +129,7 @@ def api_findings(template: dict[str, Any]) -> list[str]:
     methods = {k: r for k, r in resources.items() if r["Type"] == "AWS::ApiGateway::Method"}
     if not methods:
         findings.append("no API methods found")
-    validators = {k for k, r in resources.items() if r["Type"] == "AWS::ApiGateway::RequestValidator"}
+    validators = {k: r for k, r in resources.items() if r["Type"] == "AWS::ApiGateway::RequestValidator"}
     for logical_id, method in methods.items():
         props = method["Properties"]
         if props.get("AuthorizationType") != "AWS_IAM":
@@ -136,14 +138,15 @@ def api_findings(template: dict[str, Any]) -> list[str]:
             findings.append(f"{logical_id}: an OPTIONS (CORS preflight) method")
         if props.get("ApiKeyRequired"):
             findings.append(f"{logical_id}: API key required (keys are not identities)")
-        validator = props.get("RequestValidatorId", {})
-        if not (isinstance(validator, dict) and validator.get("Ref") in validators):
-            findings.append(f"{logical_id}: no request validator")
+        validator = validators.get(str(props.get("RequestValidatorId", {}).get("Ref")), {}).get("Properties")
+        if validator is not None and not (
+            (validator.get("ValidateRequestBody") and props.get("RequestModels"))
+            or (validator.get("ValidateRequestParameters") and props.get("RequestParameters"))
+        ):
+            findings.append(f"{logical_id}: a request validator with no model and no parameter validates nothing")
     for logical_id, res in resources.items():
         if res["Type"] in ("AWS::ApiGateway::ApiKey", "AWS::ApiGateway::UsagePlan", "AWS::ApiGateway::Authorizer"):
             findings.append(f"{logical_id}: {res['Type']} beside IAM auth")
-        if res["Type"] == "AWS::ApiGateway::RequestValidator" and not res["Properties"].get("ValidateRequestBody"):
-            findings.append(f"{logical_id}: the request validator does not validate bodies")
     return findings
 
 
@@ -261,7 +264,7 @@ def test_the_iam_check_reads_what_cdk_emits_for_every_policy_kind(sample: dict[s
         (lambda m: m["Properties"].update(AuthorizationType="CUSTOM"), "not AWS_IAM"),
         (lambda m: m["Properties"].update(HttpMethod="OPTIONS", AuthorizationType="NONE"), "CORS preflight"),
         (lambda m: m["Properties"].update(ApiKeyRequired=True), "API key required"),
-        (lambda m: m["Properties"].pop("RequestValidatorId"), "no request validator"),
+        (lambda m: m["Properties"].update(RequestValidatorId={"Ref": "InjectedValidator"}), "validates nothing"),
     ],
 )
 def test_the_api_check_fails_on_an_unsigned_way_in(public: Any, mutate: Any, expected: str) -> None:
@@ -270,17 +273,18 @@ def test_the_api_check_fails_on_an_unsigned_way_in(public: Any, mutate: Any, exp
     extra = copy.deepcopy(methods[0])
     mutate(extra)
     template["Resources"]["InjectedMethod"] = extra
+    template["Resources"]["InjectedValidator"] = {
+        "Type": "AWS::ApiGateway::RequestValidator",
+        "Properties": {"ValidateRequestBody": True, "ValidateRequestParameters": True},
+    }
 
     assert any(f.startswith("InjectedMethod:") and expected in f for f in api_findings(template))
 
 
-def test_the_api_check_fails_on_api_keys_or_a_body_blind_validator(public: Any) -> None:
+def test_the_api_check_fails_on_api_keys(public: Any) -> None:
     template = copy.deepcopy(public.json)
     template["Resources"]["InjectedKey"] = {"Type": "AWS::ApiGateway::ApiKey", "Properties": {"Enabled": True}}
-    validator = next(r for r in template["Resources"].values() if r["Type"] == "AWS::ApiGateway::RequestValidator")
-    validator["Properties"]["ValidateRequestBody"] = False
 
     findings = api_findings(template)
 
     assert any(f.startswith("InjectedKey:") for f in findings)
-    assert any("does not validate bodies" in f for f in findings)

@@ -1,6 +1,7 @@
-"""The Kubernetes RBAC manifest documented for `kubectl apply` grants exactly what idleshare needs: the recompute's
-group and the node watcher's group, each its own ClusterRole and binding (four documents, keyed by kind and name);
-and the stack's EKS access entries map each function's role to its own group in every cluster."""
+"""The Kubernetes RBAC manifest documented for `kubectl apply`: the recompute's group and the node watcher's group, each
+its own ClusterRole and binding (four documents, keyed by kind and name); and the stack's EKS access entries map each
+function's role to its own group in every cluster. That each ClusterRole grants exactly what its code calls is
+tests/e2e/test_rbac_calls.py's: derived from the requests the code sends to the real apiserver."""
 
 from __future__ import annotations
 
@@ -12,25 +13,9 @@ import yaml
 from idleshare import names
 from infra.constructs.eks_access import RBAC_MANIFEST
 
-KUEUE_KINDS = ["resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses"]
-RECOMPUTE_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "create", "patch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": KUEUE_KINDS, "verbs": ["get", "list", "patch", "create", "delete"]},
-    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kueue-manager-config"], "verbs": ["get"]},
-    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},  # headroom
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},  # headroom on `all`
-]
-WATCHER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
-    # the usage sample: Kueue's accounting, read-only
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "workloads"], "verbs": ["get", "list"]},
-    # the usage sample's admitted-but-not-placed: Kueue's unbound pods, listed (no get, no watch, no write)
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-]
 ROLES = [
-    pytest.param(names.K8S_CLUSTER_ROLE, names.K8S_GROUP, RECOMPUTE_RULES, id="recompute"),
-    pytest.param(names.K8S_WATCHER_CLUSTER_ROLE, names.K8S_WATCHER_GROUP, WATCHER_RULES, id="node-watcher"),
+    pytest.param(names.K8S_CLUSTER_ROLE, names.K8S_GROUP, id="recompute"),
+    pytest.param(names.K8S_WATCHER_CLUSTER_ROLE, names.K8S_WATCHER_GROUP, id="node-watcher"),
 ]
 GROUP_OF = {names.RECOMPUTE_HANDLER: names.K8S_GROUP, names.WATCHER_HANDLER: names.K8S_WATCHER_GROUP}
 
@@ -46,15 +31,8 @@ def _docs() -> dict[tuple[str, str], dict[str, Any]]:
     return keyed
 
 
-@pytest.mark.parametrize(("role_name", "group", "rules"), ROLES)
-def test_each_cluster_role_grants_exactly(role_name: str, group: str, rules: list[dict[str, Any]]) -> None:
-    role = _docs()[("ClusterRole", role_name)]
-
-    assert role["rules"] == rules
-
-
-@pytest.mark.parametrize(("role_name", "group", "rules"), ROLES)
-def test_each_binding_ties_its_role_to_its_access_entry_group(role_name: str, group: str, rules: Any) -> None:
+@pytest.mark.parametrize(("role_name", "group"), ROLES)
+def test_each_binding_ties_its_role_to_its_access_entry_group(role_name: str, group: str) -> None:
     (binding,) = [d for d in _documents() if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == role_name]
 
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name}
@@ -70,7 +48,7 @@ def test_the_watcher_may_not_write_or_read_anything_but_nodes_kueues_accounting_
     pods = [rule for rule in role["rules"] if "pods" in rule["resources"]]
     assert [rule["verbs"] for rule in pods] == [["list"]]
     kueue = [rule for rule in role["rules"] if rule["apiGroups"] == ["kueue.x-k8s.io"]]
-    assert [set(rule["verbs"]) for rule in kueue] == [{"get", "list"}]  # read-only: no watch, no write
+    assert [set(rule["verbs"]) for rule in kueue] == [{"list"}]  # read-only: no watch, no write
 
 
 def test_manifest_has_only_the_two_roles_and_their_bindings() -> None:

@@ -60,7 +60,7 @@ ROLES = {
     "EventsForwardHyperPodEventsRole": ("events", {"events": {"EventsBus"}}),
     "EventsScheduleRole": ("scheduler", {"lambda": {"RouterFunction"}}),
     "NodeWatchScheduleRole": ("scheduler", {"lambda": {"NodeWatcherFunction"}}),
-    "AdminApiGatewayApiCloudWatchRole": ("apigateway", {}),  # API Gateway's account-wide logging role: managed only
+    # (no API Gateway account-wide logging role: the account's unless the config opts in, tests/infra/test_infra_api.py)
 }
 
 

@@ -104,6 +104,12 @@ class ProxiedKube:
         """idleshare's adapter as its own RBAC user, through the proxy."""
         return LightkubeCluster(self.proxy.url, token=lambda: self.stack.idleshare_token, timeout=timeout, name=name)
 
+    def watcher(self, *, timeout: float = 10.0, name: str = "demo") -> LightkubeCluster:
+        """idleshare's adapter as the node watcher's RBAC user (its own group), through the proxy."""
+        from tests.realkube import WATCHER_TOKEN
+
+        return LightkubeCluster(self.proxy.url, token=lambda: WATCHER_TOKEN, timeout=timeout, name=name)
+
     # -- the proxy's hooks ---------------------------------------------------------------------------
 
     @property
@@ -147,8 +153,11 @@ class FakeConnector:
     ``current`` (a freshly signed token is valid: it is idleshare's RBAC token), older ones are presigned-looking
     tokens it no longer knows, so the real authenticator answers 401."""
 
-    def __init__(self, stack: KubeStack, url: str | None = None, *, name: str = "local", current: int = 0) -> None:
+    def __init__(
+        self, stack: KubeStack, url: str | None = None, *, name: str = "local", current: int = 0, valid: str = ""
+    ) -> None:
         self.stack = stack
+        self.valid = valid or stack.idleshare_token  # the token it hands out once current (another RBAC user's)
         self.endpoint = ClusterEndpoint(name, url or stack.server, base64.b64encode(stack.ca_pem).decode())
         self.invalidated = 0
         self.current = current
@@ -158,7 +167,7 @@ class FakeConnector:
 
     def token(self, cluster_name: str) -> str:
         n = self.invalidated
-        return self.stack.idleshare_token if n >= self.current else f"k8s-aws-v1.token-{n}"
+        return self.valid if n >= self.current else f"k8s-aws-v1.token-{n}"
 
     def invalidate(self, cluster_name: str) -> None:
         self.invalidated += 1

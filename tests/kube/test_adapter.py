@@ -29,6 +29,7 @@ from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idlesh
 from idleshare.parse.nodes import node_from_dict
 from tests.builders import CLUSTER, QUOTAS, objects
 from tests.kube.fixtures import FakeConnector, as_written, make_node
+from tests.realkube import WATCHER_TOKEN
 
 CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 STRANGER_TOKEN = "stranger-token"  # tests/realkube.py: a user in no group the RBAC manifest names
@@ -582,7 +583,7 @@ def test_a_write_refused_with_a_401_is_sent_again_with_a_fresh_token(kube_stack,
 def test_a_watch_refused_with_a_401_is_opened_again_with_a_fresh_token(kube_stack, kube, proxy):
     # Given a node, and a token the apiserver refuses until the connector is invalidated once
     kube.seed_nodes([make_node("n1")])
-    connector = FakeConnector(kube_stack, proxy.url)
+    connector = FakeConnector(kube_stack, proxy.url, valid=WATCHER_TOKEN)  # the watcher's RBAC user: it may watch
     cluster = LightkubeCluster.from_eks(connector, "local", timeout=10.0)  # type: ignore[arg-type]
     _, version = cluster.list_nodes_snapshot()  # with token 0
     connector.current = 1  # token 0 has expired

@@ -30,6 +30,7 @@ from tests.kube.watcher_harness import (  # noqa: F401 - the ``aws`` fixture
     moto_table,
     run_once,
 )
+from tests.realkube import WATCHER_TOKEN
 
 
 @pytest.fixture
@@ -45,8 +46,8 @@ def proxy(proxied_kube: ProxiedKube) -> FaultProxy:
 
 @pytest.fixture
 def adapter(proxied_kube: ProxiedKube) -> Iterator[LightkubeCluster]:
-    """idleshare's adapter as its own user (the restricted RBAC group), through the recording proxy."""
-    cluster = proxied_kube.adapter(name="local")
+    """idleshare's adapter as the node watcher's own user (its restricted RBAC group), through the recording proxy."""
+    cluster = proxied_kube.watcher(name="local")
     yield cluster
     cluster.close()
 
@@ -92,14 +93,17 @@ def test_watch_nodes_410_is_resource_expired(kube: Kube, adapter: LightkubeClust
         list(adapter.watch_nodes(rv, timeout_seconds=2))
 
 
-def test_the_rbac_user_may_watch_nodes(kube_stack: KubeStack, kube: Kube) -> None:
+@pytest.mark.parametrize(("token", "allowed"), [(WATCHER_TOKEN, True), (KubeStack.idleshare_token, False)])
+def test_the_watchers_rbac_user_may_watch_nodes_and_the_recomputes_may_not(
+    kube_stack: KubeStack, token: str, allowed: bool
+) -> None:
     status, review = kube_stack.request(
         "POST",
         "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
         {"spec": {"resourceAttributes": {"verb": "watch", "resource": "nodes"}}},
-        token=kube_stack.idleshare_token,
+        token=token,
     )
-    assert status == 201 and review["status"]["allowed"] is True
+    assert status == 201 and review["status"]["allowed"] is allowed
 
 
 # -- every change kind: exactly one event -----------------------------------------------------------------
