@@ -182,7 +182,7 @@ class Recomputer:
                 outcome = self._recompute(cluster_id)
         except Exception as exc:
             if request_id:
-                self._receipt_failed(cluster_id, request_id, exc)
+                self.acknowledge_failed(cluster_id, request_id, exc)
             raise
         if request_id:
             self.acknowledge(request_id, outcome)
@@ -223,7 +223,9 @@ class Recomputer:
             )
         )
 
-    def _receipt_failed(self, cluster_id: str, request_id: str, exc: Exception) -> None:
+    def acknowledge_failed(self, cluster_id: str, request_id: str, exc: Exception) -> None:
+        """The Failed receipt of ``request_id``, answered by ``exc`` at the cluster's stored generation (also when an
+        earlier recompute of the batch failed for good). Never raises: the recompute's own error is what matters."""
         with contextlib.suppress(Exception):  # the recompute's own error is what matters (SQS retries)
             previous = self.store.get_pool(cluster_id)
             self.store.put_receipt(
