@@ -18,7 +18,7 @@ from idleshare.adapters.errors import (
     put_events_entry_error,
     translate_aws,
 )
-from idleshare.adapters.ports import RecomputeMessage
+from idleshare.adapters.sqs_records import RecomputeMessage
 
 
 def translate(exc: Exception, operation: str) -> Exception:

@@ -25,16 +25,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from idleshare import timings
 from idleshare.adapters.errors import PermanentError, RetryableError
 from idleshare.adapters.idempotency import PassThroughLedger
-from idleshare.adapters.ports import QueuedRecord, RecomputeMessage, RecordReturns, RequestAnswer, RequestLedger
+from idleshare.adapters.ports import RecordReturns, RequestAnswer, RequestLedger
+from idleshare.adapters.sqs_records import QueuedRecord, RecomputeMessage
 from idleshare.parse.errors import InputError
+from idleshare.service.recompute import Outcome, Recomputer
 
-if TYPE_CHECKING:
-    from idleshare.service.recompute import Outcome, Recomputer
+R = TypeVar("R")
 
 
 class BatchEvents:
@@ -90,6 +91,14 @@ class RecomputeBatch:
         self.failed: dict[str, PermanentError] = {}  # cluster -> why its recompute failed for good in this batch
         self.retry_now: set[str] = set()  # records handed back for want of time: retried at once
         self.not_yet: dict[str, int] = {}  # trailing records handed back until their window closes: seconds
+
+    def run(self, deliver: Callable[[Callable[[str], None]], R], returns: RecordReturns | None) -> R:
+        """The whole batch: ``deliver`` hands each record's message id to :meth:`handle` and reports a record whose
+        handling raised as failed (the Powertools FIFO batch processor); the failed records are then handed back
+        with their backoff through ``returns`` (:meth:`hand_back`). Returns ``deliver``'s answer."""
+        answer = deliver(self.handle)
+        self.hand_back(answer, returns)
+        return answer
 
     def handle(self, message_id: str) -> None:
         record = self.records.get(message_id)

@@ -25,7 +25,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -38,9 +38,7 @@ from idleshare.adapters.ports import (
     EventPublisher,
     KubeCluster,
     PoolRecord,
-    QueuedRecord,
     RecalculationReceipt,
-    RecordReturns,
     Store,
 )
 from idleshare.domain.coexistence import (
@@ -187,26 +185,6 @@ class Recomputer:
         if request_id:
             self.acknowledge(request_id, outcome)
         return outcome
-
-    def run_batch(
-        self,
-        records: Sequence[QueuedRecord],
-        deliver: Callable[[Callable[[str], None]], R],
-        *,
-        returns: RecordReturns | None = None,
-        **options: Any,
-    ) -> R:
-        """One batch of queued requests (``service/batch.py``: coalescing, leading and trailing edge, receipts, explicit
-        requests once, the function's time): ``deliver`` hands each record's message id to the function it is
-        given and reports a record whose handling raised as failed (the Powertools FIFO batch processor); the
-        failed records are then handed back with their backoff through ``returns``. ``options``:
-        :class:`~idleshare.service.batch.RecomputeBatch`'s (ledger, events, clock, remaining_seconds)."""
-        from idleshare.service.batch import RecomputeBatch
-
-        batch = RecomputeBatch(self, records, **options)
-        answer = deliver(batch.handle)
-        batch.hand_back(answer, returns)
-        return answer
 
     def acknowledge(self, request_id: str, outcome: Outcome) -> None:
         """The Done receipt of ``request_id``, answered by ``outcome`` (also when a burst coalesced it)."""
