@@ -14,13 +14,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from devkit.lambda_context import LambdaContext
-from idleshare.adapters.errors import (
-    ConflictError,
-    ForeignObjectError,
-    NotFoundError,
-    RetryableError,
-    StaleVersionError,
-)
 from idleshare.adapters.ports import (
     ClusterRecord,
     PoolRecord,
@@ -31,10 +24,17 @@ from idleshare.adapters.ports import (
     WatchBookmark,
 )
 from idleshare.adapters.sqs_records import QueuedRecord
-from idleshare.adapters.store.errors import AlreadyExistsError
 from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, with_creation_marker
 from idleshare.domain.kueue_versions import HUB_ONLY, KueueApi, down, up
 from idleshare.domain.usage import PODSET_LABEL
+from idleshare.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    ForeignObjectError,
+    NotFoundError,
+    RetryableError,
+    StaleVersionError,
+)
 from idleshare.runtime import wiring
 from idleshare.service.batch import RecomputeBatch
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from idleshare import timings
-from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord, RequestAnswer
 from idleshare.adapters.sqs_records import QueuedRecord
+from idleshare.errors import RetryableError
 from idleshare.service.recompute import EXCLUDED_SAMPLE
 from tests.builders import k8s_node as node
 from tests.builders import quota_body

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from idleshare import names, timings
-from idleshare.adapters.errors import PermanentError
 from idleshare.cli.report_html import render
 from idleshare.cli.usage import table_text
 from idleshare.domain.usage import PODSET_LABEL, derive_usage, sample_document
+from idleshare.errors import PermanentError
 from idleshare.service.usage import sample_usage
 from tests.fakes import FakeKube, FakeStore
 from tests.unit.test_usage import GPU, P5, T0, cq

@@ -283,7 +283,7 @@ class KubeCluster(Protocol):
 
     def kueue_api(self) -> KueueApi:
         """The Kueue API versions the cluster serves, per kind (discovery, kept; re-read when a version is gone).
-        None that idleshare writes: :class:`~idleshare.adapters.errors.KueueNotInstalledError`."""
+        None that idleshare writes: :class:`~idleshare.errors.KueueNotInstalledError`."""
         ...
 
     def list_managed(self) -> list[dict[str, Any]]:
@@ -310,12 +310,12 @@ class KubeCluster(Protocol):
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
         """Server-side apply with idleshare's field manager, of an object idleshare created; ``force`` takes fields
-        other managers own, else such a conflict raises :class:`~idleshare.adapters.errors.FieldOwnershipError`."""
+        other managers own, else such a conflict raises :class:`~idleshare.errors.FieldOwnershipError`."""
         ...
 
     def create(self, obj: dict[str, Any], *, force: bool = False) -> bool:
         """Create the object with idleshare's creation marker; True when created. One of that name that exists:
-        with the marker, applied as :meth:`apply`; without, :class:`~idleshare.adapters.errors.ForeignObjectError`
+        with the marker, applied as :meth:`apply`; without, :class:`~idleshare.errors.ForeignObjectError`
         and nothing written. A Namespace: :meth:`ensure_namespace`."""
         ...
 

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from idleshare import timings
-from idleshare.adapters.errors import PermanentError, RetryableError
 from idleshare.adapters.idempotency import PassThroughLedger
 from idleshare.adapters.ports import RecordReturns, RequestAnswer, RequestLedger
 from idleshare.adapters.sqs_records import QueuedRecord, RecomputeMessage
+from idleshare.errors import PermanentError, RetryableError
 from idleshare.parse.errors import InputError
 from idleshare.service.recompute import Outcome, Recomputer
 
