@@ -699,7 +699,7 @@ class Runner:
 
     def operator_events(self, step: Step) -> tuple[str, list[dict[str, Any]]]:
         """Do an operator action's store change; the events AWS / idleshare would emit for it."""
-        from idleshare.adapters.errors import AdapterError
+        from idleshare.errors import IdleshareError
         from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 
         c, store, cid = self.s.cluster, self.stack.store, self.s.cluster.cluster_id
@@ -763,7 +763,7 @@ class Runner:
             if kind == "finish":
                 self.workloads.finish(arg)
                 return "finish " + ", ".join(arg), []
-        except AdapterError as exc:
+        except IdleshareError as exc:
             raise InputError(self.s.source, [FieldError(f"{step.where}.{kind}", str(exc))]) from None
         raise AssertionError(kind)
 

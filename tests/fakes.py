@@ -14,28 +14,29 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from devkit.lambda_context import LambdaContext
-from idleshare.adapters.errors import (
-    ConflictError,
-    ForeignObjectError,
-    NotFoundError,
-    RetryableError,
-    StaleVersionError,
-)
 from idleshare.adapters.ports import (
     ClusterRecord,
     PoolRecord,
-    QueuedRecord,
     RecalculationReceipt,
     StoredQuota,
     UsageBucket,
     UsageCursor,
     WatchBookmark,
 )
-from idleshare.adapters.store.errors import AlreadyExistsError
+from idleshare.adapters.sqs_records import QueuedRecord
 from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, with_creation_marker
 from idleshare.domain.kueue_versions import HUB_ONLY, KueueApi, down, up
 from idleshare.domain.usage import PODSET_LABEL
+from idleshare.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    ForeignObjectError,
+    NotFoundError,
+    RetryableError,
+    StaleVersionError,
+)
 from idleshare.runtime import wiring
+from idleshare.service.batch import RecomputeBatch
 
 
 class FakeStore:
@@ -581,5 +582,5 @@ def batch(
 ) -> tuple[list[str], list[tuple[str, list[tuple[str, int]]]]]:
     """The batch's failed message ids, and the records it handed back to the queue: [(queue, [(handle, delay)])]."""
     returns = Returns()
-    answer = recomputer.run_batch(records, deliverer(records, fifo), returns=returns, **options)
+    answer = RecomputeBatch(recomputer, records, **options).run(deliverer(records, fifo), returns)
     return [f["itemIdentifier"] for f in answer["batchItemFailures"]], returns.calls

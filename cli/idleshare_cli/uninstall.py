@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from idleshare.adapters.errors import AdapterError
     from idleshare.adapters.kube import LightkubeCluster
+    from idleshare.errors import IdleshareError
     from idleshare.service.uninstall import uninstall
 
     try:
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
     try:
         removal = uninstall(kube, dry_run=args.dry_run)
-    except AdapterError as exc:
+    except IdleshareError as exc:
         raise CommandError(f"{kube.name}: {exc}") from None
     finally:
         kube.close()

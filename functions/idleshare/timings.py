@@ -202,4 +202,3 @@ NODE_CATCH_UP_IDLE_SECONDS = 0.5
 version at once, from its watch cache. A change that arrives later is the next recompute's (every change has one)."""
 NODE_CATCH_UP_SECONDS = 10
 """The catch-up watch's ``timeoutSeconds``: the server ends it by then even if it never goes quiet."""
-

@@ -18,10 +18,10 @@ import pytest
 from devkit.kube import workloads as wl
 from devkit.kube.client import Kube
 from devkit.kube.stack import KubeStack
-from idleshare.adapters.errors import PermanentError
 from idleshare.adapters.kube import FIELD_MANAGER, LightkubeCluster
 from idleshare.domain.kueue import webhook_violations
 from idleshare.domain.kueue_versions import up
+from idleshare.errors import PermanentError
 from tests.e2e import test_usage
 from tests.e2e.conftest import GPU, P5, Cluster, quota
 from tests.e2e.test_admission import short_of

@@ -35,9 +35,9 @@ from devkit.kube.stack import KubeStack, StackError, ensure_built
 from devkit.lambda_context import LambdaContext
 from devkit.scenario import _event
 from idleshare import timings
-from idleshare.adapters.errors import PermanentError
 from idleshare.api import app as admin_api
 from idleshare.domain.naming import priority_class_name
+from idleshare.errors import PermanentError
 from idleshare.parse.kueue_config import read_kueue_config
 from tests.builders import proxy_event
 from tests.e2e.conftest import GPU, P5, Cluster, p5_nodes, quota

@@ -124,8 +124,10 @@ def test_the_recompute_role_grants_exactly_what_the_recompute_calls(
 ) -> None:
     # Given the pipeline whose recompute talks to the apiserver through the recording proxy, as its own RBAC user
     cluster: Cluster = make_cluster(p5_nodes(2) + p4d_mig_nodes(1), headroom=Headroom.ALL)
-    adapter = LightkubeCluster(  # as runtime/wiring.py deploys it: the last node list kept, brought up to date by a watch
-        recording.url, token=lambda: kube_stack.idleshare_token, timeout=60, name="recorded", node_cache=NodeCache()
+    adapter = (
+        LightkubeCluster(  # as runtime/wiring.py deploys it: the last node list kept, brought up to date by a watch
+            recording.url, token=lambda: kube_stack.idleshare_token, timeout=60, name="recorded", node_cache=NodeCache()
+        )
     )
     cluster.pipeline.kube = adapter  # the recompute's kube_for reads it at each recompute
     recording.clear_requests()

@@ -124,8 +124,8 @@ def _resolve(stack: Any, services: dict[str, str]) -> dict[str, str]:
 
 def day_one(tmp: Path, monkeypatch: pytest.MonkeyPatch, sim: Any) -> DayOne:
     from idleshare.adapters.eks_auth import EksConnector
-    from idleshare.adapters.errors import RetryableError
     from idleshare.api import app as api
+    from idleshare.errors import RetryableError
     from idleshare.handlers import recompute, registrar, router
     from idleshare.runtime import observability, wiring
     from tests.builders import proxy_event

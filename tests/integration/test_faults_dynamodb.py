@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from idleshare.adapters.errors import ConflictError, PermanentError, RetryableError
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.domain.model import BorrowLimitBasis
+from idleshare.errors import ConflictError, PermanentError, RetryableError
 from idleshare.handlers import router
 from idleshare.service.recompute import Recomputer
 from tests.builders import quota_body

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from idleshare.adapters.errors import ConflictError, PermanentError, RetryableError, StaleVersionError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
-from idleshare.adapters.store import COMPRESS_ABOVE, AlreadyExistsError, DynamoStore
+from idleshare.adapters.store import COMPRESS_ABOVE, DynamoStore
+from idleshare.errors import AlreadyExistsError, ConflictError, PermanentError, RetryableError, StaleVersionError
 from tests.builders import quota_body
 from tests.integration.conftest import create_table
 from tests.integration.dynamodb_local import DynamoDBLocal

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from boto3.dynamodb.conditions import Key
 
-from idleshare.adapters.errors import PermanentError
 from idleshare.adapters.ports import PoolRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.adapters.store.items import ITEM_LIMIT, MAX_POOL_PARTS, PART_SIZE, item_size
+from idleshare.errors import PermanentError
 from tests.aws_env import all_items
 
 pytestmark = pytest.mark.integration
@@ -249,7 +249,7 @@ def test_the_watch_checkpoint_of_any_size_is_saved_and_claimed_back_equal(
     size, sk = largest_item(ddb_table)
     print(f"\nwatch {nodes} nodes: largest item {size} bytes ({sk}), {len(parts(ddb_table, 'WATCH#NODES'))} parts")
     # And the lease fencing holds: the older invocation's checkpoint is refused
-    from idleshare.adapters.errors import ConflictError
+    from idleshare.errors import ConflictError
 
     with pytest.raises(ConflictError, match="taken over"):
         store.save_watch(C, lease, "rv-old", views)

@@ -14,7 +14,9 @@ import pytest
 from devkit.kube.client import Kube
 from devkit.kube.proxy import FaultProxy
 from devkit.kube.stack import KubeStack
-from idleshare.adapters.errors import (
+from idleshare.adapters.kube import LightkubeCluster
+from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, diff, object_identity
+from idleshare.errors import (
     AuthExpiredError,
     ConflictError,
     FieldOwnershipError,
@@ -24,8 +26,6 @@ from idleshare.adapters.errors import (
     ResourceExpiredError,
     RetryableError,
 )
-from idleshare.adapters.kube import LightkubeCluster
-from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, diff, object_identity
 from idleshare.parse.nodes import node_from_dict
 from tests.builders import CLUSTER, QUOTAS, objects
 from tests.kube.fixtures import FakeConnector, as_written, make_node

@@ -12,9 +12,9 @@ import pytest
 from devkit.kube.client import Kube
 from devkit.kube.proxy import FaultProxy
 from devkit.kube.stack import KubeStack
-from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.node_cache import NodeCache
+from idleshare.errors import RetryableError
 from idleshare.timings import NODE_CATCH_UP_SECONDS
 from tests.kube.fixtures import make_node
 

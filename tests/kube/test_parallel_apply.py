@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from idleshare.adapters.errors import PermanentError, RetryableError
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.domain.kueue_diff import diff
+from idleshare.errors import PermanentError, RetryableError
 from idleshare.service.apply import PermanentWritesFailed, write
 from tests.builders import CLUSTER, QUOTAS, objects
 from tests.kube.fixtures import ProxiedKube, proxied_kube  # noqa: F401  (fixture)
@@ -78,7 +78,7 @@ def test_two_refused_writes_are_both_named_and_the_others_made(proxied_kube, ada
             m["spec"]["stopPolicy"] = "Invalid"
     # When written
     done = write(adapter, desired, [], force=False)
-    # Then the error names both, is permanent and an AdapterError
+    # Then the error names both, is permanent and an IdleshareError
     with pytest.raises(PermanentWritesFailed) as raised:
         done.raise_failures()
     assert isinstance(raised.value, PermanentError)

@@ -17,10 +17,10 @@ from devkit.kube.client import Kube
 from devkit.kube.proxy import FaultProxy
 from devkit.kube.stack import KubeStack
 from idleshare import names
-from idleshare.adapters.errors import ResourceExpiredError
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.store import DynamoStore
 from idleshare.domain.model import HEALTH_LABEL, INSTANCE_TYPE_LABEL, MIG_CONFIG_STATE_LABEL
+from idleshare.errors import ResourceExpiredError
 from idleshare.parse.events import NodeChangedEvent, parse_event
 from tests.kube.fixtures import ProxiedKube, make_node
 from tests.kube.watcher_harness import (  # noqa: F401 - the ``aws`` fixture

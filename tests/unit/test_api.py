@@ -16,8 +16,8 @@ from unittest.mock import Mock
 import pytest
 
 from idleshare import names
-from idleshare.adapters.errors import PermanentError, RetryableError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
+from idleshare.errors import PermanentError, RetryableError
 from idleshare.runtime import wiring
 from tests.admin_api import ARN, CONTEXT, Reply, World, call, pages
 from tests.builders import k8s_node, proxy_event, quota_body

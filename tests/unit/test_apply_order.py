@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from idleshare.adapters.errors import (
-    AdapterError,
+from idleshare.errors import (
     AuthExpiredError,
     FieldOwnershipError,
     ForeignObjectError,
+    IdleshareError,
     PermanentError,
     RetryableError,
 )
@@ -172,10 +172,10 @@ def test_several_permanent_failures_are_all_named_and_the_other_writes_still_mad
     # every other object applied (the LocalQueues too), the deletion not made
     assert done.applied == 3 + 1 + 1 + 4 + 5 and done.deleted == 0 and not kube.started("delete")
     assert [what for what, _ in done.failures] == ["ClusterQueue/cq-2", "ClusterQueue/cq-5", "LocalQueue/ns-3/lq-3"]
-    # the raised error names them all, is permanent (not retried) and an AdapterError
+    # the raised error names them all, is permanent (not retried) and an IdleshareError
     with pytest.raises(PermanentWritesFailed) as raised:
         done.raise_failures()
-    assert isinstance(raised.value, PermanentError) and isinstance(raised.value, AdapterError)
+    assert isinstance(raised.value, PermanentError) and isinstance(raised.value, IdleshareError)
     message = str(raised.value)
     assert message.startswith("3 of ")
     for what in ("ClusterQueue/cq-2", "ClusterQueue/cq-5", "LocalQueue/ns-3/lq-3", "HTTP 422"):
@@ -204,7 +204,7 @@ def raised(fail: dict[str, Exception], concurrency: int = 4) -> Exception:
     """What the writes' outcome raises when the cluster fails ``fail``'s objects."""
     kube = RecordingKube(concurrency=concurrency)
     kube.fail = fail
-    with pytest.raises((AdapterError, ValueError)) as caught:
+    with pytest.raises((IdleshareError, ValueError)) as caught:
         write(kube, cluster_objects(), [], force=False).raise_failures()
     return caught.value
 

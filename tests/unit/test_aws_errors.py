@@ -8,14 +8,8 @@ from botocore import exceptions as sdk
 from botocore.exceptions import ClientError
 
 from idleshare.adapters import aws
-from idleshare.adapters.errors import (
-    RETRYABLE_CODES,
-    AdapterError,
-    NotFoundError,
-    PermanentError,
-    RetryableError,
-    translate_aws,
-)
+from idleshare.adapters.errors import RETRYABLE_CODES, translate_aws
+from idleshare.errors import IdleshareError, NotFoundError, PermanentError, RetryableError
 
 
 def client_error(code: str, status: int = 400) -> ClientError:
@@ -48,7 +42,7 @@ def client_error(code: str, status: int = 400) -> ClientError:
         (ValueError("boom"), PermanentError),
     ],
 )
-def test_translate_aws(exc: Exception, kind: type[AdapterError]) -> None:
+def test_translate_aws(exc: Exception, kind: type[IdleshareError]) -> None:
     out = translate_aws(exc, operation="sqs:SendMessage", subject="queue 'q'")
     assert type(out) is kind and out.operation == "sqs:SendMessage"
     # the response's HTTP status, which the API's 503 warning logs (none when no response came)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from idleshare import timings
 from idleshare.adapters.aws import SqsRecomputeQueue
-from idleshare.adapters.ports import QueuedRecord, RecomputeMessage
+from idleshare.adapters.sqs_records import QueuedRecord, RecomputeMessage
 from idleshare.parse.errors import InputError
 from idleshare.service.recompute import Outcome, Recomputer
 from tests.fakes import batch

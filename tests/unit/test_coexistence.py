@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 import pytest
 
 from idleshare import names
-from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.kube import KINDS, LightkubeCluster
 from idleshare.domain.coexistence import (
     DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE,
@@ -28,6 +27,7 @@ from idleshare.domain.coexistence import (
     other_writer_issues,
 )
 from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION
+from idleshare.errors import RetryableError
 from idleshare.names import FIELD_MANAGER
 from idleshare.runtime.metrics import emit_recompute
 from tests.fakes import emf_documents

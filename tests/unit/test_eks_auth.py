@@ -16,7 +16,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from idleshare.adapters.eks_auth import TOKEN_PREFIX, TOKEN_REFRESH_SECONDS, EksConnector
-from idleshare.adapters.errors import NotFoundError, PermanentError, RetryableError
+from idleshare.errors import NotFoundError, PermanentError, RetryableError
 from tests.aws_env import fake_aws_env, unreachable_client
 
 REGION = "eu-west-1"

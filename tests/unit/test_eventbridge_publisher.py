@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 
 from idleshare import names
 from idleshare.adapters.aws import MAX_ENTRY_BYTES, PUT_EVENTS_BATCH, EventBridgePublisher, entry_size
-from idleshare.adapters.errors import PermanentError, RetryableError
+from idleshare.errors import PermanentError, RetryableError
 
 DT = names.DT_POOL_RECOMPUTED
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from idleshare.adapters.errors import NotFoundError, PermanentError
 from idleshare.domain.kueue import desired_objects
 from idleshare.domain.kueue_config import (
     FAIR_SHARE_WITHOUT_KUEUE_FAIR_SHARING,
@@ -21,6 +20,7 @@ from idleshare.domain.kueue_config import (
 )
 from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import compute
+from idleshare.errors import NotFoundError, PermanentError
 from idleshare.parse.errors import InputError
 from idleshare.parse.kueue_config import parse_kueue_config, read_kueue_config
 from idleshare.parse.quotas import parse_quotas

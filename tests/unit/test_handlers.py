@@ -10,10 +10,10 @@ import pytest
 
 from devkit.sqs import sqs_record
 from idleshare import names
-from idleshare.adapters.errors import RetryableError
 from idleshare.domain.model import BorrowLimitBasis
+from idleshare.errors import ClusterReadError, RetryableError
 from idleshare.runtime import wiring
-from idleshare.service.recompute import ClusterReadError, Outcome
+from idleshare.service.recompute import Outcome
 from tests.builders import k8s_node as node  # the name the recompute tests import it by
 from tests.builders import quota_body
 from tests.fakes import EXPECTED_CLUSTERS, FakeKube, FakeStore, cq, emf_documents, gpu_limit

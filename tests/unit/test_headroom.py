@@ -357,8 +357,7 @@ CNI_CONTAINER = {"name": "cni", "resources": {"requests": {"cpu": "250m", "memor
 
 
 def test_the_recompute_charges_daemonsets_and_a_failed_read_keeps_the_last_pool(recompute):
-    from idleshare.adapters.errors import RetryableError
-    from idleshare.service.recompute import ClusterReadError
+    from idleshare.errors import ClusterReadError, RetryableError
 
     store, kube, r = recompute()
     outcome = r.recompute("demo")

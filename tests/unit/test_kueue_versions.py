@@ -346,7 +346,7 @@ def test_an_older_kueue_gets_the_same_objects_in_its_version_and_the_pool_names_
 
 
 def test_no_kueue_served_fails_the_recompute_naming_it_and_keeps_the_last_pool(cluster: Any) -> None:
-    from idleshare.adapters.errors import KueueNotInstalledError
+    from idleshare.errors import KueueNotInstalledError
 
     store, kube, _, r = cluster
     r.recompute("demo")

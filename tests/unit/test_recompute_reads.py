@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from idleshare.adapters.errors import RetryableError
 from idleshare.adapters.ports import ClusterRecord
-from idleshare.service.recompute import ClusterReadError, Recomputer
+from idleshare.errors import ClusterReadError, RetryableError
+from idleshare.service.recompute import Recomputer
 from tests.builders import k8s_node as node
 from tests.builders import quota_body
 from tests.fakes import FakeKube, FakePublisher, FakeStore

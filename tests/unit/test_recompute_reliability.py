@@ -7,12 +7,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from collections.abc import Callable
 
 import pytest
 
 from idleshare import timings
-from idleshare.adapters.errors import RetryableError
-from idleshare.adapters.ports import ClusterRecord, QueuedRecord
+from idleshare.adapters.ports import ClusterRecord, RequestAnswer
+from idleshare.adapters.sqs_records import QueuedRecord
+from idleshare.errors import RetryableError
 from idleshare.service.recompute import EXCLUDED_SAMPLE
 from tests.builders import k8s_node as node
 from tests.builders import quota_body
@@ -124,6 +126,67 @@ def test_the_dlq_comes_only_after_fifteen_minutes_of_failing():
     assert timings.seconds_to_dlq(timings.DEFAULT_MAX_RECEIVE_COUNT) >= timings.DLQ_AFTER_SECONDS
     assert timings.seconds_to_dlq(timings.DEFAULT_MAX_RECEIVE_COUNT - 1) < timings.DLQ_AFTER_SECONDS
     assert [timings.retry_delay(n) for n in range(1, 7)] == [2, 4, 8, 16, 20, 20]
+
+
+def request(i: int, cluster: str = "demo") -> QueuedRecord:
+    """An explicit recalculation request ``r<i>`` (its receipt is written) as record ``m<i>``."""
+    body = json.dumps({"cluster": cluster, "reason": "Recalculation Requested", "requestId": f"r{i}", "receipt": True})
+    return QueuedRecord(f"m{i}", body, receipt_handle=f"h{i}", queue_arn="arn:q")
+
+
+class Ledger:
+    """A request ledger in memory: a request answered once is answered again without running."""
+
+    def __init__(self, answered: dict[tuple[str, str], RequestAnswer] | None = None) -> None:
+        self.answered = dict(answered or {})
+
+    def once(self, cluster_id: str, request_id: str, run: Callable[[], RequestAnswer]) -> RequestAnswer:
+        if (cluster_id, request_id) not in self.answered:
+            self.answered[cluster_id, request_id] = run()  # a run that raised leaves no trace
+        return self.answered[cluster_id, request_id]
+
+
+def broken_policy(store) -> None:
+    """Cluster demo's first stored quota breaks a bound: its recompute fails permanently."""
+    quota = next(iter(store.quotas["demo"].values()))
+    quota.body["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] = -1
+
+
+@pytest.mark.parametrize("first", [record(1), request(1)], ids=["after-a-windowed-message", "after-a-request"])
+def test_a_request_behind_a_permanent_failure_in_its_batch_gets_the_failure_as_its_receipt(cluster, first):
+    # Given a cluster whose stored policy breaks a bound, and a batch with a recalculation request r2 behind the
+    # cluster's first message, which fails permanently
+    store, _, _, r = cluster
+    r.recompute("demo")  # generation 1
+    broken_policy(store)
+    runs: list[str] = []
+    recompute = r.recompute
+    r.recompute = lambda c, **kw: runs.append(c) or recompute(c, **kw)  # type: ignore[method-assign]
+    failed, returned = batch(r, [first, request(2)], ledger=Ledger())
+    # Then both records are consumed (retrying cannot help), the cluster recomputed once ...
+    assert (failed, returned, runs) == ([], [], ["demo"])
+    # ... and r2's requester is answered: Failed, at the pool's generation, naming the policy's problem
+    receipt = store.get_receipt("demo", "r2")
+    assert receipt is not None and (receipt.status, receipt.generation) == ("Failed", 1)
+    assert "BorrowLimit" in receipt.message and receipt.message.startswith("PermanentError: ")
+    if json.loads(str(first.body)).get("receipt"):  # the same answer as the first request recorded
+        first_receipt = store.get_receipt("demo", "r1")
+        assert first_receipt is not None
+        assert (first_receipt.status, first_receipt.message) == (receipt.status, receipt.message)
+
+
+def test_a_redelivered_request_answered_before_keeps_its_answer_behind_a_permanent_failure(cluster):
+    # Given request r2 answered Done at generation 1 by an earlier batch, then the cluster's policy broken
+    store, _, _, r = cluster
+    r.recompute("demo", request_id="r2")
+    done = store.get_receipt("demo", "r2")
+    broken_policy(store)
+    ledger = Ledger({("demo", "r2"): RequestAnswer("r2", 1, True)})
+    # When r2 is delivered again behind a request that fails permanently
+    assert batch(r, [request(1), request(2)], ledger=ledger) == ([], [])
+    # Then r1 is answered Failed and r2 keeps its first answer
+    assert store.get_receipt("demo", "r1").status == "Failed"
+    assert store.get_receipt("demo", "r2") == done
 
 
 def test_an_unreadable_message_fails_its_record_only(cluster):

@@ -21,12 +21,19 @@ from botocore.exceptions import ClientError, EndpointConnectionError, NoCredenti
 from moto import mock_aws
 
 from idleshare import table as schema
-from idleshare.adapters.errors import ConflictError, NotFoundError, PermanentError, RetryableError, StaleVersionError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
-from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, AlreadyExistsError, DynamoStore, TransactionCancelledError
+from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, DynamoStore, TransactionCancelledError
 from idleshare.adapters.store.errors import translate
 from idleshare.adapters.store.items import COMPRESS_ABOVE, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE, item_size
 from idleshare.domain.model import BorrowLimitBasis
+from idleshare.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    NotFoundError,
+    PermanentError,
+    RetryableError,
+    StaleVersionError,
+)
 from idleshare.service.recompute import Recomputer
 from tests import builders
 from tests.aws_env import all_items, create_table, fake_aws_env

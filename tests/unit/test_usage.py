@@ -13,11 +13,11 @@ import pytest
 from moto import mock_aws
 
 from idleshare import timings
-from idleshare.adapters.errors import NotFoundError
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.adapters.store.usage import MAX_GAPS, merge_gaps
 from idleshare.domain.usage import derive_usage, hours_text, sample_document, split_lent
+from idleshare.errors import NotFoundError
 from idleshare.service.admin import BadRequestError
 from idleshare.service.usage import sample_usage, split_hours, usage_report
 from tests.aws_env import create_table, fake_aws_env

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from idleshare import names, timings
-from idleshare.adapters.errors import PermanentError
 from idleshare.domain.usage import PODSET_LABEL, derive_usage, sample_document
+from idleshare.errors import PermanentError
 from idleshare.service.usage import sample_usage
 from idleshare_cli.report_html import render
 from idleshare_cli.usage import table_text

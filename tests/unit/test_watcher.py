@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from idleshare.adapters.errors import PermanentError, ResourceExpiredError, RetryableError
 from idleshare.domain.model import HEALTH_LABEL
+from idleshare.errors import PermanentError, ResourceExpiredError, RetryableError
 from idleshare.service import watcher as w
 from tests.fakes import FakeKube, FakePublisher, FakeStore
 from tests.kube.fixtures import make_node

@@ -11,18 +11,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from idleshare import names, timings
-from idleshare.adapters.errors import (
-    AdapterError,
-    PermanentError,
-    RetryableError,
-    put_events_entry_error,
-    translate_aws,
-)
-from idleshare.adapters.ports import RecomputeMessage
+from idleshare.adapters.errors import put_events_entry_error, translate_aws
+from idleshare.adapters.sqs_records import RecomputeMessage
+from idleshare.errors import IdleshareError, PermanentError, RetryableError
 
 
 def translate(exc: Exception, operation: str) -> Exception:
-    """botocore errors -> adapter errors (:func:`~idleshare.adapters.errors.translate_aws`, the one
+    """botocore errors -> idleshare errors (:func:`~idleshare.adapters.errors.translate_aws`, the one
     classification of AWS errors); anything else unchanged."""
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -191,7 +186,7 @@ class EventBridgePublisher:
         is sent: the caller publishes everything again, duplicates are harmless). Entries that cannot succeed
         (over the size limit, never sent; or failed with a permanent code) do not stop the others: once every
         other entry is on the bus, :class:`PermanentError` names the first of them and how many there were."""
-        refused: list[AdapterError] = []
+        refused: list[IdleshareError] = []
         sized: list[tuple[dict[str, Any], int]] = []
         for detail_type, detail in events:
             entry = self._entry(detail_type, detail)
@@ -209,14 +204,14 @@ class EventBridgePublisher:
                     break
                 results = response.get("Entries") or []
                 retry: list[dict[str, Any]] = []
-                first_retryable: AdapterError | None = None
+                first_retryable: IdleshareError | None = None
                 for entry, result in zip(batch, results, strict=False):
                     if not result.get("ErrorCode"):
                         continue
                     error = put_events_entry_error(
                         result.get("ErrorCode"), result.get("ErrorMessage"), detail_type=entry["DetailType"]
                     )
-                    if error.retryable:
+                    if isinstance(error, RetryableError):
                         retry.append(entry)
                         first_retryable = first_retryable or error
                     else:

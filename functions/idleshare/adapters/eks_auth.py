@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from idleshare.adapters.errors import PermanentError, RetryableError, translate_aws
+from idleshare.adapters.errors import translate_aws
+from idleshare.errors import PermanentError, RetryableError
 
 if TYPE_CHECKING:  # pragma: no cover
     import boto3

@@ -1,88 +1,10 @@
-"""The few errors adapters raise: every SDK / HTTP error is translated into one of these."""
+"""Translating AWS SDK (botocore) errors, and PutEvents' per-entry errors, into idleshare's
+(:mod:`idleshare.errors`); the Kubernetes API's are translated by ``adapters/kube.py``, DynamoDB's conditions by
+``adapters/store/errors.py``."""
 
 from __future__ import annotations
 
-
-class AdapterError(Exception):
-    """Base: something outside idleshare failed."""
-
-    retryable: bool = False
-
-    def __init__(self, message: str, *, operation: str = "", status: int | None = None) -> None:
-        super().__init__(message)
-        self.operation = operation
-        self.status = status
-
-
-class RetryableError(AdapterError):
-    """Throttling, timeouts, 5xx, connection errors: the same call may succeed later."""
-
-    retryable = True
-
-
-class ResourceExpiredError(RetryableError):
-    """HTTP 410 Gone: the ``resourceVersion`` a watch resumed from (or a list's ``continue`` token) is older
-    than what the API server still keeps. Retrying the same call cannot help: list again, then watch from
-    the list's ``resourceVersion``."""
-
-
-class PermanentError(AdapterError):
-    """Bad request, forbidden, invalid object: retrying the same call cannot help."""
-
-
-class NotFoundError(PermanentError):
-    """The item / object does not exist."""
-
-
-class ConflictError(AdapterError):
-    """A conditional write lost a race (stale generation or version); re-read and decide again."""
-
-    retryable = True
-
-
-class FieldOwnershipError(PermanentError):
-    """Server-side apply refused: another field manager owns fields idleshare wants to set (HTTP 409 with
-    ``FieldManagerConflict`` causes). Not retried: idleshare does not fight another controller for a field
-    unless the cluster is configured to take ownership (``field_ownership: Take``)."""
-
-    def __init__(self, message: str, *, operation: str, managers: tuple[str, ...], fields: tuple[str, ...]) -> None:
-        super().__init__(message, operation=operation, status=409)
-        self.managers = managers
-        self.fields = fields
-
-
-class ForeignObjectError(PermanentError):
-    """An object of the name idleshare wants exists and idleshare did not create it (no creation marker): it is
-    someone else's and is neither written nor ever deleted, in either field-ownership mode. ``kind``/``name``
-    (``namespace``) name it."""
-
-    def __init__(self, message: str, *, operation: str, kind: str, name: str, namespace: str = "") -> None:
-        super().__init__(message, operation=operation, status=409)
-        self.kind = kind
-        self.name = name
-        self.namespace = namespace
-
-
-class KueueNotInstalledError(PermanentError):
-    """The API server serves no version of ``kueue.x-k8s.io`` that idleshare writes a kind in (Kueue not installed,
-    its CRDs not established, or a Kueue newer than idleshare knows): nothing can be written; the recompute keeps
-    the last pool and names it (``code``: ``KueueNotInstalled``)."""
-
-    code = "KueueNotInstalled"
-
-
-class StaleVersionError(PermanentError):
-    """An update carried a TargetVersion that is not the current one."""
-
-    def __init__(self, message: str, *, current_version: int) -> None:
-        super().__init__(message, operation="update", status=409)
-        self.current_version = current_version
-
-
-class AuthExpiredError(RetryableError):
-    """The API server refused the bearer token (HTTP 401) twice: the cached token is already invalidated, so the
-    next attempt signs a new one."""
-
+from idleshare.errors import IdleshareError, NotFoundError, PermanentError, RetryableError
 
 # ------------------------------------------------------------------------------ AWS SDK (botocore) errors
 # The one classification of botocore's error codes, for every AWS call idleshare makes (DynamoDB, EKS, STS,
@@ -146,11 +68,11 @@ def is_retryable_code(code: str, status: object = None) -> bool:
     return code in RETRYABLE_CODES or (isinstance(status, int) and (status == 429 or status >= 500))
 
 
-def translate_aws(exc: BaseException, *, operation: str, subject: str = "") -> AdapterError:
-    """A botocore error -> an adapter error; the message starts with ``operation`` and ``subject`` (what was
+def translate_aws(exc: BaseException, *, operation: str, subject: str = "") -> IdleshareError:
+    """A botocore error -> an idleshare error; the message starts with ``operation`` and ``subject`` (what was
     acted on, e.g. ``on table 'x'`` or ``cluster 'y'``), then the service's code and message.
 
-    - an :class:`AdapterError` is returned as it is;
+    - an :class:`~idleshare.errors.IdleshareError` is returned as it is;
     - a ``ClientError``: ``ResourceNotFoundException`` -> :class:`NotFoundError`; a code or status
       :func:`is_retryable_code` accepts -> :class:`RetryableError`; anything else (validation, access denied)
       -> :class:`PermanentError`. ``status`` is the response's HTTP status;
@@ -168,7 +90,7 @@ def translate_aws(exc: BaseException, *, operation: str, subject: str = "") -> A
         PartialCredentialsError,
     )
 
-    if isinstance(exc, AdapterError):
+    if isinstance(exc, IdleshareError):
         return exc
     prefix = f"{operation} {subject}" if subject else operation
     if isinstance(exc, ClientError):
@@ -199,7 +121,7 @@ PUT_EVENTS_RETRYABLE_CODES = (
 )
 
 
-def put_events_entry_error(code: object, message: object, *, detail_type: str, failed: int = 1) -> AdapterError:
+def put_events_entry_error(code: object, message: object, *, detail_type: str, failed: int = 1) -> IdleshareError:
     """The error of a PutEvents entry that failed with ``code`` (:data:`PUT_EVENTS_RETRYABLE_CODES` ->
     :class:`RetryableError`, anything else -> :class:`PermanentError`); the message names the entry's
     detail-type, the code and EventBridge's message (and how many entries failed, when more than one)."""

@@ -3,7 +3,7 @@
 :class:`LightkubeCluster` implements :class:`idleshare.adapters.ports.KubeCluster`; which objects to
 apply and which to delete is decided by :func:`idleshare.domain.kueue_diff.diff` (pure).
 
-Every lightkube / httpx error is translated into :mod:`idleshare.adapters.errors`:
+Every lightkube / httpx error is translated into :mod:`idleshare.errors`:
 
 ====================================  ==============================================================
 401                                   the request is sent once more with a fresh token
@@ -16,7 +16,7 @@ Every lightkube / httpx error is translated into :mod:`idleshare.adapters.errors
 409 with ``FieldManagerConflict``     :class:`FieldOwnershipError` (permanent: another field manager
 causes (server-side apply)            owns a field idleshare would set; the names are kept)
 other 409                             :class:`ConflictError`
-410 (expired ``continue`` token or    :class:`ResourceExpiredError` (retryable, but only after a
+410 (expired ``continue`` token or    :class:`ResourceExpiredError` (retryable: the step, from a
 watch ``resourceVersion``)            relist)
 429, 5xx, timeouts, connection        :class:`RetryableError`
 errors, an unreadable response body
@@ -43,18 +43,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from idleshare.adapters.errors import (
-    AdapterError,
-    AuthExpiredError,
-    ConflictError,
-    FieldOwnershipError,
-    ForeignObjectError,
-    KueueNotInstalledError,
-    NotFoundError,
-    PermanentError,
-    ResourceExpiredError,
-    RetryableError,
-)
 from idleshare.domain import kueue_versions
 from idleshare.domain.coexistence import QUOTA_KINDS
 from idleshare.domain.kueue import KIND_ORDER, KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
@@ -67,6 +55,18 @@ from idleshare.domain.kueue_diff import (
     with_creation_marker,
 )
 from idleshare.domain.usage import PODSET_LABEL
+from idleshare.errors import (
+    AuthExpiredError,
+    ConflictError,
+    FieldOwnershipError,
+    ForeignObjectError,
+    IdleshareError,
+    KueueNotInstalledError,
+    NotFoundError,
+    PermanentError,
+    ResourceExpiredError,
+    RetryableError,
+)
 from idleshare.names import FIELD_MANAGER
 from idleshare.timings import (
     KUBE_REQUEST_TIMEOUT_SECONDS,
@@ -555,7 +555,7 @@ class LightkubeCluster:
                     idle_seconds=NODE_CATCH_UP_IDLE_SECONDS,
                 ):
                     cache.apply(event_type, node)
-            except AdapterError:  # 410 Gone (the version expired), a timeout, an ERROR event: list them all
+            except IdleshareError:  # 410 Gone (the version expired), a timeout, an ERROR event: list them all
                 cache.drop()
             else:
                 yield from cache.nodes()
@@ -1208,7 +1208,7 @@ class LightkubeCluster:
             return None
         try:
             return self._token()
-        except AdapterError:
+        except IdleshareError:
             raise
         except Exception as exc:  # the provider is ours, but keep the adapter's error contract
             raise RetryableError(f"{self.name}: cannot get a bearer token: {exc}", operation="token") from exc
@@ -1258,7 +1258,7 @@ class LightkubeCluster:
 
     def _raise_status(self, operation: str, status: int | None, exc: Exception) -> NoReturn:
         message = f"{self.name}: {operation}: HTTP {status}: {_status_message(exc)}"
-        error: AdapterError
+        error: IdleshareError
         if status == 401:
             if self._on_auth_expired is not None:
                 self._on_auth_expired()

@@ -1,5 +1,7 @@
 """What the services need from the outside world, every port in one place: adapters implement them, tests fake
-them (``tests/fakes.py``, checked against them by mypy), and ``runtime/wiring.py`` holds one of each.
+them (``tests/fakes.py``, checked against them by mypy), and ``runtime/wiring.py`` holds one of each. Protocols
+only, and the plain values they take and return (the recompute queue's messages and records are
+``adapters/sqs_records.py``'s).
 
 A service asks for the narrowest port that does its job (the router a :class:`Store`, the watcher a
 :class:`WatchStore`); the wiring holds what implements them all (:class:`FullStore`, :class:`ClusterConnection`,
@@ -7,7 +9,6 @@ A service asks for the narrowest port that does its job (the router a :class:`St
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -21,7 +22,6 @@ from idleshare.domain.model import (
     BorrowLimitBasis,
     Headroom,
 )
-from idleshare.parse.errors import FieldError, InputError
 
 RESPECT, TAKE = "Respect", "Take"
 FIELD_OWNERSHIP_MODES = (RESPECT, TAKE)
@@ -283,7 +283,7 @@ class KubeCluster(Protocol):
 
     def kueue_api(self) -> KueueApi:
         """The Kueue API versions the cluster serves, per kind (discovery, kept; re-read when a version is gone).
-        None that idleshare writes: :class:`~idleshare.adapters.errors.KueueNotInstalledError`."""
+        None that idleshare writes: :class:`~idleshare.errors.KueueNotInstalledError`."""
         ...
 
     def list_managed(self) -> list[dict[str, Any]]:
@@ -310,12 +310,12 @@ class KubeCluster(Protocol):
 
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
         """Server-side apply with idleshare's field manager, of an object idleshare created; ``force`` takes fields
-        other managers own, else such a conflict raises :class:`~idleshare.adapters.errors.FieldOwnershipError`."""
+        other managers own, else such a conflict raises :class:`~idleshare.errors.FieldOwnershipError`."""
         ...
 
     def create(self, obj: dict[str, Any], *, force: bool = False) -> bool:
         """Create the object with idleshare's creation marker; True when created. One of that name that exists:
-        with the marker, applied as :meth:`apply`; without, :class:`~idleshare.adapters.errors.ForeignObjectError`
+        with the marker, applied as :meth:`apply`; without, :class:`~idleshare.errors.ForeignObjectError`
         and nothing written. A Namespace: :meth:`ensure_namespace`."""
         ...
 
@@ -374,69 +374,6 @@ class RecomputeQueue(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class RecomputeMessage:
-    """A recompute request on the queue: written by :class:`~idleshare.adapters.aws.SqsRecomputeQueue`,
-    read by the recompute (``service/batch.py``). The body is JSON: ``cluster``, ``reason``, ``requestId``,
-    then ``receipt: true`` for an explicit recalculation request (the recompute writes its receipt) or
-    ``notBefore`` (epoch seconds, the end of the message's coalescing window) for a windowed one."""
-
-    cluster: str
-    reason: str = ""
-    request_id: str = ""
-    not_before: float | None = None
-    receipt: bool = False
-
-    SOURCE = "recompute message"
-
-    @property
-    def receipt_for(self) -> str | None:
-        """The request id whose receipt the recompute writes (an explicit recalculation request), or None."""
-        return self.request_id if self.receipt and self.request_id else None
-
-    def to_body(self) -> str:
-        body: dict[str, Any] = {"cluster": self.cluster, "reason": self.reason}
-        if self.request_id:
-            body["requestId"] = self.request_id
-        if self.receipt:
-            body["receipt"] = True
-        if self.not_before is not None:
-            body["notBefore"] = self.not_before
-        return json.dumps(body)
-
-    @classmethod
-    def from_body(cls, text: object) -> RecomputeMessage:
-        """The message in an SQS body; :class:`InputError` naming the field when the body is not one."""
-        try:
-            body = json.loads(text) if isinstance(text, str | bytes) else None
-        except ValueError as exc:
-            raise InputError(cls.SOURCE, [FieldError("", f"not JSON: {exc}")]) from None
-        if not isinstance(body, dict):
-            raise InputError(cls.SOURCE, [FieldError("", "expected a JSON object")])
-        cluster = body.get("cluster")
-        if not isinstance(cluster, str) or not cluster:
-            raise InputError(cls.SOURCE, [FieldError("cluster", f"expected a cluster id, found {cluster!r}")])
-        errors = [
-            FieldError(key, f"expected a string, found {body[key]!r}")
-            for key in ("reason", "requestId")
-            if not isinstance(body.get(key, ""), str)
-        ]
-        not_before = body.get("notBefore")
-        if not_before is not None and (isinstance(not_before, bool) or not isinstance(not_before, int | float)):
-            errors.append(FieldError("notBefore", f"expected epoch seconds, found {not_before!r}"))
-        if not isinstance(body.get("receipt", False), bool):
-            errors.append(FieldError("receipt", f"expected true or false, found {body['receipt']!r}"))
-        if errors:
-            raise InputError(cls.SOURCE, errors)
-        return cls(
-            cluster=cluster,
-            reason=body.get("reason", ""),
-            request_id=body.get("requestId", ""),
-            not_before=not_before,
-            receipt=body.get("receipt", False),
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class RequestAnswer:
     """What the recompute of an explicit recalculation request answered, as its ledger keeps it."""
 
@@ -451,18 +388,6 @@ class RequestLedger(Protocol):
         (a redelivery), return that run's answer without running. A run that raised leaves no trace: the
         next delivery runs again."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class QueuedRecord:
-    """One record of the recompute queue as the event source mapping hands it over: what the batch needs to
-    handle it (``body``) and to hand it back when it failed (its receipt handle, how often it was received)."""
-
-    message_id: str
-    body: object
-    receipt_handle: str = ""
-    receive_count: int = 1
-    queue_arn: str = ""
 
 
 class RecordReturns(Protocol):

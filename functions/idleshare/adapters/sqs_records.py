@@ -1,14 +1,93 @@
-"""The recompute queue's records as the event source mapping hands them over, and handing failed ones back with
-a backoff (``ChangeMessageVisibility``) instead of leaving them to the queue's visibility timeout."""
+"""The recompute queue's messages and records: the message codec (:class:`RecomputeMessage`, written by
+``SqsRecomputeQueue``, read by the batch), the records as the event source mapping hands them over
+(:class:`QueuedRecord`), and handing failed ones back with a backoff (``ChangeMessageVisibility``) instead of leaving
+them to the queue's visibility timeout."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from idleshare.adapters.ports import QueuedRecord
+from idleshare.parse.errors import FieldError, InputError
 
 CHANGE_VISIBILITY_BATCH = 10  # entries per ChangeMessageVisibilityBatch call (the API's limit)
+
+
+@dataclass(frozen=True, slots=True)
+class RecomputeMessage:
+    """A recompute request on the queue: written by :class:`~idleshare.adapters.aws.SqsRecomputeQueue`,
+    read by the recompute (``service/batch.py``). The body is JSON: ``cluster``, ``reason``, ``requestId``,
+    then ``receipt: true`` for an explicit recalculation request (the recompute writes its receipt) or
+    ``notBefore`` (epoch seconds, the end of the message's coalescing window) for a windowed one."""
+
+    cluster: str
+    reason: str = ""
+    request_id: str = ""
+    not_before: float | None = None
+    receipt: bool = False
+
+    SOURCE = "recompute message"
+
+    @property
+    def receipt_for(self) -> str | None:
+        """The request id whose receipt the recompute writes (an explicit recalculation request), or None."""
+        return self.request_id if self.receipt and self.request_id else None
+
+    def to_body(self) -> str:
+        body: dict[str, Any] = {"cluster": self.cluster, "reason": self.reason}
+        if self.request_id:
+            body["requestId"] = self.request_id
+        if self.receipt:
+            body["receipt"] = True
+        if self.not_before is not None:
+            body["notBefore"] = self.not_before
+        return json.dumps(body)
+
+    @classmethod
+    def from_body(cls, text: object) -> RecomputeMessage:
+        """The message in an SQS body; :class:`InputError` naming the field when the body is not one."""
+        try:
+            body = json.loads(text) if isinstance(text, str | bytes) else None
+        except ValueError as exc:
+            raise InputError(cls.SOURCE, [FieldError("", f"not JSON: {exc}")]) from None
+        if not isinstance(body, dict):
+            raise InputError(cls.SOURCE, [FieldError("", "expected a JSON object")])
+        cluster = body.get("cluster")
+        if not isinstance(cluster, str) or not cluster:
+            raise InputError(cls.SOURCE, [FieldError("cluster", f"expected a cluster id, found {cluster!r}")])
+        errors = [
+            FieldError(key, f"expected a string, found {body[key]!r}")
+            for key in ("reason", "requestId")
+            if not isinstance(body.get(key, ""), str)
+        ]
+        not_before = body.get("notBefore")
+        if not_before is not None and (isinstance(not_before, bool) or not isinstance(not_before, int | float)):
+            errors.append(FieldError("notBefore", f"expected epoch seconds, found {not_before!r}"))
+        if not isinstance(body.get("receipt", False), bool):
+            errors.append(FieldError("receipt", f"expected true or false, found {body['receipt']!r}"))
+        if errors:
+            raise InputError(cls.SOURCE, errors)
+        return cls(
+            cluster=cluster,
+            reason=body.get("reason", ""),
+            request_id=body.get("requestId", ""),
+            not_before=not_before,
+            receipt=body.get("receipt", False),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRecord:
+    """One record of the recompute queue as the event source mapping hands it over: what the batch needs to
+    handle it (``body``) and to hand it back when it failed (its receipt handle, how often it was received)."""
+
+    message_id: str
+    body: object
+    receipt_handle: str = ""
+    receive_count: int = 1
+    queue_arn: str = ""
 
 
 def queued_records(event: Mapping[str, Any]) -> list[QueuedRecord]:

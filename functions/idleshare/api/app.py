@@ -22,15 +22,16 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.logging import correlation_paths
 
 from idleshare import names, timings
-from idleshare.adapters.errors import (
-    AdapterError,
+from idleshare.api.http import JSON, error_body, precheck, validation_errors
+from idleshare.api.schemas import CreateQuotaBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
+from idleshare.errors import (
+    AlreadyExistsError,
     ConflictError,
+    IdleshareError,
     NotFoundError,
     RetryableError,
     StaleVersionError,
 )
-from idleshare.api.http import JSON, error_body, precheck, validation_errors
-from idleshare.api.schemas import CreateQuotaBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
 from idleshare.pages import (
     EXCLUDED_PAGE_MAX,
     GRANTS_PAGE_MAX,
@@ -412,10 +413,8 @@ def _conflict(exc: ConflictError) -> Response[Any]:
     return _json(409, error_body(f"{exc}; read it again and retry"))
 
 
-@_on(AdapterError)
-def _adapter(exc: AdapterError) -> Response[Any]:
-    from idleshare.adapters.store import AlreadyExistsError
-
+@_on(IdleshareError)
+def _idleshare_error(exc: IdleshareError) -> Response[Any]:
     if isinstance(exc, AlreadyExistsError):
         return _json(409, error_body(str(exc), [FieldError(exc.field, "already taken")]))
     if isinstance(exc, RetryableError):

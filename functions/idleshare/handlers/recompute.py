@@ -13,6 +13,8 @@ from idleshare.runtime.env import read
 from idleshare.runtime.metrics import RecomputeReport
 from idleshare.runtime.observability import logger, metrics, tracer
 from idleshare.runtime.wiring import dependencies
+from idleshare.service.batch import RecomputeBatch
+from idleshare.service.recompute import Recomputer
 
 # FIFO: a failed record fails the later records of its message group (its cluster) in the batch, not the others'.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
@@ -25,25 +27,23 @@ processor.raise_on_entire_batch_failure = False
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
-    from idleshare.service.recompute import Recomputer
-
     deps, settings = dependencies(), read()
     assert deps.kube_for is not None, "the recompute needs access to the governed clusters"
     recomputer = Recomputer(
-        deps.store,
-        deps.kube_for,
-        deps.publisher,
-        tolerated_taint_keys=settings.tolerated_taint_keys,
+        deps.store, deps.kube_for, deps.publisher, tolerated_taint_keys=settings.tolerated_taint_keys
     )
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
-    return recomputer.run_batch(
+    batch = RecomputeBatch(
+        recomputer,
         queued_records(event),
-        lambda handle: process_partial_response(
-            event=event, record_handler=lambda record: handle(record.message_id), processor=processor, context=context
-        ),
-        returns=deps.returns,
         ledger=deps.ledgers.ledger(settings.idempotency_table_name, context),
         events=RecomputeReport(),
         clock=deps.clock,
         remaining_seconds=(lambda: remaining_ms() / 1000) if callable(remaining_ms) else None,
+    )
+    return batch.run(
+        lambda handle: process_partial_response(
+            event=event, record_handler=lambda record: handle(record.message_id), processor=processor, context=context
+        ),
+        deps.returns,
     )

@@ -23,6 +23,7 @@ from idleshare.domain.kueue_config import (
     KueueConfig,
     KueueConfigReading,
 )
+from idleshare.errors import RetryableError
 from idleshare.parse.errors import FieldError, InputError
 
 CONFIG_GROUP = "config.kueue.x-k8s.io"
@@ -87,12 +88,13 @@ def read_kueue_config(get_config_map: Callable[[str, str], Mapping[str, Any]]) -
     """Read and parse ``kueue-system/kueue-manager-config`` through ``get_config_map`` (the cluster port's). What
     cannot be read — refused (403), missing (404), unreachable, not a Configuration — is a reading without a
     config and with the reason, which the pool reports as a warning: never a failure of the recompute. A transient
-    error (the port's ``retryable`` ones: 429, 5xx, timeouts) is None, not read: the pool says nothing of Kueue's
-    configuration this time rather than a warning that would come and go (a new generation each way)."""
+    error (a :class:`~idleshare.errors.RetryableError`: 429, 5xx, timeouts) is None, not read: the pool says
+    nothing of Kueue's configuration this time rather than a warning that would come and go (a new generation each
+    way)."""
     try:
         data = get_config_map(KUEUE_CONFIG_NAMESPACE, KUEUE_CONFIG_NAME)
-    except Exception as exc:  # the port's errors (AdapterError): this layer does not import the adapters
-        if getattr(exc, "retryable", False):  # unreachable for now (5xx, timeout): not read, so no issue flaps
+    except Exception as exc:  # the port's errors (idleshare.errors), or whatever else its callable raises
+        if isinstance(exc, RetryableError):  # unreachable for now (5xx, timeout): not read, so no issue flaps
             return None
         return KueueConfigReading(None, f"{type(exc).__name__}: {exc}")
     try:

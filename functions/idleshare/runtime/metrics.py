@@ -18,9 +18,9 @@ from idleshare.runtime.observability import logger, metrics
 from idleshare.service.batch import BatchEvents
 
 if TYPE_CHECKING:
-    from idleshare.adapters.errors import PermanentError
     from idleshare.adapters.ports import RequestAnswer
     from idleshare.domain.usage import UsageSample
+    from idleshare.errors import PermanentError
     from idleshare.service.recompute import Outcome
     from idleshare.service.watcher import WatchReport
 

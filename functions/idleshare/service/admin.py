@@ -12,7 +12,7 @@ Rules this module keeps:
 - Every quota / scheduler config write publishes its event on idleshare's bus (``Compute Quota Changed`` /
   ``Scheduler Config Changed``), so a recompute follows. The write is the truth: if publishing fails after
   it, the failure is logged and the safety-net schedule recomputes the cluster within minutes.
-- Unknown cluster, quota, team or receipt -> :class:`~idleshare.adapters.errors.NotFoundError`; version
+- Unknown cluster, quota, team or receipt -> :class:`~idleshare.errors.NotFoundError`; version
   conflicts and taken names come from the store (``StaleVersionError``, ``AlreadyExistsError``).
 """
 
@@ -29,7 +29,6 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from idleshare import names, pages, timings
-from idleshare.adapters.errors import AdapterError, NotFoundError, PermanentError
 from idleshare.adapters.ports import (
     AdminStore,
     ClusterRecord,
@@ -40,6 +39,7 @@ from idleshare.adapters.ports import (
 )
 from idleshare.domain.model import Settings
 from idleshare.domain.naming import team_name_problem
+from idleshare.errors import IdleshareError, NotFoundError, PermanentError
 from idleshare.pages import (
     EXCLUDED_PAGE_MAX,
     GRANTS_PAGE_MAX,
@@ -259,7 +259,7 @@ class Admin:
     def _publish(self, publisher: EventPublisher, detail_type: str, detail: dict[str, Any]) -> None:
         try:
             publisher.publish(detail_type, detail)
-        except AdapterError:
+        except IdleshareError:
             log.exception(
                 "event not published after a stored change; the scheduled recompute will pick the change up",
                 extra={"detail_type": detail_type, "detail": detail},

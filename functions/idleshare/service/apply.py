@@ -22,7 +22,7 @@ wave's other writes still run; a failure that retrying may cure (timeouts, 5xx, 
 not yet started (the retry makes them), so an unreachable server costs one timeout per write in flight, not one per
 object. :meth:`Written.raise_failures` then raises a single failure as it came, or, for several, a
 :class:`WritesFailed` naming them all: retryable (:class:`RetryableWritesFailed`) if any of them is, else permanent
-(:class:`PermanentWritesFailed`) — both are :class:`AdapterError`, so the caller records the apply as Failed.
+(:class:`PermanentWritesFailed`) — both are :class:`IdleshareError`, so the caller records the apply as Failed.
 
 What a write costs (measured on the real stack: 200 ClusterQueues of 8 KB, each write changing one
 ``borrowingLimit``, kube-apiserver CPU per write with Kueue's webhooks): server-side apply of the whole object as
@@ -41,15 +41,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from idleshare.adapters.errors import (
-    AdapterError,
-    FieldOwnershipError,
-    ForeignObjectError,
-    PermanentError,
-    RetryableError,
-)
 from idleshare.adapters.ports import KubeCluster
 from idleshare.domain.kueue_diff import object_identity
+from idleshare.errors import FieldOwnershipError, ForeignObjectError, IdleshareError, PermanentError, RetryableError
 
 Manifest = dict[str, Any]
 
@@ -69,10 +63,10 @@ def describe(obj: Manifest) -> str:
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
 
 
-class WritesFailed(AdapterError):
+class WritesFailed(IdleshareError):
     """Several writes failed: :attr:`failures` holds each ``(object, error)``, in apply order."""
 
-    def __init__(self, failures: Sequence[tuple[str, AdapterError]], *, attempted: int, not_started: int) -> None:
+    def __init__(self, failures: Sequence[tuple[str, IdleshareError]], *, attempted: int, not_started: int) -> None:
         self.failures = tuple(failures)
         shown = [f"{what}: {exc}" for what, exc in self.failures[:FULL_MESSAGES]]
         rest = [what for what, _ in self.failures[FULL_MESSAGES:]]
@@ -102,9 +96,9 @@ class Written:
     conflicts: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
     """Objects of a name idleshare wants that someone else created (``Kind/name``): left as they are."""
-    failures: list[tuple[str, AdapterError]] = field(default_factory=list)
+    failures: list[tuple[str, IdleshareError]] = field(default_factory=list)
     errors: list[Exception] = field(default_factory=list)
-    """Failures that are not adapter errors (a bug, an object of a kind idleshare does not write): raised as is."""
+    """Failures that are not idleshare errors (a bug, an object of a kind idleshare does not write): raised as is."""
     attempted: int = 0
     not_started: int = 0
 
@@ -227,7 +221,7 @@ class _Runner:
                 return None  # not started
             try:
                 return one(obj)
-            except AdapterError as exc:
+            except IdleshareError as exc:
                 if not isinstance(exc, PermanentError):
                     stop.set()
                 return exc
@@ -244,7 +238,7 @@ class _Runner:
                 done.not_started += 1
                 continue
             done.attempted += 1
-            if isinstance(result, AdapterError):
+            if isinstance(result, IdleshareError):
                 done.failures.append((describe(obj), result))
             elif isinstance(result, Exception):
                 done.errors.append(result)

@@ -2,7 +2,8 @@
 
 - coalescing: the first message of a cluster recomputes it; its later messages in the batch are answered by
   that recompute (an explicit request among them gets its receipt); a cluster whose recompute failed
-  permanently is not tried again in the batch;
+  permanently is not tried again in the batch, and an explicit request behind that failure gets it as its
+  (Failed) receipt;
 - leading and trailing edge: a message without ``notBefore`` (a window's leading one, an explicit request) is
   recomputed at once; a trailing one (``notBefore``: its window's end) is answered only by a recompute that read
   the cluster after its window closed, and one delivered earlier is handed back until then (its cluster waits,
@@ -24,16 +25,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from idleshare import timings
-from idleshare.adapters.errors import PermanentError, RetryableError
 from idleshare.adapters.idempotency import PassThroughLedger
-from idleshare.adapters.ports import QueuedRecord, RecomputeMessage, RecordReturns, RequestAnswer, RequestLedger
+from idleshare.adapters.ports import RecordReturns, RequestAnswer, RequestLedger
+from idleshare.adapters.sqs_records import QueuedRecord, RecomputeMessage
+from idleshare.errors import PermanentError, RetryableError
 from idleshare.parse.errors import InputError
+from idleshare.service.recompute import Outcome, Recomputer
 
-if TYPE_CHECKING:
-    from idleshare.service.recompute import Outcome, Recomputer
+R = TypeVar("R")
 
 
 class BatchEvents:
@@ -86,15 +88,25 @@ class RecomputeBatch:
         self.records = {r.message_id: r for r in records}
         self.done: dict[str, Outcome] = {}  # cluster -> outcome: a burst in one batch recomputes once
         self.started: dict[str, float] = {}  # cluster -> when its recompute in this batch read the cluster
-        self.failed: set[str] = set()  # clusters whose recompute failed permanently in this batch
+        self.failed: dict[str, PermanentError] = {}  # cluster -> why its recompute failed for good in this batch
         self.retry_now: set[str] = set()  # records handed back for want of time: retried at once
         self.not_yet: dict[str, int] = {}  # trailing records handed back until their window closes: seconds
+
+    def run(self, deliver: Callable[[Callable[[str], None]], R], returns: RecordReturns | None) -> R:
+        """The whole batch: ``deliver`` hands each record's message id to :meth:`handle` and reports a record whose
+        handling raised as failed (the Powertools FIFO batch processor); the failed records are then handed back
+        with their backoff through ``returns`` (:meth:`hand_back`). Returns ``deliver``'s answer."""
+        answer = deliver(self.handle)
+        self.hand_back(answer, returns)
+        return answer
 
     def handle(self, message_id: str) -> None:
         record = self.records.get(message_id)
         message = RecomputeMessage.from_body(record.body if record else None)  # unreadable: this record fails
         cluster, request_id = message.cluster, message.receipt_for
-        if cluster in self.failed:
+        if cluster in self.failed:  # failed for good earlier in the batch: a request gets that failure as its answer
+            if request_id:
+                self._refuse_once(cluster, request_id, self.failed[cluster])
             return
         # a trailing message is answered only by a recompute that read the cluster after its window closed
         due = float(message.not_before) if message.not_before is not None else None
@@ -125,7 +137,7 @@ class RecomputeBatch:
             # recorded by the recompute (the pool's read failure / apply status, the request's receipt);
             # retrying cannot help: the message is consumed, the alarm on the reported metric tells an operator
             self.events.failed_permanently(cluster, exc)
-            self.failed.add(cluster)
+            self.failed[cluster] = exc
             return
         if outcome is None:
             return
@@ -161,6 +173,21 @@ class RecomputeBatch:
         changed = sum(returns.retry_later(arn, entries) for arn, entries in by_queue.items())
         self.events.handed_back(delays, changed)
         return delays
+
+    def _refuse_once(self, cluster: str, request_id: str, error: PermanentError) -> None:
+        """Answer the request with the permanent failure of its cluster's recompute in this batch (its Failed
+        receipt, as that recompute wrote its own request's), through the ledger: a request a previous delivery
+        answered keeps that answer."""
+
+        def run() -> RequestAnswer:
+            self.recomputer.acknowledge_failed(cluster, request_id, error)
+            raise error  # a failed run leaves no trace in the ledger, as the recompute's own does
+
+        try:
+            answer = self.ledger.once(cluster, request_id, run)
+        except PermanentError:
+            return
+        self.events.deduplicated(cluster, answer)
 
     def _recompute_once(self, cluster: str, request_id: str) -> Outcome | None:
         """The request's recompute, or None when its ledger answered it (it ran before)."""

@@ -25,22 +25,19 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from idleshare import names
-from idleshare.adapters.errors import AdapterError, KueueNotInstalledError, PermanentError
 from idleshare.adapters.ports import (
     TAKE,
     ClusterRecord,
     EventPublisher,
     KubeCluster,
     PoolRecord,
-    QueuedRecord,
     RecalculationReceipt,
-    RecordReturns,
     Store,
 )
 from idleshare.domain.coexistence import (
@@ -56,6 +53,7 @@ from idleshare.domain.kueue_diff import created_by_idleshare, diff, foreign, obj
 from idleshare.domain.kueue_versions import with_kueue_api
 from idleshare.domain.model import DaemonSet, Headroom, Node, Pod, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import NAMED_MAX, Issue, PoolResult, compute
+from idleshare.errors import ClusterReadError, IdleshareError, KueueNotInstalledError, PermanentError
 from idleshare.parse.errors import InputError
 from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
@@ -72,14 +70,6 @@ FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 FOREIGN_OBJECT = "ForeignObject"
 """The named issue of an object of a name idleshare wants that idleshare did not create (apply status
 ``Conflict``): never written, never deleted, whatever the cluster's field ownership."""
-
-
-class ClusterReadError(Exception):
-    """The cluster could not be observed: not an observation of zero capacity. Transient: SQS retries.
-
-    The other outcome of a failed recompute is :class:`PermanentError` (a stored policy that breaks a bound,
-    desired objects Kueue would refuse, an object the API server refuses with 4xx): recorded on the pool,
-    never retried by the handler (retrying cannot help until someone changes the input)."""
 
 
 @dataclass(slots=True)
@@ -182,31 +172,11 @@ class Recomputer:
                 outcome = self._recompute(cluster_id)
         except Exception as exc:
             if request_id:
-                self._receipt_failed(cluster_id, request_id, exc)
+                self.acknowledge_failed(cluster_id, request_id, exc)
             raise
         if request_id:
             self.acknowledge(request_id, outcome)
         return outcome
-
-    def run_batch(
-        self,
-        records: Sequence[QueuedRecord],
-        deliver: Callable[[Callable[[str], None]], R],
-        *,
-        returns: RecordReturns | None = None,
-        **options: Any,
-    ) -> R:
-        """One batch of queued requests (``service/batch.py``: coalescing, leading and trailing edge, receipts, explicit
-        requests once, the function's time): ``deliver`` hands each record's message id to the function it is
-        given and reports a record whose handling raised as failed (the Powertools FIFO batch processor); the
-        failed records are then handed back with their backoff through ``returns``. ``options``:
-        :class:`~idleshare.service.batch.RecomputeBatch`'s (ledger, events, clock, remaining_seconds)."""
-        from idleshare.service.batch import RecomputeBatch
-
-        batch = RecomputeBatch(self, records, **options)
-        answer = deliver(batch.handle)
-        batch.hand_back(answer, returns)
-        return answer
 
     def acknowledge(self, request_id: str, outcome: Outcome) -> None:
         """The Done receipt of ``request_id``, answered by ``outcome`` (also when a burst coalesced it)."""
@@ -223,7 +193,9 @@ class Recomputer:
             )
         )
 
-    def _receipt_failed(self, cluster_id: str, request_id: str, exc: Exception) -> None:
+    def acknowledge_failed(self, cluster_id: str, request_id: str, exc: Exception) -> None:
+        """The Failed receipt of ``request_id``, answered by ``exc`` at the cluster's stored generation (also when an
+        earlier recompute of the batch failed for good). Never raises: the recompute's own error is what matters."""
         with contextlib.suppress(Exception):  # the recompute's own error is what matters (SQS retries)
             previous = self.store.get_pool(cluster_id)
             self.store.put_receipt(
@@ -265,7 +237,7 @@ class Recomputer:
         unreadable: list[str] = []
         try:
             nodes = tuple(self._nodes(_starting(current, kube.list_nodes()), unreadable))
-        except AdapterError as exc:
+        except IdleshareError as exc:
             self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
             raise ClusterReadError(f"cannot read the nodes of {cluster_id}: {exc}") from exc
         try:  # the versions to write in (discovery, kept by the adapter): none served is no cluster to write to
@@ -273,7 +245,7 @@ class Recomputer:
         except KueueNotInstalledError as exc:  # permanent until someone installs Kueue: recorded, not retried
             self.store.record_read_failure(cluster_id, f"{exc.code}: {exc}", generation=generation)
             raise
-        except AdapterError as exc:
+        except IdleshareError as exc:
             self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
             raise ClusterReadError(f"cannot read the Kueue API versions of {cluster_id}: {exc}") from exc
         kueue_config = read_kueue_config(kube.get_config_map)  # unreadable: a warning in the pool, never a failure
@@ -281,7 +253,7 @@ class Recomputer:
         settings = self.settings_for(cluster)
         try:  # what headroom reads (docs/spec.md §2): a failed read is no headroom of zero, it keeps the last pool
             daemonsets, pods, unreadable_workloads = _headroom_inputs(kube, settings.headroom)
-        except AdapterError as exc:
+        except IdleshareError as exc:
             self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
             raise ClusterReadError(f"cannot read the DaemonSets or pods of {cluster_id}: {exc}") from exc
 
@@ -330,7 +302,7 @@ class Recomputer:
         outcome = Outcome(cluster_id, generation, changed, result=result, changes=changes, unreadable=unreadable)
         try:
             self._apply(kube, manifests, current.result, outcome, force=cluster.field_ownership == TAKE)
-        except AdapterError as exc:
+        except IdleshareError as exc:
             self.store.record_apply(cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}")
             raise
         if outcome.conflicts or outcome.foreign:  # reported every time (level-triggered): the alarm stays on

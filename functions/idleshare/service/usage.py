@@ -23,7 +23,6 @@ from fractions import Fraction
 from typing import Any
 
 from idleshare import pages, timings
-from idleshare.adapters.errors import AdapterError, ConflictError, NotFoundError
 from idleshare.adapters.ports import (
     UsageBucket,
     UsageCursor,
@@ -33,6 +32,7 @@ from idleshare.adapters.ports import (
     UsageSource,
 )
 from idleshare.domain.usage import UsageSample, allocations, derive_usage, hours_text, parse_time, sample_document
+from idleshare.errors import ConflictError, IdleshareError, NotFoundError
 from idleshare.parse.errors import FieldError
 from idleshare.service.admin import BadRequestError, decode_token, encode_token, first_entries
 
@@ -97,7 +97,7 @@ def _unbound_pods(kube: UsageSource) -> tuple[list[dict[str, Any]] | None, str]:
     watcher's ``list pods``): the rest of the sample is taken all the same."""
     try:
         return kube.list_unbound_pods(), ""
-    except AdapterError as exc:
+    except IdleshareError as exc:
         return None, str(exc)
 
 
@@ -134,7 +134,7 @@ def sample_usage(
             unbound_pods=pods,
             unbound_error=pods_error,
         )
-    except AdapterError as exc:
+    except IdleshareError as exc:
         failure = f"{SAMPLE_FAILED}: {exc}"
     gap = ""
     hours: dict[str, UsageBucket] = {}

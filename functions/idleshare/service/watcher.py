@@ -31,7 +31,7 @@ scheduled recompute reads the cluster as it is anyway).
 **Failures** (a watch request, a publish, a checkpoint) are counted in the report, the watch is resumed
 from the last checkpoint (so nothing is skipped), and the handler logs, counts and alarms on them; the
 5-minute scheduled recompute remains the safety net. A publish that can never succeed (an entry EventBridge
-refuses for good: :class:`~idleshare.adapters.errors.PermanentError`) is counted and not replayed — replaying
+refuses for good: :class:`~idleshare.errors.PermanentError`) is counted and not replayed — replaying
 it would fail the same way on every run and hold the checkpoint back forever.
 
 **Bounded by the function's time.** Waiting for the publisher (each checkpoint, the last one included) is
@@ -55,7 +55,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idleshare import names, timings
-from idleshare.adapters.errors import AdapterError, ConflictError, ResourceExpiredError, RetryableError
 from idleshare.adapters.ports import BatchPublisher, NodeWatchSource, WatchBookmark, WatchStore
 from idleshare.domain.model import (
     BETA_INSTANCE_TYPE_LABEL,
@@ -64,6 +63,7 @@ from idleshare.domain.model import (
     INSTANCE_TYPE_LABEL,
     MIG_CONFIG_STATE_LABEL,
 )
+from idleshare.errors import ConflictError, IdleshareError, ResourceExpiredError, RetryableError
 
 PUT_EVENTS = "events:PutEvents"  # the operation a publish failure names
 
@@ -309,9 +309,9 @@ class _Batcher:
         self._thread.join(timeout=max(0.0, timeout))
 
 
-def _replays(exc: AdapterError) -> bool:
+def _replays(exc: IdleshareError) -> bool:
     """Whether a failure may have left events off the bus that publishing again can put there."""
-    return exc.operation == PUT_EVENTS and exc.retryable
+    return exc.operation == PUT_EVENTS and isinstance(exc, RetryableError)
 
 
 def watch_cluster(
@@ -395,7 +395,7 @@ class NodeWatch:
                     raise
                 self.report.superseded = True  # a newer invocation took the watch over: it resumes from our checkpoint
                 break
-            except AdapterError as exc:  # a watch request, a publish or a checkpoint failed
+            except IdleshareError as exc:  # a watch request, a publish or a checkpoint failed
                 if self._recover(str(exc), exc):
                     break  # no time left to publish: what is not checkpointed is the next invocation's
                 sleep(min(1.0, max(0.0, deadline - clock())))
@@ -467,7 +467,7 @@ class NodeWatch:
         if self.dirty:
             self.saved_nodes, self.dirty = dict(self.known), False
 
-    def _recover(self, failure: str, exc: AdapterError) -> bool:
+    def _recover(self, failure: str, exc: IdleshareError) -> bool:
         """After a failure: wait for what is queued to reach the bus; when events may not be on it, go back to the
         checkpoint (its views and ``rv``), so they are derived and published again. True when there is no time
         left to publish: the run ends there."""
@@ -475,7 +475,7 @@ class NodeWatch:
         lost, out_of_time = _replays(exc), isinstance(exc, PublishTimeout)
         try:
             self.batcher.drain(self._time_left())
-        except AdapterError as again:
+        except IdleshareError as again:
             self.report.failures.append(str(again))
             lost, out_of_time = lost or _replays(again), out_of_time or isinstance(again, PublishTimeout)
         if lost:

@@ -50,7 +50,7 @@ Rules this adapter keeps:
   back also carries the store-managed ``ComputeQuotaId``, ``ComputeQuotaVersion``, ``CreationTime`` and
   ``LastModifiedTime`` (DescribeComputeQuota's shape). The scheduler config body is returned as given.
 - The pool generation moves N -> N+1 only if the stored one is still N (one TransactWriteItems with the
-  append-only history item); a lost race raises :class:`~idleshare.adapters.errors.ConflictError`.
+  append-only history item); a lost race raises :class:`~idleshare.errors.ConflictError`.
   A pool JSON above ``COMPRESS_ABOVE`` bytes is stored zlib-compressed in a binary attribute
   (``pool_encoding = "zlib"``), split into ``PART#`` items of ``PART_SIZE`` bytes written in the same transaction
   when larger (:mod:`.items`): every item stays under 400 KB; a pool over ``MAX_POOL_PARTS`` parts (the pool and
@@ -68,7 +68,7 @@ Rules this adapter keeps:
 
 from __future__ import annotations
 
-from idleshare.adapters.store.errors import AlreadyExistsError, TransactionCancelledError, translate
+from idleshare.adapters.store.errors import TransactionCancelledError, translate
 from idleshare.adapters.store.items import COMPRESS_ABOVE, ITEM_BUDGET, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE
 from idleshare.adapters.store.policies import Policies
 from idleshare.adapters.store.pools import RECEIPT_TTL_SECONDS, Pools
@@ -87,7 +87,6 @@ __all__ = [
     "RECEIPT_TTL_SECONDS",
     "SK",
     "TTL_ATTRIBUTE",
-    "AlreadyExistsError",
     "DynamoStore",
     "TransactionCancelledError",
     "translate",

@@ -10,9 +10,9 @@ from typing import Any
 from boto3.dynamodb.conditions import Key
 
 from idleshare import timings
-from idleshare.adapters.errors import PermanentError
 from idleshare.adapters.store.errors import translate
 from idleshare.adapters.store.items import TRANSACTION_LIMIT, check_item_size, item_size
+from idleshare.errors import PermanentError
 from idleshare.table import PK, SK, part_sk
 
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems' limit

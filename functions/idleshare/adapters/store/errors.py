@@ -1,5 +1,6 @@
-"""The store's own errors and the translation of DynamoDB's: failed conditions, cancelled transactions and
-a missing table here, everything else by :func:`idleshare.adapters.errors.translate_aws`."""
+"""The translation of DynamoDB's errors into idleshare's (:mod:`idleshare.errors`): failed conditions, cancelled
+transactions (:class:`TransactionCancelledError`, the store's own) and a missing table here, everything else by
+:func:`idleshare.adapters.errors.translate_aws`."""
 
 from __future__ import annotations
 
@@ -7,22 +8,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from idleshare.adapters.errors import AdapterError, ConflictError, PermanentError, RetryableError, translate_aws
+from idleshare.adapters.errors import translate_aws
+from idleshare.errors import ConflictError, IdleshareError, PermanentError, RetryableError
 
 _RETRYABLE_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 )
 """Cancellation reasons of a transaction that make it retryable."""
-
-
-class AlreadyExistsError(PermanentError):
-    """A create (or rename) collides with an existing item; ``field`` names what is taken
-    (``Name``, ``ComputeQuotaTarget.TeamName``, ``SchedulerConfig``, ``eks_cluster_name``,
-    ``hyperpod_cluster_arn``). SageMaker answers ``ConflictException`` here; retrying cannot help."""
-
-    def __init__(self, message: str, *, field: str, operation: str = "") -> None:
-        super().__init__(message, operation=operation, status=409)
-        self.field = field
 
 
 class TransactionCancelledError(ConflictError):
@@ -34,7 +26,7 @@ class TransactionCancelledError(ConflictError):
         self.reasons = reasons
 
 
-def translate(exc: BaseException, *, operation: str, table: str) -> AdapterError:
+def translate(exc: BaseException, *, operation: str, table: str) -> IdleshareError:
     """A botocore error -> the domain error (see the package docstring): DynamoDB's failed conditions,
     cancelled transactions and a missing table here, everything else by
     :func:`~idleshare.adapters.errors.translate_aws` (throttling, 5xx, connection errors, credentials)."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NoReturn
 
-from idleshare.adapters.errors import PermanentError
+from idleshare.errors import PermanentError
 from idleshare.table import PK, SK, part_sk
 
 COMPRESS_ABOVE = 64_000  # bytes of pool JSON above which it is stored compressed (binary)

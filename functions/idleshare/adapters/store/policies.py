@@ -7,11 +7,11 @@ from typing import Any, NoReturn
 
 from boto3.dynamodb.conditions import Key
 
-from idleshare.adapters.errors import ConflictError, NotFoundError, PermanentError, StaleVersionError
 from idleshare.adapters.ports import StoredQuota
 from idleshare.adapters.store.base import TableAccess
-from idleshare.adapters.store.errors import AlreadyExistsError, TransactionCancelledError
+from idleshare.adapters.store.errors import TransactionCancelledError
 from idleshare.adapters.store.items import ID_PATTERN, StoredItem, attribute_values, new_id, require_name, to_json
+from idleshare.errors import AlreadyExistsError, ConflictError, NotFoundError, PermanentError, StaleVersionError
 from idleshare.table import PK, QUOTA_PREFIX, SCHEDULER_SK, SK, TEAM_PREFIX, cluster_pk
 
 

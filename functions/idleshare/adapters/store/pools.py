@@ -10,7 +10,6 @@ from typing import Any
 from boto3.dynamodb.conditions import Key
 
 from idleshare import timings
-from idleshare.adapters.errors import ConflictError, PermanentError, RetryableError
 from idleshare.adapters.ports import PoolRecord, RecalculationReceipt
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
@@ -28,6 +27,7 @@ from idleshare.adapters.store.items import (
     side_json,
     unpack,
 )
+from idleshare.errors import ConflictError, PermanentError, RetryableError
 from idleshare.table import (
     HISTORY_PREFIX,
     PK,

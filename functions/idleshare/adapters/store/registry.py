@@ -9,13 +9,13 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from idleshare.adapters.errors import PermanentError
 from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
 from idleshare.adapters.store.base import TableAccess
-from idleshare.adapters.store.errors import AlreadyExistsError, TransactionCancelledError
+from idleshare.adapters.store.errors import TransactionCancelledError
 from idleshare.adapters.store.items import StoredItem, attribute_values, require_name
 from idleshare.domain.model import DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
 from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
+from idleshare.errors import AlreadyExistsError, PermanentError
 from idleshare.table import ARN_PREFIX, CLUSTER_PREFIX, EKS_PREFIX, META_SK, PK, REGISTRY_PK, SK, cluster_pk
 
 _HYPERPOD_ARN = re.compile(

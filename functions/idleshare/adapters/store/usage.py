@@ -24,11 +24,11 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from idleshare.adapters.errors import ConflictError, PermanentError
 from idleshare.adapters.ports import UsageBucket, UsageCursor, UsageKey
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
 from idleshare.adapters.store.items import ITEM_BUDGET, StoredItem, attribute_values, clip, item_size, pack
+from idleshare.errors import ConflictError, PermanentError
 from idleshare.table import (
     PK,
     SK,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from idleshare.adapters.errors import ConflictError
 from idleshare.adapters.ports import WatchBookmark
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
@@ -18,6 +17,7 @@ from idleshare.adapters.store.items import (
     require_name,
     unpack,
 )
+from idleshare.errors import ConflictError
 from idleshare.table import PK, SK, WATCH_NODES_SK, WATCH_SK, cluster_pk, parts_prefix
 
 
