@@ -74,10 +74,11 @@ class Kube:
         Kueue kinds in the version the stack's Kueue serves (:meth:`speak`)."""
 
     @classmethod
-    def admin(cls, stack: Any) -> Kube:
+    def admin(cls, stack: Any, *, timeout: float = 30.0) -> Kube:
         """The stack's admin; ``.stack`` is kept, so idleshare's own adapter can be made for the same server.
-        It reads and writes Kueue's kinds in the newest version that stack's Kueue serves."""
-        client = cls(stack.server, stack.ca_file, stack.admin_token)
+        It reads and writes Kueue's kinds in the newest version that stack's Kueue serves. ``timeout``: each
+        request's (the scale bench's deletions of a thousand Kueue objects on a loaded server take minutes)."""
+        client = cls(stack.server, stack.ca_file, stack.admin_token, timeout=timeout)
         client.stack = stack
         client.speak(stack.kueue_facts)
         return client

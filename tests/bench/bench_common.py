@@ -295,7 +295,7 @@ def clear_kueue_objects(admin: Any) -> None:
     teams = [n["metadata"]["name"] for n in admin.objects("Namespace")]
     admin.map(admin.drop_namespace, [n for n in teams if n not in SYSTEM_NAMESPACES], workers=8)
     admin.wait_for(
-        lambda: not admin.objects("ClusterQueue") and not admin.objects("Cohort"), "Kueue objects deleted", timeout=120
+        lambda: not admin.objects("ClusterQueue") and not admin.objects("Cohort"), "Kueue objects deleted", timeout=600
     )
 
 

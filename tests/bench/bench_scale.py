@@ -735,7 +735,7 @@ def main(argv: list[str]) -> int:
         mock_aws(),
         running(place_pods=False, etcd_quota_bytes=ETCD_QUOTA_BYTES) as stack,
     ):
-        admin = Kube.admin(stack)
+        admin = Kube.admin(stack, timeout=600)
         loaded = Loaded()
         try:
             for n in sizes:

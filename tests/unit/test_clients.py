@@ -153,3 +153,27 @@ def test_a_silent_or_refused_endpoint_is_tried_the_configured_number_of_times(si
     with pytest.raises(EndpointConnectionError):
         client.send_message(QueueUrl=f"{CLOSED_PORT_URL}/1/q", MessageBody="x")
     assert len(attempts) == want.attempts + timings.RECOMPUTE_CLIENT.attempts
+
+
+def test_a_cluster_keeps_one_adapter_whose_node_list_a_warm_recompute_reuses(
+    aws: None, built: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the recompute's environment, as Lambda sets it
+    for key, value in (ENV | {HANDLER_VARIABLE: "recompute"}).items():
+        monkeypatch.setenv(key, value)
+    made: list[dict[str, Any]] = []
+
+    def from_eks(connector: Any, cluster_name: str, **options: Any) -> Any:
+        made.append(options)
+        return object()
+
+    monkeypatch.setattr("idleshare.adapters.kube.LightkubeCluster.from_eks", from_eks)
+    deps = wiring._from_environment()
+    record = ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1")
+    # When two invocations of the same container reach the cluster
+    first, second = deps.kube_for(record), deps.kube_for(record)
+    # Then it is one adapter, built with a node cache (adapters/node_cache.py): the second recompute catches up by a watch
+    from idleshare.adapters.node_cache import NodeCache
+
+    assert first is second and len(made) == 1
+    assert isinstance(made[0].get("node_cache"), NodeCache)

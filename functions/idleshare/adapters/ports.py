@@ -278,7 +278,8 @@ class KubeCluster(Protocol):
     """What the recompute reads from and writes to a cluster."""
 
     def list_nodes(self, page_size: int = 500) -> Iterator[dict[str, Any]]:
-        """Every Node object (dict), read page by page with limit/continue."""
+        """Every Node object (dict), read page by page with limit/continue — or, by an adapter that kept its last
+        list (``adapters/node_cache.py``), that list brought up to date by one watch from its version."""
         ...
 
     def kueue_api(self) -> KueueApi:
