@@ -187,6 +187,9 @@ def test_an_unreadable_amount_or_count_is_a_named_gap_never_zero_usage():
     alpha = cq("alpha", {P5: {GPU: 8}, G5: {GPU: 4}}, {P5: {GPU: ("12x", "4")}, G5: {GPU: ("2", "0")}})
     alpha["status"]["pendingWorkloads"] = "many"
     kube.objects[("ClusterQueue", "", "alpha")] = alpha
+    asks_lots = workload("beta", "lots", 1)  # and a pending Workload whose cpu request does not read
+    asks_lots["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    kube.workloads = [asks_lots]
     kube.objects[("ClusterQueue", "", "beta")] = cq("beta", {P5: {GPU: 8}}, {P5: {GPU: ("8", "0")}})
     store = FakeStore([ClusterRecord("c1", "eks")])
     store.pools["c1"] = PoolRecord("c1", 1, "d", pool({P5: 16, G5: 4}, {}), "t")
@@ -205,6 +208,9 @@ def test_an_unreadable_amount_or_count_is_a_named_gap_never_zero_usage():
          "problem": 'invalid quantity "12x"', "flavor": P5, "resource": GPU},
         {"object": "ClusterQueue/hyperpod-ns-alpha-clusterqueue", "field": "status.pendingWorkloads",
          "problem": 'must be a non-negative integer (got "many")'},
+        {"object": "Workload/hyperpod-ns-beta/lots",
+         "field": "spec.podSets[0].template.spec.containers[0].resources.requests['cpu']",
+         "problem": 'invalid quantity "lots"', "flavor": "", "resource": "cpu"},
     ]  # fmt: skip
     # And the history's hour holds the interval as a gap for p5 GPUs (the others counted): not zero hours
     later = sample_usage("c1", kube, store, now=T0 + timedelta(minutes=1))

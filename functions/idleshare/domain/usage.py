@@ -152,7 +152,9 @@ class UsageSample:
     """None: the pods could not be read (``unbound_error`` says why); the rest of the sample stands."""
     unbound_error: str = ""
     unreadable: list[Unreadable] = field(default_factory=list)
-    """What the sample could not read; each flavor/resource it names is left out of every table (a gap, not 0)."""
+    """What the sample could not read of Kueue's objects (each named)."""
+    unknown: list[tuple[str, str]] = field(default_factory=list)
+    """The (flavor, resource) pairs left out of every table for it: a gap, not 0."""
 
     def unbound_pods(self) -> int:
         return sum(u.pods for u in self.unbound or ())
@@ -431,7 +433,9 @@ def derive_usage(
         if (limit := t.borrowing_limit.get(f, {}).get(r)) is not None and b > limit
     ]
     unbound = None if unbound_pods is None else unbound_of(by_namespace, workloads, unbound_pods)
-    return UsageSample(cluster_id, until, flavors, final, iwp, pending, above, unbound, unbound_error, unreadable)
+    return UsageSample(
+        cluster_id, until, flavors, final, iwp, pending, above, unbound, unbound_error, unreadable, sorted(unknown)
+    )
 
 
 def _known(table: Mapping[str, Mapping[str, Any]], unknown: set[tuple[str, str]]) -> dict[str, dict[str, Any]]:

@@ -92,9 +92,8 @@ def interval_hours(sample: UsageSample | None, start: datetime, end: datetime, g
             start=hour,
             rows={(t, f, r): (Fraction(a) * seconds, Fraction(b) * seconds) for t, f, r, a, b in rows},
         )
-    unknown = sorted({(u.flavor, u.resource) for u in sample.unreadable if u.resource})
-    if unknown and pieces:
-        what = ", ".join(f"{f}/{r}" for f, r in unknown)
+    if sample.unknown and pieces:
+        what = ", ".join(f"{f}/{r}" for f, r in sample.unknown)
         last = hours[pieces[-1][0]]
         hours[last.start] = replace(last, gaps=((_iso(start), _iso(end), f"{UNREADABLE}: {what} not read"),))
     return hours
