@@ -124,23 +124,12 @@ class IdleshareConfig(_Strict):
     # FIFO message groups already serialize per cluster; this caps parallel recomputes (the SQS event source
     # mapping's maximum concurrency: the poller never invokes more at once, so none is throttled).
     recompute_max_concurrency: int = Field(default=timings.RECOMPUTE_MAX_CONCURRENCY, ge=2, le=1000)
-    recompute_reserved_concurrency: Any = Field(default=None, exclude=True)
-    """Replaced by ``recompute_max_concurrency``; refused with a message naming the new key."""
     log_retention_days: int = Field(default=30, ge=1, le=3653)
     api_gateway_account_logging_role: bool = False
     """Set API Gateway's account-level CloudWatch logging role (``AWS::ApiGateway::Account``: one per account and
     region, shared by every REST API there) to a role of this stack. Off: the account keeps its own, which the admin
     API's stage logging needs; on: for an account that has none. The role and the setting are retained when the stack
     is deleted, so that the account's other APIs go on logging."""
-
-    @field_validator("recompute_reserved_concurrency")
-    @classmethod
-    def _renamed(cls, value: Any) -> None:
-        raise ValueError(
-            "renamed to recompute_max_concurrency (2..1000, default "
-            f"{timings.RECOMPUTE_MAX_CONCURRENCY}): the recompute is capped by its SQS event source mapping's maximum "
-            "concurrency, not by reserved concurrency (throttled deliveries would count toward the DLQ)"
-        )
 
     @field_validator("dlq_max_receive_count")
     @classmethod

@@ -134,6 +134,10 @@ def table_text(data: Any) -> str:
         parts.append("Borrowing above its limit (lowered after Kueue admitted the work; Kueue does not evict it)\n"
                      + remote.table(above, ["team", "flavor", "resource", "borrowed", "limit"]))  # fmt: skip
     parts.extend(unbound_text(data))
+    unread = [[u.get("object"), u.get("field"), u.get("problem")] for u in data.get("unreadable") or []]
+    if unread:
+        parts.append("Not read (a gap, never zero usage: the flavor/resource is left out above, a count shows -)\n"
+                     + remote.table(unread, ["object", "field", "problem"]))  # fmt: skip
     return "\n\n".join(parts)
 
 

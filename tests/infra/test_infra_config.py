@@ -179,15 +179,6 @@ def test_a_receive_count_that_reaches_the_dlq_within_15_minutes_is_refused_sayin
     )
 
 
-@pytest.mark.parametrize("value", [5, None])
-def test_the_old_reserved_concurrency_key_names_its_replacement(value: Any) -> None:
-    with pytest.raises(ConfigError) as err:
-        parse_config({"clusters": [_cluster()], "recompute_reserved_concurrency": value})
-
-    message = str(err.value)
-    assert "idleshare.recompute_reserved_concurrency" in message and "recompute_max_concurrency" in message
-
-
 def test_missing_config_says_where_to_put_it() -> None:
     with pytest.raises(ConfigError, match=r"no `idleshare` object in the cdk\.json context"):
         load_config(lambda key: None)

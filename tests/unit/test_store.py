@@ -529,27 +529,16 @@ def test_a_pool_read_that_interleaves_with_a_newer_generation_reads_again(store,
     assert (got.generation, got.pool) == (2, second) and len(calls) == 2
 
 
-LEGACY_POOL = {"unallocated": {"a": {"gpu": "1"}}}
-
-
-@pytest.mark.parametrize(
-    ("encoding", "text"),
-    [
-        ("json", json.dumps(LEGACY_POOL)),
-        ("zlib+base64", base64.b64encode(zlib.compress(json.dumps(LEGACY_POOL).encode())).decode()),
-    ],
-)
-def test_pool_and_history_items_written_before_parts_existed_still_read(store, table, encoding, text):
-    # Given a POOL and a HISTORY item as the previous release wrote them (text attribute, no outbox)
-    common = {"generation": 1, "digest": "d", "pool_encoding": encoding, "pool": text, "computed_at": "t"}
-    table.put_item(Item={"pk": "CLUSTER#c1", "sk": "POOL", **common, "extra": "{}", "apply_status": "Applied"})
-    table.put_item(Item={"pk": "CLUSTER#c1", "sk": "HISTORY#0000000001", **common, "extra": "{}", "ttl": 2**31})
-    # When they are read, then the pool is the one written, and the next generation follows it
-    got = store.get_pool(C)
-    assert got.pool == LEGACY_POOL and got.outbox is None and got.apply_status == "Applied"
-    assert [h.pool for h in store.list_history(C)] == [LEGACY_POOL]
-    store.put_pool(pool_record(2), expected_generation=1)
-    assert store.get_pool(C).generation == 2
+@pytest.mark.parametrize("encoding", ["zlib+base64", "gzip", ""])
+def test_a_pool_of_an_encoding_the_store_does_not_write_is_a_corrupt_item_naming_it(store, table, encoding):
+    # Given a POOL item whose pool is readable text in an encoding this store never writes (zlib+base64 among them)
+    text = base64.b64encode(zlib.compress(json.dumps({"unallocated": {}}).encode())).decode()
+    table.put_item(Item={"pk": "CLUSTER#c1", "sk": "POOL", **pool_item(pool=text, pool_encoding=encoding)})
+    # When it is read, then the store says the item is corrupt and names the encoding (no decode attempted)
+    with pytest.raises(
+        PermanentError, match=f"corrupt item pk='CLUSTER#c1' sk='POOL'.*unknown pool_encoding '{re.escape(encoding)}'"
+    ):
+        store.get_pool(C)
 
 
 # ------------------------------------------------------------------- outbox, apply status and read failure
@@ -681,7 +670,7 @@ def pool_item(**changes: Any) -> dict[str, Any]:
         *[("QUOTA#q", quota_item(**bad), "quota") for bad in
           ({"body": "{not json"}, {"version": "1"}, {"quota_id": "BAD"}, {"body": '{"Name": "other"}'})],
         *[("POOL", pool_item(**bad), "pool") for bad in
-          ({"pool": "[]"}, {"pool": None}, {"pool": "@@", "pool_encoding": "zlib+base64"}, {"pool_encoding": "zlib"},
+          ({"pool": "[]"}, {"pool": None}, {"pool_encoding": "zlib+base64"}, {"pool_encoding": "zlib"},
            {"pool": None, "pool_encoding": "zlib", "pool_parts": 99}, {"outbox": "[]"}, {"generation": -1},
            {"apply_status": "Weird"})],
         ("META", {"cluster_id": "c1", "eks_cluster_name": 5, "namespace_prefix": "p", "cohort_name": "c"}, "cluster"),

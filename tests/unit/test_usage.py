@@ -4,6 +4,7 @@ gaps — on the in-memory fake and on DynamoStore (moto) — and the API route a
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
@@ -16,8 +17,11 @@ from idleshare import timings
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.adapters.store.usage import MAX_GAPS, merge_gaps
+from idleshare.cli import usage as usage_cli
 from idleshare.domain.usage import derive_usage, hours_text, sample_document, split_lent
 from idleshare.errors import NotFoundError
+from idleshare.parse.kueue_status import cluster_queues as read_queues
+from idleshare.parse.kueue_status import workloads as read_workloads
 from idleshare.service.admin import BadRequestError
 from idleshare.service.usage import sample_usage, split_hours, usage_report
 from tests.aws_env import create_table, fake_aws_env
@@ -75,7 +79,9 @@ def pool(capacity: dict[str, int], unallocated: dict[str, int], sharing: str = "
 
 def doc(queues: list[dict[str, Any]], workloads: list[dict[str, Any]] = (), pool_doc: dict[str, Any] | None = None,  # type: ignore[assignment]
         since: datetime = T0 - timedelta(minutes=1)) -> dict[str, Any]:  # fmt: skip
-    return sample_document(derive_usage("c1", queues, workloads, pool_doc, since=since, until=T0))
+    return sample_document(
+        derive_usage("c1", read_queues(queues), read_workloads(workloads), pool_doc, since=since, until=T0)
+    )
 
 
 # -- the derivation, case by case -----------------------------------------------------------------------------
@@ -173,6 +179,51 @@ def test_the_document_keeps_exact_quantities():
     cpu = {"nominal": "1500m", "inUse": "2500m", "borrowed": "1", "lent": "0"}
     assert out["teams"]["alpha"]["flavors"][P5]["cpu"] == cpu
     assert (out["flavors"][P5]["memory"]["idle"], out["flavors"][P5]["cpu"]["idle"]) == ("1Ti", "1500m")
+
+
+def test_an_unreadable_amount_or_count_is_a_named_gap_never_zero_usage():
+    # Given alpha's ClusterQueue whose p5 GPUs in use Kueue reports as "12x" and whose pending count is no number
+    kube = FakeKube([])
+    alpha = cq("alpha", {P5: {GPU: 8}, G5: {GPU: 4}}, {P5: {GPU: ("12x", "4")}, G5: {GPU: ("2", "0")}})
+    alpha["status"]["pendingWorkloads"] = "many"
+    kube.objects[("ClusterQueue", "", "alpha")] = alpha
+    asks_lots = workload("beta", "lots", 1)  # and a pending Workload whose cpu request does not read
+    asks_lots["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    kube.workloads = [asks_lots]
+    kube.objects[("ClusterQueue", "", "beta")] = cq("beta", {P5: {GPU: 8}}, {P5: {GPU: ("8", "0")}})
+    store = FakeStore([ClusterRecord("c1", "eks")])
+    store.pools["c1"] = PoolRecord("c1", 1, "d", pool({P5: 16, G5: 4}, {}), "t")
+    # When the watcher samples usage
+    sample = sample_usage("c1", kube, store, now=T0).sample
+    assert sample is not None
+    out = sample_document(sample)
+    # Then p5 GPUs are nobody's 0: no team and no flavor total shows them (lent and idle need alpha's use) ...
+    assert [GPU in t["flavors"].get(P5, {}) for t in out["teams"].values()] == [False, False]
+    assert GPU not in out["flavors"].get(P5, {})
+    assert out["teams"]["alpha"]["workloads"]["pending"] is None
+    # ... what reads stays (g5), and the sample names each gap: the object, the field, the problem, what it hides
+    assert out["teams"]["alpha"]["flavors"][G5][GPU]["inUse"] == "2" and out["flavors"][G5][GPU]["inUse"] == "2"
+    assert out["unreadable"] == [
+        {"object": "ClusterQueue/hyperpod-ns-alpha-clusterqueue", "field": "status.flavorsUsage[0].resources[0].total",
+         "problem": 'invalid quantity "12x"', "flavor": P5, "resource": GPU},
+        {"object": "ClusterQueue/hyperpod-ns-alpha-clusterqueue", "field": "status.pendingWorkloads",
+         "problem": 'must be a non-negative integer (got "many")'},
+        {"object": "Workload/hyperpod-ns-beta/lots",
+         "field": "spec.podSets[0].template.spec.containers[0].resources.requests['cpu']",
+         "problem": 'invalid quantity "lots"', "flavor": "", "resource": "cpu"},
+    ]  # fmt: skip
+    # And the history's hour holds the interval as a gap for p5 GPUs (the others counted): not zero hours
+    later = sample_usage("c1", kube, store, now=T0 + timedelta(minutes=1))
+    assert later.recorded and later.gap == ""
+    (bucket,) = store.hours.values()
+    assert [g[2] for g in bucket.gaps] == [f"Unreadable: {P5}/{GPU} not read"]
+    assert {k[1:] for k in bucket.rows} == {(G5, GPU)}
+    # And `idleshare usage` shows them, the count as "-"
+    text = usage_cli.table_text(out)
+    assert (
+        "Not read" in text and "status.flavorsUsage[0].resources[0].total" in text and 'invalid quantity "12x"' in text
+    )
+    assert re.search(r"^alpha +- ", text, re.M)
 
 
 # -- exact hours ----------------------------------------------------------------------------------------------
@@ -345,6 +396,7 @@ def test_the_route_answers_the_latest_sample_and_the_period():
         "unbound",
         "unboundPods",
         "oldestUnboundSeconds",
+        "unreadable",
     }
     assert body["teams"]["alpha"]["flavors"][P5][GPU] == {"nominal": "8", "inUse": "16", "borrowed": "8", "lent": "0"}
     body = json.loads(period["body"])

@@ -11,6 +11,8 @@ from typing import Any
 from idleshare import names, timings
 from idleshare.domain.usage import PODSET_LABEL, derive_usage, sample_document
 from idleshare.errors import PermanentError
+from idleshare.parse.kueue_status import cluster_queues as read_queues
+from idleshare.parse.kueue_status import workloads as read_workloads
 from idleshare.service.usage import sample_usage
 from idleshare_cli.report_html import render
 from idleshare_cli.usage import table_text
@@ -72,7 +74,15 @@ def test_the_pods_of_admitted_workloads_no_node_took_are_counted_per_team_and_fl
         pod("alpha", "stray", "j-nobody"),
     ]  # fmt: skip
     # When the usage sample is taken
-    sample = derive_usage("c1", QUEUES, workloads, None, since=T0 - timedelta(minutes=1), until=T0, unbound_pods=pods)
+    sample = derive_usage(
+        "c1",
+        read_queues(QUEUES),
+        read_workloads(workloads),
+        None,
+        since=T0 - timedelta(minutes=1),
+        until=T0,
+        unbound_pods=pods,
+    )
     document = sample_document(sample)
     # Then alpha has 3 pods of 2 workloads unbound on p5 since 15 minutes, 1 on g5; beta 1 on p5
     assert [(u["team"], u["flavor"], u["pods"], u["workloads"], u["seconds"]) for u in document["unbound"]] == [
@@ -88,7 +98,9 @@ def test_the_pods_of_admitted_workloads_no_node_took_are_counted_per_team_and_fl
 
 def test_no_unbound_pod_is_zero_and_pods_not_read_leave_the_sample_standing():
     workloads = [admitted("alpha", "old", "j-old", T0 - timedelta(minutes=15))]
-    placed = sample_document(derive_usage("c1", QUEUES, workloads, None, since=T0, until=T0, unbound_pods=[]))
+    placed = sample_document(
+        derive_usage("c1", read_queues(QUEUES), read_workloads(workloads), None, since=T0, until=T0, unbound_pods=[])
+    )
     assert (placed["unbound"], placed["unboundPods"], placed["oldestUnboundSeconds"]) == ([], 0, 0)
     # Given a cluster whose RBAC does not let the watcher list pods yet
     kube, store = FakeKube([]), FakeStore([])
@@ -120,7 +132,9 @@ def test_the_fake_selects_as_the_adapter_asks_the_server_to():
 def test_the_cli_and_the_report_show_the_unbound_pods():
     workloads = [admitted("alpha", "old", "j-old", T0 - timedelta(minutes=15))]
     pods = [pod("alpha", "old-0", "j-old", UNSCHEDULABLE)]
-    document = sample_document(derive_usage("c1", QUEUES, workloads, None, since=T0, until=T0, unbound_pods=pods))
+    document = sample_document(
+        derive_usage("c1", read_queues(QUEUES), read_workloads(workloads), None, since=T0, until=T0, unbound_pods=pods)
+    )
     text = table_text(document)
     assert "Admitted but not placed: 1 pods no node has taken, the oldest admitted 900 s ago" in text
     assert UNSCHEDULABLE in text

@@ -33,17 +33,22 @@ RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "aws.a
 label_values = st.sampled_from(
     ["ml.p5.48xlarge", "ml.g5.12xlarge", "ml.m5.2xlarge", "Schedulable", "Unschedulable", "success", "pending", ""]
 )
-quantities = st.sampled_from(["0", "1", "8", "191450m", "2027264Mi", "56"])
+quantities = st.sampled_from(["0", "1", "8", "191450m", "2027264Mi", "56", "12x"])  # "12x": an unreadable node
 
 
 @st.composite
 def edits(draw: st.DrawFn) -> list[tuple[str, Any]]:
-    """A few edits of a Node object: set or drop a label, a taint, cordon, delete, Ready, an allocatable resource."""
-    kinds = st.sampled_from(["label", "unlabel", "taint", "untaint", "cordon", "deleting", "ready", "alloc", "unalloc"])
+    """A few edits of a Node object: set or drop a label, a taint, cordon, delete, Ready, an allocatable resource;
+    a bad quantity or a read label that is not a string makes it unreadable."""
+    kinds = st.sampled_from(
+        ["label", "unlabel", "badlabel", "taint", "untaint", "cordon", "deleting", "ready", "alloc", "unalloc"]
+    )
     out: list[tuple[str, Any]] = []
     for kind in draw(st.lists(kinds, min_size=1, max_size=3)):
         if kind in ("label", "unlabel"):
             out.append((kind, (draw(st.sampled_from(LABELS)), draw(label_values))))
+        elif kind == "badlabel":  # a label a rule reads, not a string: the node is unreadable
+            out.append(("label", (draw(st.sampled_from(LABELS[:4])), draw(st.sampled_from([5, None])))))
         elif kind == "taint":
             key = draw(st.sampled_from(["nvidia.com/gpu", "dedicated", "node.kubernetes.io/unreachable"]))
             effect = draw(st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"]))
@@ -117,3 +122,33 @@ def test_a_node_recreated_under_the_name_of_one_being_deleted_is_reported_added(
     new = make_node("hyperpod-i-0001")
     # Then it is a change: a deletion is never undone, so it is a new node
     assert node_changes(node_view(old), node_view(new)) == ["Added"]
+
+
+def test_an_unreadable_node_is_one_view_whatever_else_it_says():
+    # Given a node the engine cannot read (an allocatable quantity "12x"): it counts as nothing
+    bad = edited(make_node("hyperpod-i-0001"), [("alloc", ("nvidia.com/gpu", "12x"))])
+    # When it is cordoned or loses Ready, the engine's reading does not move, and neither does the watcher's
+    for more in ([("cordon", True)], [("ready", "False")]):
+        assert engine_reading(edited(bad, more)) == engine_reading(bad)
+        assert node_changes(node_view(bad), node_view(edited(bad, more))) == []
+    # When it becomes readable again, it is a change (what it has counts again)
+    assert "Allocatable" in node_changes(node_view(bad), node_view(make_node("hyperpod-i-0001")))
+
+
+# What the previous watcher (reading the raw object) checkpointed for make_node("hyperpod-i-0001"), as stored.
+SAVED_BY_THE_RAW_READER = [
+    "True", False, False, None, [],
+    {"cpu": "191450m", "memory": "2027264Mi", "nvidia.com/gpu": "8", "pods": "737"},
+    "ml.p5.48xlarge", None, "f6cef68c54a0",
+]  # fmt: skip
+
+
+def test_views_checkpointed_before_read_as_no_change_and_a_real_change_still_shows():
+    node = make_node("hyperpod-i-0001")
+    # Given the checkpoint of the raw reader, in full and as the releases before the MIG state and labels digest
+    for saved in (SAVED_BY_THE_RAW_READER, SAVED_BY_THE_RAW_READER[:7]):
+        # Then the same node is no change (an upgrade publishes nothing by itself) ...
+        assert node_changes(saved, node_view(node)) == []
+        # ... and a cordon is still one
+        assert node_changes(saved, node_view(edited(node, [("cordon", True)]))) == ["Cordoned"]
+    assert node_view(node) == SAVED_BY_THE_RAW_READER

@@ -10,6 +10,8 @@ import pytest
 
 from idleshare.domain.usage import derive_usage, sample_document
 from idleshare.domain.why import Cause, why_waits, worst
+from idleshare.parse.kueue_status import cluster_queues as read_queues
+from idleshare.parse.kueue_status import workloads as read_workloads
 
 GPU = "nvidia.com/gpu"
 P5 = "ml.p5.48xlarge"
@@ -115,7 +117,7 @@ def _grant(bound: str, percent: int = 50) -> dict[str, Any]:
 
 def _sample(queues: list[dict[str, Any]], wls: list[dict[str, Any]], pool: dict[str, Any]) -> dict[str, Any]:
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    return sample_document(derive_usage("c1", queues, wls, pool, since=now, until=now))
+    return sample_document(derive_usage("c1", read_queues(queues), read_workloads(wls), pool, since=now, until=now))
 
 
 def test_the_sample_names_the_absolute_cap_beside_kueues_reason_and_idle_gpus() -> None:

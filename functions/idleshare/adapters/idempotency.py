@@ -16,10 +16,10 @@ from typing import Any
 from idleshare import timings
 from idleshare.adapters.ports import RequestAnswer, RequestLedger
 
-RECORD_KEY_PREFIX = "idleshare.handlers.recompute.once_per_request.<locals>.recalculate"
-"""The records' key prefix after the function's name (``<function>.<this>#<hash>``): the name Powertools
-gave them when they were first written (the decorated function's), kept so that records stay valid across
-a deploy whatever the code that writes them is called."""
+RECORD_KEY_PREFIX = "recalculate"
+"""The records' key after the function's name (``<function>.recalculate#<hash>``), fixed rather than Powertools'
+default (the decorated function's module and qualified name), so that a record stays valid across a deploy that
+moves the code writing it."""
 
 
 class PassThroughLedger:

@@ -85,7 +85,6 @@ Obj = dict[str, Any]
 T = TypeVar("T")
 
 KUEUE_GROUP = kueue_versions.GROUP
-MANAGED_SELECTOR = {MANAGED_BY_LABEL: MANAGED_BY}
 DEFAULT_PAGE_SIZE = 500
 OWN_ATTEMPTS = 3
 """How often :meth:`LightkubeCluster.create` tries to hand a new object's fields to idleshare's apply entry while

@@ -17,9 +17,6 @@ Amount = int | Fraction
 Resources = Mapping[str, Amount]
 """resource name -> amount"""
 
-FlavorResources = Mapping[str, Resources]
-"""flavor -> resource name -> amount"""
-
 CPU = "cpu"
 MEMORY = "memory"
 NVIDIA_GPU = "nvidia.com/gpu"

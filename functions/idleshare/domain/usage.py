@@ -1,9 +1,11 @@
 """Usage read back from Kueue: who uses, borrows and lends what, exactly (no floats).
 
 Inputs are what the cluster and the store hold: idleshare's ClusterQueues (``spec`` for the quotas and limits,
-``status.flavorsUsage`` for what Kueue admitted, the workload counts), the teams' Workloads (pending ones: what they
-ask for, Kueue's reason; eviction / preemption conditions) and the stored pool document (``capacity``; the cohort's
-own quota). :func:`derive_usage` turns them into one :class:`UsageSample`; :func:`sample_document` is its JSON
+``status.flavorsUsage`` for what Kueue admitted, the workload counts: :class:`QueueStatus`), the teams' Workloads
+(pending ones: what they ask for, Kueue's reason; eviction / preemption conditions: :class:`WorkloadStatus`), both
+read by ``idleshare.parse.kueue_status``, and the stored pool document (``capacity``; the cohort's own quota). A value
+Kueue's objects hold that does not read is an :class:`Unreadable` in the sample: its flavor/resource is left out of
+every table, a count is None — a gap, never zero usage. :func:`derive_usage` turns them into one :class:`UsageSample`; :func:`sample_document` is its JSON
 (every amount an exact Kubernetes quantity, as the pool document's).
 
 **How lent is derived.** Kueue reports per ClusterQueue ``total`` and ``borrowed`` (use above its nominal) and
@@ -41,15 +43,15 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-from idleshare.domain.model import CPU, INSTANCE_TYPE_LABEL, Amount, is_accelerator
+from idleshare.domain.model import CPU, Amount, is_accelerator
 from idleshare.domain.quantity import QuantityError, format_quantity, parse_quantity
 from idleshare.domain.why import Cause, WaitCause, why_waits, worst
 
-TEAM_LABEL = "idleshare.io/team"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 """Kueue's label on the pods of a workload it admitted (every job integration, Kueue 0.12 to 0.19): its pod set."""
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 ZERO: Amount = 0
+MAX_UNREADABLE = 100
+"""The unreadable values a sample's document names at most (every page of GET usage carries them)."""
 
 Table = dict[str, dict[str, Amount]]  # flavor -> resource -> amount
 
@@ -66,9 +68,10 @@ class TeamUsage:
     in_use: Table
     borrowed: Table
     lent: Table = field(default_factory=dict)
-    pending: int = 0
-    reserving: int = 0
-    admitted: int = 0
+    pending: int | None = 0
+    reserving: int | None = 0
+    admitted: int | None = 0
+    """The ClusterQueue's workload counts; None: unreadable (named in the sample's ``unreadable``)."""
     preemptions: int = 0
 
 
@@ -148,6 +151,10 @@ class UsageSample:
     unbound: list[Unbound] | None = field(default_factory=list)
     """None: the pods could not be read (``unbound_error`` says why); the rest of the sample stands."""
     unbound_error: str = ""
+    unreadable: list[Unreadable] = field(default_factory=list)
+    """What the sample could not read of Kueue's objects (each named)."""
+    unknown: list[tuple[str, str]] = field(default_factory=list)
+    """The (flavor, resource) pairs left out of every table for it: a gap, not 0."""
 
     def unbound_pods(self) -> int:
         return sum(u.pods for u in self.unbound or ())
@@ -157,64 +164,71 @@ class UsageSample:
         return max((u.seconds(self.sampled_at) for u in self.unbound or ()), default=0)
 
 
-# -- reading Kueue's objects ---------------------------------------------------------------------------------
+# -- what usage reads of Kueue's objects (built by idleshare.parse.kueue_status) -----------------------------
 
 
-def _amount(value: Any) -> Amount:
-    if value is None:
-        return ZERO
-    try:
-        return parse_quantity(str(value))
-    except QuantityError:
-        return ZERO
+@dataclass(frozen=True)
+class Unreadable:
+    """A value the sample could not read: which object, which field, what is wrong with it, and the flavor and
+    resource it leaves unknown ("" when it is not one amount). A gap, never zero usage."""
+
+    object: str
+    field: str
+    problem: str
+    flavor: str = ""
+    resource: str = ""
 
 
-def _spec_tables(
-    cq: Mapping[str, Any],
-) -> tuple[Table, dict[str, dict[str, Amount | None]], dict[str, dict[str, Amount | None]]]:
-    nominal: Table = {}
-    borrowing: dict[str, dict[str, Amount | None]] = {}
-    lending: dict[str, dict[str, Amount | None]] = {}
-    for group in (cq.get("spec") or {}).get("resourceGroups") or ():
-        for flavor in group.get("flavors") or ():
-            name = str(flavor.get("name", ""))
-            for res in flavor.get("resources") or ():
-                r = str(res.get("name", ""))
-                nominal.setdefault(name, {})[r] = _amount(res.get("nominalQuota"))
-                bl, ll = res.get("borrowingLimit"), res.get("lendingLimit")
-                borrowing.setdefault(name, {})[r] = None if bl is None else _amount(bl)
-                lending.setdefault(name, {})[r] = None if ll is None else _amount(ll)
-    return nominal, borrowing, lending
+@dataclass(frozen=True)
+class QueueStatus:
+    """A team's ClusterQueue as usage reads it: its quotas and limits (``spec``), what Kueue admitted
+    (``status.flavorsUsage``: ``in_use`` is each ``total``) and its workload counts (None: unreadable). An unreadable
+    amount is left out of its table and named in ``unreadable``."""
+
+    name: str
+    team: str
+    namespace: str
+    nominal: Table = field(default_factory=dict)
+    borrowing_limit: dict[str, dict[str, Amount | None]] = field(default_factory=dict)
+    lending_limit: dict[str, dict[str, Amount | None]] = field(default_factory=dict)
+    in_use: Table = field(default_factory=dict)
+    borrowed: Table = field(default_factory=dict)
+    pending: int | None = 0
+    reserving: int | None = 0
+    admitted: int | None = 0
+    unreadable: tuple[Unreadable, ...] = ()
+    readable: bool = True
+    """False: the object's shape did not read; nothing of it is known, so no flavor's totals are either."""
 
 
-def _status_tables(status: Mapping[str, Any], key: str) -> tuple[Table, Table]:
-    total: Table = {}
-    borrowed: Table = {}
-    for flavor in status.get(key) or ():
-        name = str(flavor.get("name", ""))
-        for res in flavor.get("resources") or ():
-            r = str(res.get("name", ""))
-            total.setdefault(name, {})[r] = _amount(res.get("total"))
-            borrowed.setdefault(name, {})[r] = _amount(res.get("borrowed"))
-    return total, borrowed
+@dataclass(frozen=True)
+class Condition:
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    since: datetime | None = None
+    """``lastTransitionTime``."""
 
 
-def team_of(cq: Mapping[str, Any]) -> str:
-    meta = cq.get("metadata") or {}
-    return str((meta.get("labels") or {}).get(TEAM_LABEL) or meta.get("name", ""))
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """A Workload as usage reads it: where it is, who owns it, what it asks for in all (pod sets x count x the
+    containers' requests; an unreadable request is left out and named), the flavor its pods pin (the instance-type
+    node selector; None: any), its conditions by type and the flavors Kueue assigned each pod set."""
 
-
-def namespace_of(cq: Mapping[str, Any]) -> str:
-    selector = ((cq.get("spec") or {}).get("namespaceSelector") or {}).get("matchLabels") or {}
-    return str(selector.get(NAMESPACE_NAME_LABEL, ""))
-
-
-def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {str(c.get("type")): c for c in (obj.get("status") or {}).get("conditions") or () if isinstance(c, Mapping)}
-
-
-def _is_true(conds: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
-    return conds.get(kind, {}).get("status") == "True"
+    name: str
+    namespace: str
+    created: str = ""
+    active: bool = True
+    job: str = ""
+    """The Job that owns it (what the team submitted), else its own name."""
+    owner_uids: tuple[str, ...] = ()
+    requests: dict[str, Amount] = field(default_factory=dict)
+    pinned: str | None = None
+    conditions: Mapping[str, Condition] = field(default_factory=dict)
+    assigned: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """pod set -> resource -> flavor (``status.admission.podSetAssignments``)."""
+    unreadable: tuple[Unreadable, ...] = ()
 
 
 def parse_time(text: Any) -> datetime | None:
@@ -231,48 +245,38 @@ def _second(moment: datetime) -> int:
     return int(moment.timestamp() // 1)
 
 
-def was_preempted(workload: Mapping[str, Any], since: datetime, until: datetime) -> bool:
+def _is_true(workload: WorkloadStatus, kind: str) -> bool:
+    cond = workload.conditions.get(kind)
+    return cond is not None and cond.status == "True"
+
+
+def was_preempted(workload: WorkloadStatus, since: datetime, until: datetime) -> bool:
     """Whether the workload was preempted in ``[floor(since), floor(until))`` (whole seconds: module docstring)."""
-    conds = _conditions(workload)
     hits = []
-    if _is_true(conds, "Preempted"):
-        hits.append(conds["Preempted"])
-    evicted = conds.get("Evicted", {})
-    if evicted.get("status") == "True" and evicted.get("reason") == "Preempted":
-        hits.append(evicted)
-    for cond in hits:
-        at = parse_time(cond.get("lastTransitionTime"))
-        if at is not None and _second(since) <= _second(at) < _second(until):
-            return True
-    return False
+    if _is_true(workload, "Preempted"):
+        hits.append(workload.conditions["Preempted"])
+    if _is_true(workload, "Evicted") and workload.conditions["Evicted"].reason == "Preempted":
+        hits.append(workload.conditions["Evicted"])
+    return any(c.since is not None and _second(since) <= _second(c.since) < _second(until) for c in hits)
 
 
-def is_pending(workload: Mapping[str, Any]) -> bool:
-    conds = _conditions(workload)
-    inactive = (workload.get("spec") or {}).get("active") is False
-    return not inactive and not any(_is_true(conds, k) for k in ("QuotaReserved", "Finished"))
+def is_pending(workload: WorkloadStatus) -> bool:
+    return workload.active and not any(_is_true(workload, k) for k in ("QuotaReserved", "Finished"))
 
 
-def pending_reason(workload: Mapping[str, Any]) -> str:
-    cond = _conditions(workload).get("QuotaReserved", {})
-    return str(cond.get("message") or cond.get("reason") or "Pending")
+def pending_reason(workload: WorkloadStatus) -> str:
+    cond = workload.conditions.get("QuotaReserved") or Condition()
+    return cond.message or cond.reason or "Pending"
 
 
-def requests_of(workload: Mapping[str, Any]) -> tuple[dict[str, Amount], str | None]:
-    """What a workload asks for in all (pod sets x count x containers' requests), and the flavor its pods pin
-    with the instance-type node selector (None: any flavor of its ClusterQueue)."""
-    total: dict[str, Amount] = {}
-    pinned: str | None = None
-    for pod_set in (workload.get("spec") or {}).get("podSets") or ():
-        count = int(pod_set.get("count") or 1)
-        pod = (pod_set.get("template") or {}).get("spec") or {}
-        selector = pod.get("nodeSelector") or {}
-        if selector.get(INSTANCE_TYPE_LABEL):
-            pinned = str(selector[INSTANCE_TYPE_LABEL])
-        for container in pod.get("containers") or ():
-            for r, q in ((container.get("resources") or {}).get("requests") or {}).items():
-                total[str(r)] = total.get(str(r), ZERO) + count * _amount(q)
-    return total, pinned
+def _amount(value: Any) -> Amount:
+    """An amount of idleshare's own pool document (exact quantities it wrote itself); absent: 0."""
+    if value is None:
+        return ZERO
+    try:
+        return parse_quantity(str(value))
+    except QuantityError:
+        return ZERO
 
 
 # -- the derivation ------------------------------------------------------------------------------------------
@@ -307,8 +311,8 @@ def _exact(value: Fraction) -> Amount:
 
 def derive_usage(
     cluster_id: str,
-    cluster_queues: Iterable[Mapping[str, Any]],
-    workloads: Iterable[Mapping[str, Any]],
+    cluster_queues: Iterable[QueueStatus],
+    workloads: Iterable[WorkloadStatus],
     pool: Mapping[str, Any] | None,
     *,
     since: datetime,
@@ -318,37 +322,42 @@ def derive_usage(
 ) -> UsageSample:
     """The sample at ``until``: per team, per flavor, idle while pending, admitted but not placed (module
     docstring). ``unbound_pods``: Kueue's pods no node has taken; None when they could not be read
-    (``unbound_error``)."""
+    (``unbound_error``). A flavor/resource any ClusterQueue leaves unreadable is left out of every team's tables and
+    the flavors (lent and idle depend on every team's), and named in ``unreadable``."""
     workloads = list(workloads)
+    queues = sorted(cluster_queues, key=lambda q: q.team)
+    unreadable = [u for q in queues for u in q.unreadable] + [u for w in workloads for u in w.unreadable]
+    unknown = {(u.flavor, u.resource) for q in queues for u in q.unreadable if u.resource}
+    if not all(q.readable for q in queues):  # a queue's use is part of every total: none is known
+        unknown |= {(f, r) for q in queues for t in (q.nominal, q.in_use) for f, per in t.items() for r in per}
+        unknown |= {(f, r) for f, per in (pool or {}).get("capacity", {}).items() for r in per}
     pool = pool or {}
     sharing = pool.get("idleResourceSharing", "Enabled") != "Disabled"
     capacity_doc = pool.get("capacity") or {}
     unallocated_doc = pool.get("unallocated") or {}
     teams: dict[str, TeamUsage] = {}
-    for cq in sorted(cluster_queues, key=team_of):
-        nominal, borrowing, lending = _spec_tables(cq)
-        status = cq.get("status") or {}
-        in_use, borrowed = _status_tables(status, "flavorsUsage")
+    for cq in queues:
+        nominal, borrowing, lending = (_known(t, unknown) for t in (cq.nominal, cq.borrowing_limit, cq.lending_limit))
+        in_use, borrowed = _known(cq.in_use, unknown), _known(cq.borrowed, unknown)
         for f, per in nominal.items():  # every resource of the spec, zero when Kueue reports none
             for r in per:
                 in_use.setdefault(f, {}).setdefault(r, ZERO)
                 borrowed.setdefault(f, {}).setdefault(r, ZERO)
-        team = team_of(cq)
-        teams[team] = TeamUsage(
-            team=team,
-            namespace=namespace_of(cq),
+        teams[cq.team] = TeamUsage(
+            team=cq.team,
+            namespace=cq.namespace,
             nominal=nominal,
             borrowing_limit=borrowing,
             lending_limit=lending,
             in_use=in_use,
             borrowed=borrowed,
-            pending=int(status.get("pendingWorkloads") or 0),
-            reserving=int(status.get("reservingWorkloads") or 0),
-            admitted=int(status.get("admittedWorkloads") or 0),
+            pending=cq.pending,
+            reserving=cq.reserving,
+            admitted=cq.admitted,
         )
     pairs = sorted(
         {(f, r) for t in teams.values() for f, per in t.nominal.items() for r in per}
-        | {(f, r) for f, per in capacity_doc.items() for r in per}
+        | {(f, r) for f, per in capacity_doc.items() for r in per} - unknown
     )
     flavors: dict[str, dict[str, FlavorUsage]] = {}
     lent: dict[str, Table] = {t: {} for t in teams}
@@ -385,15 +394,8 @@ def derive_usage(
     preempted: dict[str, int] = {}
     waiting: dict[tuple[str, str, str], tuple[str, WaitCause | None]] = {}
     pending: list[PendingJob] = []
-    ordered = sorted(
-        workloads,
-        key=lambda w: (
-            str((w.get("metadata") or {}).get("creationTimestamp") or ""),
-            str((w.get("metadata") or {}).get("name") or ""),
-        ),
-    )
-    for wl in ordered:
-        owner = by_namespace.get(str((wl.get("metadata") or {}).get("namespace") or ""))
+    for wl in sorted(workloads, key=lambda w: (w.created, w.name)):
+        owner = by_namespace.get(wl.namespace)
         if owner is None:
             continue
         team = owner
@@ -401,19 +403,19 @@ def derive_usage(
             preempted[team] = preempted.get(team, 0) + 1
         if not is_pending(wl):
             continue
-        asks, pinned = requests_of(wl)
-        candidates = [pinned] if pinned else list(teams[team].nominal)
+        asks = wl.requests
+        candidates = [wl.pinned] if wl.pinned else list(teams[team].nominal)
         reason = pending_reason(wl)
         for flavor in candidates:
             causes = {
                 r: _why(teams[team], (pool.get("teams") or {}).get(team) or {}, flavor, r, q, free)
                 for r, q in asks.items()
-                if q > 0
+                if q > 0 and (flavor, r) not in unknown
             }
             picked = worst([c for r, c in causes.items() if is_accelerator(r)]) or worst(list(causes.values()))
             if picked is not None:
                 r = next(r for r, c in causes.items() if c is picked)
-                pending.append(PendingJob(team, job_of(wl), flavor, r, asks[r], reason, picked))
+                pending.append(PendingJob(team, wl.job, flavor, r, asks[r], reason, picked))
             for r, q in asks.items():
                 idle = flavors.get(flavor, {}).get(r)
                 if q > 0 and is_accelerator(r) and idle is not None and idle.idle > 0:
@@ -431,45 +433,48 @@ def derive_usage(
         if (limit := t.borrowing_limit.get(f, {}).get(r)) is not None and b > limit
     ]
     unbound = None if unbound_pods is None else unbound_of(by_namespace, workloads, unbound_pods)
-    return UsageSample(cluster_id, until, flavors, final, iwp, pending, above, unbound, unbound_error)
-
-
-def admitted_at(workload: Mapping[str, Any]) -> datetime | None:
-    """When Kueue admitted the workload (its ``Admitted`` condition's transition, else ``QuotaReserved``'s); None
-    when it is not admitted now, or finished."""
-    conds = _conditions(workload)
-    if not _is_true(conds, "Admitted") or _is_true(conds, "Finished"):
-        return None
-    return parse_time(conds["Admitted"].get("lastTransitionTime")) or parse_time(
-        conds.get("QuotaReserved", {}).get("lastTransitionTime")
+    return UsageSample(
+        cluster_id, until, flavors, final, iwp, pending, above, unbound, unbound_error, unreadable, sorted(unknown)
     )
 
 
-def _pod_set_flavor(workload: Mapping[str, Any], pod_set: str) -> str:
+def _known(table: Mapping[str, Mapping[str, Any]], unknown: set[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """A copy of a flavor -> resource table without the flavor/resources some ClusterQueue left unreadable."""
+    known = {f: {r: v for r, v in per.items() if (f, r) not in unknown} for f, per in table.items()}
+    return {f: per for f, per in known.items() if per or not table[f]}  # a flavor left with nothing: left out
+
+
+def admitted_at(workload: WorkloadStatus) -> datetime | None:
+    """When Kueue admitted the workload (its ``Admitted`` condition's transition, else ``QuotaReserved``'s); None
+    when it is not admitted now, or finished."""
+    if not _is_true(workload, "Admitted") or _is_true(workload, "Finished"):
+        return None
+    reserved = workload.conditions.get("QuotaReserved")
+    return workload.conditions["Admitted"].since or (reserved.since if reserved else None)
+
+
+def _pod_set_flavor(workload: WorkloadStatus, pod_set: str) -> str:
     """The flavor Kueue assigned ``pod_set`` (its accelerator's, else the first by name; "" if none)."""
-    for psa in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
-        if str(psa.get("name", "")) == pod_set:
-            flavors = {str(r): str(f) for r, f in (psa.get("flavors") or {}).items()}
-            accelerated = sorted(f for r, f in flavors.items() if is_accelerator(r))
-            return (accelerated or sorted(flavors.values()) or [""])[0]
-    return ""
+    flavors = workload.assigned.get(pod_set)
+    if flavors is None:
+        return ""
+    accelerated = sorted(f for r, f in flavors.items() if is_accelerator(r))
+    return (accelerated or sorted(flavors.values()) or [""])[0]
 
 
 def unbound_of(
-    teams: Mapping[str, str], workloads: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+    teams: Mapping[str, str], workloads: Iterable[WorkloadStatus], pods: Iterable[Mapping[str, Any]]
 ) -> list[Unbound]:
     """Per (team, flavor), the ``pods`` (unbound, Kueue's) of admitted workloads in the teams' namespaces
     (``teams``: namespace -> team): module docstring."""
-    owners: dict[str, tuple[str, Mapping[str, Any], datetime]] = {}  # owner uid -> (team, workload, admitted at)
+    owners: dict[str, tuple[str, WorkloadStatus, datetime]] = {}  # owner uid -> (team, workload, admitted at)
     for wl in workloads:
-        meta = wl.get("metadata") or {}
-        team = teams.get(str(meta.get("namespace") or ""))
+        team = teams.get(wl.namespace)
         at = admitted_at(wl)
         if team is None or at is None:
             continue
-        for owner in meta.get("ownerReferences") or ():
-            if isinstance(owner, Mapping) and owner.get("uid"):
-                owners[str(owner["uid"])] = (team, wl, at)
+        for uid in wl.owner_uids:
+            owners[uid] = (team, wl, at)
     found: dict[tuple[str, str], tuple[int, set[str], datetime, str]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -485,18 +490,9 @@ def unbound_of(
             "",
         )  # fmt: skip
         count, names, since, reason = found.get((team, flavor), (0, set(), at, ""))
-        names.add(str((wl.get("metadata") or {}).get("name", "")))
+        names.add(wl.name)
         found[(team, flavor)] = (count + 1, names, min(since, at), reason or why)
     return [Unbound(t, f, n, len(w), since, why) for (t, f), (n, w, since, why) in sorted(found.items())]
-
-
-def job_of(workload: Mapping[str, Any]) -> str:
-    """The name of the Job that owns a workload (what the team submitted), else the workload's own name."""
-    meta = workload.get("metadata") or {}
-    for owner in meta.get("ownerReferences") or ():
-        if isinstance(owner, Mapping) and owner.get("kind") == "Job" and owner.get("name"):
-            return str(owner["name"])
-    return str(meta.get("name") or "")
 
 
 def _why(
@@ -589,6 +585,11 @@ def sample_document(sample: UsageSample) -> dict[str, Any]:
             for a in sample.above_limit
         ],
         **_unbound_fields(sample),
+        "unreadable": [
+            {"object": u.object, "field": u.field, "problem": u.problem,
+             **({"flavor": u.flavor, "resource": u.resource} if u.resource else {})}
+            for u in sample.unreadable[:MAX_UNREADABLE]
+        ],
     }  # fmt: skip
 
 

@@ -3,7 +3,8 @@
 Accepts what ``kubectl get nodes -o json`` prints (``kind: List``), a ``NodeList`` from the API
 (``kind: NodeList``, with ``metadata.resourceVersion`` / ``continue``), or a bare JSON array of Node
 objects, as JSON text or already decoded (``parse_nodes``: ``idleshare plan``); ``node_from_dict`` and
-``cluster_node`` take one decoded Node (the recompute reads the API page by page). Real node objects carry a
+``cluster_node`` take one decoded Node (the recompute reads the API page by page), ``watched_node`` one from the
+node watcher's watch (``service/watcher.node_view``: the watcher compares what the engine reads). Real node objects carry a
 lot the engine never looks at (managedFields, images, addresses, nodeInfo, ...): the Structs below declare
 only the fields idleshare reads, so msgspec decodes the JSON in C and skips everything else (~90% of a real
 node's bytes) without building Python objects for it.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -62,7 +64,9 @@ kept as they are for headroom's node selectors (a value that is not a string mat
 
 class _Metadata(msgspec.Struct):
     name: Annotated[str, msgspec.Meta(min_length=1)]
-    labels: dict[str, Any] | None = None  # the labels read are checked in _to_node, each error named
+    labels: Any = None
+    """An object of strings, checked in _to_node (each error named), not converted by msgspec: a real node has ~35
+    labels, and the node watcher reads every node of a 100k-node cluster."""
     deletionTimestamp: str | None = None
 
 
@@ -143,6 +147,9 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
     labels = meta.labels
     read: dict[str, str] = {}
     kept: dict[str, str] = {}
+    if labels is not None and not isinstance(labels, dict):
+        errors.append(FieldError(f"{where}.metadata.labels", f"must be an object (got {show(labels)})"))
+        return None
     if labels:
         bad = False
         for key in _READ_LABELS:
@@ -156,7 +163,9 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
                     read[key] = value
         if bad:
             return None
-        kept = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+        # in real nodes every key and value is a string: then copied whole, in C
+        same = set(map(type, labels)) <= {str} and set(map(type, labels.values())) <= {str}
+        kept = dict(labels) if same else {k: v for k, v in labels.items() if type(k) is str and type(v) is str}
     instance_type = read.get(INSTANCE_TYPE_LABEL) or read.get(BETA_INSTANCE_TYPE_LABEL) or None
     health = read.get(HEALTH_LABEL)
     mig_config_state = read.get(MIG_CONFIG_STATE_LABEL)
@@ -167,7 +176,12 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
         quantities = status.allocatable
         if quantities:
             ok = True
-            for resource, value in quantities.items():
+            try:  # the common case, in C: every value a string, each parse cached (a flavor's nodes share them)
+                if set(map(type, quantities.values())) <= {str}:
+                    allocatable = dict(zip(quantities, map(_parse_quantity_string, quantities.values()), strict=True))
+            except ValueError:
+                allocatable = {}
+            for resource, value in () if allocatable else quantities.items():
                 try:
                     allocatable[resource] = parse_quantity_value(value)
                 except ValueError as exc:
@@ -320,6 +334,48 @@ def node_from_dict(obj: dict[str, Any], source: str = "node") -> Node:
     if node is None or errors:
         raise InputError(source, errors)
     return node
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedNode:
+    """A Node object as the node watcher keeps it: the engine's :class:`Node`, read by the same decoder, plus two
+    members as the object wrote them (what the watcher stores per node, so views saved earlier still compare)."""
+
+    node: Node
+    ready_status: str | None = None
+    """The last ``Ready`` condition's ``status`` as written (``True``, ``False``, ``Unknown``; None without one):
+    the engine reads ``node.ready`` (any ``Ready`` condition ``True``) from these conditions."""
+    allocatable: dict[str, str] | None = None
+    """``status.allocatable`` as written, sorted by resource; the engine's ``node.allocatable`` is these parsed.
+    None for an unreadable node."""
+
+
+def watched_node(obj: object) -> WatchedNode:
+    """A Node object from a watch event or a list, read as :func:`cluster_node` reads it (one that does not parse
+    is an unreadable Node, its errors not named: the recompute names them)."""
+    try:
+        item = msgspec.convert(obj, _Node) if isinstance(obj, dict) else None
+    except msgspec.ValidationError:
+        item = None
+    node = _to_node(item, "node", []) if item is not None else None
+    if item is None or node is None:
+        name = _name_of(obj)
+        unreadable = Node(
+            name=name if isinstance(name, str) else "", instance_type=None, allocatable={}, unreadable=True
+        )
+        return WatchedNode(unreadable)
+    status = item.status
+    ready_status = None
+    allocatable: dict[str, str] = {}
+    if status is not None:
+        for condition in status.conditions or ():
+            if condition.type == "Ready":
+                ready_status = condition.status
+        written = status.allocatable
+        if written:
+            same = set(map(type, written.values())) <= {str}
+            allocatable = dict(sorted(written.items())) if same else {k: str(v) for k, v in sorted(written.items())}
+    return WatchedNode(node, ready_status, allocatable)
 
 
 def cluster_node(obj: object, position: int) -> tuple[Node, InputError | None]:

@@ -176,12 +176,14 @@ def emit_watch(report: WatchReport) -> None:
 def emit_usage(sample: UsageSample) -> None:
     """A usage sample's gauges (accelerators only): per team and flavor in use and borrowed, per team pending
     workloads, per flavor idle, borrowed and idle while pending; and a log line naming each team that waits
-    while its flavor is idle, with Kueue's reason (the IdleWhilePending alarm's context)."""
+    while its flavor is idle, with Kueue's reason (the IdleWhilePending alarm's context). What the sample could not
+    read has no gauge (a gap, never a 0): a log line names each such value."""
     cid = sample.cluster_id
     dim_f, dim_r, dim_t = names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, names.METRIC_DIM_TEAM
     for team, usage in sample.teams.items():
         team_dims: dict[str, Any] = {dim_t: team}
-        gauge(cid, names.METRIC_TEAM_PENDING_WORKLOADS, float(usage.pending), **team_dims)
+        if usage.pending is not None:  # unreadable: no gauge (a gap), never a 0
+            gauge(cid, names.METRIC_TEAM_PENDING_WORKLOADS, float(usage.pending), **team_dims)
         for flavor, per in usage.in_use.items():
             for resource, used in per.items():
                 if not is_accelerator(resource):
@@ -230,6 +232,18 @@ def emit_usage(sample: UsageSample) -> None:
             )  # fmt: skip
     else:
         logger.warning("unbound pods not read", extra={"cluster": cid, "error": sample.unbound_error})
+    if sample.unreadable:
+        logger.warning(
+            "usage values not read: no gauge for them (a gap, not zero)",
+            extra={
+                "cluster": cid,
+                "unreadable": [
+                    {"object": u.object, "field": u.field, "problem": u.problem, "flavor": u.flavor,
+                     "resource": u.resource}
+                    for u in sample.unreadable
+                ],
+            },
+        )  # fmt: skip
     if sample.above_limit:
         logger.warning(
             "teams borrow above their current limit (lowered after Kueue admitted the work; Kueue does not evict it)",

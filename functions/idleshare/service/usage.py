@@ -17,7 +17,7 @@ the first sample of a later day (:meth:`UsageStore.compact_usage_day`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
@@ -33,6 +33,7 @@ from idleshare.adapters.ports import (
 )
 from idleshare.domain.usage import UsageSample, allocations, derive_usage, hours_text, parse_time, sample_document
 from idleshare.errors import ConflictError, IdleshareError, NotFoundError
+from idleshare.parse import kueue_status
 from idleshare.parse.errors import FieldError
 from idleshare.service.admin import BadRequestError, decode_token, encode_token, first_entries
 
@@ -42,6 +43,7 @@ EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # a report's from/to: no sample is 
 LATEST = datetime(9999, 1, 1, tzinfo=UTC)  # and room left for a bucket's end (year 9999 + 14 h overflowed: a 500)
 NO_SAMPLE = "NoSample"
 SAMPLE_FAILED = "SampleFailed"
+UNREADABLE = "Unreadable"  # a flavor/resource of Kueue's objects the sample could not read
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,8 @@ def split_hours(start: datetime, end: datetime) -> list[tuple[str, Fraction]]:
 
 
 def interval_hours(sample: UsageSample | None, start: datetime, end: datetime, gap: str = "") -> dict[str, UsageBucket]:
-    """The hour deltas of one interval: the sample's amount-seconds, or (``gap``) the interval as a gap."""
+    """The hour deltas of one interval: the sample's amount-seconds, or (``gap``) the interval as a gap. What the sample
+    could not read of a flavor/resource makes the interval a gap for it too (no amount-seconds there, not zero)."""
     hours: dict[str, UsageBucket] = {}
     pieces = split_hours(start, end)
     if gap:
@@ -89,6 +92,10 @@ def interval_hours(sample: UsageSample | None, start: datetime, end: datetime, g
             start=hour,
             rows={(t, f, r): (Fraction(a) * seconds, Fraction(b) * seconds) for t, f, r, a, b in rows},
         )
+    if sample.unknown and pieces:
+        what = ", ".join(f"{f}/{r}" for f, r in sample.unknown)
+        last = hours[pieces[-1][0]]
+        hours[last.start] = replace(last, gaps=((_iso(start), _iso(end), f"{UNREADABLE}: {what} not read"),))
     return hours
 
 
@@ -126,8 +133,8 @@ def sample_usage(
         record = store.get_pool(cluster_id)
         sample = derive_usage(
             cluster_id,
-            queues,
-            workloads,
+            kueue_status.cluster_queues(queues),
+            kueue_status.workloads(workloads),
             record.pool if record else None,
             since=since,
             until=now,

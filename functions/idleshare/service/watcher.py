@@ -12,7 +12,9 @@ One invocation per governed cluster per minute (``handlers/watcher.py``) calls :
    ``spec.unschedulable``, the HyperPod health label, the NoSchedule / NoExecute taints,
    ``status.allocatable``, the instance-type label, the MIG manager's ``nvidia.com/mig.config.state`` label
    — becomes an event. A kubelet's heartbeat (a status update that changes none of these) produces nothing.
-   ``tests/unit/test_mig_readiness.py`` fails when a field the engine's ``Node`` reads is not watched here.
+   The view is built from the engine's own reading of the node (``parse/nodes.watched_node``);
+   ``tests/unit/test_watcher_sees_what_the_engine_reads.py`` holds that a node the engine reads differently is a
+   change here.
 3. **Publish** each change as ``Node Changed`` (detail: ``cluster``, ``node``, ``change`` — the most
    significant one —, ``changes`` — all of them —, ``resourceVersion``) on idleshare's bus, by batched
    PutEvents from a background thread, so a burst (an AZ's nodes going NotReady) costs one call per ten
@@ -56,14 +58,9 @@ from typing import Any
 
 from idleshare import names, timings
 from idleshare.adapters.ports import BatchPublisher, NodeWatchSource, WatchBookmark, WatchStore
-from idleshare.domain.model import (
-    BETA_INSTANCE_TYPE_LABEL,
-    BLOCKING_TAINT_EFFECTS,
-    HEALTH_LABEL,
-    INSTANCE_TYPE_LABEL,
-    MIG_CONFIG_STATE_LABEL,
-)
+from idleshare.domain.model import BLOCKING_TAINT_EFFECTS
 from idleshare.errors import ConflictError, IdleshareError, ResourceExpiredError, RetryableError
+from idleshare.parse.nodes import watched_node
 
 PUT_EVENTS = "events:PutEvents"  # the operation a publish failure names
 
@@ -102,46 +99,37 @@ CHANGE_KINDS = (
 # A node's view: [ready, unschedulable, deleting, health, taints, allocatable, instance type, MIG config state,
 # labels digest] (JSON-able, compared as a whole first: equal views -> nothing to report). A view saved before the MIG
 # state or the labels digest was part of it is shorter: a missing member reads as None (no label; labels unknown), so
-# an upgrade publishes nothing by itself.
+# an upgrade publishes nothing by itself. ``ready`` is the Ready condition's status as written and ``allocatable`` the
+# quantities as written (as the raw reader before stored them); an unreadable node's view has no allocatable (None).
 View = list[Any]
 _READY, _UNSCHEDULABLE, _DELETING, _HEALTH, _TAINTS, _ALLOCATABLE, _INSTANCE_TYPE, _MIG_CONFIG_STATE, _LABELS = range(9)
 
 
 def node_view(node: Mapping[str, Any]) -> View:
-    """What of ``node`` can move the pool, and nothing else (heartbeat times, images, addresses, ...)."""
-    meta = node.get("metadata") or {}
-    spec = node.get("spec") or {}
-    status = node.get("status") or {}
-    labels = meta.get("labels") or {}
-    ready = None
-    for condition in status.get("conditions") or ():
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            ready = condition.get("status")
-    taints = sorted(
-        [str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))]
-        for t in spec.get("taints") or ()
-        if isinstance(t, Mapping) and t.get("effect") in BLOCKING_TAINT_EFFECTS
-    )
-    allocatable = status.get("allocatable") or {}
+    """What of ``node`` can move the pool, and nothing else (heartbeat times, images, addresses, ...): the engine's
+    reading of it (:func:`idleshare.parse.nodes.watched_node`, the decoder the recompute uses), so a field the engine
+    reads is a field compared here. An unreadable node's view has no allocatable (None): it counts as nothing."""
+    watched = watched_node(node)
+    read = watched.node
+    taints = [[t.key, t.value or "", t.effect] for t in read.taints if t.effect in BLOCKING_TAINT_EFFECTS]
     return [
-        ready,
-        bool(spec.get("unschedulable")),
-        bool(meta.get("deletionTimestamp")),
-        labels.get(HEALTH_LABEL),
-        taints,
-        {str(k): str(v) for k, v in sorted(allocatable.items())} if isinstance(allocatable, Mapping) else {},
-        labels.get(INSTANCE_TYPE_LABEL) or labels.get(BETA_INSTANCE_TYPE_LABEL),
-        labels.get(MIG_CONFIG_STATE_LABEL),
-        _labels_digest(labels),
+        watched.ready_status,
+        read.unschedulable,
+        read.deleting,
+        read.health_status,
+        sorted(taints) if len(taints) > 1 else taints,
+        watched.allocatable,
+        read.instance_type,
+        read.mig_config_state,
+        _labels_digest(read.labels),
     ]
 
 
-def _labels_digest(labels: Any) -> str:
+def _labels_digest(labels: Mapping[str, str]) -> str:
     """A short digest of every label (12 hex digits): a view stays small at any number of labels."""
     import hashlib
 
-    text = json.dumps(labels if isinstance(labels, Mapping) else {}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _at(view: View, index: int) -> Any:

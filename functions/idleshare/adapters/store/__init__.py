@@ -54,8 +54,8 @@ Rules this adapter keeps:
   A pool JSON above ``COMPRESS_ABOVE`` bytes is stored zlib-compressed in a binary attribute
   (``pool_encoding = "zlib"``), split into ``PART#`` items of ``PART_SIZE`` bytes written in the same transaction
   when larger (:mod:`.items`): every item stays under 400 KB; a pool over ``MAX_POOL_PARTS`` parts (the pool and
-  its history entry must fit one 4 MB transaction) is refused (413). Items of the ``"json"`` and
-  ``"zlib+base64"`` text encodings written before are still read.
+  its history entry must fit one 4 MB transaction) is refused (413). A smaller one is JSON text
+  (``pool_encoding = "json"``); any other encoding is a corrupt item.
 - Generation 0 means "no pool computed yet". :meth:`DynamoStore.record_read_failure` on a cluster without
   a POOL item creates one at generation 0 with an empty pool (so the failure is visible);
   :meth:`DynamoStore.get_pool` returns it as a ``PoolRecord`` with ``generation == 0`` and ``pool == {}``,

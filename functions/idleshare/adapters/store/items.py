@@ -13,7 +13,6 @@ in the same transaction as the item that references them. The owner holds ``<att
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
@@ -38,7 +37,6 @@ MAX_POOL_PARTS = 6  # the pool and its history entry each hold the parts: 2 x 6 
 MAX_WATCH_PARTS = 12  # the watcher's node views, once per transaction: 12 x 300 KB = 3.6 MB
 MAX_MESSAGE = 2_000  # apply / read-failure messages are cut to this many characters
 ENCODING_JSON = "json"  # pool: JSON text
-ENCODING_ZLIB = "zlib+base64"  # pool: zlib, base64 text (written before parts existed; still read)
 ENCODING_ZLIB_BINARY = "zlib"  # pool: zlib, binary, inline or in parts
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 ID_PATTERN = re.compile(r"^[a-z0-9]{12}$")  # quota and scheduler config ids
@@ -147,19 +145,14 @@ class StoredItem:
         return value
 
     def pool(self, parts: bytes | None = None) -> dict[str, Any]:
-        """The pool document: JSON text, zlib+base64 text (older items), or zlib binary inline or (``parts``: the
-        parts joined, :func:`unpack`) in part items."""
+        """The pool document: JSON text, or zlib binary inline or (``parts``: the parts joined, :func:`unpack`) in
+        part items; any other ``pool_encoding`` is corrupt."""
         encoding = self.get_str("pool_encoding", ENCODING_JSON)
         if encoding == ENCODING_ZLIB_BINARY:
             return self.document("pool", parts if parts is not None else self.get_bytes("pool"))
-        text = self.get_str("pool")
-        if encoding == ENCODING_ZLIB:
-            try:
-                text = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True)).decode("utf-8")
-            except (ValueError, zlib.error) as exc:
-                self.corrupt(f"attribute 'pool' is not valid {ENCODING_ZLIB}: {exc}")
-        elif encoding != ENCODING_JSON:
+        if encoding != ENCODING_JSON:
             self.corrupt(f"unknown pool_encoding {encoding!r}")
+        text = self.get_str("pool")
         try:
             value = json.loads(text)
         except ValueError as exc:
@@ -176,8 +169,6 @@ class Packed:
     inline: str | bytes | None
     parts: tuple[bytes, ...] = ()
     sha256: str = ""
-    json_bytes: int = 0
-    compressed_bytes: int = 0
 
     def owner_attributes(self, attr: str) -> dict[str, Any]:
         """What the owner item holds: ``attr`` inline, or ``<attr>_parts`` and ``<attr>_sha256``."""
@@ -192,10 +183,10 @@ def pack(document: Mapping[str, Any], what: str, *, max_parts: int, operation: s
     text = to_json(document, what)
     raw = text.encode("utf-8")
     if len(raw) <= text_below:
-        return Packed(text, json_bytes=len(raw))
+        return Packed(text)
     blob = zlib.compress(raw, 6)
     if len(blob) <= PART_SIZE:
-        return Packed(blob, json_bytes=len(raw), compressed_bytes=len(blob))
+        return Packed(blob)
     parts = tuple(blob[i : i + PART_SIZE] for i in range(0, len(blob), PART_SIZE))
     if len(parts) > max_parts:
         raise PermanentError(
@@ -205,7 +196,7 @@ def pack(document: Mapping[str, Any], what: str, *, max_parts: int, operation: s
             operation=operation,
             status=413,
         )
-    return Packed(None, parts, hashlib.sha256(blob).hexdigest(), len(raw), len(blob))
+    return Packed(None, parts, hashlib.sha256(blob).hexdigest())
 
 
 def part_items(pk: str, owner_sk: str, packed: Packed, **attributes: Any) -> list[dict[str, Any]]:
