@@ -469,9 +469,12 @@ class FakeKube:
 
     # -- NodeWatchSource ------------------------------------------------------------------------------
 
-    def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+    def list_nodes_snapshot(
+        self, page_size: int = 500, transform: Callable[[dict[str, Any]], Any] | None = None
+    ) -> tuple[list[Any], str]:
         self.lists += 1
-        return copy.deepcopy(self.nodes), self.rv
+        nodes = copy.deepcopy(self.nodes)
+        return ([transform(n) for n in nodes] if transform else nodes), self.rv
 
     def watch_nodes(
         self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True

@@ -361,8 +361,14 @@ def checkpoint_items(table: Any, cluster_id: str) -> tuple[int, int]:
 
     from idleshare.table import PART_PREFIX, PK, SK, WATCH_SK, cluster_pk
 
-    got = table.query(KeyConditionExpression=Key(PK).eq(cluster_pk(cluster_id)))["Items"]
-    watch = [i for i in got if str(i[SK]).startswith((WATCH_SK, PART_PREFIX + WATCH_SK))]
+    watch: list[dict[str, Any]] = []
+    for prefix in (WATCH_SK, PART_PREFIX + WATCH_SK):  # a query's page is 1 MB: ask for these items only
+        key = Key(PK).eq(cluster_pk(cluster_id)) & Key(SK).begins_with(prefix)
+        page: dict[str, Any] = {"LastEvaluatedKey": None}
+        while "LastEvaluatedKey" in page:
+            start = {"ExclusiveStartKey": page["LastEvaluatedKey"]} if page["LastEvaluatedKey"] else {}
+            page = table.query(KeyConditionExpression=key, **start)
+            watch += page["Items"]
     return len(watch), max((item_bytes(i) for i in watch), default=0)
 
 

@@ -581,19 +581,23 @@ class LightkubeCluster:
                 if retry or yielded or self._token is None:
                     raise
 
-    def list_nodes_snapshot(self, page_size: int = DEFAULT_PAGE_SIZE) -> tuple[list[Obj], str]:
-        """Every Node as :meth:`list_nodes` gives it, and the ``resourceVersion`` of the list: where a
+    def list_nodes_snapshot(
+        self, page_size: int = DEFAULT_PAGE_SIZE, transform: Callable[[Obj], Any] | None = None
+    ) -> tuple[list[Any], str]:
+        """Every Node as :meth:`list_nodes` gives it (each passed through ``transform`` as it is read, when given:
+        the node watcher keeps only its view, never the list), and the ``resourceVersion`` of the list: where a
         watch that must miss nothing after this list starts (:meth:`watch_nodes`)."""
         if page_size < 1:
             raise ValueError("page_size must be positive")
         import msgspec
 
         to_dict = msgspec.to_builtins
+        keep: Callable[[Any], Any] = (lambda node: transform(to_dict(node))) if transform else to_dict
 
-        def snapshot(client: Client) -> tuple[list[Obj], Any]:
+        def snapshot(client: Client) -> tuple[list[Any], Any]:
             with self._translated("list nodes"):
                 listing = client.list(_resource("Node"), chunk_size=page_size)
-                nodes = [to_dict(node) for node in listing]
+                nodes = [keep(node) for node in listing]
                 return nodes, listing._resourceVersion  # set by the first page (the property refuses an empty one)
 
         nodes, version = self._authenticated(snapshot)

@@ -334,8 +334,11 @@ class KubeCluster(Protocol):
 class NodeWatchSource(Protocol):
     """The cluster's nodes as the node watcher lists and watches them."""
 
-    def list_nodes_snapshot(self, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
-        """Every Node object and the list's ``resourceVersion`` (where a watch starts from)."""
+    def list_nodes_snapshot(
+        self, page_size: int = 500, transform: Callable[[dict[str, Any]], Any] | None = None
+    ) -> tuple[list[Any], str]:
+        """Every Node object (each passed through ``transform`` as it is read, when given) and the list's
+        ``resourceVersion`` (where a watch starts from)."""
         ...
 
     def watch_nodes(

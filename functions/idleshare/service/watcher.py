@@ -105,6 +105,11 @@ View = list[Any]
 _READY, _UNSCHEDULABLE, _DELETING, _HEALTH, _TAINTS, _ALLOCATABLE, _INSTANCE_TYPE, _MIG_CONFIG_STATE, _LABELS = range(9)
 
 
+def _named_view(node: Mapping[str, Any]) -> tuple[str, View]:
+    """A listed node's name and view (:meth:`NodeWatch._relist` keeps only these)."""
+    return str((node.get("metadata") or {}).get("name", "")), node_view(node)
+
+
 def node_view(node: Mapping[str, Any]) -> View:
     """What of ``node`` can move the pool, and nothing else (heartbeat times, images, addresses, ...): the engine's
     reading of it (:func:`idleshare.parse.nodes.watched_node`, the decoder the recompute uses), so a field the engine
@@ -427,9 +432,10 @@ class NodeWatch:
 
     def _relist(self) -> None:
         """List the nodes, publish what changed since the checkpoint's views (none saved: nothing), checkpoint."""
-        listed, version = self.kube.list_nodes_snapshot()
+        # each node's view as it is read: at 100k nodes the list itself is never held (docs/benchmarks.md)
+        listed, version = self.kube.list_nodes_snapshot(transform=_named_view)
         self.report.relists += 1
-        fresh = {str((n.get("metadata") or {}).get("name", "")): node_view(n) for n in listed}
+        fresh = dict(listed)
         if self.saved_nodes is not None:  # changes made while nobody watched (or in the expired window)
             for name in sorted(set(self.known) | set(fresh)):
                 changes = node_changes(self.known.get(name), fresh.get(name))
