@@ -17,13 +17,13 @@ from idleshare import timings
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import DynamoStore
 from idleshare.adapters.store.usage import MAX_GAPS, merge_gaps
-from idleshare.cli import usage as usage_cli
 from idleshare.domain.usage import derive_usage, hours_text, sample_document, split_lent
 from idleshare.errors import NotFoundError
 from idleshare.parse.kueue_status import cluster_queues as read_queues
 from idleshare.parse.kueue_status import workloads as read_workloads
 from idleshare.service.admin import BadRequestError
 from idleshare.service.usage import sample_usage, split_hours, usage_report
+from idleshare_cli import usage as usage_cli
 from tests.aws_env import create_table, fake_aws_env
 from tests.fakes import FakeKube, FakeStore
 
