@@ -21,7 +21,10 @@ last one sees every change made in it."""
 
 RECOMPUTE_TIMEOUT_SECONDS = 300
 """The recompute function's timeout."""
-RECOMPUTE_MEMORY_MB = 1024
+RECOMPUTE_MEMORY_MB = 1536
+"""The recompute function's memory. Measured (``make bench-scale``, docs/benchmarks.md): a warm recompute of 100,000
+real-shaped nodes and 500 teams peaked at 921 MB (its node list kept: ``adapters/node_cache.py``), 340 MB at 20k:
+1,024 MB left it 10% of headroom, 1,536 MB leaves 40% (and Lambda's CPU grows with it)."""
 RECOMPUTE_BATCH_SIZE = 10
 """The event source mapping's batch size (and SQS ReceiveMessage's maximum)."""
 RECOMPUTE_MAX_CONCURRENCY = 5
@@ -89,7 +92,10 @@ WATCHER_FUNCTION_TIMEOUT_SECONDS = 90
 """The watcher function's timeout: the watch is held until :data:`WATCHER_STOP_BEFORE_SECONDS` before it."""
 WATCHER_STOP_BEFORE_SECONDS = 10
 """Left for the last publish and checkpoint."""
-WATCHER_MEMORY_MB = 256
+WATCHER_MEMORY_MB = 512
+"""The node watcher function's memory. Measured (``make bench-scale``): its relist pass (every node's view, the saved
+views, the checkpoint) peaked at 338 MB at 100,000 nodes and 277 MB at 20,000 before its relist kept views only: over
+the 256 MB it had."""
 WATCHER_WINDOW_SECONDS = 15
 """One watch request is held at most this long: the watcher checkpoints its resourceVersion at least this often."""
 USAGE_FIRST_INTERVAL_SECONDS = WATCHER_SCHEDULE_MINUTES * 60

@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import gc
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -50,7 +51,10 @@ TEAMS = 500
 IMAGES = 12
 FLOOR_RUNS = 2
 CORDONS = 5
-WATCH_PASS_SECONDS = 2.0
+WATCH_PASS_SECONDS = 10.0
+"""A measured watcher pass holds its watch this long from its start (a deployed one: until
+``timings.WATCHER_STOP_BEFORE_SECONDS`` before its timeout): claiming 100k nodes' views takes seconds, and a pass whose
+deadline passes during the claim watches nothing (at 2 s, the 100k pass returned before its watch: 0 published)."""
 AZ_SHARE = 0.10
 ETCD_QUOTA_BYTES = 8 * 1024**3
 CHECKED_AT = 100_000
@@ -691,11 +695,15 @@ def rows(m: dict[str, Any]) -> list[bc.Row]:
         )  # fmt: skip
     if m.get("az"):
         a, bound = m["az"], az_bound_seconds()
-        ok = a["recomputes"] <= TARGETS["az_recomputes"] and a["after_last_write_s"] <= bound
+        # the writes take the server minutes at 10% of 100k nodes: "at once" is as many coalescing windows as they span
+        windows = max(1, math.ceil(a["write_s"] / timings.COALESCE_SECONDS))
+        allowed = TARGETS["az_recomputes"] * windows
+        ok = a["recomputes"] <= allowed and a["after_last_write_s"] <= bound
         out.append(
             bc.Row("scale", f"{n}: {a['nodes']} nodes NotReady (written in {a['write_s']:.0f} s) -> pool; recomputes",
                    f"{a['after_last_write_s']:.1f} s after the last write; {a['recomputes']}", "", None,
-                   f"<= {TARGETS['az_recomputes']}, <= {bound:.0f} s" if checked else "", ok if checked else None)
+                   f"<= {TARGETS['az_recomputes']} per window ({allowed}), <= {bound:.0f} s" if checked else "",
+                   ok if checked else None)
         )  # fmt: skip
     return out
 
