@@ -87,86 +87,41 @@ def _devices(spec: InstanceSpec, mig: dict[str, int] | None) -> dict[str, str]:
     return {name: str(count) for name, count in devices.items()}
 
 
+def _gpu_spec(
+    instance_type: str,
+    vcpu: int,
+    memory_ki: int,
+    max_pods: int,
+    disk_ki: int,
+    gpus: int,
+    efa: int,
+    product: str,
+    mib: int,
+) -> InstanceSpec:
+    """An NVIDIA instance type: its GPUs and EFA interfaces, the GPU's product label and memory (MiB)."""
+    devices = {"nvidia.com/gpu": gpus, "vpc.amazonaws.com/efa": efa}
+    return InstanceSpec(instance_type, vcpu, memory_ki, max_pods, disk_ki, devices, product, mib)
+
+
+NEURON_DEVICES = {
+    "aws.amazon.com/neuron": 16,
+    "aws.amazon.com/neuroncore": 32,
+    "aws.amazon.com/neurondevice": 16,
+    "vpc.amazonaws.com/efa": 8,
+}
+
 SPECS: dict[str, InstanceSpec] = {
     s.instance_type: s
     for s in (
-        InstanceSpec(
-            "ml.p5.48xlarge",
-            vcpu=192,
-            memory_capacity_ki=2097041540,
-            max_pods=100,
-            ephemeral_storage_capacity_ki=524275692,
-            devices={"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32},
-            gpu_product="NVIDIA-H100-80GB-HBM3",
-            gpu_memory_mib=81559,
-        ),
-        InstanceSpec(
-            "ml.p4d.24xlarge",
-            vcpu=96,
-            memory_capacity_ki=1176958036,
-            max_pods=737,
-            ephemeral_storage_capacity_ki=524275692,
-            devices={"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 4},
-            gpu_product="NVIDIA-A100-SXM4-40GB",
-            gpu_memory_mib=40960,
-        ),
-        InstanceSpec(
-            "ml.p4de.24xlarge",
-            vcpu=96,
-            memory_capacity_ki=1176958036,
-            max_pods=737,
-            ephemeral_storage_capacity_ki=524275692,
-            devices={"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 4},
-            gpu_product="NVIDIA-A100-SXM4-80GB",
-            gpu_memory_mib=81920,
-        ),
-        InstanceSpec(
-            "ml.trn1.32xlarge",
-            vcpu=128,
-            memory_capacity_ki=528201284,
-            max_pods=247,
-            ephemeral_storage_capacity_ki=524275692,
-            devices={
-                "aws.amazon.com/neuron": 16,
-                "aws.amazon.com/neuroncore": 32,
-                "aws.amazon.com/neurondevice": 16,
-                "vpc.amazonaws.com/efa": 8,
-            },
-            neuron=True,
-        ),
-        InstanceSpec(
-            "ml.g5.12xlarge",
-            vcpu=48,
-            memory_capacity_ki=195757292,
-            max_pods=737,
-            ephemeral_storage_capacity_ki=209702892,
-            devices={"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 1},
-            gpu_product="NVIDIA-A10G",
-            gpu_memory_mib=23028,
-        ),
-        InstanceSpec(
-            "ml.g5.48xlarge",
-            vcpu=192,
-            memory_capacity_ki=790484612,
-            max_pods=345,
-            ephemeral_storage_capacity_ki=209702892,
-            devices={"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 1},
-            gpu_product="NVIDIA-A10G",
-            gpu_memory_mib=23028,
-        ),
-        InstanceSpec(
-            "ml.g6e.12xlarge",
-            vcpu=48,
-            memory_capacity_ki=391592292,
-            max_pods=234,
-            ephemeral_storage_capacity_ki=209702892,
-            devices={"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 1},
-            gpu_product="NVIDIA-L40S",
-            gpu_memory_mib=46068,
-        ),
-        InstanceSpec(
-            "ml.m5.2xlarge", vcpu=8, memory_capacity_ki=32386648, max_pods=58, ephemeral_storage_capacity_ki=104845292
-        ),
+        # instance type, vCPU, memory capacity (KiB), max pods, ephemeral storage (KiB), GPUs, EFA, GPU product, MiB
+        _gpu_spec("ml.p5.48xlarge", 192, 2097041540, 100, 524275692, 8, 32, "NVIDIA-H100-80GB-HBM3", 81559),
+        _gpu_spec("ml.p4d.24xlarge", 96, 1176958036, 737, 524275692, 8, 4, "NVIDIA-A100-SXM4-40GB", 40960),
+        _gpu_spec("ml.p4de.24xlarge", 96, 1176958036, 737, 524275692, 8, 4, "NVIDIA-A100-SXM4-80GB", 81920),
+        InstanceSpec("ml.trn1.32xlarge", 128, 528201284, 247, 524275692, NEURON_DEVICES, neuron=True),
+        _gpu_spec("ml.g5.12xlarge", 48, 195757292, 737, 209702892, 4, 1, "NVIDIA-A10G", 23028),
+        _gpu_spec("ml.g5.48xlarge", 192, 790484612, 345, 209702892, 8, 1, "NVIDIA-A10G", 23028),
+        _gpu_spec("ml.g6e.12xlarge", 48, 391592292, 234, 209702892, 4, 1, "NVIDIA-L40S", 46068),
+        InstanceSpec("ml.m5.2xlarge", 8, 32386648, 58, 104845292),
     )
 }
 

@@ -161,45 +161,67 @@ class Observability(Construct):
         self.topic = sns.Topic(self, "AlarmTopic", display_name="idleshare alarms", enforce_ssl=True)
         if alarm_email:
             self.topic.add_subscription(subs.EmailSubscription(alarm_email))
-        action = cw_actions.SnsAction(self.topic)
+        self._action = cw_actions.SnsAction(self.topic)
+        self._queue_and_function_alarms(recompute, dlq, router_dlq)
+        self._cluster_alarms(cluster_ids)
+        self._dashboard((recompute, router, api_handler), (queue, dlq, router_dlq))
 
-        def alarm(
-            alarm_id: str,
-            description: str,
-            metric: cw.IMetric,
-            *,
-            above: int,
-            periods: int,
-            datapoints: int | None = None,
-        ) -> cw.Alarm:
-            """Alarm when `metric` passes `above` (1: reaches 1; 0: above 0) in `datapoints` of `periods` periods
-            (all of them by default), missing data not breaching; notify the topic."""
-            created = cw.Alarm(
-                self,
-                alarm_id,
-                alarm_description=description,
-                metric=metric,
-                threshold=above,
-                evaluation_periods=periods,
-                comparison_operator=(
-                    cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
-                    if above
-                    else cw.ComparisonOperator.GREATER_THAN_THRESHOLD
-                ),
-                datapoints_to_alarm=datapoints,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+    def _alarm(
+        self,
+        alarm_id: str,
+        description: str,
+        metric: cw.IMetric,
+        *,
+        above: int,
+        periods: int,
+        datapoints: int | None = None,
+    ) -> cw.Alarm:
+        """Alarm when `metric` passes `above` (1: reaches 1; 0: above 0) in `datapoints` of `periods` periods
+        (all of them by default), missing data not breaching; notify the topic."""
+        created = cw.Alarm(
+            self,
+            alarm_id,
+            alarm_description=description,
+            metric=metric,
+            threshold=above,
+            evaluation_periods=periods,
+            comparison_operator=(
+                cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+                if above
+                else cw.ComparisonOperator.GREATER_THAN_THRESHOLD
+            ),
+            datapoints_to_alarm=datapoints,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        created.add_alarm_action(self._action)
+        return created
+
+    def _cluster_gauge_alarms(
+        self, cluster_ids: list[str], prefix: str, metric: str, description: str
+    ) -> list[cw.Alarm]:
+        """``<prefix>-<cluster>`` for each cluster: the recompute's per-cluster gauge ``metric`` above 0 (EMF: the
+        cluster, and Powertools' own service dimension). ``description`` names the cluster as ``{cluster}``."""
+        return [
+            self._alarm(
+                f"{prefix}-{cluster_id}",
+                description.replace("{cluster}", cluster_id),
+                emf_metric(metric, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
+                above=0,
+                periods=1,
             )
-            created.add_alarm_action(action)
-            return created
+            for cluster_id in cluster_ids
+        ]
 
-        self.dlq_alarm = alarm(
+    def _queue_and_function_alarms(self, recompute: lambda_.Function, dlq: sqs.IQueue, router_dlq: sqs.IQueue) -> None:
+        """The DLQs' depth, the recompute's errors and its permanent failures."""
+        self.dlq_alarm = self._alarm(
             "DlqDepthAlarm",
             "Recompute messages are failing repeatedly and landing in the DLQ",
             dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
             above=1,
             periods=1,
         )
-        self.router_dlq_alarm = alarm(
+        self.router_dlq_alarm = self._alarm(
             "RouterDlqDepthAlarm",
             "Trigger events were not routed: EventBridge could not invoke the router, or its invocations failed"
             " after Lambda's retries; they are kept in the router DLQ (stack output "
@@ -208,7 +230,7 @@ class Observability(Construct):
             above=1,
             periods=1,
         )
-        self.errors_alarm = alarm(
+        self.errors_alarm = self._alarm(
             "RecomputeErrorsAlarm",
             "The recompute Lambda is failing",
             recompute.metric_errors(period=PERIOD, statistic="Sum"),
@@ -216,7 +238,7 @@ class Observability(Construct):
             periods=3,
             datapoints=2,
         )
-        self.permanent_failures_alarm = alarm(
+        self.permanent_failures_alarm = self._alarm(
             "PermanentFailuresAlarm",
             "A recompute cannot succeed until its input changes (invalid stored policy, objects Kueue refuses):"
             " see the pool's last failure (GET /clusters/{c}/pool); not retried",
@@ -224,8 +246,12 @@ class Observability(Construct):
             above=1,
             periods=1,
         )
+
+    def _cluster_alarms(self, cluster_ids: list[str]) -> None:
+        """One alarm per cluster for each of: shortfall, another field manager, a foreign object, a quota
+        overridden by an orchestrator, accelerators idle while work is pending, pods no node has taken."""
         self.shortfall_alarms = [
-            alarm(
+            self._alarm(
                 f"ShortfallAlarm-{cluster_id}",
                 f"Cluster {cluster_id}: quotas allocate more than the eligible nodes provide",
                 cw.MathExpression(
@@ -240,34 +266,23 @@ class Observability(Construct):
             for cluster_id in cluster_ids
         ]
 
-        def cluster_gauge_alarms(prefix: str, metric: str, description: str) -> list[cw.Alarm]:
-            """``<prefix>-<cluster>`` for each cluster: the recompute's per-cluster gauge ``metric`` above 0 (EMF: the
-            cluster, and Powertools' own service dimension). ``description`` names the cluster as ``{cluster}``."""
-            return [
-                alarm(
-                    f"{prefix}-{cluster_id}",
-                    description.replace("{cluster}", cluster_id),
-                    emf_metric(metric, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
-                    above=0,
-                    periods=1,
-                )
-                for cluster_id in cluster_ids
-            ]
-
-        self.field_manager_alarms = cluster_gauge_alarms(
+        self.field_manager_alarms = self._cluster_gauge_alarms(
+            cluster_ids,
             "ForeignFieldManagerAlarm",
             names.METRIC_FOREIGN_FIELD_MANAGER,
             "Cluster {cluster}: another field manager owns fields of idleshare's Kueue objects "
             "(HyperPod task governance or GitOps?); idleshare leaves them (apply status Conflict)",
         )
-        self.foreign_object_alarms = cluster_gauge_alarms(
+        self.foreign_object_alarms = self._cluster_gauge_alarms(
+            cluster_ids,
             "ForeignObjectAlarm",
             names.METRIC_FOREIGN_OBJECTS,
             "Cluster {cluster}: an object of a name idleshare wants exists and idleshare did not create it "
             "(no idleshare.io/created-by annotation): never written nor deleted by idleshare (apply status "
             "Conflict, issue ForeignObject names it)",
         )
-        self.quota_overridden_alarms = cluster_gauge_alarms(
+        self.quota_overridden_alarms = self._cluster_gauge_alarms(
+            cluster_ids,
             "QuotaOverriddenAlarm",
             names.METRIC_QUOTA_OVERRIDDEN,
             "Cluster {cluster}: Kueue schedules one of idleshare's ClusterQueues or its Cohort from "
@@ -277,7 +292,7 @@ class Observability(Construct):
         )
 
         self.idle_while_pending_alarms = [
-            alarm(
+            self._alarm(
                 f"IdleWhilePendingAlarm-{cluster_id}",
                 f"Cluster {cluster_id}: accelerators idle in a flavor for {timings.IDLE_WHILE_PENDING_ALARM_MINUTES} "
                 "minutes while a team's workloads asking for that flavor are pending (the waste idleshare exists to "
@@ -298,7 +313,7 @@ class Observability(Construct):
         ]
 
         self.unbound_pods_alarms = [
-            alarm(
+            self._alarm(
                 f"UnboundPodsAlarm-{cluster_id}",
                 f"Cluster {cluster_id}: a workload Kueue admitted {timings.UNBOUND_PODS_ALARM_MINUTES} minutes ago or "
                 "more still has pods no node has taken: Kueue counted their quota, the scheduler found no node (the "
@@ -313,6 +328,13 @@ class Observability(Construct):
             for cluster_id in cluster_ids
         ]
 
+    def _dashboard(
+        self, functions: tuple[lambda_.Function, lambda_.Function, lambda_.Function], queues: tuple[sqs.IQueue, ...]
+    ) -> None:
+        """The pool's graphs, the functions' (recompute, router, admin API) and the queues' (queue, DLQ, router
+        DLQ), usage's, and every alarm's state."""
+        recompute, router, api_handler = functions
+        queue, dlq, router_dlq = queues
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
         for row in POOL_GRAPHS:
             self.dashboard.add_widgets(*(search_graph(*graph) for graph in row))

@@ -228,16 +228,31 @@ def webhook_violations(obj: Manifest) -> list[str]:
         return []
     spec = obj.get("spec", {})
     name = obj.get("metadata", {}).get("name", "?")
-    parent = "cohort" if kind == "ClusterQueue" else "parent"
     has_parent = bool(spec.get("cohortName") if kind == "ClusterQueue" else spec.get("parentName"))
-    errors: list[str] = []
     groups = spec.get("resourceGroups", [])
+    errors = _size_violations(f"{kind}/{name}", groups)
+    errors += _groups_violations(kind, name, groups, has_parent)
+    weight = _weight(spec.get("fairSharing", {}).get("weight"))
+    if weight is not None and weight != 0 and weight <= Fraction(1, 10**9):
+        errors.append(f"{kind}/{name}: spec.fairSharing.weight: must be 0 or more than 1e-9")
+    return errors
+
+
+def _size_violations(who: str, groups: list[Any]) -> list[str]:
+    """Kueue's caps on the resources and flavors of all of an object's groups together."""
+    errors: list[str] = []
     n_flavors = sum(len(g.get("flavors", [])) for g in groups)
     n_resources = sum(len(g.get("coveredResources", [])) for g in groups)
     if n_resources > MAX_RESOURCES:
-        errors.append(f"{kind}/{name}: spec.resourceGroups: more than {MAX_RESOURCES} resources in all groups")
+        errors.append(f"{who}: spec.resourceGroups: more than {MAX_RESOURCES} resources in all groups")
     if n_flavors > MAX_FLAVORS:
-        errors.append(f"{kind}/{name}: spec.resourceGroups: more than {MAX_FLAVORS} flavors in all groups")
+        errors.append(f"{who}: spec.resourceGroups: more than {MAX_FLAVORS} flavors in all groups")
+    return errors
+
+
+def _groups_violations(kind: str, name: str, groups: list[Any], has_parent: bool) -> list[str]:
+    """Each group's rules: pairs per group, resource names, a resource or flavor in two places, each quota."""
+    errors: list[str] = []
     seen_flavors: set[str] = set()
     seen_resources: set[str] = set()
     for g, group in enumerate(groups):
@@ -257,17 +272,22 @@ def webhook_violations(obj: Manifest) -> list[str]:
                 errors.append(f"{where}.flavors[{fi}]: flavor {flavor.get('name')!r} appears twice")
             seen_flavors.add(flavor.get("name"))
             for ri, res in enumerate(flavor.get("resources", [])):
-                at = f"{where}.flavors[{fi}].resources[{ri}]"
-                if "lendingLimit" in res and not has_parent:
-                    errors.append(f"{at}.lendingLimit: must be nil when {kind} has no {parent}")
-                for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
-                    if res.get(field) is not None and parse_quantity(str(res[field])) < 0:
-                        errors.append(f"{at}.{field}: must be greater than or equal to 0")
-                lend, nominal = res.get("lendingLimit"), res.get("nominalQuota")
-                capped = kind == "ClusterQueue" and lend is not None and nominal is not None
-                if capped and parse_quantity(str(lend)) > parse_quantity(str(nominal)):
-                    errors.append(f"{at}.lendingLimit: must be less than or equal to the nominalQuota")
-    weight = _weight(spec.get("fairSharing", {}).get("weight"))
-    if weight is not None and weight != 0 and weight <= Fraction(1, 10**9):
-        errors.append(f"{kind}/{name}: spec.fairSharing.weight: must be 0 or more than 1e-9")
+                errors += _quota_violations(f"{where}.flavors[{fi}].resources[{ri}]", res, kind, has_parent)
+    return errors
+
+
+def _quota_violations(at: str, res: dict[str, Any], kind: str, has_parent: bool) -> list[str]:
+    """One flavor-resource quota's rules: no lendingLimit without a parent, none negative, a ClusterQueue
+    lends at most its nominalQuota."""
+    errors: list[str] = []
+    if "lendingLimit" in res and not has_parent:
+        parent = "cohort" if kind == "ClusterQueue" else "parent"
+        errors.append(f"{at}.lendingLimit: must be nil when {kind} has no {parent}")
+    for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+        if res.get(field) is not None and parse_quantity(str(res[field])) < 0:
+            errors.append(f"{at}.{field}: must be greater than or equal to 0")
+    lend, nominal = res.get("lendingLimit"), res.get("nominalQuota")
+    capped = kind == "ClusterQueue" and lend is not None and nominal is not None
+    if capped and parse_quantity(str(lend)) > parse_quantity(str(nominal)):
+        errors.append(f"{at}.lendingLimit: must be less than or equal to the nominalQuota")
     return errors

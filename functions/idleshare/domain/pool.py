@@ -475,76 +475,20 @@ def compute(snapshot: Snapshot) -> PoolResult:
     nominals = {q.team: _team_nominal(q, ctx) for q in quotas}
     absolutes = {q.team: _team_absolute(q, ctx) for q in quotas}
 
-    flavors = sorted(set(capacity) | {f for n in nominals.values() for f in n})
-    resources = sorted(
-        {r for f in capacity.values() for r in f}
-        | {r for n in nominals.values() for f in n.values() for r in f}
-        | {r for a in absolutes.values() for caps in a.values() for cap in caps for r in cap.named}
-    )
-
-    def table() -> dict[str, dict[str, Amount]]:
-        return {f: dict.fromkeys(resources, 0) for f in flavors}
-
-    cap = table()
-    for f, per in capacity.items():
-        cap[f].update(per)
-    allocated, lent = table(), table()
-    for q in quotas:
-        if not q.enabled:
-            continue
-        for f, per in nominals[q.team].items():
-            for r, amount in per.items():
-                allocated[f][r] += amount
-                if q.strategy is not Strategy.DONT_LEND:
-                    lent[f][r] += amount
-    unallocated, shortfall = table(), table()
-    for f in flavors:
-        for r in resources:
-            diff = cap[f][r] - allocated[f][r]
-            unallocated[f][r] = exact(max(diff, 0))
-            shortfall[f][r] = exact(max(-diff, 0))
-    for f in flavors:
-        short = [r for r in resources if shortfall[f][r] > 0]
-        if short:
-            issues.append(
-                Issue("warning", "Shortfall", f, f"{f}: quotas exceed eligible capacity for {', '.join(short)}")
-            )
+    flavors, resources = _axes(capacity, nominals, absolutes)
+    ledger = _Ledger.of(capacity, quotas, nominals, flavors, resources)
+    issues.extend(_shortfall_issues(ledger.shortfall, resources))
 
     sharing = snapshot.scheduler_config.idle_resource_sharing
     basis = settings.borrow_limit_basis
     if basis is BorrowLimitBasis.QUOTA:
         _absolute_outside_quota(quotas, nominals, absolutes, ctx)
-    teams: dict[str, TeamGrant] = {}
-    for q in quotas:
-        nominal = table()
-        for f, per in nominals[q.team].items():
-            nominal[f].update({r: exact(a) for r, a in per.items()})
-        lends = q.enabled and q.strategy is not Strategy.DONT_LEND
-        lending = {f: {r: (nominal[f][r] if lends else 0) for r in resources} for f in flavors}
-        borrowing, why = table(), {f: dict[str, Derivation]() for f in flavors}
-        percent = q.borrow_limit if q.borrow_limit is not None else settings.default_borrow_limit
-        absolute = absolutes[q.team]
-        in_quota = nominals[q.team]
-        for f in flavors:
-            for r in resources:
-                own_lent = nominal[f][r] if lends else 0
-                pool = exact((unallocated[f][r] if sharing else 0) + lent[f][r] - own_lent)
-                limit_cap = cap_of(absolute.get(f, ()), r)
-                derivation = _borrow(q, basis, pool, nominal[f][r], f in in_quota, percent, limit_cap, r)
-                borrowing[f][r] = derivation.limit
-                why[f][r] = derivation
-        teams[q.team] = TeamGrant(
-            team=q.team,
-            quota_name=q.name,
-            strategy=q.strategy,
-            enabled=q.enabled,
-            preempt_team_tasks=q.preempt_team_tasks,
-            fair_share_weight=q.fair_share_weight,
-            nominal=nominal,
-            borrowing_limit=borrowing,
-            lending_limit=lending,
-            why=why,
-        )
+    offered = ledger.offered(sharing)
+    teams = {
+        q.team: _team_grant(q, nominals[q.team], absolutes[q.team], offered, basis, settings, flavors, resources)
+        for q in quotas
+    }
+    cap, allocated, unallocated, shortfall = ledger.cap, ledger.allocated, ledger.unallocated, ledger.shortfall
 
     return PoolResult(
         flavors=tuple(flavors),
@@ -563,6 +507,124 @@ def compute(snapshot: Snapshot) -> PoolResult:
         headroom_mode=settings.headroom,
         headroom=shown_headroom,
         headroom_by_flavor=_by_flavor(shown_headroom, nodes),
+    )
+
+
+def _axes(
+    capacity: Mapping[str, Mapping[str, Amount]],
+    nominals: Mapping[str, Table],
+    absolutes: Mapping[str, Mapping[str, list[Cap]]],
+) -> tuple[list[str], list[str]]:
+    """The result's flavors and resources, sorted: every one with capacity, in a quota or under an absolute cap."""
+    flavors = sorted(set(capacity) | {f for n in nominals.values() for f in n})
+    resources = sorted(
+        {r for f in capacity.values() for r in f}
+        | {r for n in nominals.values() for f in n.values() for r in f}
+        | {r for a in absolutes.values() for caps in a.values() for cap in caps for r in cap.named}
+    )
+    return flavors, resources
+
+
+def _zeros(flavors: Iterable[str], resources: list[str]) -> Table:
+    return {f: dict.fromkeys(resources, 0) for f in flavors}
+
+
+@dataclass(frozen=True)
+class _Ledger:
+    """Per flavor and resource: eligible capacity, what the enabled quotas hold (``allocated``) and lend
+    (``lent``), and the capacity beyond them (``unallocated``) or missing (``shortfall``)."""
+
+    cap: Table
+    allocated: Table
+    lent: Table
+    unallocated: Table
+    shortfall: Table
+
+    @classmethod
+    def of(
+        cls,
+        capacity: Mapping[str, Mapping[str, Amount]],
+        quotas: Iterable[Quota],
+        nominals: Mapping[str, Table],
+        flavors: list[str],
+        resources: list[str],
+    ) -> _Ledger:
+        cap = _zeros(flavors, resources)
+        for f, per in capacity.items():
+            cap[f].update(per)
+        allocated, lent = _zeros(flavors, resources), _zeros(flavors, resources)
+        for q in quotas:
+            if not q.enabled:
+                continue
+            for f, per in nominals[q.team].items():
+                for r, amount in per.items():
+                    allocated[f][r] += amount
+                    if q.strategy is not Strategy.DONT_LEND:
+                        lent[f][r] += amount
+        unallocated, shortfall = _zeros(flavors, resources), _zeros(flavors, resources)
+        for f in flavors:
+            for r in resources:
+                diff = cap[f][r] - allocated[f][r]
+                unallocated[f][r] = exact(max(diff, 0))
+                shortfall[f][r] = exact(max(-diff, 0))
+        return cls(cap, allocated, lent, unallocated, shortfall)
+
+    def offered(self, sharing: bool) -> Table:
+        """What every lending team puts in the pool, with the unallocated capacity when idle resources are shared."""
+        return {
+            f: {r: (per[r] if sharing else 0) + self.lent[f][r] for r in per} for f, per in self.unallocated.items()
+        }
+
+
+def _shortfall_issues(shortfall: Table, resources: list[str]) -> list[Issue]:
+    issues: list[Issue] = []
+    for f, per in shortfall.items():
+        short = [r for r in resources if per[r] > 0]
+        if short:
+            issues.append(
+                Issue("warning", "Shortfall", f, f"{f}: quotas exceed eligible capacity for {', '.join(short)}")
+            )
+    return issues
+
+
+def _team_grant(
+    q: Quota,
+    in_quota: Table,
+    absolute: Mapping[str, list[Cap]],
+    offered: Table,
+    basis: BorrowLimitBasis,
+    settings: Settings,
+    flavors: list[str],
+    resources: list[str],
+) -> TeamGrant:
+    """One team's grant: its nominal quota, what it lends, and each borrowing limit with its derivation. The
+    pool it may borrow from is what the others offer (``offered`` less its own lending)."""
+    nominal = _zeros(flavors, resources)
+    for f, per in in_quota.items():
+        nominal[f].update({r: exact(a) for r, a in per.items()})
+    lends = q.enabled and q.strategy is not Strategy.DONT_LEND
+    lending = {f: {r: (nominal[f][r] if lends else 0) for r in resources} for f in flavors}
+    borrowing, why = _zeros(flavors, resources), {f: dict[str, Derivation]() for f in flavors}
+    percent = q.borrow_limit if q.borrow_limit is not None else settings.default_borrow_limit
+    for f in flavors:
+        for r in resources:
+            pool = exact(offered[f][r] - lending[f][r])
+            derivation = _borrow(
+                q, basis, pool, nominal[f][r], f in in_quota, percent, cap_of(absolute.get(f, ()), r), r
+            )
+            borrowing[f][r] = derivation.limit
+            why[f][r] = derivation
+    return TeamGrant(
+        team=q.team,
+        quota_name=q.name,
+        strategy=q.strategy,
+        enabled=q.enabled,
+        preempt_team_tasks=q.preempt_team_tasks,
+        fair_share_weight=q.fair_share_weight,
+        nominal=nominal,
+        borrowing_limit=borrowing,
+        lending_limit=lending,
+        why=why,
     )
 
 

@@ -327,99 +327,27 @@ def derive_usage(
     workloads = list(workloads)
     queues = sorted(cluster_queues, key=lambda q: q.team)
     unreadable = [u for q in queues for u in q.unreadable] + [u for w in workloads for u in w.unreadable]
-    unknown = {(u.flavor, u.resource) for q in queues for u in q.unreadable if u.resource}
-    if not all(q.readable for q in queues):  # a queue's use is part of every total: none is known
-        unknown |= {(f, r) for q in queues for t in (q.nominal, q.in_use) for f, per in t.items() for r in per}
-        unknown |= {(f, r) for f, per in (pool or {}).get("capacity", {}).items() for r in per}
+    unknown = _unknown(queues, pool)
     pool = pool or {}
-    sharing = pool.get("idleResourceSharing", "Enabled") != "Disabled"
     capacity_doc = pool.get("capacity") or {}
-    unallocated_doc = pool.get("unallocated") or {}
-    teams: dict[str, TeamUsage] = {}
-    for cq in queues:
-        nominal, borrowing, lending = (_known(t, unknown) for t in (cq.nominal, cq.borrowing_limit, cq.lending_limit))
-        in_use, borrowed = _known(cq.in_use, unknown), _known(cq.borrowed, unknown)
-        for f, per in nominal.items():  # every resource of the spec, zero when Kueue reports none
-            for r in per:
-                in_use.setdefault(f, {}).setdefault(r, ZERO)
-                borrowed.setdefault(f, {}).setdefault(r, ZERO)
-        teams[cq.team] = TeamUsage(
-            team=cq.team,
-            namespace=cq.namespace,
-            nominal=nominal,
-            borrowing_limit=borrowing,
-            lending_limit=lending,
-            in_use=in_use,
-            borrowed=borrowed,
-            pending=cq.pending,
-            reserving=cq.reserving,
-            admitted=cq.admitted,
-        )
+    teams = {cq.team: _team_usage(cq, unknown) for cq in queues}
     pairs = sorted(
         {(f, r) for t in teams.values() for f, per in t.nominal.items() for r in per}
         | {(f, r) for f, per in capacity_doc.items() for r in per} - unknown
     )
-    flavors: dict[str, dict[str, FlavorUsage]] = {}
-    lent: dict[str, Table] = {t: {} for t in teams}
-    free: dict[tuple[str, str, str], Amount] = {}  # (team, flavor, resource) -> what the team could be given now
-    for f, r in pairs:
-        own_pool = _amount((unallocated_doc.get(f) or {}).get(r)) if sharing else ZERO
-        used = sum((t.in_use.get(f, {}).get(r, ZERO) for t in teams.values()), ZERO)
-        drawn = sum((t.borrowed.get(f, {}).get(r, ZERO) for t in teams.values()), ZERO)
-        cap = (
-            _amount((capacity_doc.get(f) or {}).get(r))
-            if f in capacity_doc
-            else sum((t.nominal.get(f, {}).get(r, ZERO) for t in teams.values()), own_pool)
-        )
-        flavors.setdefault(f, {})[r] = FlavorUsage(capacity=cap, pool=own_pool, in_use=used, borrowed=drawn)
-        lendable: dict[str, Amount] = {}
-        for t in teams.values():
-            if r not in t.nominal.get(f, {}):
-                continue
-            nominal_q = t.nominal[f][r]
-            own_use = t.in_use[f][r] - t.borrowed[f][r]
-            limit = t.lending_limit.get(f, {}).get(r)
-            lendable[t.team] = max(ZERO, min(nominal_q if limit is None else limit, nominal_q - own_use))
-        shares = split_lent(lendable, max(ZERO, drawn - own_pool), r)
-        supply = own_pool + sum(lendable.values(), ZERO)
-        for t in teams.values():
-            if r in t.nominal.get(f, {}):
-                lent[t.team].setdefault(f, {})[r] = shares.get(t.team, ZERO)
-                own_left = max(ZERO, t.nominal[f][r] - (t.in_use[f][r] - t.borrowed[f][r]))
-                # the cohort's unused supply, but for this team's own idle quota (counted as its own) and
-                # what others draw from it
-                others = supply - lendable.get(t.team, ZERO)
-                free[(t.team, f, r)] = own_left + max(ZERO, others - (drawn - shares.get(t.team, ZERO)))
+    flavors, lent, free = _flavors_and_lending(teams, pairs, pool)
     by_namespace = {t.namespace: t.team for t in teams.values() if t.namespace}
     preempted: dict[str, int] = {}
     waiting: dict[tuple[str, str, str], tuple[str, WaitCause | None]] = {}
     pending: list[PendingJob] = []
     for wl in sorted(workloads, key=lambda w: (w.created, w.name)):
-        owner = by_namespace.get(wl.namespace)
-        if owner is None:
+        team = by_namespace.get(wl.namespace)
+        if team is None:
             continue
-        team = owner
         if was_preempted(wl, since, until):
             preempted[team] = preempted.get(team, 0) + 1
-        if not is_pending(wl):
-            continue
-        asks = wl.requests
-        candidates = [wl.pinned] if wl.pinned else list(teams[team].nominal)
-        reason = pending_reason(wl)
-        for flavor in candidates:
-            causes = {
-                r: _why(teams[team], (pool.get("teams") or {}).get(team) or {}, flavor, r, q, free)
-                for r, q in asks.items()
-                if q > 0 and (flavor, r) not in unknown
-            }
-            picked = worst([c for r, c in causes.items() if is_accelerator(r)]) or worst(list(causes.values()))
-            if picked is not None:
-                r = next(r for r, c in causes.items() if c is picked)
-                pending.append(PendingJob(team, wl.job, flavor, r, asks[r], reason, picked))
-            for r, q in asks.items():
-                idle = flavors.get(flavor, {}).get(r)
-                if q > 0 and is_accelerator(r) and idle is not None and idle.idle > 0:
-                    waiting.setdefault((team, flavor, r), (reason, causes.get(r)))
+        if is_pending(wl):
+            _wait(wl, teams[team], (pool.get("teams") or {}).get(team) or {}, flavors, free, unknown, pending, waiting)
     final = {name: replace(t, lent=lent[name], preemptions=preempted.get(name, 0)) for name, t in teams.items()}
     iwp = [
         IdleWhilePending(team, flavor, r, flavors[flavor][r].idle, reason, cause)
@@ -436,6 +364,107 @@ def derive_usage(
     return UsageSample(
         cluster_id, until, flavors, final, iwp, pending, above, unbound, unbound_error, unreadable, sorted(unknown)
     )
+
+
+def _unknown(queues: list[QueueStatus], pool: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """The flavor/resources some ClusterQueue left unreadable; every one when a queue could not be read at all
+    (a queue's use is part of every total: none is known)."""
+    unknown = {(u.flavor, u.resource) for q in queues for u in q.unreadable if u.resource}
+    if not all(q.readable for q in queues):
+        unknown |= {(f, r) for q in queues for t in (q.nominal, q.in_use) for f, per in t.items() for r in per}
+        unknown |= {(f, r) for f, per in (pool or {}).get("capacity", {}).items() for r in per}
+    return unknown
+
+
+def _team_usage(cq: QueueStatus, unknown: set[tuple[str, str]]) -> TeamUsage:
+    """A team's quota and use as its ClusterQueue reports them, without the unknown flavor/resources."""
+    nominal, borrowing, lending = (_known(t, unknown) for t in (cq.nominal, cq.borrowing_limit, cq.lending_limit))
+    in_use, borrowed = _known(cq.in_use, unknown), _known(cq.borrowed, unknown)
+    for f, per in nominal.items():  # every resource of the spec, zero when Kueue reports none
+        for r in per:
+            in_use.setdefault(f, {}).setdefault(r, ZERO)
+            borrowed.setdefault(f, {}).setdefault(r, ZERO)
+    return TeamUsage(
+        team=cq.team,
+        namespace=cq.namespace,
+        nominal=nominal,
+        borrowing_limit=borrowing,
+        lending_limit=lending,
+        in_use=in_use,
+        borrowed=borrowed,
+        pending=cq.pending,
+        reserving=cq.reserving,
+        admitted=cq.admitted,
+    )
+
+
+def _flavors_and_lending(
+    teams: Mapping[str, TeamUsage], pairs: list[tuple[str, str]], pool: Mapping[str, Any]
+) -> tuple[dict[str, dict[str, FlavorUsage]], dict[str, Table], dict[tuple[str, str, str], Amount]]:
+    """Per flavor/resource: its use, what each team lends of what is borrowed, and what each team could be given
+    now ((team, flavor, resource) -> amount)."""
+    sharing = pool.get("idleResourceSharing", "Enabled") != "Disabled"
+    capacity_doc = pool.get("capacity") or {}
+    unallocated_doc = pool.get("unallocated") or {}
+    flavors: dict[str, dict[str, FlavorUsage]] = {}
+    lent: dict[str, Table] = {t: {} for t in teams}
+    free: dict[tuple[str, str, str], Amount] = {}
+    for f, r in pairs:
+        own_pool = _amount((unallocated_doc.get(f) or {}).get(r)) if sharing else ZERO
+        used = sum((t.in_use.get(f, {}).get(r, ZERO) for t in teams.values()), ZERO)
+        drawn = sum((t.borrowed.get(f, {}).get(r, ZERO) for t in teams.values()), ZERO)
+        cap = (
+            _amount((capacity_doc.get(f) or {}).get(r))
+            if f in capacity_doc
+            else sum((t.nominal.get(f, {}).get(r, ZERO) for t in teams.values()), own_pool)
+        )
+        flavors.setdefault(f, {})[r] = FlavorUsage(capacity=cap, pool=own_pool, in_use=used, borrowed=drawn)
+        holders = [t for t in teams.values() if r in t.nominal.get(f, {})]
+        lendable: dict[str, Amount] = {}
+        for t in holders:
+            nominal_q = t.nominal[f][r]
+            own_use = t.in_use[f][r] - t.borrowed[f][r]
+            limit = t.lending_limit.get(f, {}).get(r)
+            lendable[t.team] = max(ZERO, min(nominal_q if limit is None else limit, nominal_q - own_use))
+        shares = split_lent(lendable, max(ZERO, drawn - own_pool), r)
+        supply = own_pool + sum(lendable.values(), ZERO)
+        for t in holders:
+            lent[t.team].setdefault(f, {})[r] = shares.get(t.team, ZERO)
+            own_left = max(ZERO, t.nominal[f][r] - (t.in_use[f][r] - t.borrowed[f][r]))
+            # the cohort's unused supply, but for this team's own idle quota (counted as its own) and
+            # what others draw from it
+            others = supply - lendable.get(t.team, ZERO)
+            free[(t.team, f, r)] = own_left + max(ZERO, others - (drawn - shares.get(t.team, ZERO)))
+    return flavors, lent, free
+
+
+def _wait(
+    wl: WorkloadStatus,
+    team: TeamUsage,
+    granted: Mapping[str, Any],
+    flavors: Mapping[str, Mapping[str, FlavorUsage]],
+    free: Mapping[tuple[str, str, str], Amount],
+    unknown: set[tuple[str, str]],
+    pending: list[PendingJob],
+    waiting: dict[tuple[str, str, str], tuple[str, WaitCause | None]],
+) -> None:
+    """A pending workload, on each flavor it could run on: why it waits (to ``pending``), and (to ``waiting``) the
+    accelerators idle there meanwhile."""
+    asks = wl.requests
+    candidates = [wl.pinned] if wl.pinned else list(team.nominal)
+    reason = pending_reason(wl)
+    for flavor in candidates:
+        causes = {
+            r: _why(team, granted, flavor, r, q, free) for r, q in asks.items() if q > 0 and (flavor, r) not in unknown
+        }
+        picked = worst([c for r, c in causes.items() if is_accelerator(r)]) or worst(list(causes.values()))
+        if picked is not None:
+            r = next(r for r, c in causes.items() if c is picked)
+            pending.append(PendingJob(team.team, wl.job, flavor, r, asks[r], reason, picked))
+        for r, q in asks.items():
+            idle = flavors.get(flavor, {}).get(r)
+            if q > 0 and is_accelerator(r) and idle is not None and idle.idle > 0:
+                waiting.setdefault((team.team, flavor, r), (reason, causes.get(r)))
 
 
 def _known(table: Mapping[str, Mapping[str, Any]], unknown: set[tuple[str, str]]) -> dict[str, dict[str, Any]]:

@@ -144,51 +144,18 @@ def parse_quantity_value(value: object) -> Amount:
 # -- reading ---------------------------------------------------------------------------------------------
 def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
     meta = raw.metadata
-    labels = meta.labels
-    read: dict[str, str] = {}
-    kept: dict[str, str] = {}
-    if labels is not None and not isinstance(labels, dict):
-        errors.append(FieldError(f"{where}.metadata.labels", f"must be an object (got {show(labels)})"))
+    labels = _labels(meta.labels, where, errors)
+    if labels is None:
         return None
-    if labels:
-        bad = False
-        for key in _READ_LABELS:
-            if key in labels:
-                value = labels[key]
-                if not isinstance(value, str):
-                    bad = True
-                    problem = NULL if value is None else f"must be a string (got {show(value)})"
-                    errors.append(FieldError(f"{where}.metadata.labels[{json.dumps(key)}]", problem))
-                else:
-                    read[key] = value
-        if bad:
-            return None
-        # in real nodes every key and value is a string: then copied whole, in C
-        same = set(map(type, labels)) <= {str} and set(map(type, labels.values())) <= {str}
-        kept = dict(labels) if same else {k: v for k, v in labels.items() if type(k) is str and type(v) is str}
-    instance_type = read.get(INSTANCE_TYPE_LABEL) or read.get(BETA_INSTANCE_TYPE_LABEL) or None
-    health = read.get(HEALTH_LABEL)
-    mig_config_state = read.get(MIG_CONFIG_STATE_LABEL)
+    read, kept = labels
     spec, status = raw.spec, raw.status
     allocatable: dict[str, Amount] = {}
     ready = False
     if status is not None:
-        quantities = status.allocatable
-        if quantities:
-            ok = True
-            try:  # the common case, in C: every value a string, each parse cached (a flavor's nodes share them)
-                if set(map(type, quantities.values())) <= {str}:
-                    allocatable = dict(zip(quantities, map(_parse_quantity_string, quantities.values()), strict=True))
-            except ValueError:
-                allocatable = {}
-            for resource, value in () if allocatable else quantities.items():
-                try:
-                    allocatable[resource] = parse_quantity_value(value)
-                except ValueError as exc:
-                    ok = False
-                    errors.append(FieldError(f"{where}.status.allocatable[{json.dumps(resource)}]", str(exc)))
-            if not ok:
-                return None
+        parsed = _allocatable(status.allocatable, where, errors)
+        if parsed is None:
+            return None
+        allocatable = parsed
         conditions = status.conditions
         if conditions:
             ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
@@ -200,16 +167,62 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
             taints = tuple(Taint(t.key, t.effect, t.value) for t in spec.taints)
     return Node(
         name=meta.name,
-        instance_type=instance_type,
+        instance_type=read.get(INSTANCE_TYPE_LABEL) or read.get(BETA_INSTANCE_TYPE_LABEL) or None,
         allocatable=allocatable,
         ready=ready,
         unschedulable=unschedulable,
         deleting=meta.deletionTimestamp is not None,
-        health_status=health,
+        health_status=read.get(HEALTH_LABEL),
         taints=taints,
-        mig_config_state=mig_config_state,
+        mig_config_state=read.get(MIG_CONFIG_STATE_LABEL),
         labels=kept,
     )
+
+
+def _labels(labels: object, where: str, errors: list[FieldError]) -> tuple[dict[str, str], dict[str, str]] | None:
+    """A node's labels as (the ones idleshare reads, every string one kept), or None after naming each problem."""
+    if labels is not None and not isinstance(labels, dict):
+        errors.append(FieldError(f"{where}.metadata.labels", f"must be an object (got {show(labels)})"))
+        return None
+    if not labels:
+        return {}, {}
+    read: dict[str, str] = {}
+    bad = False
+    for key in _READ_LABELS:
+        if key in labels:
+            value = labels[key]
+            if not isinstance(value, str):
+                bad = True
+                problem = NULL if value is None else f"must be a string (got {show(value)})"
+                errors.append(FieldError(f"{where}.metadata.labels[{json.dumps(key)}]", problem))
+            else:
+                read[key] = value
+    if bad:
+        return None
+    # in real nodes every key and value is a string: then copied whole, in C
+    same = set(map(type, labels)) <= {str} and set(map(type, labels.values())) <= {str}
+    kept = dict(labels) if same else {k: v for k, v in labels.items() if type(k) is str and type(v) is str}
+    return read, kept
+
+
+def _allocatable(quantities: dict[str, Any] | None, where: str, errors: list[FieldError]) -> dict[str, Amount] | None:
+    """A node's ``status.allocatable`` parsed, or None after naming each value that is not a quantity."""
+    if not quantities:
+        return {}
+    allocatable: dict[str, Amount] = {}
+    try:  # the common case, in C: every value a string, each parse cached (a flavor's nodes share them)
+        if set(map(type, quantities.values())) <= {str}:
+            return dict(zip(quantities, map(_parse_quantity_string, quantities.values()), strict=True))
+    except ValueError:
+        pass
+    ok = True
+    for resource, value in quantities.items():
+        try:
+            allocatable[resource] = parse_quantity_value(value)
+        except ValueError as exc:
+            ok = False
+            errors.append(FieldError(f"{where}.status.allocatable[{json.dumps(resource)}]", str(exc)))
+    return allocatable if ok else None
 
 
 def _checked(item: object, where: str, errors: list[FieldError]) -> _Node | None:

@@ -238,41 +238,20 @@ class _Walk:
         if isinstance(t, mi.Metadata):
             self.check(value, t.type, path, {**meta, **(t.extra_json_schema or {}), **(t.extra or {})})
         elif isinstance(t, mi.UnionType):
-            options = [o for o in t.types if not isinstance(o, mi.NoneType)]
-            fitting = [o for o in options if _fits(value, o)]  # the option of the value's JSON kind
-            if value is None and len(options) < len(t.types):
-                return
-            if len(options) > 1 and not fitting:
-                kinds = " or ".join(dict.fromkeys(_KINDS[type(_bare(o))][1] for o in options))
-                self.fail(path, f"must be {kinds} (got {show(value)})")
-            else:
-                self.check(value, (fitting or options)[0], path, meta)
+            self.union(value, t, path, meta)
         elif isinstance(t, mi.StructType):
             self.struct(value, t, path)
         elif isinstance(t, mi.ListType):
-            if not isinstance(value, list | tuple):
-                self.fail(path, f"must be an array (got {show(value)})")
-            elif t.max_length is not None and len(value) > t.max_length:
-                self.fail(path, f"must have at most {t.max_length} items (got {len(value)})")
-            else:
-                for index, item in enumerate(value):
-                    self.check(item, t.item_type, (*path, index), {})
+            self.array(value, t, path)
         elif isinstance(t, mi.LiteralType):
-            if not isinstance(value, str):
-                self.fail(path, f"must be a string (got {show(value)})")
-            elif value not in t.values:
-                self.fail(path, _enum(t.values, meta.get("title", "allowed"), value))
+            self.literal(value, t, path, meta)
         elif isinstance(t, mi.IntType):
             self.integer(value, t, path)
         elif isinstance(t, mi.BoolType):
             if not isinstance(value, bool):
                 self.fail(path, f"must be true or false (got {show(value)})")
         elif isinstance(t, mi.DictType):
-            if not isinstance(value, dict):
-                self.fail(path, f"must be an object (got {show(value)})")
-            else:
-                for key, item in value.items():
-                    self.check(item, t.value_type, (*path, str(key)), {})
+            self.mapping(value, t, path)
         elif isinstance(t, mi.StrType):
             self.string(value, t, path, meta)
         elif isinstance(t, mi.CustomType):
@@ -282,6 +261,39 @@ class _Walk:
                 self.fail(path, str(exc))
         elif not isinstance(t, mi.AnyType):  # pragma: no cover - no schema uses another type
             raise TypeError(f"no message for {t!r}")
+
+    def union(self, value: object, t: mi.UnionType, path: Path, meta: dict[str, Any]) -> None:
+        options = [o for o in t.types if not isinstance(o, mi.NoneType)]
+        fitting = [o for o in options if _fits(value, o)]  # the option of the value's JSON kind
+        if value is None and len(options) < len(t.types):
+            return
+        if len(options) > 1 and not fitting:
+            kinds = " or ".join(dict.fromkeys(_KINDS[type(_bare(o))][1] for o in options))
+            self.fail(path, f"must be {kinds} (got {show(value)})")
+        else:
+            self.check(value, (fitting or options)[0], path, meta)
+
+    def array(self, value: object, t: mi.ListType, path: Path) -> None:
+        if not isinstance(value, list | tuple):
+            self.fail(path, f"must be an array (got {show(value)})")
+        elif t.max_length is not None and len(value) > t.max_length:
+            self.fail(path, f"must have at most {t.max_length} items (got {len(value)})")
+        else:
+            for index, item in enumerate(value):
+                self.check(item, t.item_type, (*path, index), {})
+
+    def literal(self, value: object, t: mi.LiteralType, path: Path, meta: dict[str, Any]) -> None:
+        if not isinstance(value, str):
+            self.fail(path, f"must be a string (got {show(value)})")
+        elif value not in t.values:
+            self.fail(path, _enum(t.values, meta.get("title", "allowed"), value))
+
+    def mapping(self, value: object, t: mi.DictType, path: Path) -> None:
+        if not isinstance(value, dict):
+            self.fail(path, f"must be an object (got {show(value)})")
+        else:
+            for key, item in value.items():
+                self.check(item, t.value_type, (*path, str(key)), {})
 
     def struct(self, value: object, t: mi.StructType, path: Path) -> None:
         if not isinstance(value, dict):

@@ -201,61 +201,42 @@ def emit_usage(sample: UsageSample) -> None:
             gauge(cid, names.METRIC_FLAVOR_BORROWED, float(fu.borrowed), **dims)
             gauge(cid, names.METRIC_IDLE_WHILE_PENDING, waiting.get((flavor, resource), 0.0), **dims)
     if sample.idle_while_pending:
-        logger.warning(
-            "accelerators idle while work is pending",
-            extra={
-                "cluster": cid,
-                "idleWhilePending": [
-                    {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": str(i.idle),
-                     "pendingReason": i.reason,
-                     **({"cause": str(i.cause.cause), "why": i.cause.text} if i.cause else {})}
-                    for i in sample.idle_while_pending
-                ],
-            },
-        )  # fmt: skip
+        _warn_rows("accelerators idle while work is pending", cid, "idleWhilePending", [
+            {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": str(i.idle), "pendingReason": i.reason,
+             **({"cause": str(i.cause.cause), "why": i.cause.text} if i.cause else {})}
+            for i in sample.idle_while_pending
+        ])  # fmt: skip
     if sample.unbound is not None:
         gauge(cid, names.METRIC_UNBOUND_PODS, float(sample.unbound_pods()))
         oldest = sample.oldest_unbound_seconds()
         gauge(cid, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, float(oldest), unit=MetricUnit.Seconds)
         if sample.unbound:
-            logger.warning(
-                "admitted pods no node has taken",
-                extra={
-                    "cluster": cid,
-                    "oldestSeconds": oldest,
-                    "unbound": [
-                        {"team": u.team, "flavor": u.flavor, "pods": u.pods, "workloads": u.workloads,
-                         "since": u.since.isoformat(), "reason": u.reason}
-                        for u in sample.unbound
-                    ],
-                },
-            )  # fmt: skip
+            _warn_rows("admitted pods no node has taken", cid, "unbound", [
+                {"team": u.team, "flavor": u.flavor, "pods": u.pods, "workloads": u.workloads,
+                 "since": u.since.isoformat(), "reason": u.reason}
+                for u in sample.unbound
+            ], oldestSeconds=oldest)  # fmt: skip
     else:
         logger.warning("unbound pods not read", extra={"cluster": cid, "error": sample.unbound_error})
     if sample.unreadable:
-        logger.warning(
-            "usage values not read: no gauge for them (a gap, not zero)",
-            extra={
-                "cluster": cid,
-                "unreadable": [
-                    {"object": u.object, "field": u.field, "problem": u.problem, "flavor": u.flavor,
-                     "resource": u.resource}
-                    for u in sample.unreadable
-                ],
-            },
-        )  # fmt: skip
+        _warn_rows("usage values not read: no gauge for them (a gap, not zero)", cid, "unreadable", [
+            {"object": u.object, "field": u.field, "problem": u.problem, "flavor": u.flavor, "resource": u.resource}
+            for u in sample.unreadable
+        ])  # fmt: skip
     if sample.above_limit:
-        logger.warning(
+        _warn_rows(
             "teams borrow above their current limit (lowered after Kueue admitted the work; Kueue does not evict it)",
-            extra={
-                "cluster": cid,
-                "aboveLimit": [
-                    {"team": a.team, "flavor": a.flavor, "resource": a.resource, "borrowed": str(a.borrowed),
-                     "limit": str(a.limit)}
-                    for a in sample.above_limit
-                ],
-            },
+            cid, "aboveLimit", [
+                {"team": a.team, "flavor": a.flavor, "resource": a.resource, "borrowed": str(a.borrowed),
+                 "limit": str(a.limit)}
+                for a in sample.above_limit
+            ],
         )  # fmt: skip
+
+
+def _warn_rows(message: str, cluster_id: str, key: str, rows: list[dict[str, Any]], **more: Any) -> None:
+    """A warning about a cluster listing ``rows`` under ``key`` (and ``more`` keys before it)."""
+    logger.warning(message, extra={"cluster": cluster_id, **more, key: rows})
 
 
 def usage_failed(cluster_id: str, error: str) -> None:

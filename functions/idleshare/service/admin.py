@@ -24,7 +24,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
@@ -203,6 +203,12 @@ def _page_of(entries: dict[str, Any], after: str | None, limit: int, key: str) -
 def _issues(record: PoolRecord) -> list[Any]:
     issues = record.pool.get("issues")
     return issues if isinstance(issues, list) else []
+
+
+def _summary(items: Sized, shown: Sized, route: str, **counts: Any) -> dict[str, Any]:
+    """A paged part of the pool document: how many there are (``counts`` by kind), how many are shown, where the rest
+    are."""
+    return {"total": len(items), **counts, "shown": len(shown), "route": route}
 
 
 def _by_code(issues: list[Any]) -> dict[str, int]:
@@ -401,14 +407,9 @@ class Admin:
         shown_issues, _ = pages.take(issues, POOL_ISSUES_SAMPLE, max_bytes=POOL_SAMPLE_MAX_BYTES)
         out.update(
             teams=shown_teams,
-            teamsSummary={"total": len(teams), "shown": len(shown_teams), "route": f"/clusters/{cluster_id}/grants"},
+            teamsSummary=_summary(teams, shown_teams, f"/clusters/{cluster_id}/grants"),
             issues=shown_issues,
-            issuesSummary={
-                "total": len(issues),
-                "byCode": _by_code(issues),
-                "shown": len(shown_issues),
-                "route": f"/clusters/{cluster_id}/issues",
-            },
+            issuesSummary=_summary(issues, shown_issues, f"/clusters/{cluster_id}/issues", byCode=_by_code(issues)),
             cluster=cluster_id,
             generation=record.generation,
             computedAt=record.computed_at,
@@ -416,12 +417,9 @@ class Admin:
             applyMessage=record.apply_message,
             readFailure=record.read_failure,
             excludedNodes=shown,
-            excludedSummary={
-                "total": len(excluded),
-                "byReason": _by_reason(excluded),
-                "shown": len(shown),
-                "route": f"/clusters/{cluster_id}/excluded-nodes",
-            },
+            excludedSummary=_summary(
+                excluded, shown, f"/clusters/{cluster_id}/excluded-nodes", byReason=_by_reason(excluded)
+            ),
         )
         headroom = record.pool.get("headroom")
         if isinstance(headroom, dict) and isinstance(headroom.get("nodes"), dict):  # a sample, the sums whole

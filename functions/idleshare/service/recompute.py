@@ -48,9 +48,9 @@ from idleshare.domain.coexistence import (
 )
 from idleshare.domain.document import digest, pool_document
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL, webhook_violations, writable_objects
-from idleshare.domain.kueue_config import with_kueue_config
+from idleshare.domain.kueue_config import KueueConfigReading, with_kueue_config
 from idleshare.domain.kueue_diff import created_by_idleshare, diff, foreign, object_identity
-from idleshare.domain.kueue_versions import with_kueue_api
+from idleshare.domain.kueue_versions import KueueApi, with_kueue_api
 from idleshare.domain.model import DaemonSet, Headroom, Node, Pod, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import NAMED_MAX, Issue, PoolResult, compute
 from idleshare.errors import ClusterReadError, IdleshareError, KueueNotInstalledError, PermanentError
@@ -70,6 +70,17 @@ FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 FOREIGN_OBJECT = "ForeignObject"
 """The named issue of an object of a name idleshare wants that idleshare did not create (apply status
 ``Conflict``): never written, never deleted, whatever the cluster's field ownership."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Truth:
+    """What step 1 of a recompute read: the snapshot to compute on, and what it could not read or must name."""
+
+    snapshot: Snapshot
+    unreadable: list[str]  # why each Unreadable node could not be read
+    unreadable_workloads: list[Issue]
+    kueue_api: KueueApi
+    kueue_config: KueueConfigReading | None
 
 
 @dataclass(slots=True)
@@ -231,48 +242,83 @@ class Recomputer:
         cluster_id = cluster.cluster_id
         previous = self.store.get_pool(cluster_id)
         generation = previous.generation if previous else 0
+        truth = self._read_truth(cluster, kube, current, generation)  # 1
+        result, manifests = self._desired(cluster_id, truth, kube, current, previous, generation)  # 2
+        outcome, outbox = self._persist(cluster_id, previous, result, manifests, truth.unreadable)  # 3
+        self._converge(cluster, kube, manifests, current, outcome, previous)  # 4
+        self._publish(outcome, outbox)  # 5
+        outcome.duration_ms = (time.perf_counter() - started) * 1000
+        return outcome
 
-        # 1. read the truth (a failure is recorded against the generation this run started from: a late run never
-        #    reinstates a failure that a newer generation cleared)
+    def _read_truth(
+        self, cluster: ClusterRecord, kube: KubeCluster, current: _Background[list[dict[str, Any]]], generation: int
+    ) -> _Truth:
+        """Step 1, read the truth: a failure is recorded against the generation this run started from (a late run
+        never reinstates a failure that a newer generation cleared)."""
+        cluster_id = cluster.cluster_id
         unreadable: list[str] = []
         try:
             nodes = tuple(self._nodes(_starting(current, kube.list_nodes()), unreadable))
         except IdleshareError as exc:
-            self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
-            raise ClusterReadError(f"cannot read the nodes of {cluster_id}: {exc}") from exc
+            raise self._read_failed(cluster_id, generation, exc, "the nodes") from exc
         try:  # the versions to write in (discovery, kept by the adapter): none served is no cluster to write to
             kueue_api = kube.kueue_api()
         except KueueNotInstalledError as exc:  # permanent until someone installs Kueue: recorded, not retried
             self.store.record_read_failure(cluster_id, f"{exc.code}: {exc}", generation=generation)
             raise
         except IdleshareError as exc:
-            self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
-            raise ClusterReadError(f"cannot read the Kueue API versions of {cluster_id}: {exc}") from exc
+            raise self._read_failed(cluster_id, generation, exc, "the Kueue API versions") from exc
         kueue_config = read_kueue_config(kube.get_config_map)  # unreadable: a warning in the pool, never a failure
         quotas, scheduler = self._read_policies(cluster_id, generation)
         settings = self.settings_for(cluster)
         try:  # what headroom reads (docs/spec.md §2): a failed read is no headroom of zero, it keeps the last pool
             daemonsets, pods, unreadable_workloads = _headroom_inputs(kube, settings.headroom)
         except IdleshareError as exc:
-            self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
-            raise ClusterReadError(f"cannot read the DaemonSets or pods of {cluster_id}: {exc}") from exc
-
-        # 2. compute
+            raise self._read_failed(cluster_id, generation, exc, "the DaemonSets or pods") from exc
         snapshot = Snapshot(nodes, quotas, scheduler, settings, daemonsets, pods)
-        result = compute(snapshot).with_issues(unreadable_workloads)
-        result = with_kueue_config(result, kueue_config, scheduler)  # what this Kueue will not do, as named issues
+        return _Truth(snapshot, unreadable, unreadable_workloads, kueue_api, kueue_config)
+
+    def _read_failed(self, cluster_id: str, generation: int, exc: IdleshareError, what: str) -> ClusterReadError:
+        """A failed read, recorded against ``generation``: the error to raise."""
+        self.store.record_read_failure(cluster_id, f"{type(exc).__name__}: {exc}", generation=generation)
+        return ClusterReadError(f"cannot read {what} of {cluster_id}: {exc}")
+
+    def _desired(
+        self,
+        cluster_id: str,
+        truth: _Truth,
+        kube: KubeCluster,
+        current: _Background[list[dict[str, Any]]],
+        previous: PoolRecord | None,
+        generation: int,
+    ) -> tuple[PoolResult, list[dict[str, Any]]]:
+        """Step 2, compute: the pool and the desired Kueue objects, with every issue named."""
+        scheduler, settings = truth.snapshot.scheduler_config, truth.snapshot.settings
+        result = compute(truth.snapshot).with_issues(truth.unreadable_workloads)
+        result = with_kueue_config(result, truth.kueue_config, scheduler)  # what this Kueue will not do, as issues
         result, manifests = writable_objects(result, scheduler, settings)  # a bad name: an issue, not a write
-        result = with_kueue_api(result, manifests, kueue_api)  # the versions written in, a field they lack named
+        result = with_kueue_api(result, manifests, truth.kueue_api)  # the versions written in, a field they lack
         refused = [e for m in manifests for e in webhook_violations(m)]
         if refused:  # recorded like an unreadable policy: the last pool and the cluster's objects stay
             message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])
             self.store.record_read_failure(cluster_id, message, generation=generation)
             raise PermanentError(message, operation="validate desired objects")
         result = result.with_issues(_other_writer_issues(kube, current, previous))  # DQO, HyperPod's governance
-        pool = pool_document(result)  # stored, and digested with the manifests: a new generation iff either moved
-        new_digest = digest(pool, manifests)
+        return result, manifests
 
-        # 3. persist if changed, with the generation's event in the pool item's outbox (published in step 5)
+    def _persist(
+        self,
+        cluster_id: str,
+        previous: PoolRecord | None,
+        result: PoolResult,
+        manifests: list[dict[str, Any]],
+        unreadable: list[str],
+    ) -> tuple[Outcome, dict[str, Any] | None]:
+        """Step 3, persist if changed (the pool and the manifests, digested together: a new generation iff either
+        moved), with the generation's event in the pool item's outbox (published in step 5)."""
+        generation = previous.generation if previous else 0
+        pool = pool_document(result)
+        new_digest = digest(pool, manifests)
         changed = previous is None or previous.digest != new_digest
         changes: dict[str, Any] = {}
         outbox = previous.outbox if previous is not None else None
@@ -297,9 +343,19 @@ class Recomputer:
             generation += 1
         elif previous is not None and previous.read_failure:
             self.store.record_read_failure(cluster_id, "", generation=generation)
+        return Outcome(cluster_id, generation, changed, result=result, changes=changes, unreadable=unreadable), outbox
 
-        # 4. converge the cluster
-        outcome = Outcome(cluster_id, generation, changed, result=result, changes=changes, unreadable=unreadable)
+    def _converge(
+        self,
+        cluster: ClusterRecord,
+        kube: KubeCluster,
+        manifests: list[dict[str, Any]],
+        current: _Background[list[dict[str, Any]]],
+        outcome: Outcome,
+        previous: PoolRecord | None,
+    ) -> None:
+        """Step 4, converge the cluster, and record how it went."""
+        cluster_id, generation = cluster.cluster_id, outcome.generation
         try:
             self._apply(kube, manifests, current.result, outcome, force=cluster.field_ownership == TAKE)
         except IdleshareError as exc:
@@ -307,19 +363,18 @@ class Recomputer:
             raise
         if outcome.conflicts or outcome.foreign:  # reported every time (level-triggered): the alarm stays on
             self.store.record_apply(cluster_id, generation, "Conflict", _conflict_message(outcome))
-        elif changed or previous is None or previous.apply_status != "Applied":
+        elif outcome.changed or previous is None or previous.apply_status != "Applied":
             self.store.record_apply(
                 cluster_id, generation, "Applied", f"{outcome.applied} applied, {outcome.deleted} deleted"
             )
 
-        # 5. tell the world, once per generation: the outbox is cleared only once the event is on the bus, so a
-        #    failed apply or publish after step 3 publishes on the retry (which finds the digest unchanged)
+    def _publish(self, outcome: Outcome, outbox: dict[str, Any] | None) -> None:
+        """Step 5, tell the world, once per generation: the outbox is cleared only once the event is on the bus,
+        so a failed apply or publish after step 3 publishes on the retry (which finds the digest unchanged)."""
         if outbox is not None and self.publisher is not None:
             self.publisher.publish(names.DT_POOL_RECOMPUTED, outbox)
-            self.store.clear_outbox(cluster_id, int(outbox.get("generation", generation)))
+            self.store.clear_outbox(outcome.cluster_id, int(outbox.get("generation", outcome.generation)))
             outcome.published = True
-        outcome.duration_ms = (time.perf_counter() - started) * 1000
-        return outcome
 
     @staticmethod
     def _nodes(objects: Iterable[object], unreadable: list[str]) -> Iterator[Node]:

@@ -4,7 +4,7 @@ failures, and the receipts of explicit recalculation requests."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
@@ -18,6 +18,7 @@ from idleshare.adapters.store.items import (
     ENCODING_JSON,
     ENCODING_ZLIB_BINARY,
     MAX_POOL_PARTS,
+    Packed,
     StoredItem,
     attribute_values,
     clip,
@@ -90,14 +91,7 @@ class Pools(TableAccess):
         generation had beyond the new count are deleted in it too. More than ``MAX_POOL_PARTS`` parts (the
         transaction's 4 MB holds the document twice) is refused before writing (413)."""
         op = "put_pool"
-        if expected_generation < 0 or record.generation != expected_generation + 1:
-            raise PermanentError(
-                f"put_pool: generation {record.generation} does not follow expected generation {expected_generation}",
-                operation=op,
-                status=400,
-            )
-        if record.apply_status not in APPLY_STATUSES:
-            raise PermanentError(f"apply_status {record.apply_status!r} not in {APPLY_STATUSES}", operation=op)
+        _check_succession(record, expected_generation, op)
         cid = record.cluster_id
         packed = pack(record.pool, f"pool of {cid}", max_parts=MAX_POOL_PARTS, operation=op, text_below=COMPRESS_ABOVE)
         extra = side_json(record.extra, f"extra of the pool of {cid}", op)
@@ -105,32 +99,32 @@ class Pools(TableAccess):
         now = self.clock()
         pk = cluster_pk(cid)
         expires = int(now.timestamp()) + self.history_ttl_days * 86_400
-        common = {
-            "generation": record.generation,
-            "digest": record.digest,
-            "pool_encoding": ENCODING_JSON if isinstance(packed.inline, str) else ENCODING_ZLIB_BINARY,
-            **packed.owner_attributes("pool"),
-            "computed_at": record.computed_at,
-            "extra": extra,
-        }
-        pool_item = {
-            PK: pk,
-            SK: POOL_SK,
-            **common,
-            "apply_status": record.apply_status,
-            "apply_message": clip(record.apply_message),
-            "read_failure": clip(record.read_failure),
-            "updated_at": now.astimezone(UTC).isoformat(),
-            **({} if outbox is None else {"outbox": outbox}),
-        }
-        hsk = history_sk(record.generation)
-        history_item = {
-            PK: pk,
-            SK: hsk,
-            **common,
-            "recorded_at": now.astimezone(UTC).isoformat(),
-            TTL_ATTRIBUTE: expires,
-        }
+        pool_item, history_item = _pool_and_history_items(record, packed, extra, outbox, now, expires)
+        writes = self._pool_writes(record, expected_generation, pool_item, history_item, packed, expires)
+        self._remember_parts(pk, POOL_SK, record.generation, None)
+        try:
+            self._transact(op, writes)
+        except TransactionCancelledError as exc:
+            raise ConflictError(
+                f"pool of {cid} is no longer at generation {expected_generation}: "
+                f"another writer got there first ({', '.join(exc.reasons[:2])})",
+                operation=op,
+                status=409,
+            ) from exc
+        self._remember_parts(pk, POOL_SK, record.generation, len(packed.parts))
+
+    def _pool_writes(
+        self,
+        record: PoolRecord,
+        expected_generation: int,
+        pool_item: dict[str, Any],
+        history_item: dict[str, Any],
+        packed: Packed,
+        expires: int,
+    ) -> list[dict[str, Any]]:
+        """The transaction of :meth:`put_pool`: the POOL item on the condition that it is still at
+        ``expected_generation``, the new HISTORY item, both documents' parts, and the POOL item's leftover parts."""
+        pk, hsk = pool_item[PK], history_item[SK]
         condition = (
             f"attribute_not_exists({PK}) OR generation = :expected"
             if expected_generation == 0
@@ -143,36 +137,23 @@ class Pools(TableAccess):
         leftovers = self._leftover_parts(
             pk, POOL_SK, expected_generation, len(packed.parts), 0 if expected_generation == 0 else MAX_POOL_PARTS
         )
-        self._remember_parts(pk, POOL_SK, record.generation, None)
-        try:
-            self._transact(
-                op,
-                [
-                    {
-                        "Put": {
-                            "Item": attribute_values(pool_item),
-                            "ConditionExpression": condition,
-                            "ExpressionAttributeValues": attribute_values({":expected": expected_generation}),
-                        }
-                    },
-                    {
-                        "Put": {
-                            "Item": attribute_values(history_item),
-                            "ConditionExpression": f"attribute_not_exists({PK})",
-                        }
-                    },
-                    *({"Put": {"Item": attribute_values(part)}} for part in parts),
-                    *leftovers,
-                ],
-            )
-        except TransactionCancelledError as exc:
-            raise ConflictError(
-                f"pool of {cid} is no longer at generation {expected_generation}: "
-                f"another writer got there first ({', '.join(exc.reasons[:2])})",
-                operation=op,
-                status=409,
-            ) from exc
-        self._remember_parts(pk, POOL_SK, record.generation, len(packed.parts))
+        return [
+            {
+                "Put": {
+                    "Item": attribute_values(pool_item),
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": attribute_values({":expected": expected_generation}),
+                }
+            },
+            {
+                "Put": {
+                    "Item": attribute_values(history_item),
+                    "ConditionExpression": f"attribute_not_exists({PK})",
+                }
+            },
+            *({"Put": {"Item": attribute_values(part)}} for part in parts),
+            *leftovers,
+        ]
 
     def clear_outbox(self, cluster_id: str, generation: int) -> None:
         """Remove the pool's outbox (its event is on the bus), only while the pool is at ``generation``: a pool
@@ -369,3 +350,49 @@ class Pools(TableAccess):
             extra=item.json_object("extra", "{}"),
             outbox=None if raw.get("outbox") is None else item.json_object("outbox"),
         )
+
+
+def _check_succession(record: PoolRecord, expected_generation: int, op: str) -> None:
+    """A pool record that :meth:`put_pool` can write: the generation after ``expected_generation``, a known
+    apply status."""
+    if expected_generation < 0 or record.generation != expected_generation + 1:
+        raise PermanentError(
+            f"put_pool: generation {record.generation} does not follow expected generation {expected_generation}",
+            operation=op,
+            status=400,
+        )
+    if record.apply_status not in APPLY_STATUSES:
+        raise PermanentError(f"apply_status {record.apply_status!r} not in {APPLY_STATUSES}", operation=op)
+
+
+def _pool_and_history_items(
+    record: PoolRecord, packed: Packed, extra: str, outbox: str | None, now: datetime, expires: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The POOL item and the generation's HISTORY item (with its TTL, ``expires``): the same document and extra."""
+    pk = cluster_pk(record.cluster_id)
+    common = {
+        "generation": record.generation,
+        "digest": record.digest,
+        "pool_encoding": ENCODING_JSON if isinstance(packed.inline, str) else ENCODING_ZLIB_BINARY,
+        **packed.owner_attributes("pool"),
+        "computed_at": record.computed_at,
+        "extra": extra,
+    }
+    pool_item = {
+        PK: pk,
+        SK: POOL_SK,
+        **common,
+        "apply_status": record.apply_status,
+        "apply_message": clip(record.apply_message),
+        "read_failure": clip(record.read_failure),
+        "updated_at": now.astimezone(UTC).isoformat(),
+        **({} if outbox is None else {"outbox": outbox}),
+    }
+    history_item = {
+        PK: pk,
+        SK: history_sk(record.generation),
+        **common,
+        "recorded_at": now.astimezone(UTC).isoformat(),
+        TTL_ATTRIBUTE: expires,
+    }
+    return pool_item, history_item
