@@ -13,8 +13,6 @@ from idleshare.runtime.env import read
 from idleshare.runtime.metrics import RecomputeReport
 from idleshare.runtime.observability import logger, metrics, tracer
 from idleshare.runtime.wiring import dependencies
-from idleshare.service.batch import RecomputeBatch
-from idleshare.service.recompute import Recomputer
 
 # FIFO: a failed record fails the later records of its message group (its cluster) in the batch, not the others'.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
@@ -27,6 +25,11 @@ processor.raise_on_entire_batch_failure = False
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
+    # imported on the first invocation, not at import: the engine and its parsers stay out of the cold start's import
+    # (tests/bench/test_bench_coldstart.py)
+    from idleshare.service.batch import RecomputeBatch
+    from idleshare.service.recompute import Recomputer
+
     deps, settings = dependencies(), read()
     assert deps.kube_for is not None, "the recompute needs access to the governed clusters"
     recomputer = Recomputer(
