@@ -87,14 +87,13 @@ class NodeCache:
             name = _name(node)
             if event_type == "DELETED":
                 self._nodes.pop(name, None)
+                self._order = None
             else:
                 if name not in self._nodes:
                     self._order = None
                 kept = dict(node)
                 kept["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}  # as a list gives it
                 self._nodes[name] = self._encode(kept)
-            if event_type == "DELETED":
-                self._order = None
         if version:
             self.version = version
 
