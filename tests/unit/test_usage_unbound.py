@@ -13,6 +13,7 @@ from idleshare.domain.usage import PODSET_LABEL, derive_usage, sample_document
 from idleshare.errors import PermanentError
 from idleshare.parse.kueue_status import cluster_queues as read_queues
 from idleshare.parse.kueue_status import workloads as read_workloads
+from idleshare.parse.workloads import unbound_pods as read_unbound_pods
 from idleshare.service.usage import sample_usage
 from idleshare_cli.report_html import render
 from idleshare_cli.usage import table_text
@@ -54,6 +55,20 @@ def pod(team: str, name: str, job_uid: str, message: str = "") -> dict[str, Any]
     }  # fmt: skip
 
 
+def sampled(workloads: list[dict[str, Any]], pods: list[Any]) -> dict[str, Any]:
+    """The sample's document at T0 of QUEUES, ``workloads`` and the unbound ``pods`` (read as the service reads them)."""
+    sample = derive_usage(
+        "c1",
+        read_queues(QUEUES),
+        read_workloads(workloads),
+        None,
+        since=T0,
+        until=T0,
+        unbound_pods=read_unbound_pods(pods),
+    )
+    return sample_document(sample)
+
+
 QUEUES = [cq("alpha", {P5: {GPU: 8}, G5: {GPU: 4}}), cq("beta", {P5: {GPU: 8}})]
 UNSCHEDULABLE = "0/4 nodes are available: 4 Insufficient cpu."
 
@@ -81,7 +96,7 @@ def test_the_pods_of_admitted_workloads_no_node_took_are_counted_per_team_and_fl
         None,
         since=T0 - timedelta(minutes=1),
         until=T0,
-        unbound_pods=pods,
+        unbound_pods=read_unbound_pods(pods),
     )
     document = sample_document(sample)
     # Then alpha has 3 pods of 2 workloads unbound on p5 since 15 minutes, 1 on g5; beta 1 on p5
@@ -132,9 +147,7 @@ def test_the_fake_selects_as_the_adapter_asks_the_server_to():
 def test_the_cli_and_the_report_show_the_unbound_pods():
     workloads = [admitted("alpha", "old", "j-old", T0 - timedelta(minutes=15))]
     pods = [pod("alpha", "old-0", "j-old", UNSCHEDULABLE)]
-    document = sample_document(
-        derive_usage("c1", read_queues(QUEUES), read_workloads(workloads), None, since=T0, until=T0, unbound_pods=pods)
-    )
+    document = sampled(workloads, pods)
     text = table_text(document)
     assert "Admitted but not placed: 1 pods no node has taken, the oldest admitted 900 s ago" in text
     assert UNSCHEDULABLE in text
@@ -149,3 +162,47 @@ def test_the_alarm_threshold_metric_and_docs_name_one_another():
     assert f"| `UnboundPodsAlarm-<c>` | `{names.METRIC_UNBOUND_PODS_OLDEST_SECONDS}` ≥ {minutes * 60} |" in operations
     for metric in (names.METRIC_UNBOUND_PODS, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS):
         assert f"| `{metric}` | node watcher (usage) | cluster |" in operations
+
+
+def test_a_pod_that_does_not_read_is_named_and_left_out_and_the_others_count():
+    # Given alpha's admitted workload with two unbound pods, one of them with a uid that is not a string
+    workloads = [admitted("alpha", "old", "j-old", T0 - timedelta(minutes=15))]
+    bad = pod("alpha", "old-1", "j-old")
+    bad["metadata"]["uid"] = 7
+    pods = [pod("alpha", "old-0", "j-old"), bad]
+    # When the sample is taken
+    document = sampled(workloads, pods)
+    # Then the bad pod is named (object and field) and left out; the readable one is counted
+    assert [(u["pods"], u["workloads"]) for u in document["unbound"]] == [(1, 1)]
+    assert [(u["object"], u["field"]) for u in document["unreadable"]] == [
+        ("Pod/hyperpod-ns-alpha/old-1", "metadata.uid")
+    ]
+    assert "flavor" not in document["unreadable"][0]  # no amount left unknown: the tables stand
+
+
+def test_the_service_reads_the_pods_through_the_parser():
+    # Given a cluster listing one pod with an owner reference that is not an object
+    kube, store = FakeKube([]), FakeStore([])
+    kube.objects[("ClusterQueue", "", "alpha")] = QUEUES[0]
+    kube.workloads = [admitted("alpha", "old", "j-old", T0 - timedelta(minutes=15))]
+    odd = pod("alpha", "odd", "j-old")
+    odd["metadata"]["ownerReferences"] = ["j-old"]
+    kube.pods = [pod("alpha", "old-0", "j-old"), odd]
+    # When the sample is taken, then it stands, the odd pod named and not counted
+    outcome = sample_usage("c1", kube, store, now=T0)
+    assert outcome.sample is not None and not outcome.failure
+    document = sample_document(outcome.sample)
+    assert document["unboundPods"] == 1
+    assert [(u["object"], u["field"]) for u in document["unreadable"]] == [
+        ("Pod/hyperpod-ns-alpha/odd", "metadata.ownerReferences[0]")
+    ]
+
+
+def test_a_pod_that_is_not_an_object_is_named_by_its_position():
+    read = read_unbound_pods([pod("alpha", "old-0", "j-old"), "old-1", {"metadata": []}])
+    assert read[0].uids == ("uid-old-0", "j-old") and read[0].pod_set == "main"
+    assert [(u.object, u.field, u.problem) for p in read[1:] for u in p.unreadable] == [
+        ("Pod/#1", "", 'must be an object (got "old-1")'),
+        ("Pod/#2", "metadata", "must be an object (got an array)"),
+    ]
+    assert [p.uids for p in read[1:]] == [(), ()]

@@ -231,6 +231,21 @@ class WorkloadStatus:
     unreadable: tuple[Unreadable, ...] = ()
 
 
+@dataclass(frozen=True)
+class UnboundPod:
+    """A pod of a workload Kueue admitted that no node has taken, as usage reads it (built by
+    ``idleshare.parse.workloads.unbound_pods``): its own and its owners' uids (a workload's owner is the pod or one of
+    its owners), its pod set (:data:`PODSET_LABEL`) and the scheduler's message (``PodScheduled`` False). One that
+    does not read has no uids (it matches no workload: left out) and names its problems in ``unreadable``."""
+
+    name: str
+    namespace: str = ""
+    uids: tuple[str, ...] = ()
+    pod_set: str = ""
+    unschedulable: str = ""
+    unreadable: tuple[Unreadable, ...] = ()
+
+
 def parse_time(text: Any) -> datetime | None:
     if not isinstance(text, str) or not text:
         return None
@@ -317,7 +332,7 @@ def derive_usage(
     *,
     since: datetime,
     until: datetime,
-    unbound_pods: Iterable[Mapping[str, Any]] | None = (),
+    unbound_pods: Iterable[UnboundPod] | None = (),
     unbound_error: str = "",
 ) -> UsageSample:
     """The sample at ``until``: per team, per flavor, idle while pending, admitted but not placed (module
@@ -325,8 +340,9 @@ def derive_usage(
     (``unbound_error``). A flavor/resource any ClusterQueue leaves unreadable is left out of every team's tables and
     the flavors (lent and idle depend on every team's), and named in ``unreadable``."""
     workloads = list(workloads)
+    pods = None if unbound_pods is None else list(unbound_pods)
     queues = sorted(cluster_queues, key=lambda q: q.team)
-    unreadable = [u for q in queues for u in q.unreadable] + [u for w in workloads for u in w.unreadable]
+    unreadable = [u for read in (queues, workloads, pods or ()) for obj in read for u in obj.unreadable]
     unknown = _unknown(queues, pool)
     pool = pool or {}
     capacity_doc = pool.get("capacity") or {}
@@ -360,7 +376,7 @@ def derive_usage(
         for r, b in sorted(per.items())
         if (limit := t.borrowing_limit.get(f, {}).get(r)) is not None and b > limit
     ]
-    unbound = None if unbound_pods is None else unbound_of(by_namespace, workloads, unbound_pods)
+    unbound = None if pods is None else unbound_of(by_namespace, workloads, pods)
     return UsageSample(
         cluster_id, until, flavors, final, iwp, pending, above, unbound, unbound_error, unreadable, sorted(unknown)
     )
@@ -492,7 +508,7 @@ def _pod_set_flavor(workload: WorkloadStatus, pod_set: str) -> str:
 
 
 def unbound_of(
-    teams: Mapping[str, str], workloads: Iterable[WorkloadStatus], pods: Iterable[Mapping[str, Any]]
+    teams: Mapping[str, str], workloads: Iterable[WorkloadStatus], pods: Iterable[UnboundPod]
 ) -> list[Unbound]:
     """Per (team, flavor), the ``pods`` (unbound, Kueue's) of admitted workloads in the teams' namespaces
     (``teams``: namespace -> team): module docstring."""
@@ -506,21 +522,14 @@ def unbound_of(
             owners[uid] = (team, wl, at)
     found: dict[tuple[str, str], tuple[int, set[str], datetime, str]] = {}
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        uids = [str(meta.get("uid") or ""), *(str(o.get("uid") or "") for o in meta.get("ownerReferences") or ())]
-        match = next((owners[u] for u in uids if u in owners), None)
+        match = next((owners[u] for u in pod.uids if u in owners), None)
         if match is None:
             continue
         team, wl, at = match
-        flavor = _pod_set_flavor(wl, str((meta.get("labels") or {}).get(PODSET_LABEL, "")))
-        why = next(
-            (str(c.get("message") or c.get("reason") or "") for c in (pod.get("status") or {}).get("conditions") or ()
-             if c.get("type") == "PodScheduled" and c.get("status") == "False"),
-            "",
-        )  # fmt: skip
+        flavor = _pod_set_flavor(wl, pod.pod_set)
         count, names, since, reason = found.get((team, flavor), (0, set(), at, ""))
         names.add(wl.name)
-        found[(team, flavor)] = (count + 1, names, min(since, at), reason or why)
+        found[(team, flavor)] = (count + 1, names, min(since, at), reason or pod.unschedulable)
     return [Unbound(t, f, n, len(w), since, why) for (t, f), (n, w, since, why) in sorted(found.items())]
 
 

@@ -5,7 +5,9 @@ Accepts what ``kubectl get daemonsets -A -o json`` / ``kubectl get pods -A -o js
 list (``DaemonSetList``, ``PodList``) or a JSON array, as JSON text or decoded; :func:`split_dump` takes the items of
 one ``kubectl get nodes,daemonsets,pods -A -o json`` apart. The cluster's objects are read one by one
 (:func:`cluster_daemonsets`, :func:`cluster_pods`): one that does not parse is named and left out, never a failure of
-the whole read.
+the whole read. The pods of Kueue's admitted workloads that no node has taken are read for the usage sample
+(:func:`unbound_pods` -> :class:`idleshare.domain.usage.UnboundPod`, a projection of their own); one that does not
+read is named (:class:`~idleshare.domain.usage.Unreadable`) and counts for no workload.
 
 Decisions:
 
@@ -26,6 +28,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from idleshare.domain.model import Amount, DaemonSet, Pod, PodRequests, Requirement, SelectorTerm, Toleration
+from idleshare.domain.usage import PODSET_LABEL, UnboundPod, Unreadable
 from idleshare.parse import schema
 from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.nodes import parse_quantity_value
@@ -305,3 +308,76 @@ def cluster_daemonsets(objects: Iterable[object]) -> tuple[list[DaemonSet], list
 def cluster_pods(objects: Iterable[object]) -> tuple[list[Pod], list[InputError]]:
     """The cluster's bound pods; each one that does not parse is left out, its error returned (a named issue)."""
     return _cluster(objects, _Pod, _to_pod, "pod")
+
+
+# -- the pods Kueue admitted that no node has taken: what the usage sample reads -------------------------------
+# A projection of its own (not the headroom Pod's schema): these pods come from ``list_unbound_pods``, projected by
+# the adapter to metadata and the PodScheduled condition (no spec; owners without their kind, which headroom's
+# schema requires), and usage reads their uids, where headroom reads requests and owners' kinds.
+
+
+class _UnboundOwner(msgspec.Struct):
+    uid: str = ""
+
+
+class _UnboundMetadata(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    labels: dict[str, str] | None = None
+    ownerReferences: list[_UnboundOwner] | None = None
+
+
+class _PodCondition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+class _UnboundStatus(msgspec.Struct):
+    conditions: list[_PodCondition] | None = None
+
+
+class _UnboundPod(msgspec.Struct):
+    metadata: _UnboundMetadata | None = None
+    kind: Literal["Pod"] | None = None
+    status: _UnboundStatus | None = None
+
+
+def unbound_pod(obj: object, what: str) -> UnboundPod:
+    """One pod as the usage sample reads it (:class:`~idleshare.domain.usage.UnboundPod`); one that does not read
+    is named field by field (``what``: ``Pod/namespace/name``) and has no uids, so it counts for no workload."""
+    try:
+        raw = msgspec.convert(obj, _UnboundPod)
+    except msgspec.ValidationError:
+        try:
+            schema.convert(obj, _UnboundPod, what)
+            problems = [Unreadable(what, "", "does not read")]  # pragma: no cover - msgspec and the walk agree
+        except InputError as exc:
+            problems = [Unreadable(what, e.loc, e.message) for e in exc.errors]
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        return UnboundPod(name if isinstance(name, str) else "", unreadable=tuple(problems))
+    meta = raw.metadata or _UnboundMetadata()
+    why = next(
+        (c.message or c.reason for c in (raw.status.conditions if raw.status else None) or ()
+         if c.type == "PodScheduled" and c.status == "False"),
+        "",
+    )  # fmt: skip
+    return UnboundPod(
+        name=meta.name,
+        namespace=meta.namespace,
+        uids=tuple(u for u in (meta.uid, *(o.uid for o in meta.ownerReferences or ())) if u),
+        pod_set=(meta.labels or {}).get(PODSET_LABEL, ""),
+        unschedulable=why,
+    )
+
+
+def unbound_pods(objects: Iterable[object]) -> list[UnboundPod]:
+    """The pods of ``list_unbound_pods``, each read (:func:`unbound_pod`; named ``Pod/namespace/name``, else by its
+    position): one that does not read is named in its ``unreadable`` and left out of every count."""
+    return [
+        unbound_pod(obj, "Pod/" + (_where(None, obj, prefix="").strip(" ()") or f"#{i}"))
+        for i, obj in enumerate(objects)
+    ]

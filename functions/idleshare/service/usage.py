@@ -34,6 +34,7 @@ from idleshare.adapters.ports import (
 from idleshare.domain.usage import UsageSample, allocations, derive_usage, hours_text, parse_time, sample_document
 from idleshare.errors import ConflictError, IdleshareError, NotFoundError
 from idleshare.parse import kueue_status
+from idleshare.parse import workloads as workload_reads
 from idleshare.parse.errors import FieldError
 from idleshare.service.admin import BadRequestError, decode_token, encode_token, first_entries
 
@@ -138,7 +139,7 @@ def sample_usage(
             record.pool if record else None,
             since=since,
             until=now,
-            unbound_pods=pods,
+            unbound_pods=None if pods is None else workload_reads.unbound_pods(pods),
             unbound_error=pods_error,
         )
     except IdleshareError as exc:
