@@ -1,5 +1,5 @@
 """`idleshare uninstall --kubeconfig PATH [--context NAME] [--dry-run]`: remove from a cluster the Kueue objects
-idleshare created (:mod:`idleshare.service.uninstall`), with your kubeconfig's credentials, and say what it removed
+idleshare created (:mod:`idleshare_cli.removal`), with your kubeconfig's credentials, and say what it removed
 and what it left: the namespaces it created (never deleted: their Jobs), and objects labelled as idleshare's that
 someone else created. Run it after ``cdk destroy`` (or after removing the cluster from the config), else the next
 recompute writes the objects again.
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from idleshare.adapters.kube import LightkubeCluster
     from idleshare.errors import IdleshareError
-    from idleshare.service.uninstall import uninstall
+    from idleshare_cli.removal import uninstall
 
     try:
         kube = LightkubeCluster.from_kubeconfig(args.kubeconfig, args.context)

@@ -1,4 +1,4 @@
-"""What `idleshare uninstall` removes (the pure sorting, :func:`idleshare.service.uninstall.plan_removal`, and the
+"""What `idleshare uninstall` removes (the pure sorting, :func:`idleshare_cli.removal.plan_removal`, and the
 service over a fake cluster): only objects carrying idleshare's creation marker, LocalQueues first and
 ResourceFlavors last; never a namespace; an object labelled as idleshare's without the marker is kept and named."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from idleshare.domain.kueue import KIND_ORDER
 from idleshare.domain.kueue_diff import object_identity, with_creation_marker
-from idleshare.service.uninstall import plan_removal, uninstall
 from idleshare_cli.plan import plan
+from idleshare_cli.removal import plan_removal, uninstall
 
 REPO = Path(__file__).parents[2]
 
