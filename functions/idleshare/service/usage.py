@@ -282,6 +282,96 @@ def _bucket_time(key: str) -> datetime:
     return datetime.strptime(key if "T" in key else key + "T00", "%Y-%m-%dT%H").replace(tzinfo=UTC)
 
 
+@dataclass(frozen=True)
+class _ReportAsk:
+    """A report's request, checked: its period and, for a later page, where its rows start."""
+
+    start: datetime
+    end: datetime
+    first_start: str = ""
+    """A later page builds only the rows from its first bucket on (the rows before it are the earlier pages')."""
+    done_with_rows: bool = False
+    """The page starts at a gap: no row is left."""
+
+
+def _report_ask(start_text: str, end_text: str, granularity: str, limit: int, next_token: str | None) -> _ReportAsk:
+    """The request checked, each problem a 400 naming its field (a bad token before anything is read)."""
+    _limit(limit)
+    token = decode_token(next_token)
+    after = token.get("afterRow") if token else None
+    start, end = _instant(start_text, "from"), _instant(end_text, "to")
+    if granularity not in GRANULARITIES:
+        raise BadRequestError("usage", [FieldError("granularity", f"expected hour or day, found {granularity!r}")])
+    if end <= start:
+        raise BadRequestError("usage", [FieldError("to", "must be after from")])
+    if end - start > timedelta(days=MAX_REPORT_DAYS[granularity]):
+        days = MAX_REPORT_DAYS[granularity]
+        raise BadRequestError("usage", [FieldError("to", f"at most {days} days after from by {granularity}")])
+    first_start = str(after[0]) if isinstance(after, list) and after else ""
+    return _ReportAsk(start, end, first_start, done_with_rows=bool(token) and "gap" in (token or {}))
+
+
+def _report_buckets(store: UsageReader, cluster_id: str, granularity: str, ask: _ReportAsk) -> list[UsageBucket]:
+    """The period's buckets in order: its hours, or its days (a day not compacted yet: its hours summed)."""
+    last_moment = ask.end - timedelta(microseconds=1)
+    if granularity == "hour":
+        return store.usage_buckets(cluster_id, "hour", _hour_key(ask.start), _hour_key(last_moment))
+    first_day, last_day = ask.start.date().isoformat(), last_moment.date().isoformat()
+    days = {b.start: b for b in store.usage_buckets(cluster_id, "day", first_day, last_day)}
+    live: dict[str, UsageBucket] = {}
+    for hour in store.usage_buckets(cluster_id, "hour", f"{first_day}T00", f"{last_day}T23"):
+        day = hour.start[:10]
+        if day in days:
+            continue
+        merged = live.get(day, UsageBucket(day))
+        rows: dict[UsageKey, tuple[Fraction, Fraction]] = dict(merged.rows)
+        for key, (a, b) in hour.rows.items():
+            old = rows.get(key, (Fraction(0), Fraction(0)))
+            rows[key] = (old[0] + a, old[1] + b)
+        live[day] = UsageBucket(day, rows, (*merged.gaps, *hour.gaps))
+    return sorted([*days.values(), *live.values()], key=lambda b: b.start)
+
+
+def _report_rows(buckets: list[UsageBucket], ask: _ReportAsk) -> list[dict[str, Any]]:
+    """Allocated and borrowed hours per bucket, team, flavor and resource (this page's and the following ones')."""
+    return [
+        {
+            "start": _iso(_bucket_time(b.start)),
+            "team": team,
+            "flavor": flavor,
+            "resource": resource,
+            "allocatedHours": hours_text(a),
+            "borrowedHours": hours_text(bw),
+        }
+        for b in buckets
+        if not ask.done_with_rows and _iso(_bucket_time(b.start)) >= ask.first_start
+        for (team, flavor, resource), (a, bw) in sorted(b.rows.items())
+    ]
+
+
+def _report_gaps(
+    buckets: list[UsageBucket], cursor: UsageCursor | None, ask: _ReportAsk, now: datetime
+) -> list[dict[str, str]]:
+    """The buckets' gaps within the period, and the trailing one (no sample since the cursor, or never), in order."""
+    start, end = ask.start, ask.end
+    gaps: list[dict[str, str]] = []
+    for bucket in buckets:
+        for g_start, g_end, reason in bucket.gaps:
+            gs, ge = _instant(g_start, "gap"), _instant(g_end, "gap")
+            if ge > start and gs < end:
+                gaps.append({"start": _iso(max(gs, start)), "end": _iso(min(ge, end)), "reason": reason})
+    horizon = min(end, now)
+    if cursor is None:
+        if horizon > start:
+            gaps.append({"start": _iso(start), "end": _iso(horizon), "reason": f"{NO_SAMPLE}: never sampled"})
+    else:
+        last = _instant(cursor.cursor_at, "cursor")
+        if (now - last).total_seconds() > timings.USAGE_MAX_INTERVAL_SECONDS and horizon > max(last, start):
+            reason = f"{NO_SAMPLE}: no sample since {_iso(last)}"
+            gaps.append({"start": _iso(max(last, start)), "end": _iso(horizon), "reason": reason})
+    return sorted(gaps, key=lambda g: (g["start"], g["end"]))
+
+
 def usage_report(
     store: UsageReader,
     cluster_id: str,
@@ -295,80 +385,17 @@ def usage_report(
 ) -> dict[str, Any]:
     """Allocated and borrowed hours per bucket, team, flavor and resource in ``[from, to)``, and the gaps: a page of
     them (:func:`_report_page`; ``NextToken`` continues)."""
-    _limit(limit)
-    token = decode_token(next_token)  # a bad token is a 400 before anything is read
-    after = token.get("afterRow") if token else None
-    # a later page builds only the rows from its first bucket on (the rows before it are the earlier pages')
-    first_start = str(after[0]) if isinstance(after, list) and after else ""
-    done_with_rows = bool(token) and "gap" in (token or {})
-    start, end = _instant(start_text, "from"), _instant(end_text, "to")
-    if granularity not in GRANULARITIES:
-        raise BadRequestError("usage", [FieldError("granularity", f"expected hour or day, found {granularity!r}")])
-    if end <= start:
-        raise BadRequestError("usage", [FieldError("to", "must be after from")])
-    if end - start > timedelta(days=MAX_REPORT_DAYS[granularity]):
-        limit = MAX_REPORT_DAYS[granularity]
-        raise BadRequestError("usage", [FieldError("to", f"at most {limit} days after from by {granularity}")])
+    ask = _report_ask(start_text, end_text, granularity, limit, next_token)
     _known(store, cluster_id)
     now = (now or datetime.now(UTC)).astimezone(UTC)
-    last_moment = end - timedelta(microseconds=1)
-    if granularity == "hour":
-        buckets = store.usage_buckets(cluster_id, "hour", _hour_key(start), _hour_key(last_moment))
-    else:
-        first_day, last_day = start.date().isoformat(), last_moment.date().isoformat()
-        days = {b.start: b for b in store.usage_buckets(cluster_id, "day", first_day, last_day)}
-        live: dict[str, UsageBucket] = {}
-        for hour in store.usage_buckets(cluster_id, "hour", f"{first_day}T00", f"{last_day}T23"):
-            day = hour.start[:10]
-            if day in days:
-                continue
-            merged = live.get(day, UsageBucket(day))
-            rows: dict[UsageKey, tuple[Fraction, Fraction]] = dict(merged.rows)
-            for key, (a, b) in hour.rows.items():
-                old = rows.get(key, (Fraction(0), Fraction(0)))
-                rows[key] = (old[0] + a, old[1] + b)
-            live[day] = UsageBucket(day, rows, (*merged.gaps, *hour.gaps))
-        buckets = sorted([*days.values(), *live.values()], key=lambda b: b.start)
-    rows_out = [
-        {
-            "start": _iso(_bucket_time(b.start)),
-            "team": team,
-            "flavor": flavor,
-            "resource": resource,
-            "allocatedHours": hours_text(a),
-            "borrowedHours": hours_text(bw),
-        }
-        for b in buckets
-        if not done_with_rows and _iso(_bucket_time(b.start)) >= first_start
-        for (team, flavor, resource), (a, bw) in sorted(b.rows.items())
-    ]
-    gaps: list[dict[str, str]] = []
-    for bucket in buckets:
-        for g_start, g_end, reason in bucket.gaps:
-            gs, ge = _instant(g_start, "gap"), _instant(g_end, "gap")
-            if ge > start and gs < end:
-                gaps.append({"start": _iso(max(gs, start)), "end": _iso(min(ge, end)), "reason": reason})
-    cursor = store.get_usage_cursor(cluster_id)
-    horizon = min(end, now)
-    if cursor is None:
-        if horizon > start:
-            gaps.append({"start": _iso(start), "end": _iso(horizon), "reason": f"{NO_SAMPLE}: never sampled"})
-    else:
-        last = _instant(cursor.cursor_at, "cursor")
-        if (now - last).total_seconds() > timings.USAGE_MAX_INTERVAL_SECONDS and horizon > max(last, start):
-            gaps.append(
-                {
-                    "start": _iso(max(last, start)),
-                    "end": _iso(horizon),
-                    "reason": f"{NO_SAMPLE}: no sample since {_iso(last)}",
-                }
-            )
-    gaps.sort(key=lambda g: (g["start"], g["end"]))
-    rows_page, gaps_page, following = _report_page(rows_out, gaps, limit, next_token)
+    buckets = _report_buckets(store, cluster_id, granularity, ask)
+    rows = _report_rows(buckets, ask)
+    gaps = _report_gaps(buckets, store.get_usage_cursor(cluster_id), ask, now)
+    rows_page, gaps_page, following = _report_page(rows, gaps, limit, next_token)
     out = {
         "cluster": cluster_id,
-        "from": _iso(start),
-        "to": _iso(end),
+        "from": _iso(ask.start),
+        "to": _iso(ask.end),
         "granularity": granularity,
         "rows": rows_page,
         "gaps": gaps_page,
