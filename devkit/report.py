@@ -150,7 +150,8 @@ def render_step(
 
 def render_usage(usage: dict[str, Any]) -> list[str]:
     """The usage read back from Kueue beside the limits: per flavor accelerators in use, borrowed and idle (and
-    idle while work waits); per team in use, borrowed and lent. Accelerators only (cpu and memory follow them)."""
+    idle while work waits); per team in use, borrowed and lent. Accelerators only (cpu and memory follow them).
+    What the sample could not read of Kueue's objects is named (left out of the lines above: a gap, not zero)."""
     flavors = usage.get("flavors") or {}
     rows = [
         (f, r, v)
@@ -158,7 +159,11 @@ def render_usage(usage: dict[str, Any]) -> list[str]:
         for r, v in sorted(per.items())
         if is_accelerator(r) and v.get("capacity") not in (None, "0")
     ]
-    if not rows:
+    unread = [
+        f"    ? not read (a gap, never zero usage): {u.get('object')} {u.get('field')}: {u.get('problem')}"
+        for u in usage.get("unreadable") or []
+    ]
+    if not rows and not unread:
         return []
     out = ["  usage (read back from Kueue)"]
     for f, r, v in rows:
@@ -193,7 +198,7 @@ def render_usage(usage: dict[str, Any]) -> list[str]:
             f"{_flavor_short(str(a.get('flavor')))}, above its limit of {a.get('limit')} (lowered after Kueue admitted "
             "the work; Kueue does not evict it)"
         )
-    return out
+    return out + unread
 
 
 def render_workloads(report: StepReport) -> list[str]:

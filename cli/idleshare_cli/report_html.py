@@ -6,6 +6,7 @@ documents the admin API serves, or that `idleshare plan` computes offline.
 - per team, its nominal, borrowing and lending limits, and what it uses, borrows and lends;
 - why each borrowing limit is what it is (the pool the team saw, the percent cap, the absolute cap, the bound);
 - accelerators idle while work is pending, excluded nodes and their reasons, issues;
+- what the usage sample could not read of Kueue's objects, named (a gap, never zero usage);
 - usage over a period as a chart (allocated and borrowed hours per team), with its gaps named.
 
 A pure function of its inputs (:func:`render`): every value it shows is escaped (``html.escape``); every number
@@ -127,6 +128,7 @@ def render(
         _flavors(pool, usage, note),
         _idle_while_pending(usage),
         _unbound(usage),
+        _not_read(usage),
         _teams(pool, teams, usage, note),
         _why(teams),
         _history(history, note),
@@ -433,6 +435,25 @@ def _unbound(usage: Json | None) -> str:
             f"<td class=num>{e(u.get('pods'))}</td><td class=num>{e(u.get('workloads'))}</td>"
             f"<td>{e(u.get('since'))}</td><td>{e(u.get('reason') or '')}</td></tr>"
         )
+    return "\n".join([*out, "</table></section>"])
+
+
+def _not_read(usage: Json | None) -> str:
+    """What the sample could not read of Kueue's objects, each named (object, field, problem), as `idleshare usage`'s
+    "Not read" table: a gap, never zero usage."""
+    rows = [u for u in (_get(usage, "unreadable") or []) if isinstance(u, Mapping)]
+    if not rows:
+        return ""
+    out = [
+        '<section id="not-read"><h2>Not read</h2>',
+        '<p class="note">A gap, never zero usage: the flavor/resource is left out above.</p>',
+        "<table><tr><th>object</th><th>field</th><th>problem</th></tr>",
+    ]
+    out += [
+        f'<tr data-unreadable="{e(u.get("object"))}"><td>{e(u.get("object"))}</td><td><code>{e(u.get("field"))}</code>'
+        f"</td><td>{e(u.get('problem'))}</td></tr>"
+        for u in rows
+    ]
     return "\n".join([*out, "</table></section>"])
 
 

@@ -3,11 +3,15 @@ value that does not read named (object, field, problem) and left out, never read
 
 from __future__ import annotations
 
+import html
 from datetime import UTC, datetime
 from typing import Any
 
+from devkit.report import render_usage
 from idleshare.domain.usage import derive_usage, sample_document
 from idleshare.parse.kueue_status import cluster_queue, workload
+from idleshare_cli.report_html import render
+from idleshare_cli.usage import table_text
 from tests.unit.test_usage import GPU, P5, T0, cq, pool
 from tests.unit.test_usage import workload as make_workload
 
@@ -61,3 +65,20 @@ def test_a_workload_request_that_does_not_read_is_named_and_left_out():
         ("Workload/hyperpod-ns-alpha/train", "spec.podSets[0].template.spec.containers[0].resources.requests['cpu']",
          'invalid quantity "lots"')
     ]  # fmt: skip
+
+
+def test_what_was_not_read_is_named_by_the_cli_the_html_report_and_the_demo():
+    # Given a sample whose only ClusterQueue reports a p5 GPU total that does not read (so no flavor is known)
+    alpha = cluster_queue(cq("alpha", {P5: {GPU: 8}}, {P5: {GPU: ("12x", "0")}}))
+    out = sample_document(derive_usage("c1", [alpha], [], pool({P5: 16}, {}), since=T0, until=T0))
+    named = ("ClusterQueue/hyperpod-ns-alpha-clusterqueue", "status.flavorsUsage[0].resources[0].total")
+    problem = 'invalid quantity "12x"'
+    assert [(u["object"], u["field"], u["problem"]) for u in out["unreadable"]] == [(*named, problem)]
+    # When `idleshare usage`, the HTML report and the demo's step show it, then each names object, field and problem
+    text = table_text(out)
+    assert "Not read" in text and all(part in text for part in (*named, problem))
+    page = render({"cluster": "c1"}, usage=out)
+    row = page.split(f'<tr data-unreadable="{html.escape(named[0])}">', 1)[1].split("</tr>", 1)[0]
+    assert all(html.escape(part) in row for part in (*named, problem)) and '<section id="not-read">' in page
+    demo = "\n".join(render_usage(out))
+    assert "not read" in demo and all(part in demo for part in (*named, problem))
