@@ -151,3 +151,22 @@ def test_a_changed_alarm_window_disagrees_with_the_prose(rendered) -> None:
     prose = ALARM_PROSE["ShortfallAlarm-<c>"].format(**_alarm_windows(changed)["ShortfallAlarm-<c>"])
     assert prose == "> 0 for 20 minutes"
     assert prose not in (REPO_ROOT / "docs" / "operations.md").read_text()
+
+
+PROSE_DOCS = ("README.md", "docs/operations.md", "docs/architecture.md", "events/README.md", "docs/spec.md")
+
+
+def test_every_stack_output_and_alarm_the_prose_names_is_the_templates(rendered) -> None:
+    # Given the outputs and alarms of the synthesized template (its generated description)
+    outputs = set(re.findall(r"^\| `(\w+)` \|", rendered, re.M))
+    alarms = set(re.findall(r"^\| (\S+Alarm\S*|WatchNotRunning\S*) \|", rendered, re.M))
+    assert outputs and alarms
+    for doc in PROSE_DOCS:
+        text = " ".join((REPO_ROOT / doc).read_text().split())
+        # Then every output the prose names is one, and every alarm (`<cluster>` as the template's `<c>`)
+        named = set(re.findall(r"(?:stack output|output) `(\w+)`|`(\w+)` output", text))
+        assert {a or b for a, b in named} <= outputs, (doc, {a or b for a, b in named} - outputs)
+        prose_alarms = {
+            a.replace("<cluster>", "<c>") for a in re.findall(r"`(\w+Alarm[^`]*|WatchNotRunning[^`]*)`", text)
+        }
+        assert prose_alarms <= alarms, (doc, prose_alarms - alarms)

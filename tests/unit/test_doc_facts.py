@@ -122,3 +122,13 @@ def test_every_config_field_is_documented_with_the_models_default() -> None:
         else:
             expected = str(default)
         assert rows[field] == expected, (field, rows[field], expected)
+
+
+def test_docs_operations_lists_every_metric_idleshare_emits_and_only_those() -> None:
+    # Given the metric names idleshare emits (names.METRIC_*, not the dimensions) and operations.md's Metrics table
+    emitted = {v for k, v in vars(names).items() if k.startswith("METRIC_") and not k.startswith("METRIC_DIM_")}
+    ops = (REPO / OPS).read_text()
+    table = ops[ops.index("## Metrics") : ops.index("\n## ", ops.index("## Metrics") + 1)]
+    listed = {name for cell in re.findall(r"^\| (`[^|]+`) \|", table, re.M) for name in re.findall(r"`(\w+)`", cell)}
+    # Then the table lists exactly those
+    assert listed == emitted, (sorted(listed - emitted), sorted(emitted - listed))
