@@ -8,9 +8,9 @@ document; its text is produced here, never typed:
   (``infra/stack_doc.py``; checked by tests/infra/test_stack_doc.py);
 - ``items`` in docs/architecture.md: the main table's item kinds, ``idleshare.table.ITEMS`` (checked by
   tests/unit/test_items_doc.py, which writes each kind through the store);
-- ``queue`` in infra/README.md and ``queue-summary`` in docs/operations.md: the recompute queue's timings,
-  ``idleshare.timings`` (which the stack reads: tests/infra/test_infra_stack.py holds the template to it; the
-  sections are checked by tests/unit/test_queue_doc.py).
+- ``queue`` in infra/README.md: the recompute queue's timings, ``idleshare.timings`` (which the stack reads:
+  tests/infra/test_infra_stack.py holds the template to it; the section is checked by tests/unit/test_queue_doc.py;
+  the other documents link to it).
 
 ``python -m devkit.docgen`` rewrites every section; ``--check`` rewrites nothing and exits 1 naming each section
 that differs from its source.
@@ -108,31 +108,16 @@ def queue() -> str:
             f"queue {t.QUEUE_RETENTION_DAYS} days, DLQ {t.DLQ_RETENTION_DAYS} days",
             "a record outlives its time to the DLQ; the DLQ keeps it two weeks",
         ),
+        (
+            "per-cluster budget",
+            f"a cluster's recompute starts only with ≥ {t.RECOMPUTE_BUDGET_SECONDS:g} s of the function left",
+            "else its record is handed back, retried at once by the next invocation: never a Lambda timeout that "
+            "loses the batch's answer",
+        ),
     ]
     return "\n".join(
         ["| what | value | so that |", "| --- | --- | --- |", *(f"| {a} | {b} | {c} |" for a, b, c in rows)]
     )
-
-
-def queue_summary() -> str:
-    """docs/operations.md's short table of the same timings: ``idleshare.timings``."""
-    t = timings
-    rows = [
-        ("backoff of a failed record (`ChangeMessageVisibility`)", _backoffs()),
-        (f"DLQ (`maxReceiveCount` {t.DEFAULT_MAX_RECEIVE_COUNT})", f"after ≥ {_dlq_minutes()} minutes of failing"),
-        (
-            "queue visibility timeout",
-            f"function timeout ({t.RECOMPUTE_TIMEOUT_SECONDS} s) + {t.TIMEOUT_RETURN_SECONDS} s: only a dead "
-            "invocation waits for it",
-        ),
-        (
-            "event source mapping",
-            f"batch {t.RECOMPUTE_BATCH_SIZE}, maximum concurrency {t.RECOMPUTE_MAX_CONCURRENCY} (no reserved "
-            "concurrency: nothing throttled)",
-        ),
-        ("per-cluster budget", f"a recompute starts only with ≥ {t.RECOMPUTE_BUDGET_SECONDS:g} s of the function left"),
-    ]
-    return "\n".join(["| what | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
 
 
 def stack() -> str:
@@ -145,7 +130,6 @@ SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "stack": ("infra/README.md", stack),
     "items": ("docs/architecture.md", items),
     "queue": ("infra/README.md", queue),
-    "queue-summary": ("docs/operations.md", queue_summary),
 }
 
 

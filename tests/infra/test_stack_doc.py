@@ -101,3 +101,72 @@ def test_docs_operations_tells_what_to_do_for_every_alarm_and_only_those(rendere
     table = ops[ops.index("## Alarms: what each means") : ops.index("## Metrics")]
     rows = set(re.findall(r"^\| `([^`]+)` \|", table, re.M)) - {names.METRIC_POOL_ISSUES}
     assert rows == alarms
+
+
+ALARM_PROSE = {
+    # docs/operations.md's "fires when" of an alarm, as the synthesized alarm says it: {cmp} {threshold} compared
+    # in {datapoints} of {periods} periods of {period} minutes ({window}: datapoints x period, in minutes)
+    "ShortfallAlarm-<c>": "> {threshold} for {window} minutes",
+    "IdleWhilePendingAlarm-<c>": "> {threshold} for {window} minutes",
+    "RecomputeErrorsAlarm": "in {datapoints} of {periods} periods of {period} minutes",
+    "WatchNotRunning-<c>": "below half of {period} minutes, or missing, for {datapoints} periods of {period} minutes",
+    "UnboundPodsAlarm-<c>": "≥ {threshold}",
+    "PermanentFailuresAlarm": "≥ {threshold}",
+}
+
+
+def _alarm_windows(rendered: str) -> dict[str, dict[str, str]]:
+    rows = re.findall(r"^\| (\S+) \| .* \| ([<>≥≤]) (\S+) in (\d+) of (\d+) × (\d+) s \| (\w+) \|", rendered, re.M)
+    return {
+        name: {
+            "cmp": cmp,
+            "threshold": threshold,
+            "datapoints": datapoints,
+            "periods": periods,
+            "period": f"{int(seconds) // 60}",
+            "window": f"{int(datapoints) * int(seconds) // 60}",
+            "half": f"{int(seconds) // 2}",
+        }
+        for name, cmp, threshold, datapoints, periods, seconds, _ in rows
+    }
+
+
+def test_docs_operations_states_each_alarms_threshold_and_window_as_the_template_has_them(rendered) -> None:
+    # Given each alarm as synthesized and docs/operations.md's "fires when" of it
+    windows = _alarm_windows(rendered)
+    ops = (REPO_ROOT / "docs" / "operations.md").read_text()
+    table = ops[ops.index("## Alarms: what each means") : ops.index("## Metrics")]
+    fires = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", table, re.M))
+    # Then the prose says the template's threshold and window
+    assert set(ALARM_PROSE) <= set(windows), set(ALARM_PROSE) - set(windows)
+    for alarm, prose in ALARM_PROSE.items():
+        assert prose.format(**windows[alarm]) in fires[alarm], (alarm, fires[alarm], windows[alarm])
+    # and the watch's "half of" is the template's threshold
+    watch = windows["WatchNotRunning-<c>"]
+    assert (watch["cmp"], watch["threshold"]) == ("<", watch["half"])
+
+
+def test_a_changed_alarm_window_disagrees_with_the_prose(rendered) -> None:
+    changed = rendered.replace("| > 0 in 3 of 3 × 300 s |", "| > 0 in 4 of 4 × 300 s |")
+    prose = ALARM_PROSE["ShortfallAlarm-<c>"].format(**_alarm_windows(changed)["ShortfallAlarm-<c>"])
+    assert prose == "> 0 for 20 minutes"
+    assert prose not in (REPO_ROOT / "docs" / "operations.md").read_text()
+
+
+PROSE_DOCS = ("README.md", "docs/operations.md", "docs/architecture.md", "events/README.md", "docs/spec.md")
+
+
+def test_every_stack_output_and_alarm_the_prose_names_is_the_templates(rendered) -> None:
+    # Given the outputs and alarms of the synthesized template (its generated description)
+    outputs = set(re.findall(r"^\| `(\w+)` \|", rendered, re.M))
+    alarms = set(re.findall(r"^\| (\S+Alarm\S*|WatchNotRunning\S*) \|", rendered, re.M))
+    assert outputs and alarms
+    for doc in PROSE_DOCS:
+        text = " ".join((REPO_ROOT / doc).read_text().split())
+        # Then every output the prose names is one, and every alarm (`<cluster>` as the template's `<c>`)
+        named = set(re.findall(r"(?:stack output|output) `(\w+)`|`(\w+)` output", text))
+        assert {a or b for a, b in named} <= outputs, (doc, {a or b for a, b in named} - outputs)
+        prose_alarms = {
+            a.replace("<cluster>", "<c>") for a in re.findall(r"`(\w+Alarm[^`]*|WatchNotRunning[^`]*)`", text)
+        }
+        assert prose_alarms <= alarms, (doc, prose_alarms - alarms)

@@ -1,6 +1,7 @@
-"""The README's "What idleshare needs and what it owns" restates names that live in the code: every one is checked
-here against its one place (the Kueue version pinned for the tests, the labels, the kinds idleshare writes, the
-name suffixes and defaults), so renaming one in the code fails until the README says the new name."""
+"""What idleshare needs and owns in a cluster restates names that live in the code: docs/operations.md's section
+(the API versions it writes, the labels, the kinds idleshare writes, the name suffixes and defaults) and the README's
+short paragraph (the Kueue range the stack proves) are checked here against their one place, so renaming one in the
+code fails until the document says the new name."""
 
 from __future__ import annotations
 
@@ -17,21 +18,30 @@ from idleshare.parse.nodes import parse_nodes
 from idleshare.parse.quotas import parse_quotas
 
 REPO = Path(__file__).parents[2]
-HEADING = "## What idleshare needs and what it owns"
+README_HEADING = "## What idleshare needs and what it owns"
+HEADING = "## What idleshare needs and owns in a cluster"
 
 
-def section() -> str:
-    readme = (REPO / "README.md").read_text()
-    start = readme.index(HEADING)
-    return readme[start : readme.index("\n## ", start + len(HEADING))]
+def section(doc: str = "docs/operations.md", heading: str = HEADING) -> str:
+    text = (REPO / doc).read_text()
+    start = text.index(heading)
+    return text[start : text.index("\n## ", start + len(heading))]
+
+
+def test_the_readme_links_to_the_section_instead_of_restating_it():
+    readme = section("README.md", README_HEADING)
+    assert "docs/operations.md#what-idleshare-needs-and-owns-in-a-cluster" in readme
+    assert "| kind |" not in readme and "kueue.x-k8s.io/queue-name" not in readme
 
 
 def test_the_kueue_versions_and_apis_are_the_ones_the_stack_proves():
     # Given the Kueues the compatibility suite runs on (devkit/kube/kueue_versions.py) and the versions idleshare writes
     minors = sorted(int(v.split(".")[1]) for v in stack_versions.VERSIONS)
+    # Then the README names that range, and docs/operations.md every API version idleshare may write
+    assert f"Kueue](https://kueue.sigs.k8s.io) v0.{minors[0]} to v0.{minors[-1]}" in section(
+        "README.md", README_HEADING
+    )
     text = section()
-    # Then the README names that range and every API version idleshare may write
-    assert f"Kueue](https://kueue.sigs.k8s.io) v0.{minors[0]} to v0.{minors[-1]}" in text
     for version in dict.fromkeys(v for versions in kv.VERSIONS.values() for v in versions):
         assert f"`{version}`" in text, version
 
