@@ -3,7 +3,8 @@
 ``--local`` runs them through the real router and recompute handlers on embedded services (the devkit:
 moto in-process and a real kube-apiserver + Kueue on 127.0.0.1, built from pinned modules on the first
 run, with progress) — the devkit is imported lazily here, and only here.
-``--bus`` puts the event entries on a deployed EventBridge bus with PutEvents (batches of 10).
+``--bus`` puts the event entries on a deployed EventBridge bus with PutEvents, cut into calls as the deployed
+publisher cuts them (:func:`idleshare.adapters.aws.put_events_calls`: 10 entries and 256 KB a call).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-
-BATCH = 10
 
 
 def register(sub: Any) -> None:
@@ -177,15 +176,27 @@ def _bus(args: argparse.Namespace) -> int:
         planned += [(path, e) for e in events]
     if not planned:
         raise CommandError("no events to put (operator steps only replay with --local)")
+    from idleshare.adapters.aws import MAX_ENTRY_BYTES, entry_size, put_events_calls
+
     client: Any = _events_client(args.region)
     sent, failures = 0, []
-    for start in range(0, len(planned), BATCH):
-        batch = planned[start : start + BATCH]
+    sized = []
+    for path, event in planned:
+        entry = to_entry(event, args.bus)
+        size = entry_size(entry)
+        if size > MAX_ENTRY_BYTES:
+            failures.append(
+                f"{path}: {event['detail-type']}: {size:,} bytes, over EventBridge's {MAX_ENTRY_BYTES // 1024} KB "
+                "entry limit: not sent"
+            )
+        else:
+            sized.append(((path, event, entry), size))
+    for batch in put_events_calls(sized):
         try:
-            response = client.put_events(Entries=[to_entry(e, args.bus) for _, e in batch])
+            response = client.put_events(Entries=[entry for _, _, entry in batch])
         except (ClientError, BotoCoreError) as exc:
             raise CommandError(f"events:PutEvents on bus {args.bus}: {exc}") from None
-        for (path, event), result in zip(batch, response.get("Entries", []), strict=False):
+        for (path, event, _), result in zip(batch, response.get("Entries", []), strict=False):
             if result.get("ErrorCode"):
                 hint = ""
                 if result["ErrorCode"] == "NotAuthorizedForSourceException" or event["source"].startswith("aws."):

@@ -20,7 +20,7 @@ from devkit.kube import kueue_versions as stack_versions
 from idleshare import names, pages, table, timings
 from idleshare.adapters import aws
 from idleshare.service import usage
-from idleshare_cli import replay, report
+from idleshare_cli import report
 from infra import config
 from infra.constructs import functions, queue
 
@@ -57,7 +57,7 @@ def kueue_minors() -> list[str]:
 
 
 NAMESPACE = {
-    **{m.__name__.rsplit(".", 1)[-1]: m for m in (timings, pages, names, table, usage, aws, replay, report, scenario)},
+    **{m.__name__.rsplit(".", 1)[-1]: m for m in (timings, pages, names, table, usage, aws, report, scenario)},
     **{"functions": functions, "queue": queue, "default": default, "kueue_minors": kueue_minors},
 }
 """What the expressions of doc_facts.tsv may name: the modules that hold the facts."""
@@ -96,7 +96,7 @@ def test_a_changed_constant_makes_its_prose_disagree(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(timings, "WATCHER_ALARM_MINUTES", 6)
     monkeypatch.setattr(timings, "COALESCE_SECONDS", 12)
     monkeypatch.setattr(pages, "GRANTS_PAGE_MAX", 250)
-    monkeypatch.setattr(replay, "BATCH", 5)
+    monkeypatch.setattr(aws, "PUT_EVENTS_BATCH", 5)
     # Then exactly their prose disagrees, and names the document and what it says
     wrong = [d for f in facts() for d in disagreements(f)]
     assert len(wrong) == 3 + 2 + 2 + 1, wrong

@@ -131,6 +131,33 @@ def test_bus_puts_every_event_in_batches_of_ten(capsys, monkeypatch):
     assert "15 of 15 events put on idleshare" in out
 
 
+def test_bus_cuts_its_calls_at_eventbridges_256_kb_as_the_deployed_publisher_does(tmp_path, capsys, monkeypatch):
+    """Three events of ~100 KB each: ten to a call would be one call of ~300 KB, which EventBridge refuses whole;
+    the calls are cut where the publisher cuts them (adapters/aws: MAX_ENTRY_BYTES), and an entry over the limit on its
+    own is named, never sent."""
+    from idleshare.adapters.aws import MAX_ENTRY_BYTES, entry_size
+
+    sample = json.loads((EVENTS / "inbound" / "idleshare-node-changed.json").read_text())
+    files = []
+    for i, pad in enumerate([100_000, 100_000, 100_000, MAX_ENTRY_BYTES]):
+        event = {**sample, "detail": {**sample["detail"], "note": "x" * pad}}
+        files.append(tmp_path / f"big-{i}.json")
+        files[-1].write_text(json.dumps(event))
+    calls: list[list[dict[str, Any]]] = []
+
+    class Recording:
+        def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+            calls.append(Entries)
+            return {"FailedEntryCount": 0, "Entries": [{"EventId": str(i)} for i, _ in enumerate(Entries)]}
+
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: Recording())
+    code, out, err = run(["replay", *map(str, files), "--bus", "b"], capsys)
+    assert [len(c) for c in calls] == [2, 1]
+    assert all(sum(map(entry_size, c)) <= MAX_ENTRY_BYTES for c in calls)
+    assert code == 1 and "3 of 4 events put on b" in out
+    assert "big-3.json" in err and "256 KB" in err
+
+
 def test_bus_reports_failed_entries_and_exits_1(capsys, monkeypatch):
     class Refusing:
         def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from idleshare import names, timings
 from idleshare.adapters.errors import put_events_entry_error, translate_aws
@@ -99,6 +99,8 @@ class SqsRecomputeQueue:
             raise RetryableError(f"sqs:SendMessageBatch failed {reasons}", operation="sqs:SendMessage")
         return request_id
 
+
+T = TypeVar("T")
 
 PUT_EVENTS_BATCH = 10  # entries per PutEvents call (the API's limit)
 MAX_ENTRY_BYTES = 262_144
@@ -196,7 +198,7 @@ class EventBridgePublisher:
             else:
                 sized.append((entry, size))
         calls = 0
-        for batch in _calls(sized):
+        for batch in put_events_calls(sized):
             for attempt in range(1, attempts + 1):
                 calls += 1
                 response = self._put(batch)
@@ -232,10 +234,11 @@ class EventBridgePublisher:
         return calls
 
 
-def _calls(sized: list[tuple[dict[str, Any], int]]) -> Iterator[list[dict[str, Any]]]:
-    """The entries in order, cut into PutEvents calls of at most ``PUT_EVENTS_BATCH`` entries and
-    :data:`MAX_ENTRY_BYTES` together (each entry is within the limit on its own)."""
-    batch: list[dict[str, Any]] = []
+def put_events_calls(sized: Iterable[tuple[T, int]]) -> Iterator[list[T]]:
+    """The entries (each with its :func:`entry_size`) in order, cut into PutEvents calls of at most
+    ``PUT_EVENTS_BATCH`` entries and :data:`MAX_ENTRY_BYTES` together (each entry is within the limit on its own).
+    The publisher's cut, and `idleshare replay --bus`'s."""
+    batch: list[T] = []
     total = 0
     for entry, size in sized:
         if batch and (len(batch) == PUT_EVENTS_BATCH or total + size > MAX_ENTRY_BYTES):
