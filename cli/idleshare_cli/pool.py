@@ -26,8 +26,7 @@ SUMMARY_WIDTH = 100  # history table; --format json has the whole summary
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    pool = sub.add_parser("pool", help="the lendable pool of a governed cluster (admin API)")
-    verbs = pool.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = remote.verbs(sub, "pool", "the lendable pool of a governed cluster (admin API)")
 
     remote.cluster_command(
         verbs, "show", "capacity, allocation, shortfall, apply status, every excluded node (paged)", show

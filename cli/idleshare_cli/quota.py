@@ -40,8 +40,7 @@ READ_ONLY_FIELDS = (
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    quota = sub.add_parser("quota", help="compute quotas of a governed cluster (admin API)")
-    verbs = quota.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = remote.verbs(sub, "quota", "compute quotas of a governed cluster (admin API)")
 
     p = remote.cluster_command(verbs, "create", "create a quota from a CreateComputeQuota JSON file", create)
     p.add_argument("--file", required=True, metavar="Q.json")

@@ -81,6 +81,13 @@ def _reason(status: int) -> str:
 
 
 # --------------------------------------------------------------------------------- arguments
+def verbs(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The command ``idleshare <name> VERB``: what its verbs are added to (a verb is required)."""
+    return sub.add_parser(name, help=help).add_subparsers(dest="verb", required=True, metavar="VERB")
+
+
 def cluster_command(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,

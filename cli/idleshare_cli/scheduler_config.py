@@ -20,8 +20,7 @@ STATES = ("Enabled", "Disabled")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    command = sub.add_parser("scheduler-config", help="a cluster's SchedulerConfig: sharing, fair share, priorities")
-    verbs = command.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = remote.verbs(sub, "scheduler-config", "a cluster's SchedulerConfig: sharing, fair share, priorities")
     remote.cluster_command(
         verbs, "show", "the scheduler config and its version (the defaults, version 0, if none)", show
     )

@@ -2,8 +2,8 @@
 and read what the real Kueue decided — admitted (and how much the team borrows), pending with Kueue's own
 reason, preempted.
 
-A ``Workload`` here is what Kueue's job integrations create for a Job; submitting it directly keeps the
-tests about admission alone (no pods: Kueue admits by quota). What a Job controller does when Kueue evicts its
+A ``Workload`` here is what Kueue's job integrations create for a Job (:func:`workload_of`); submitting it
+directly keeps the tests about admission alone (no pods: Kueue admits by quota). What a Job controller does when Kueue evicts its
 workload — stop the pods, then release the quota — is :func:`release_evicted`. A Job (:func:`batch_job`, what
 users submit, and what the scenarios' ``submit`` steps create) goes through Kueue's Job integration instead:
 Kueue makes its Workload (resolving its priority class) and unsuspends the Job when it admits it; the stack's
@@ -39,55 +39,6 @@ def local_queue_of(team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX) -> str:
 
 def cluster_queue_of(team: str, prefix: str = DEFAULT_NAMESPACE_PREFIX) -> str:
     return cluster_queue_name(team, Settings(namespace_prefix=prefix))
-
-
-def workload(
-    team: str,
-    name: str,
-    requests: Mapping[str, str | int],
-    *,
-    count: int = 1,
-    instance_type: str | None = None,
-    priority_class: str | None = None,
-    prefix: str = DEFAULT_NAMESPACE_PREFIX,
-) -> dict[str, Any]:
-    """A v1beta2 Workload of ``count`` pods each requesting ``requests`` (``{"nvidia.com/gpu": 8}``), queued
-    in the team's LocalQueue. ``instance_type``: the pods' node selector, as a job pins its instance type —
-    without one, Kueue gives the pods the first flavor in the ClusterQueue's order that has room."""
-    spec: dict[str, Any] = {
-        "queueName": local_queue_of(team, prefix),
-        "podSets": [
-            {
-                "name": "main",
-                "count": count,
-                "template": {
-                    "spec": {
-                        **(
-                            {"nodeSelector": {"node.kubernetes.io/instance-type": instance_type}}
-                            if instance_type
-                            else {}
-                        ),
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "train",
-                                "image": "public.ecr.aws/docker/library/busybox:stable",
-                                "resources": {"requests": {k: str(v) for k, v in requests.items()}},
-                            }
-                        ],
-                    }
-                },
-            }
-        ],
-    }
-    if priority_class:
-        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": priority_class}
-    return {
-        "apiVersion": KUEUE,
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace_of(team, prefix), "labels": {"idleshare.io/team": team}},
-        "spec": spec,
-    }
 
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -128,6 +79,33 @@ def batch_job(
         "kind": "Job",
         "metadata": {"name": name, "namespace": namespace_of(team, prefix), "labels": labels},
         "spec": {"parallelism": count, "completions": count, "suspend": True, "template": {"spec": pod}},
+    }
+
+
+def workload_of(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The v1beta2 Workload Kueue's Job integration makes for ``job`` (:func:`batch_job`): its pods as one pod set,
+    its LocalQueue, its priority class. Submitted directly, it keeps a test about admission alone (no Job controller,
+    no pods)."""
+    meta, labels = job["metadata"], job["metadata"]["labels"]
+    spec: dict[str, Any] = {
+        "queueName": labels[QUEUE_LABEL],
+        "podSets": [{"name": "main", "count": job["spec"]["parallelism"], "template": job["spec"]["template"]}],
+    }
+    if PRIORITY_LABEL in labels:
+        spec["priorityClassRef"] = {
+            "group": "kueue.x-k8s.io",
+            "kind": "WorkloadPriorityClass",
+            "name": labels[PRIORITY_LABEL],
+        }
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": {"idleshare.io/team": labels["idleshare.io/team"]},
+        },
+        "spec": spec,
     }
 
 

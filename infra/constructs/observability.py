@@ -122,21 +122,14 @@ def emf_metric(metric: str, statistic: str, dims: dict[str, str] | None = None, 
     )
 
 
-def shortfall_query(cluster_id: str) -> str:
-    """Metrics Insights: the largest shortfall of any flavor/resource of one cluster (alarmable)."""
+def cluster_max(metric: str, cluster_id: str, label: str, period: Duration) -> cw.MathExpression:
+    """Metrics Insights: the largest ``metric`` of any flavor/resource of one cluster (alarmable)."""
     schema = ", ".join(('"' + NS + '"', *GAUGE_DIMS))
-    return (
-        f"SELECT MAX({names.METRIC_SHORTFALL}) FROM SCHEMA({schema}) WHERE {names.METRIC_DIM_CLUSTER} = '{cluster_id}'"
-    )
-
-
-def idle_while_pending_query(cluster_id: str) -> str:
-    """Metrics Insights: the most accelerators of one cluster idle in a flavor while a team's workload that asks for
-    that flavor is pending (alarmable)."""
-    schema = ", ".join(('"' + NS + '"', *GAUGE_DIMS))
-    return (
-        f"SELECT MAX({names.METRIC_IDLE_WHILE_PENDING}) FROM SCHEMA({schema}) "
-        f"WHERE {names.METRIC_DIM_CLUSTER} = '{cluster_id}'"
+    return cw.MathExpression(
+        expression=f"SELECT MAX({metric}) FROM SCHEMA({schema}) WHERE {names.METRIC_DIM_CLUSTER} = '{cluster_id}'",
+        label=label,
+        period=period,
+        using_metrics={},
     )
 
 
@@ -254,12 +247,7 @@ class Observability(Construct):
             self._alarm(
                 f"ShortfallAlarm-{cluster_id}",
                 f"Cluster {cluster_id}: quotas allocate more than the eligible nodes provide",
-                cw.MathExpression(
-                    expression=shortfall_query(cluster_id),
-                    label=f"max shortfall {cluster_id}",
-                    period=PERIOD,
-                    using_metrics={},
-                ),
+                cluster_max(names.METRIC_SHORTFALL, cluster_id, f"max shortfall {cluster_id}", PERIOD),
                 above=0,
                 periods=3,
             )
@@ -300,11 +288,8 @@ class Observability(Construct):
                 "of its limit, above limit, no free capacity): GET /clusters/{c}/usage (idleWhilePending), "
                 "`idleshare usage --cluster c`, or the node watcher's log line 'accelerators idle while work is "
                 "pending'; the metric's dimensions name the flavor and resource",
-                cw.MathExpression(
-                    expression=idle_while_pending_query(cluster_id),
-                    label=f"idle while pending {cluster_id}",
-                    period=USAGE_PERIOD,
-                    using_metrics={},
+                cluster_max(
+                    names.METRIC_IDLE_WHILE_PENDING, cluster_id, f"idle while pending {cluster_id}", USAGE_PERIOD
                 ),
                 above=0,
                 periods=timings.IDLE_WHILE_PENDING_ALARM_MINUTES,

@@ -29,22 +29,19 @@ Usage: ``uv run python tests/bench/bench_coldstart.py [--quick]``.
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench import bench_common as bc
+from tests.loopback import QuietJsonHandler, serving
 
 FLOOR = "boto3"
 # module -> (label, target ratio to the floor or None)
@@ -132,7 +129,7 @@ def measure_imports(modules: list[str], rounds: int) -> dict[str, dict[str, tupl
 # -- first invocation ----------------------------------------------------------------------------------
 
 
-class _SqsStub(http.server.BaseHTTPRequestHandler):
+class _SqsStub(QuietJsonHandler):
     """Answers SendMessage (JSON protocol) like SQS: a message id and the body's MD5."""
 
     def do_POST(self) -> None:
@@ -143,27 +140,7 @@ class _SqsStub(http.server.BaseHTTPRequestHandler):
             answer: dict[str, Any] = {"MessageId": str(uuid.uuid4()), "MD5OfMessageBody": md5, "SequenceNumber": "1"}
         else:
             answer = {}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-amz-json-1.0")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@contextmanager
-def sqs_stub() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SqsStub)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+        self.answer_json(answer, "application/x-amz-json-1.0")
 
 
 CHILD_ROUTER = """
@@ -247,7 +224,7 @@ def measure_first_invocation(endpoint: str, rounds: int, *, stack: Any = None) -
             kube.close()
         clusters_cfg = json.dumps([{"id": "cold", "eks_cluster_name": "cold-eks", "prefix": "hyperpod-ns-"}])
         results: dict[str, dict[str, float]] = {}
-        with sqs_stub() as sqs, tempfile.TemporaryDirectory(prefix="idleshare-pyc-") as cache:
+        with serving(_SqsStub) as sqs, tempfile.TemporaryDirectory(prefix="idleshare-pyc-") as cache:
             env = child_env("pyc", cache) | {
                 names.ENV_TABLE_NAME: table.name,
                 names.ENV_QUEUE_URL: f"{sqs}/123456789012/recompute.fifo",

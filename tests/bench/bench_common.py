@@ -387,6 +387,28 @@ def child_env(stack: Any, endpoint: str, table: str, **extra: str) -> dict[str, 
     )
 
 
+def child_kube(timeout: float, **options: Any) -> Any:
+    """In a child run with :func:`child_env`: idleshare's adapter to the stack's apiserver as its RBAC user."""
+    from idleshare.adapters.kube import LightkubeCluster
+
+    ca = Path(os.environ["BENCH_CA"]).read_bytes()
+    return LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=timeout, **options)
+
+
+def child_table() -> Any:
+    """In a child run with :func:`child_env`: the DynamoDB Local table."""
+    return ddb_resource(os.environ["BENCH_DDB"]).Table(os.environ["BENCH_TABLE"])
+
+
+def peak_rss() -> int:
+    """This process's peak resident set in bytes (``VmHWM``, what Lambda holds to its memory size)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def bus_envelope(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
     """An idleshare event as the bus rule delivers it to the router (``detail_type``, ``detail``)."""
     from idleshare import names

@@ -39,22 +39,15 @@ TARGET_MB = LAMBDA_MB / 2
 
 CHILD_RECOMPUTE = """
 import json, os, sys, time, tracemalloc
-def hwm():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
 import boto3
 import idleshare.handlers.recompute as h
-from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
 from devkit.lambda_context import LambdaContext
-from tests.bench.bench_common import ddb_resource, quiet_handlers, sqs_event
-ca = open(os.environ["BENCH_CA"], "rb").read()
-kube = LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=120)
-table = ddb_resource(os.environ["BENCH_DDB"]).Table(os.environ["BENCH_TABLE"])
-wiring.install(wiring.Dependencies(store=DynamoStore(table), kube_for=lambda c: kube))
-before = hwm()
+from tests.bench.bench_common import child_kube, child_table, peak_rss, quiet_handlers, sqs_event
+kube = child_kube(timeout=120)
+wiring.install(wiring.Dependencies(store=DynamoStore(child_table()), kube_for=lambda c: kube))
+before = peak_rss()
 trace = os.environ.get("BENCH_TRACE") == "1"
 if trace:
     tracemalloc.start()
@@ -64,7 +57,7 @@ with quiet_handlers():
 ms = (time.perf_counter() - t) * 1000
 assert out == {"batchItemFailures": []}, out
 peak = tracemalloc.get_traced_memory()[1] if trace else 0
-print(json.dumps({"rss_before": before, "rss": hwm(),
+print(json.dumps({"rss_before": before, "rss": peak_rss(),
                   "traced_peak": peak, "ms": ms}))
 """
 

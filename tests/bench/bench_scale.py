@@ -246,30 +246,23 @@ def send(self, request, *args, **kwargs):
     counts[request.method] += 1
     return _send(self, request, *args, **kwargs)
 httpx.Client.send = send
-def hwm():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
 import idleshare.handlers.recompute as h
-from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.node_cache import NodeCache
 from idleshare.adapters.store import DynamoStore
 from idleshare.runtime import wiring
 from devkit.lambda_context import LambdaContext
-from tests.bench.bench_common import ddb_resource, quiet_handlers, sqs_event
-ca = open(os.environ["BENCH_CA"], "rb").read()
+from tests.bench.bench_common import child_kube, child_table, peak_rss, quiet_handlers, sqs_event
 cache = NodeCache() if os.environ.get("BENCH_NODE_CACHE") == "1" else None  # as runtime/wiring.py deploys it
-kube = LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=300, node_cache=cache)
-table = ddb_resource(os.environ["BENCH_DDB"]).Table(os.environ["BENCH_TABLE"])
-wiring.install(wiring.Dependencies(store=DynamoStore(table), kube_for=lambda c: kube))
-print("READY " + json.dumps({"rss": hwm()}), flush=True)
+kube = child_kube(timeout=300, node_cache=cache)
+wiring.install(wiring.Dependencies(store=DynamoStore(child_table()), kube_for=lambda c: kube))
+print("READY " + json.dumps({"rss": peak_rss()}), flush=True)
 for line in sys.stdin:
     counts.clear()
     started = time.perf_counter()
     with quiet_handlers():
         out = h.handler(sqs_event(line.strip()), LambdaContext(memory_limit_in_mb=%(memory)d))
     ms = (time.perf_counter() - started) * 1000
-    print("RESULT " + json.dumps({"ms": ms, "out": out, "requests": dict(counts), "rss": hwm(),
+    print("RESULT " + json.dumps({"ms": ms, "out": out, "requests": dict(counts), "rss": peak_rss(),
                                   "read_costs": kube.read_costs}), flush=True)
 """
 
@@ -320,26 +313,20 @@ class RecomputeChild:
 
 WATCH_CHILD = """
 import json, os, sys, time, uuid
-def hwm():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.store import DynamoStore
 from idleshare.service.watcher import watch_cluster
-from tests.bench.bench_common import ddb_resource, quiet_handlers
+from tests.bench.bench_common import child_kube, child_table, peak_rss, quiet_handlers
 from tests.kube.watcher_harness import CollectingPublisher
-ca = open(os.environ["BENCH_CA"], "rb").read()
-kube = LightkubeCluster(os.environ["BENCH_KUBE"], ca, lambda: os.environ["BENCH_TOKEN"], timeout=300)
-store = DynamoStore(ddb_resource(os.environ["BENCH_DDB"]).Table(os.environ["BENCH_TABLE"]))
-imports = hwm()
+kube = child_kube(timeout=300)
+store = DynamoStore(child_table())
+imports = peak_rss()
 with quiet_handlers():
     started = time.monotonic()
     report = watch_cluster(os.environ["BENCH_CLUSTER"], kube, store, CollectingPublisher(),
                            deadline=started + float(os.environ["BENCH_SECONDS"]), owner=uuid.uuid4().hex[:8])
     took = time.monotonic() - started
 print("RESULT " + json.dumps({"s": took, "published": report.published, "relists": report.relists,
-                              "rss": hwm(), "imports_rss": imports}), flush=True)
+                              "rss": peak_rss(), "imports_rss": imports}), flush=True)
 """
 
 

@@ -141,7 +141,7 @@ class Cluster:
             wl.wait_active(self.kube, team)
 
     def submit(self, team: str, name: str, requests: Mapping[str, str | int], **kwargs: Any) -> dict[str, Any]:
-        body = wl.workload(team, name, requests, **kwargs)
+        body = wl.workload_of(wl.batch_job(team, name, requests, **kwargs))
         self.kube.create(body)
         self.submitted[name] = body
         # Kueue decides before the next one is submitted (it orders workloads created within the same second

@@ -97,39 +97,39 @@ def test_a_kept_list_brought_up_to_date_is_a_fresh_list(
     assert node_requests(proxy) == ["watch"]
 
 
-def test_an_expired_version_lists_again(
-    kube: Kube, kube_stack: KubeStack, cached: LightkubeCluster, proxy: FaultProxy
-) -> None:
-    kube.seed_nodes([make_node(f"e-{i}") for i in range(3)])
+@pytest.fixture
+def kept(kube: Kube, cached: LightkubeCluster) -> LightkubeCluster:
+    """``cached`` once it has listed the cluster's three nodes, k-0 to k-2: it keeps that list."""
+    kube.seed_nodes([make_node(f"k-{i}") for i in range(3)])
     list(cached.list_nodes())
-    kube.merge_patch("Node", "e-0", {"spec": {"unschedulable": True}})
+    return cached
+
+
+def test_an_expired_version_lists_again(
+    kube: Kube, kube_stack: KubeStack, kept: LightkubeCluster, proxy: FaultProxy
+) -> None:
+    kube.merge_patch("Node", "k-0", {"spec": {"unschedulable": True}})
     proxy.inject("GET", r"^/api/v1/nodes$", status=410, message="too old resource version")  # the catch-up
     proxy.clear_requests()
-    assert list(cached.list_nodes()) == fresh_list(kube_stack)
+    assert list(kept.list_nodes()) == fresh_list(kube_stack)
     assert node_requests(proxy) == ["watch", "list"]
 
 
-def test_a_kept_list_too_old_is_listed_again(
-    kube: Kube, kube_stack: KubeStack, cached: LightkubeCluster, proxy: FaultProxy, clock: Clock
-) -> None:
-    kube.seed_nodes([make_node("o-0")])
-    list(cached.list_nodes())
+def test_a_kept_list_too_old_is_listed_again(kept: LightkubeCluster, proxy: FaultProxy, clock: Clock) -> None:
     clock.now += 300  # NODE_CACHE_MAX_AGE_SECONDS as this cache was built
     proxy.clear_requests()
-    list(cached.list_nodes())
+    list(kept.list_nodes())
     assert node_requests(proxy) == ["list"]
 
 
 def test_a_failed_list_is_not_answered_from_what_was_kept(
-    kube: Kube, kube_stack: KubeStack, cached: LightkubeCluster, proxy: FaultProxy
+    kube_stack: KubeStack, kept: LightkubeCluster, proxy: FaultProxy
 ) -> None:
-    kube.seed_nodes([make_node(f"f-{i}") for i in range(3)])
-    list(cached.list_nodes())
     proxy.inject("GET", r"^/api/v1/nodes$", status=500)  # the catch-up (the first request) fails: a list
     proxy.inject("GET", r"^/api/v1/nodes$", status=503, times=None)  # and the list fails
     with pytest.raises(RetryableError):
-        list(cached.list_nodes())
+        list(kept.list_nodes())
     proxy.clear_faults()
     proxy.clear_requests()
-    assert list(cached.list_nodes()) == fresh_list(kube_stack)
+    assert list(kept.list_nodes()) == fresh_list(kube_stack)
     assert node_requests(proxy) == ["list"]  # nothing kept after a failed list: listed, not caught up

@@ -9,9 +9,6 @@ that shape served over HTTP (docs/decisions.md)."""
 from __future__ import annotations
 
 import copy
-import http.server
-import json
-import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -31,6 +28,7 @@ from idleshare.errors import RetryableError
 from idleshare.names import FIELD_MANAGER
 from idleshare.runtime.metrics import emit_recompute
 from tests.fakes import emf_documents
+from tests.loopback import QuietJsonHandler, serving
 
 EFFECTIVE = {
     "orchestratorRef": {"apiGroup": "kueue.x-k8s.io", "kind": "DynamicQuotaOrchestrator", "name": "gpu-capacity"},
@@ -191,22 +189,14 @@ def test_a_failed_read_keeps_the_last_findings_and_the_gauge_is_zero_once_gone(c
 # -- the adapter's projection, on an API server answer of v0.20's shape ----------------------------------
 
 
-class _Canned(http.server.BaseHTTPRequestHandler):
+class _Canned(QuietJsonHandler):
     answers: ClassVar[dict[str, Any]] = {}
     seen: ClassVar[list[tuple[str, str]]] = []
 
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         self.seen.append((self.path, self.headers.get("Accept", "")))
-        body = json.dumps(self.answers.get(path, {"kind": "List", "items": [], "metadata": {}})).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.answer_json(self.answers.get(path, {"kind": "List", "items": [], "metadata": {}}))
 
 
 DISCOVERY = {
@@ -222,14 +212,12 @@ DISCOVERY = {
 @pytest.fixture
 def canned() -> Iterator[tuple[type[_Canned], LightkubeCluster]]:
     _Canned.answers, _Canned.seen = {}, []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    adapter = LightkubeCluster(f"http://127.0.0.1:{server.server_address[1]}", None, None, name="canned")
-    try:
-        yield _Canned, adapter
-    finally:
-        adapter.close()
-        server.shutdown()
+    with serving(_Canned) as url:
+        adapter = LightkubeCluster(url, None, None, name="canned")
+        try:
+            yield _Canned, adapter
+        finally:
+            adapter.close()
 
 
 def test_the_managed_list_keeps_effective_quotas_and_other_managers_by_name_only(canned):

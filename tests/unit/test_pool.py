@@ -210,7 +210,14 @@ def test_unallocated_and_shortfall():
 
 
 # -- borrow limits on the Quota basis (HyperPod's, the default) ------------------------------------
-def test_quota_basis_borrow_limits_by_strategy_are_a_percentage_of_the_teams_own_quota():
+@pytest.mark.parametrize(
+    ("basis", "a_limit", "a_bound"),
+    [
+        (QUOTA, 4, Bound.PERCENTAGE_OF_QUOTA),  # default 50% of its own 8; the pool it sees caps nothing
+        (POOL, 8, Bound.PERCENTAGE),  # default 50% of the pool it sees (idleshare's earlier reading)
+    ],
+)
+def test_borrow_limits_by_strategy_on_either_basis(basis, a_limit, a_bound):
     # 4 p5 nodes = 32 GPUs; a=8 LendAndBorrow, b=8 Lend, c=8 DontLend -> unallocated 8
     result = run(
         nodes("p5", P5, 4),
@@ -219,35 +226,50 @@ def test_quota_basis_borrow_limits_by_strategy_are_a_percentage_of_the_teams_own
             quota("b", entry(P5, accelerators=8), strategy=Strategy.LEND),
             quota("c", entry(P5, accelerators=8), strategy=Strategy.DONT_LEND),
         ],
+        basis=basis,
     )
     a, b, c = (result.teams[t] for t in "abc")
     d = a.why[P5][GPU]
-    assert (d.basis, d.nominal, d.pool) == (QUOTA, 8, 8 + 8)  # the pool a sees is named, and caps nothing
-    assert (a.borrowing_limit[P5][GPU], d.bound) == (4, Bound.PERCENTAGE_OF_QUOTA)  # default 50% of its own 8
+    # the pool a sees, named: unallocated + b's lent nominal; c lends nothing, a's own excluded
+    assert (d.basis, d.nominal, d.pool) == (basis, 8, 8 + 8)
+    assert (a.borrowing_limit[P5][GPU], d.bound) == (a_limit, a_bound)
     assert (b.borrowing_limit[P5][GPU], b.why[P5][GPU].bound) == (0, Bound.STRATEGY)
     assert (c.borrowing_limit[P5][GPU], c.why[P5][GPU].bound) == (0, Bound.STRATEGY)  # DontLend borrows nothing
     assert (a.lending_limit[P5][GPU], b.lending_limit[P5][GPU], c.lending_limit[P5][GPU]) == (8, 8, 0)
 
 
-QUOTA_BASIS_CASES = [
+LEAST_BOUND_CASES = [
     # team a: 16 GPUs of p5 on a cluster of 4 p5 (32 GPUs): the pool it sees is 16
-    ("default 50% of its 16", None, (), 8, Bound.PERCENTAGE_OF_QUOTA),
-    ("25%", 25, (), 4, Bound.PERCENTAGE_OF_QUOTA),
-    ("0%", 0, (), 0, Bound.PERCENTAGE_OF_QUOTA),
-    ("500%: 80, never capped at the pool of 16", 500, (), 80, Bound.PERCENTAGE_OF_QUOTA),
-    ("10,000%, the API's top", 10000, (), 1600, Bound.PERCENTAGE_OF_QUOTA),
-    ("an absolute limit below the percentage replaces it", 100, (entry(P5, accelerators=3),), 3, Bound.ABSOLUTE),
-    ("an absolute limit above the percentage replaces it too", 25, (entry(P5, accelerators=30),), 30, Bound.ABSOLUTE),
-    ("absolute Count 1: one instance's GPUs", 100, (entry(P5, count=1),), 8, Bound.ABSOLUTE),
-    ("absolute Count 0: nothing", 100, (entry(P5, count=0),), 0, Bound.ABSOLUTE),
+    # the percentage: of the team's own quota (Quota basis), of the pool it sees and at most the pool (Pool basis)
+    ("default 50% of its 16", QUOTA, None, (), 8, Bound.PERCENTAGE_OF_QUOTA),
+    ("25%", QUOTA, 25, (), 4, Bound.PERCENTAGE_OF_QUOTA),
+    ("0%", QUOTA, 0, (), 0, Bound.PERCENTAGE_OF_QUOTA),
+    ("500%: 80, never capped at the pool of 16", QUOTA, 500, (), 80, Bound.PERCENTAGE_OF_QUOTA),
+    ("10,000%, the API's top", QUOTA, 10000, (), 1600, Bound.PERCENTAGE_OF_QUOTA),
+    ("percentage of the pool", POOL, 25, (), 4, Bound.PERCENTAGE),
+    ("0 percent", POOL, 0, (), 0, Bound.PERCENTAGE),
+    ("over 100 percent: the pool itself", POOL, 500, (), 16, Bound.POOL),
+    # an absolute limit: replaces the percentage (Quota basis), is one more bound, the least wins (Pool basis)
+    ("an absolute limit below the percentage replaces it", QUOTA, 100, (entry(P5, accelerators=3),), 3, Bound.ABSOLUTE),
+    ("an absolute limit above the percentage too", QUOTA, 25, (entry(P5, accelerators=30),), 30, Bound.ABSOLUTE),
+    ("absolute Count 1: one instance's GPUs", QUOTA, 100, (entry(P5, count=1),), 8, Bound.ABSOLUTE),
+    ("absolute Count 0: nothing", QUOTA, 100, (entry(P5, count=0),), 0, Bound.ABSOLUTE),
+    ("absolute cap by Accelerators", POOL, 100, (entry(P5, accelerators=3),), 3, Bound.ABSOLUTE),
+    ("absolute cap by Count", POOL, 100, (entry(P5, count=1),), 8, Bound.ABSOLUTE),
+    ("absolute cap above the percentage", POOL, 25, (entry(P5, accelerators=10),), 4, Bound.PERCENTAGE),
+    ("absolute cap above the pool", POOL, 100, (entry(P5, count=5),), 16, Bound.POOL),
 ]
 
 
 @pytest.mark.parametrize(
-    ("name", "borrow", "absolute", "expected", "bound"), QUOTA_BASIS_CASES, ids=[c[0] for c in QUOTA_BASIS_CASES]
+    ("name", "basis", "borrow", "absolute", "expected", "bound"),
+    LEAST_BOUND_CASES,
+    ids=[c[0] for c in LEAST_BOUND_CASES],
 )
-def test_quota_basis_percentage_of_the_quota_an_absolute_limit_replacing_it(name, borrow, absolute, expected, bound):
-    result = run(nodes("p5", P5, 4), [quota("a", entry(P5, accelerators=16), borrow=borrow, absolute=absolute)])
+def test_the_bound_that_sets_a_limit_on_either_basis(name, basis, borrow, absolute, expected, bound):
+    result = run(
+        nodes("p5", P5, 4), [quota("a", entry(P5, accelerators=16), borrow=borrow, absolute=absolute)], basis=basis
+    )
     d = result.teams["a"].why[P5][GPU]
     assert (d.nominal, d.pool, d.limit, d.bound) == (16, 16, expected, bound)
     assert result.teams["a"].borrowing_limit[P5][GPU] == expected
@@ -322,48 +344,6 @@ def test_the_policies_pages_example_in_numbers():
 
 
 # -- borrow limits on the Pool basis (idleshare's earlier reading, per cluster) ---------------------
-def test_pool_basis_each_team_sees_and_borrow_limits_by_strategy():
-    # 4 p5 nodes = 32 GPUs; a=8 LendAndBorrow, b=8 Lend, c=8 DontLend -> unallocated 8
-    result = run(
-        nodes("p5", P5, 4),
-        [
-            quota("a", entry(P5, accelerators=8)),
-            quota("b", entry(P5, accelerators=8), strategy=Strategy.LEND),
-            quota("c", entry(P5, accelerators=8), strategy=Strategy.DONT_LEND),
-        ],
-        basis=POOL,
-    )
-    a, b, c = (result.teams[t] for t in "abc")
-    assert a.why[P5][GPU].pool == 8 + 8  # unallocated + b's lent nominal; c lends nothing, a's own excluded
-    assert a.borrowing_limit[P5][GPU] == 8  # default 50%
-    assert (a.why[P5][GPU].bound, a.why[P5][GPU].basis) == (Bound.PERCENTAGE, POOL)
-    assert (b.borrowing_limit[P5][GPU], b.why[P5][GPU].bound) == (0, Bound.STRATEGY)
-    assert c.borrowing_limit[P5][GPU] == 0
-    assert (a.lending_limit[P5][GPU], b.lending_limit[P5][GPU], c.lending_limit[P5][GPU]) == (8, 8, 0)
-
-
-@pytest.mark.parametrize(
-    ("name", "borrow", "absolute", "expected", "bound"),
-    [
-        ("percentage of the pool", 25, (), 4, Bound.PERCENTAGE),
-        ("0 percent", 0, (), 0, Bound.PERCENTAGE),
-        ("over 100 percent: the pool itself", 500, (), 16, Bound.POOL),
-        ("absolute cap by Accelerators", 100, (entry(P5, accelerators=3),), 3, Bound.ABSOLUTE),
-        ("absolute cap by Count", 100, (entry(P5, count=1),), 8, Bound.ABSOLUTE),
-        ("absolute cap above the percentage", 25, (entry(P5, accelerators=10),), 4, Bound.PERCENTAGE),
-        ("absolute cap above the pool", 100, (entry(P5, count=5),), 16, Bound.POOL),
-    ],
-)
-def test_pool_basis_least_bound_wins(name, borrow, absolute, expected, bound):
-    # 4 p5 = 32 GPUs; a has 16 -> pool seen by a = 16 unallocated
-    result = run(
-        nodes("p5", P5, 4), [quota("a", entry(P5, accelerators=16), borrow=borrow, absolute=absolute)], basis=POOL
-    )
-    d = result.teams["a"].why[P5][GPU]
-    assert (d.pool, d.limit, d.bound) == (16, expected, bound)
-    assert result.teams["a"].borrowing_limit[P5][GPU] == expected
-
-
 def test_pool_basis_absolute_cap_by_field_caps_only_its_resource():
     result = run(
         nodes("p5", P5, 4), [quota("a", entry(P5, count=1), borrow=100, absolute=(entry(P5, vcpu=10),))], basis=POOL

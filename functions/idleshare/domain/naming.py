@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from idleshare.domain.model import Settings
@@ -115,31 +116,39 @@ def show(name: str, limit: int = 80) -> str:
     return repr(name) if len(name) <= limit else f"{name[:limit]!r}... ({len(name)} characters)"
 
 
-@_cached
-def _subdomain_problem(name: str) -> str | None:
-    if len(name) > SUBDOMAIN_MAX:
-        return f"must be at most {SUBDOMAIN_MAX} characters (got {len(name)})"
-    if not _DNS_SUBDOMAIN.fullmatch(name):
-        return "must be a lower-case RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending alphanumeric)"
-    return None
+@dataclass(frozen=True, slots=True)
+class _Form:
+    """A kind of name: at most ``most`` characters of ``pattern``; ``must_be`` says so in a message."""
+
+    most: int
+    pattern: re.Pattern[str]
+    must_be: str
+
+    def problem(self, name: str) -> str | None:
+        if len(name) > self.most:
+            return f"must be at most {self.most} characters (got {len(name)})"
+        if not self.pattern.fullmatch(name):
+            return f"must be {self.must_be}"
+        return None
 
 
-@_cached
-def _label_problem(name: str) -> str | None:
-    if len(name) > LABEL_VALUE_MAX:
-        return f"must be at most {LABEL_VALUE_MAX} characters (got {len(name)})"
-    if not _DNS_LABEL.fullmatch(name):
-        return "must be a lower-case RFC 1123 label (a-z, 0-9 and '-', starting and ending alphanumeric)"
-    return None
-
-
-@_cached
-def _label_value_problem(value: str) -> str | None:
-    if len(value) > LABEL_VALUE_MAX:
-        return f"must be at most {LABEL_VALUE_MAX} characters (got {len(value)})"
-    if not _LABEL_VALUE.fullmatch(value):
-        return "must be a label value (A-Z, a-z, 0-9, '-', '_' and '.', starting and ending alphanumeric)"
-    return None
+_SUBDOMAIN = _Form(
+    SUBDOMAIN_MAX,
+    _DNS_SUBDOMAIN,
+    "a lower-case RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending alphanumeric)",
+)
+_LABEL = _Form(
+    LABEL_VALUE_MAX, _DNS_LABEL, "a lower-case RFC 1123 label (a-z, 0-9 and '-', starting and ending alphanumeric)"
+)
+_VALUE = _Form(
+    LABEL_VALUE_MAX, _LABEL_VALUE, "a label value (A-Z, a-z, 0-9, '-', '_' and '.', starting and ending alphanumeric)"
+)
+_FLAVOR = _Form(
+    LABEL_VALUE_MAX, _DNS_SUBDOMAIN, "a lower-case RFC 1123 subdomain to name a ResourceFlavor (a-z, 0-9, '-' and '.')"
+)
+_subdomain_problem = _cached(_SUBDOMAIN.problem)
+_label_problem = _cached(_LABEL.problem)
+_label_value_problem = _cached(_VALUE.problem)
 
 
 def _usable_label_problem(name: str) -> str | None:
@@ -166,11 +175,7 @@ def _namespace_problem(name: str) -> str | None:
 def flavor_name_problem(instance_type: str) -> str | None:
     """Why a node's (or a quota's) instance type cannot name a ResourceFlavor, or None. The flavor is named after
     it and selects its nodes by it (``nodeLabels``): a lower-case RFC 1123 subdomain that is also a label value."""
-    if len(instance_type) > LABEL_VALUE_MAX:
-        return f"must be at most {LABEL_VALUE_MAX} characters (got {len(instance_type)})"
-    if not _DNS_SUBDOMAIN.fullmatch(instance_type):
-        return "must be a lower-case RFC 1123 subdomain to name a ResourceFlavor (a-z, 0-9, '-' and '.')"
-    return None
+    return _FLAVOR.problem(instance_type)
 
 
 def priority_class_name_problem(name: str) -> str | None:
