@@ -18,7 +18,7 @@ ClusterQueue then leaves every flavor unknown (its use is part of every total), 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -40,6 +40,9 @@ class _Metadata(msgspec.Struct):
     creationTimestamp: str | None = None
 
 
+R = TypeVar("R")
+
+
 class _Quota(msgspec.Struct):
     name: str
     nominalQuota: Any = None
@@ -47,13 +50,15 @@ class _Quota(msgspec.Struct):
     lendingLimit: Any = None
 
 
-class _FlavorQuotas(msgspec.Struct):
+class _Flavor(msgspec.Struct, Generic[R]):
+    """A flavor's entry in a ClusterQueue's spec (its quotas) or status (its usage): its name and its resources."""
+
     name: str
-    resources: list[_Quota] | None = None
+    resources: list[R] | None = None
 
 
 class _ResourceGroup(msgspec.Struct):
-    flavors: list[_FlavorQuotas] | None = None
+    flavors: list[_Flavor[_Quota]] | None = None
 
 
 class _Selector(msgspec.Struct):
@@ -71,13 +76,8 @@ class _Used(msgspec.Struct):
     borrowed: Any = None
 
 
-class _FlavorUsage(msgspec.Struct):
-    name: str
-    resources: list[_Used] | None = None
-
-
 class _QueueStatus(msgspec.Struct):
-    flavorsUsage: list[_FlavorUsage] | None = None
+    flavorsUsage: list[_Flavor[_Used]] | None = None
     pendingWorkloads: Any = None
     reservingWorkloads: Any = None
     admittedWorkloads: Any = None
