@@ -79,22 +79,6 @@ ALLOCATABLE = "Allocatable"
 INSTANCE_TYPE = "InstanceType"
 MIG_CONFIG_STATE = "MigConfigState"
 LABELS = "Labels"  # any other label: a DaemonSet's node selector or affinity may now match or not (headroom)
-CHANGE_KINDS = (
-    ADDED,
-    DELETED,
-    DELETING,
-    READY,
-    NOT_READY,
-    READY_UNKNOWN,
-    CORDONED,
-    UNCORDONED,
-    HEALTH,
-    TAINTS,
-    ALLOCATABLE,
-    INSTANCE_TYPE,
-    MIG_CONFIG_STATE,
-    LABELS,
-)
 
 # A node's view: [ready, unschedulable, deleting, health, taints, allocatable, instance type, MIG config state,
 # labels digest] (JSON-able, compared as a whole first: equal views -> nothing to report). A view saved before the MIG
