@@ -573,23 +573,33 @@ class LightkubeCluster:
         """
         if page_size < 1:
             raise ValueError("page_size must be positive")
+        cache = self.node_cache
+        if cache is not None and cache.fresh() and self._caught_up(cache):
+            yield from cache.nodes()
+            return
+        yield from self._listed_nodes(page_size, cache)
+
+    def _caught_up(self, cache: NodeCache) -> bool:
+        """Whether the kept node list is brought up to date by a watch from its version (the changes since, applied
+        to it); a 410 Gone (the version expired), a timeout or an ERROR event drops it: False, list them all."""
+        try:
+            for event_type, node in self.watch_nodes(
+                cache.version,
+                timeout_seconds=NODE_CATCH_UP_SECONDS,
+                bookmarks=False,
+                idle_seconds=NODE_CATCH_UP_IDLE_SECONDS,
+            ):
+                cache.apply(event_type, node)
+        except IdleshareError:
+            cache.drop()
+            return False
+        return True
+
+    def _listed_nodes(self, page_size: int, cache: NodeCache | None) -> Iterator[Obj]:
+        """Every Node, listed page by page (kept in ``cache`` as it goes, when given); a 401 lists again with a fresh
+        token, unless a node was already yielded."""
         import msgspec
 
-        cache = self.node_cache
-        if cache is not None and cache.fresh():
-            try:
-                for event_type, node in self.watch_nodes(
-                    cache.version,
-                    timeout_seconds=NODE_CATCH_UP_SECONDS,
-                    bookmarks=False,
-                    idle_seconds=NODE_CATCH_UP_IDLE_SECONDS,
-                ):
-                    cache.apply(event_type, node)
-            except IdleshareError:  # 410 Gone (the version expired), a timeout, an ERROR event: list them all
-                cache.drop()
-            else:
-                yield from cache.nodes()
-                return
         to_dict = msgspec.to_builtins
         yielded = False
         for retry in (False, True):
