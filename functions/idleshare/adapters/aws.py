@@ -188,6 +188,20 @@ class EventBridgePublisher:
         is sent: the caller publishes everything again, duplicates are harmless). Entries that cannot succeed
         (over the size limit, never sent; or failed with a permanent code) do not stop the others: once every
         other entry is on the bus, :class:`PermanentError` names the first of them and how many there were."""
+        sized, refused = self._sized_entries(events)
+        calls = 0
+        for batch in put_events_calls(sized):
+            calls += self._put_with_retries(batch, attempts, refused)
+        if refused:
+            more = f" (and {len(refused) - 1} more entries refused)" if len(refused) > 1 else ""
+            raise PermanentError(f"{refused[0]}{more}", operation=PUT_EVENTS)
+        return calls
+
+    def _sized_entries(
+        self, events: Iterable[tuple[str, dict[str, Any]]]
+    ) -> tuple[list[tuple[dict[str, Any], int]], list[IdleshareError]]:
+        """``(entries with their sizes, errors)``: each event as a PutEvents entry, or, over the size limit, the
+        error that refuses it (never sent)."""
         refused: list[IdleshareError] = []
         sized: list[tuple[dict[str, Any], int]] = []
         for detail_type, detail in events:
@@ -197,41 +211,48 @@ class EventBridgePublisher:
                 refused.append(_oversized(entry, size))
             else:
                 sized.append((entry, size))
-        calls = 0
-        for batch in put_events_calls(sized):
-            for attempt in range(1, attempts + 1):
-                calls += 1
-                response = self._put(batch)
-                if not response.get("FailedEntryCount"):
-                    break
-                results = response.get("Entries") or []
-                retry: list[dict[str, Any]] = []
-                first_retryable: IdleshareError | None = None
-                for entry, result in zip(batch, results, strict=False):
-                    if not result.get("ErrorCode"):
-                        continue
-                    error = put_events_entry_error(
-                        result.get("ErrorCode"), result.get("ErrorMessage"), detail_type=entry["DetailType"]
-                    )
-                    if isinstance(error, RetryableError):
-                        retry.append(entry)
-                        first_retryable = first_retryable or error
-                    else:
-                        refused.append(error)
-                if not retry:
-                    break
-                if attempt == attempts:
-                    raise RetryableError(
-                        f"{PUT_EVENTS}: {len(retry)} of {len(batch)} entries still failing after {attempts} "
-                        f"calls; {first_retryable}",
-                        operation=PUT_EVENTS,
-                    )
-                self._sleep(self._jitter() * min(1.0, 0.1 * 2 ** (attempt - 1)))
-                batch = retry
-        if refused:
-            more = f" (and {len(refused) - 1} more entries refused)" if len(refused) > 1 else ""
-            raise PermanentError(f"{refused[0]}{more}", operation=PUT_EVENTS)
-        return calls
+        return sized, refused
+
+    def _put_with_retries(self, batch: list[dict[str, Any]], attempts: int, refused: list[IdleshareError]) -> int:
+        """One PutEvents call of ``batch``, and of its entries failed with a retryable code again after a jittered
+        pause, up to ``attempts`` calls; returns the calls made. Entries failed with a permanent code are added to
+        ``refused``; retryable ones still failing after the last call: :class:`RetryableError`."""
+        for attempt in range(1, attempts + 1):
+            retry, first_retryable = _failed_entries(batch, self._put(batch), refused)
+            if not retry:
+                return attempt
+            if attempt == attempts:
+                raise RetryableError(
+                    f"{PUT_EVENTS}: {len(retry)} of {len(batch)} entries still failing after {attempts} "
+                    f"calls; {first_retryable}",
+                    operation=PUT_EVENTS,
+                )
+            self._sleep(self._jitter() * min(1.0, 0.1 * 2 ** (attempt - 1)))
+            batch = retry
+        return 0  # attempts < 1: nothing sent
+
+
+def _failed_entries(
+    batch: list[dict[str, Any]], response: Mapping[str, Any], refused: list[IdleshareError]
+) -> tuple[list[dict[str, Any]], IdleshareError | None]:
+    """Of the entries of one PutEvents call, those its ``response`` reports failed with a retryable code (to send
+    again), with the first such error; those failed with a permanent code are added to ``refused``."""
+    retry: list[dict[str, Any]] = []
+    first_retryable: IdleshareError | None = None
+    if not response.get("FailedEntryCount"):
+        return retry, first_retryable
+    for entry, result in zip(batch, response.get("Entries") or [], strict=False):
+        if not result.get("ErrorCode"):
+            continue
+        error = put_events_entry_error(
+            result.get("ErrorCode"), result.get("ErrorMessage"), detail_type=entry["DetailType"]
+        )
+        if isinstance(error, RetryableError):
+            retry.append(entry)
+            first_retryable = first_retryable or error
+        else:
+            refused.append(error)
+    return retry, first_retryable
 
 
 def put_events_calls(sized: Iterable[tuple[T, int]]) -> Iterator[list[T]]:

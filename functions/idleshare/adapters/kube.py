@@ -40,7 +40,7 @@ import functools
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from idleshare.domain import kueue_versions
@@ -144,16 +144,9 @@ def _node_projection(api_info: Any) -> Any:
     objects for it. Leaves are ``Any``: checking them is the node parser's job, which reports a
     bad node by name instead of failing the whole list.
     """
-    import msgspec
     from lightkube.core.resource import GlobalResource
 
-    def struct(name: str, fields: list[tuple[str, Any]]) -> Any:
-        return msgspec.defstruct(name, [(f, t, None) for f, t in fields], omit_defaults=True)
-
-    metadata = struct("NodeMetadata", [("name", Any), ("labels", Any), ("deletionTimestamp", Any)])
-    spec = struct("NodeSpec", [("unschedulable", Any), ("taints", Any)])
-    status = struct("NodeStatus", [("allocatable", Any), ("conditions", Any)])
-    projection = struct("NodeFields", [("metadata", metadata | None), ("spec", spec | None), ("status", status | None)])
+    projection = _node_fields("Node", "NodeFields")
 
     class Node(GlobalResource, projection):  # type: ignore[misc, valid-type]
         _api_info = api_info
@@ -161,28 +154,45 @@ def _node_projection(api_info: Any) -> Any:
     return Node
 
 
-@functools.cache
-def _watch_types() -> tuple[Any, Any, Any]:
-    """msgspec types of a watch stream line: ``(event, node, status)``. The event keeps its object raw
-    (``msgspec.Raw``, no copy) until its type says what it is: a Node (the :func:`_node_projection`
-    fields plus ``metadata.resourceVersion``; a BOOKMARK's object carries only that) or, for an
-    ``ERROR`` event, a ``Status``."""
+def _optional_struct(name: str, fields: list[tuple[str, Any]]) -> Any:
+    """A msgspec struct named ``name`` whose ``(field, type)`` fields are all optional (None when absent, and then
+    omitted when turned back into builtins)."""
     import msgspec
 
-    def struct(name: str, fields: list[tuple[str, Any]]) -> Any:
-        return msgspec.defstruct(name, [(f, t, None) for f, t in fields], omit_defaults=True)
+    return msgspec.defstruct(name, [(f, t, None) for f, t in fields], omit_defaults=True)
 
-    metadata = struct(
-        "WatchedNodeMetadata", [("name", Any), ("labels", Any), ("deletionTimestamp", Any), ("resourceVersion", Any)]
+
+def _node_fields(prefix: str, name: str, *more_metadata: str) -> Any:
+    """The struct of what ``idleshare.parse.nodes`` reads of a Node (``metadata.name``, ``.labels``,
+    ``.deletionTimestamp``, then ``more_metadata``; ``spec.unschedulable``, ``.taints``; ``status.allocatable``,
+    ``.conditions``), every leaf ``Any``: one projection for the list (:func:`_node_projection`) and the watch
+    (:func:`_watch_decoders`). Its parts are named ``prefix`` + ``Metadata`` / ``Spec`` / ``Status``."""
+    metadata = _optional_struct(
+        f"{prefix}Metadata", [(field, Any) for field in ("name", "labels", "deletionTimestamp", *more_metadata)]
     )
-    spec = struct("WatchedNodeSpec", [("unschedulable", Any), ("taints", Any)])
-    status = struct("WatchedNodeStatus", [("allocatable", Any), ("conditions", Any)])
-    node = struct("WatchedNode", [("metadata", metadata | None), ("spec", spec | None), ("status", status | None)])
+    spec = _optional_struct(f"{prefix}Spec", [("unschedulable", Any), ("taints", Any)])
+    status = _optional_struct(f"{prefix}Status", [("allocatable", Any), ("conditions", Any)])
+    return _optional_struct(name, [("metadata", metadata | None), ("spec", spec | None), ("status", status | None)])
+
+
+@functools.cache
+def _watch_decoders() -> tuple[Callable[[str], Any], Callable[[Any], Obj], Callable[[Any], Any]]:
+    """Decoders of a watch stream line, built once: ``(event, node, status)``. The event keeps its object raw
+    (``msgspec.Raw``, no copy) until its type says what it is: a Node, decoded into builtins (the
+    :func:`_node_projection` fields plus ``metadata.resourceVersion``; a BOOKMARK's object carries only that) or,
+    for an ``ERROR`` event, a ``Status``."""
+    import msgspec
+
+    node = msgspec.json.Decoder(_node_fields("WatchedNode", "WatchedNode", "resourceVersion")).decode
     event = msgspec.defstruct("WatchEvent", [("type", str), ("object", msgspec.Raw)])
     api_status = msgspec.defstruct(
         "WatchStatus", [("code", int | None, None), ("reason", Any, None), ("message", Any, None)]
     )
-    return event, node, api_status
+    return (
+        msgspec.json.Decoder(event).decode,
+        lambda raw: msgspec.to_builtins(node(raw)),
+        msgspec.json.Decoder(api_status).decode,
+    )
 
 
 @functools.cache
@@ -265,9 +275,7 @@ def _workload_reads() -> dict[str, tuple[Any, Callable[[bytes], Any], str | None
     import msgspec
     from lightkube.generic_resource import GenericNamespacedResource, create_api_info
 
-    def struct(name: str, fields: list[tuple[str, Any]]) -> Any:
-        return msgspec.defstruct(name, [(f, t, None) for f, t in fields], omit_defaults=True)
-
+    struct = _optional_struct
     container = struct("HeadroomContainer", [("name", Any), ("resources", Any), ("restartPolicy", Any)])
     containers = list[container] | None  # type: ignore[valid-type]
     pod_fields = [("containers", containers), ("initContainers", containers), ("overhead", Any)]
@@ -411,6 +419,29 @@ def _continue(page: Any) -> str | None:
     return page.metadata.continue_ if page.metadata is not None else None
 
 
+_WATCH_NODES = "watch nodes"
+"""The operation :meth:`LightkubeCluster.watch_nodes`' errors name."""
+
+
+def _watch_lines(response: Any, *, quiet_ends: bool) -> Iterator[str]:
+    """The non-empty lines of a watch stream until the server closes it; with ``quiet_ends``, also (normally) when a
+    read times out: the stream was quiet for the idle gap its reads were given, so a backlog is sent."""
+    import httpx2
+
+    lines = response.iter_lines()
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except httpx2.ReadTimeout:
+            if not quiet_ends:
+                raise
+            return
+        if line.strip():
+            yield line
+
+
 class LightkubeCluster:
     """:class:`~idleshare.adapters.ports.KubeCluster` over one API server, with lightkube.
 
@@ -542,23 +573,33 @@ class LightkubeCluster:
         """
         if page_size < 1:
             raise ValueError("page_size must be positive")
+        cache = self.node_cache
+        if cache is not None and cache.fresh() and self._caught_up(cache):
+            yield from cache.nodes()
+            return
+        yield from self._listed_nodes(page_size, cache)
+
+    def _caught_up(self, cache: NodeCache) -> bool:
+        """Whether the kept node list is brought up to date by a watch from its version (the changes since, applied
+        to it); a 410 Gone (the version expired), a timeout or an ERROR event drops it: False, list them all."""
+        try:
+            for event_type, node in self.watch_nodes(
+                cache.version,
+                timeout_seconds=NODE_CATCH_UP_SECONDS,
+                bookmarks=False,
+                idle_seconds=NODE_CATCH_UP_IDLE_SECONDS,
+            ):
+                cache.apply(event_type, node)
+        except IdleshareError:
+            cache.drop()
+            return False
+        return True
+
+    def _listed_nodes(self, page_size: int, cache: NodeCache | None) -> Iterator[Obj]:
+        """Every Node, listed page by page (kept in ``cache`` as it goes, when given); a 401 lists again with a fresh
+        token, unless a node was already yielded."""
         import msgspec
 
-        cache = self.node_cache
-        if cache is not None and cache.fresh():
-            try:
-                for event_type, node in self.watch_nodes(
-                    cache.version,
-                    timeout_seconds=NODE_CATCH_UP_SECONDS,
-                    bookmarks=False,
-                    idle_seconds=NODE_CATCH_UP_IDLE_SECONDS,
-                ):
-                    cache.apply(event_type, node)
-            except IdleshareError:  # 410 Gone (the version expired), a timeout, an ERROR event: list them all
-                cache.drop()
-            else:
-                yield from cache.nodes()
-                return
         to_dict = msgspec.to_builtins
         yielded = False
         for retry in (False, True):
@@ -608,12 +649,7 @@ class LightkubeCluster:
         return nodes, str(version)
 
     def watch_nodes(
-        self,
-        resource_version: str,
-        *,
-        timeout_seconds: int,
-        bookmarks: bool = True,
-        idle_seconds: float | None = None,
+        self, resource_version: str, *, timeout_seconds: int, bookmarks: bool = True, idle_seconds: float | None = None
     ) -> Iterator[tuple[str, Obj]]:
         """One watch request on every Node, from ``resource_version``; the API server ends it after
         ``timeout_seconds`` (the client's read timeout is that plus the adapter's timeout, so a server
@@ -637,59 +673,50 @@ class LightkubeCluster:
         """
         if timeout_seconds < 1:
             raise ValueError("timeout_seconds must be positive")
-        import httpx2
-        import msgspec
-
-        event_type, node_type, status_type = _watch_types()
-        decode_event = msgspec.json.Decoder(event_type).decode
-        decode_node = msgspec.json.Decoder(node_type).decode
-        decode_status = msgspec.json.Decoder(status_type).decode
-        to_dict = msgspec.to_builtins
         params = {"timeoutSeconds": str(int(timeout_seconds)), "resourceVersion": resource_version}
         if bookmarks:
             params["allowWatchBookmarks"] = "true"
-        operation = "watch nodes"
+        opened = functools.partial(
+            self._open_watch, params=params, read_timeout=timeout_seconds + self._timeout, idle_seconds=idle_seconds
+        )
+        response = self._authenticated(opened)  # a 401 comes with the response's head, or not at all
+        with self._translated(_WATCH_NODES), closing(response):
+            for line in _watch_lines(response, quiet_ends=idle_seconds is not None):
+                yield self._watch_event(line)
 
-        def open_stream(client: Client) -> Any:
-            generic = client._client  # lightkube's request builder and httpx client
-            with self._translated(operation):
-                request = generic.prepare_request("list", res=_resource("Node"), watch=True, params=params)
-                request.timeout = httpx2.Timeout(self._timeout, read=timeout_seconds + self._timeout)
-                response = generic.send(generic.build_adapter_request(request), stream=True)
-                if response.status_code >= 400:
-                    try:
-                        response.read()
-                        generic.raise_for_status(response)  # type: ignore[no-untyped-call]
-                    finally:
-                        response.close()
-            if idle_seconds is not None:  # the head came within the usual timeout; the body's reads wait this long
-                # httpcore reads the request's timeout extension when the body is first read (after the head)
-                timeouts = response.request.extensions.get("timeout", {})
-                response.request.extensions["timeout"] = {**timeouts, "read": idle_seconds}
-            return response
+    def _open_watch(
+        self, client: Client, *, params: dict[str, str], read_timeout: float, idle_seconds: float | None
+    ) -> Any:
+        """The streamed response of a node watch (``params``), its head read within the usual timeout: an HTTP error
+        is raised as any call's; its body's reads then wait ``read_timeout``, or ``idle_seconds`` when given."""
+        import httpx2
 
-        response = self._authenticated(open_stream)  # a 401 comes with the response's head, or not at all
-        with self._translated(operation):
-            try:
-                lines = response.iter_lines()
-                while True:
-                    try:
-                        line = next(lines)
-                    except StopIteration:
-                        return
-                    except httpx2.ReadTimeout:
-                        if idle_seconds is None:
-                            raise
-                        return  # quiet for idle_seconds: the backlog is sent
-                    if not line.strip():
-                        continue
-                    event = decode_event(line)
-                    if event.type == "ERROR":
-                        status = decode_status(event.object)
-                        self._raise_status(operation, status.code, _StreamStatus(status))
-                    yield event.type, to_dict(decode_node(event.object))
-            finally:
-                response.close()
+        generic = client._client  # lightkube's request builder and httpx client
+        with self._translated(_WATCH_NODES):
+            request = generic.prepare_request("list", res=_resource("Node"), watch=True, params=params)
+            request.timeout = httpx2.Timeout(self._timeout, read=read_timeout)
+            response = generic.send(generic.build_adapter_request(request), stream=True)
+            if response.status_code >= 400:
+                try:
+                    response.read()
+                    generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                finally:
+                    response.close()
+        if idle_seconds is not None:  # the head came within the usual timeout; the body's reads wait this long
+            # httpcore reads the request's timeout extension when the body is first read (after the head)
+            timeouts = response.request.extensions.get("timeout", {})
+            response.request.extensions["timeout"] = {**timeouts, "read": idle_seconds}
+        return response
+
+    def _watch_event(self, line: str) -> tuple[str, Obj]:
+        """One line of a node watch as ``(type, node)``; an ``ERROR`` event is raised as the status it carries (410
+        Gone: :class:`ResourceExpiredError`)."""
+        decode_event, decode_node, decode_status = _watch_decoders()
+        event = decode_event(line)
+        if event.type == "ERROR":
+            status = decode_status(event.object)
+            self._raise_status(_WATCH_NODES, status.code, _StreamStatus(status))
+        return event.type, decode_node(event.object)
 
     def list_managed(self) -> list[Obj]:
         """Every Namespace and Kueue object labelled ``app.kubernetes.io/managed-by: idleshare``
@@ -823,7 +850,7 @@ class LightkubeCluster:
         decode, to_builtins = _unbound_pod_decoder(), msgspec.to_builtins
 
         def pages(client: Client) -> list[Obj]:
-            generic = client._client  # lightkube's request builder and httpx client, as in watch_nodes
+            generic = client._client  # lightkube's request builder and httpx client, as in _open_watch
             params = {"labelSelector": PODSET_LABEL, "fieldSelector": UNBOUND_PODS, "limit": DEFAULT_PAGE_SIZE}
             found: list[Obj] = []
             with self._translated("list Pod"):
@@ -884,7 +911,7 @@ class LightkubeCluster:
         """One GET of an API path answering a JSON object (discovery)."""
         import msgspec
 
-        generic = client._client  # lightkube's request builder and httpx client, as in watch_nodes
+        generic = client._client  # lightkube's request builder and httpx client, as in _open_watch
         with self._translated(f"get {path}"):
             response = generic.send(generic._client.build_request("GET", path))
             generic.raise_for_status(response)  # type: ignore[no-untyped-call]
@@ -930,7 +957,7 @@ class LightkubeCluster:
         decode_page, decode_fields, decode_entries = _managed_decoders()
         effective_quotas, _ = _status_projections()
         decode = msgspec.json.decode
-        generic = client._client  # lightkube's request builder and httpx client, as in watch_nodes
+        generic = client._client  # lightkube's request builder and httpx client, as in _open_watch
         operation = f"list {kind}"
         found: list[Obj] = []
         with self._translated(operation):

@@ -19,6 +19,7 @@ from idleshare.service.batch import BatchEvents
 
 if TYPE_CHECKING:
     from idleshare.adapters.ports import RequestAnswer
+    from idleshare.domain.pool import PoolResult
     from idleshare.domain.usage import UsageSample
     from idleshare.errors import PermanentError
     from idleshare.service.recompute import Outcome
@@ -91,6 +92,22 @@ def emit_recompute(outcome: Outcome) -> None:
     metrics.add_metric(name=names.METRIC_RECOMPUTE_DURATION, unit=MetricUnit.Milliseconds, value=outcome.duration_ms)
     if result is None:
         return
+    _warn_left_alone(outcome)
+    _accelerator_gauges(outcome.cluster_id, result)
+    for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
+        gauge(outcome.cluster_id, names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
+    for code, count in Counter(issue.code for issue in result.issues).items():
+        gauge(outcome.cluster_id, names.METRIC_POOL_ISSUES, float(count), issue=code)
+    # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
+    gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
+    gauge(outcome.cluster_id, names.METRIC_FOREIGN_OBJECTS, float(len(outcome.foreign)))
+    overridden = sum(1 for issue in result.issues if issue.code == DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE)
+    gauge(outcome.cluster_id, names.METRIC_QUOTA_OVERRIDDEN, float(overridden))
+
+
+def _warn_left_alone(outcome: Outcome) -> None:
+    """Warnings for what a recompute left alone: objects of another field manager, objects idleshare did not
+    create, nodes it could not read."""
     if outcome.conflicts:
         logger.warning("objects left to another field manager", extra={"conflicts": outcome.conflicts})
     if outcome.foreign:
@@ -103,6 +120,11 @@ def emit_recompute(outcome: Outcome) -> None:
             "nodes that could not be read are excluded",
             extra={"cluster": outcome.cluster_id, "count": len(outcome.unreadable), "errors": outcome.unreadable[:5]},
         )
+
+
+def _accelerator_gauges(cluster_id: str, result: PoolResult) -> None:
+    """Per accelerator flavor and resource with capacity or a shortfall: unallocated, shortfall and the teams'
+    borrowing limits summed."""
     for flavor in result.flavors:
         for resource in result.resources:
             if not is_accelerator(resource):
@@ -115,16 +137,7 @@ def emit_recompute(outcome: Outcome) -> None:
                 (names.METRIC_SHORTFALL, float(result.shortfall[flavor][resource])),
                 (names.METRIC_BORROW_LIMIT_SUM, borrow_limits),
             ):
-                gauge(outcome.cluster_id, name, value, flavor=flavor, resource=resource)
-    for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
-        gauge(outcome.cluster_id, names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
-    for code, count in Counter(issue.code for issue in result.issues).items():
-        gauge(outcome.cluster_id, names.METRIC_POOL_ISSUES, float(count), issue=code)
-    # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
-    gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
-    gauge(outcome.cluster_id, names.METRIC_FOREIGN_OBJECTS, float(len(outcome.foreign)))
-    overridden = sum(1 for issue in result.issues if issue.code == DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE)
-    gauge(outcome.cluster_id, names.METRIC_QUOTA_OVERRIDDEN, float(overridden))
+                gauge(cluster_id, name, value, flavor=flavor, resource=resource)
 
 
 def gauge(cluster_id: str, name: str, value: float, *, unit: MetricUnit = MetricUnit.Count, **dims: str) -> None:
@@ -179,45 +192,9 @@ def emit_usage(sample: UsageSample) -> None:
     while its flavor is idle, with Kueue's reason (the IdleWhilePending alarm's context). What the sample could not
     read has no gauge (a gap, never a 0): a log line names each such value."""
     cid = sample.cluster_id
-    dim_f, dim_r, dim_t = names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, names.METRIC_DIM_TEAM
-    for team, usage in sample.teams.items():
-        team_dims: dict[str, Any] = {dim_t: team}
-        if usage.pending is not None:  # unreadable: no gauge (a gap), never a 0
-            gauge(cid, names.METRIC_TEAM_PENDING_WORKLOADS, float(usage.pending), **team_dims)
-        for flavor, per in usage.in_use.items():
-            for resource, used in per.items():
-                if not is_accelerator(resource):
-                    continue
-                dims: dict[str, Any] = {dim_t: team, dim_f: flavor, dim_r: resource}
-                gauge(cid, names.METRIC_TEAM_IN_USE, float(used), **dims)
-                gauge(cid, names.METRIC_TEAM_BORROWED, float(usage.borrowed[flavor][resource]), **dims)
-    waiting: dict[tuple[str, str], float] = {(i.flavor, i.resource): float(i.idle) for i in sample.idle_while_pending}
-    for flavor, usages in sample.flavors.items():
-        for resource, fu in usages.items():
-            if not is_accelerator(resource) or not (fu.capacity or fu.in_use):
-                continue
-            dims = {dim_f: flavor, dim_r: resource}
-            gauge(cid, names.METRIC_FLAVOR_IDLE, float(fu.idle), **dims)
-            gauge(cid, names.METRIC_FLAVOR_BORROWED, float(fu.borrowed), **dims)
-            gauge(cid, names.METRIC_IDLE_WHILE_PENDING, waiting.get((flavor, resource), 0.0), **dims)
-    if sample.idle_while_pending:
-        _warn_rows("accelerators idle while work is pending", cid, "idleWhilePending", [
-            {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": str(i.idle), "pendingReason": i.reason,
-             **({"cause": str(i.cause.cause), "why": i.cause.text} if i.cause else {})}
-            for i in sample.idle_while_pending
-        ])  # fmt: skip
-    if sample.unbound is not None:
-        gauge(cid, names.METRIC_UNBOUND_PODS, float(sample.unbound_pods()))
-        oldest = sample.oldest_unbound_seconds()
-        gauge(cid, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, float(oldest), unit=MetricUnit.Seconds)
-        if sample.unbound:
-            _warn_rows("admitted pods no node has taken", cid, "unbound", [
-                {"team": u.team, "flavor": u.flavor, "pods": u.pods, "workloads": u.workloads,
-                 "since": u.since.isoformat(), "reason": u.reason}
-                for u in sample.unbound
-            ], oldestSeconds=oldest)  # fmt: skip
-    else:
-        logger.warning("unbound pods not read", extra={"cluster": cid, "error": sample.unbound_error})
+    _team_usage(sample)
+    _flavor_usage(sample)
+    _unbound_usage(sample)
     if sample.unreadable:
         _warn_rows("usage values not read: no gauge for them (a gap, not zero)", cid, "unreadable", [
             {"object": u.object, "field": u.field, "problem": u.problem, "flavor": u.flavor, "resource": u.resource}
@@ -232,6 +209,63 @@ def emit_usage(sample: UsageSample) -> None:
                 for a in sample.above_limit
             ],
         )  # fmt: skip
+
+
+def _team_usage(sample: UsageSample) -> None:
+    """Per team its pending workloads (when read) and, per accelerator flavor and resource, in use and borrowed."""
+    cid = sample.cluster_id
+    dim_f, dim_r, dim_t = names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, names.METRIC_DIM_TEAM
+    for team, usage in sample.teams.items():
+        team_dims: dict[str, Any] = {dim_t: team}
+        if usage.pending is not None:  # unreadable: no gauge (a gap), never a 0
+            gauge(cid, names.METRIC_TEAM_PENDING_WORKLOADS, float(usage.pending), **team_dims)
+        for flavor, per in usage.in_use.items():
+            for resource, used in per.items():
+                if not is_accelerator(resource):
+                    continue
+                dims: dict[str, Any] = {dim_t: team, dim_f: flavor, dim_r: resource}
+                gauge(cid, names.METRIC_TEAM_IN_USE, float(used), **dims)
+                gauge(cid, names.METRIC_TEAM_BORROWED, float(usage.borrowed[flavor][resource]), **dims)
+
+
+def _flavor_usage(sample: UsageSample) -> None:
+    """Per accelerator flavor and resource with capacity or use: idle, borrowed and idle while pending; and the
+    warning naming each team that waits while its flavor is idle."""
+    cid = sample.cluster_id
+    dim_f, dim_r = names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE
+    waiting: dict[tuple[str, str], float] = {(i.flavor, i.resource): float(i.idle) for i in sample.idle_while_pending}
+    for flavor, usages in sample.flavors.items():
+        for resource, fu in usages.items():
+            if not is_accelerator(resource) or not (fu.capacity or fu.in_use):
+                continue
+            dims: dict[str, Any] = {dim_f: flavor, dim_r: resource}
+            gauge(cid, names.METRIC_FLAVOR_IDLE, float(fu.idle), **dims)
+            gauge(cid, names.METRIC_FLAVOR_BORROWED, float(fu.borrowed), **dims)
+            gauge(cid, names.METRIC_IDLE_WHILE_PENDING, waiting.get((flavor, resource), 0.0), **dims)
+    if sample.idle_while_pending:
+        _warn_rows("accelerators idle while work is pending", cid, "idleWhilePending", [
+            {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": str(i.idle), "pendingReason": i.reason,
+             **({"cause": str(i.cause.cause), "why": i.cause.text} if i.cause else {})}
+            for i in sample.idle_while_pending
+        ])  # fmt: skip
+
+
+def _unbound_usage(sample: UsageSample) -> None:
+    """The admitted pods no node has taken: their count and the oldest's age, and a warning listing them; not read:
+    no gauge, a warning."""
+    cid = sample.cluster_id
+    if sample.unbound is None:
+        logger.warning("unbound pods not read", extra={"cluster": cid, "error": sample.unbound_error})
+        return
+    gauge(cid, names.METRIC_UNBOUND_PODS, float(sample.unbound_pods()))
+    oldest = sample.oldest_unbound_seconds()
+    gauge(cid, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, float(oldest), unit=MetricUnit.Seconds)
+    if sample.unbound:
+        _warn_rows("admitted pods no node has taken", cid, "unbound", [
+            {"team": u.team, "flavor": u.flavor, "pods": u.pods, "workloads": u.workloads,
+             "since": u.since.isoformat(), "reason": u.reason}
+            for u in sample.unbound
+        ], oldestSeconds=oldest)  # fmt: skip
 
 
 def _warn_rows(message: str, cluster_id: str, key: str, rows: list[dict[str, Any]], **more: Any) -> None:

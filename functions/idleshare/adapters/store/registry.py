@@ -23,6 +23,70 @@ _HYPERPOD_ARN = re.compile(
 )
 
 
+def _checked(cluster: ClusterRecord, op: str) -> tuple[str, str, str | None]:
+    """The cluster's id, EKS cluster name and HyperPod ARN, once every field a registration writes is valid; the
+    first one that is not -> :class:`PermanentError` (400) naming it."""
+    cid = require_name(cluster.cluster_id, "cluster_id", op)
+    eks = require_name(cluster.eks_cluster_name, "eks_cluster_name", op)
+    arn = cluster.hyperpod_cluster_arn
+    if arn is not None and not _HYPERPOD_ARN.match(arn):
+        raise PermanentError(f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400)
+    for what, name, problem_of in (
+        ("namespace_prefix", cluster.namespace_prefix, namespace_prefix_problem),
+        ("cohort_name", cluster.cohort_name, cohort_name_problem),
+    ):
+        problem = problem_of(name) if isinstance(name, str) else "must be a string"
+        if problem is not None:
+            raise PermanentError(f"{what} {show(str(name))}: {problem}", operation=op, status=400)
+    if cluster.field_ownership not in FIELD_OWNERSHIP_MODES:
+        raise PermanentError(
+            f"field_ownership {cluster.field_ownership!r} must be one of {', '.join(FIELD_OWNERSHIP_MODES)}",
+            operation=op,
+            status=400,
+        )
+    return cid, eks, arn
+
+
+def _attributes(cluster: ClusterRecord, cid: str, eks: str, arn: str | None, *, updated_at: str) -> dict[str, Any]:
+    """What META and its REGISTRY copy hold of a cluster; the ARN only when it has one."""
+    attrs: dict[str, Any] = {
+        "cluster_id": cid,
+        "eks_cluster_name": eks,
+        "namespace_prefix": cluster.namespace_prefix,
+        "cohort_name": cluster.cohort_name,
+        "field_ownership": cluster.field_ownership,
+        "borrow_limit_basis": str(cluster.borrow_limit_basis),
+        "headroom": str(cluster.headroom),
+        "updated_at": updated_at,
+    }
+    if arn is not None:
+        attrs["hyperpod_cluster_arn"] = arn
+    return attrs
+
+
+def _owned_by(cid: str) -> dict[str, Any]:
+    """The condition of a write to a lookup: it is free, or it already names cluster ``cid``."""
+    return {
+        "ConditionExpression": f"attribute_not_exists({PK}) OR cluster_id = :id",
+        "ExpressionAttributeValues": attribute_values({":id": cid}),
+    }
+
+
+def _lookup_put(sk: str, cid: str) -> dict[str, Any]:
+    """The write of the lookup ``sk`` (EKS# / ARN#) naming cluster ``cid``, refused while it names another."""
+    return {"Put": {"Item": attribute_values({PK: REGISTRY_PK, SK: sk, "cluster_id": cid}), **_owned_by(cid)}}
+
+
+def _stale_lookups(old: ClusterRecord | None, eks: str, arn: str | None) -> list[str]:
+    """The lookups of the cluster as it was registered (``old``) that its new EKS name / ARN no longer use."""
+    stale = []
+    if old is not None and old.eks_cluster_name != eks:
+        stale.append(f"{EKS_PREFIX}{old.eks_cluster_name}")
+    if old is not None and old.hyperpod_cluster_arn and old.hyperpod_cluster_arn != arn:
+        stale.append(f"{ARN_PREFIX}{old.hyperpod_cluster_arn}")
+    return stale
+
+
 class ClusterRegistry(TableAccess):
     """Register, find and list governed clusters (the :class:`~idleshare.adapters.ports.Store` port's cluster part)."""
 
@@ -78,82 +142,23 @@ class ClusterRegistry(TableAccess):
         """Register or update a cluster: META, its REGISTRY copy and the EKS#/ARN# lookups in one
         transaction. A name or ARN already registered to another cluster -> AlreadyExistsError."""
         op = "put_cluster"
-        cid = require_name(cluster.cluster_id, "cluster_id", op)
-        eks = require_name(cluster.eks_cluster_name, "eks_cluster_name", op)
-        arn = cluster.hyperpod_cluster_arn
-        if arn is not None and not _HYPERPOD_ARN.match(arn):
-            raise PermanentError(
-                f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400
-            )
-        for what, name, problem_of in (
-            ("namespace_prefix", cluster.namespace_prefix, namespace_prefix_problem),
-            ("cohort_name", cluster.cohort_name, cohort_name_problem),
-        ):
-            problem = problem_of(name) if isinstance(name, str) else "must be a string"
-            if problem is not None:
-                raise PermanentError(f"{what} {show(str(name))}: {problem}", operation=op, status=400)
-        if cluster.field_ownership not in FIELD_OWNERSHIP_MODES:
-            raise PermanentError(
-                f"field_ownership {cluster.field_ownership!r} must be one of {', '.join(FIELD_OWNERSHIP_MODES)}",
-                operation=op,
-                status=400,
-            )
+        cid, eks, arn = _checked(cluster, op)
         old = self.get_cluster(cid)
-        attrs: dict[str, Any] = {
-            "cluster_id": cid,
-            "eks_cluster_name": eks,
-            "namespace_prefix": cluster.namespace_prefix,
-            "cohort_name": cluster.cohort_name,
-            "field_ownership": cluster.field_ownership,
-            "borrow_limit_basis": str(cluster.borrow_limit_basis),
-            "headroom": str(cluster.headroom),
-            "updated_at": self._now(),
-        }
-        if arn is not None:
-            attrs["hyperpod_cluster_arn"] = arn
-        owned = f"attribute_not_exists({PK}) OR cluster_id = :id"
-        items: list[dict[str, Any]] = [
-            {"Put": {"Item": attribute_values({PK: cluster_pk(cid), SK: META_SK, **attrs})}},
-            {"Put": {"Item": attribute_values({PK: REGISTRY_PK, SK: cluster_pk(cid), **attrs})}},
-            {
-                "Put": {
-                    "Item": attribute_values({PK: REGISTRY_PK, SK: f"{EKS_PREFIX}{eks}", "cluster_id": cid}),
-                    "ConditionExpression": owned,
-                    "ExpressionAttributeValues": attribute_values({":id": cid}),
-                }
-            },
+        attrs = _attributes(cluster, cid, eks, arn, updated_at=self._now())
+        # each write with the field whose value it claims ("": none), to name the one another cluster holds
+        writes: list[tuple[dict[str, Any], str]] = [
+            ({"Put": {"Item": attribute_values({PK: cluster_pk(cid), SK: META_SK, **attrs})}}, ""),
+            ({"Put": {"Item": attribute_values({PK: REGISTRY_PK, SK: cluster_pk(cid), **attrs})}}, ""),
+            (_lookup_put(f"{EKS_PREFIX}{eks}", cid), "eks_cluster_name"),
         ]
-        fields = ["", "", "eks_cluster_name"]
         if arn is not None:
-            items.append(
-                {
-                    "Put": {
-                        "Item": attribute_values({PK: REGISTRY_PK, SK: f"{ARN_PREFIX}{arn}", "cluster_id": cid}),
-                        "ConditionExpression": owned,
-                        "ExpressionAttributeValues": attribute_values({":id": cid}),
-                    }
-                }
-            )
-            fields.append("hyperpod_cluster_arn")
-        stale = []
-        if old is not None and old.eks_cluster_name != eks:
-            stale.append(f"{EKS_PREFIX}{old.eks_cluster_name}")
-        if old is not None and old.hyperpod_cluster_arn and old.hyperpod_cluster_arn != arn:
-            stale.append(f"{ARN_PREFIX}{old.hyperpod_cluster_arn}")
-        for sk in stale:
-            items.append(
-                {
-                    "Delete": {
-                        "Key": attribute_values({PK: REGISTRY_PK, SK: sk}),
-                        "ConditionExpression": f"attribute_not_exists({PK}) OR cluster_id = :id",
-                        "ExpressionAttributeValues": attribute_values({":id": cid}),
-                    }
-                }
-            )
-            fields.append("")
+            writes.append((_lookup_put(f"{ARN_PREFIX}{arn}", cid), "hyperpod_cluster_arn"))
+        for sk in _stale_lookups(old, eks, arn):
+            writes.append(({"Delete": {"Key": attribute_values({PK: REGISTRY_PK, SK: sk}), **_owned_by(cid)}}, ""))
         try:
-            self._transact(op, items)
+            self._transact(op, [write for write, _ in writes])
         except TransactionCancelledError as exc:
+            fields = [field for _, field in writes]
             taken = [f for f, r in zip(fields, exc.reasons, strict=False) if r == "ConditionalCheckFailed" and f]
             if taken:
                 value = eks if taken[0] == "eks_cluster_name" else arn
@@ -172,10 +177,7 @@ class ClusterRegistry(TableAccess):
         old = self.get_cluster(cid)
         if old is None:
             return False
-        owned = {
-            "ConditionExpression": f"attribute_not_exists({PK}) OR cluster_id = :id",
-            "ExpressionAttributeValues": attribute_values({":id": cid}),
-        }
+        owned = _owned_by(cid)
         items: list[dict[str, Any]] = [
             {"Delete": {"Key": attribute_values({PK: cluster_pk(cid), SK: META_SK})}},
             {"Delete": {"Key": attribute_values({PK: REGISTRY_PK, SK: cluster_pk(cid)})}},

@@ -85,6 +85,45 @@ def _bucket_start(key: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
 
 
+def _latest_update(cursor: UsageCursor, expected: str | None, now: str, op: str) -> dict[str, Any]:
+    """The update of USAGE#LATEST: the cursor, the failure and, when the cursor carries one, the sample; conditional
+    on the cursor being ``expected`` (on no item when None)."""
+    # the sample as JSON text when small, else zlib-compressed in one binary attribute (hundreds of teams: MBs
+    # of JSON, tens of KB compressed); more than one item holds is refused, naming the sizes
+    packed = (
+        None
+        if cursor.sample is None
+        else pack(
+            cursor.sample,
+            f"the usage sample of {cursor.cluster_id}",
+            max_parts=1,
+            operation=op,
+            text_below=MAX_SAMPLE_TEXT,
+        )
+    )
+    expression = "SET cursor_at = :c, failure = :f, updated_at = :t"
+    values: dict[str, Any] = {":c": cursor.cursor_at, ":f": clip(cursor.failure), ":t": now}
+    if packed is not None:
+        if isinstance(packed.inline, str):
+            expression += ", sampled_at = :s, #sample = :sample REMOVE sample_z"
+        else:
+            expression += ", sampled_at = :s, sample_z = :sample REMOVE #sample"
+        values |= {":s": cursor.sampled_at, ":sample": packed.inline}
+    latest: dict[str, Any] = {
+        "Key": {PK: cluster_pk(cursor.cluster_id), SK: USAGE_LATEST_SK},
+        "UpdateExpression": expression,
+        "ExpressionAttributeValues": values,
+    }
+    if packed is not None:
+        latest["ExpressionAttributeNames"] = {"#sample": "sample"}
+    if expected is None:
+        latest["ConditionExpression"] = f"attribute_not_exists({PK})"
+    else:
+        latest["ConditionExpression"] = "cursor_at = :expected"
+        values[":expected"] = expected
+    return latest
+
+
 class UsageHistory(TableAccess):
     """``USAGE#`` items: :class:`~idleshare.adapters.ports.UsageStore`."""
 
@@ -118,79 +157,50 @@ class UsageHistory(TableAccess):
         return UsageBucket(start=start, rows=rows, gaps=gaps)
 
     def add_usage(self, cursor: UsageCursor, hours: Mapping[str, UsageBucket], *, expected: str | None) -> None:
+        """Move the cursor (USAGE#LATEST, conditional on ``expected``: its ``cursor_at``, None for none yet) and add
+        each hour's amounts and gaps to its USAGE#H# item, in one transaction; another invocation's write between the
+        reads and it -> :class:`ConflictError`."""
         op = "add_usage"
-        cluster_id = cursor.cluster_id
-        pk = cluster_pk(cluster_id)
         now = self._now()
-        # the sample as JSON text when small, else zlib-compressed in one binary attribute (hundreds of teams: MBs
-        # of JSON, tens of KB compressed); more than one item holds is refused, naming the sizes
-        packed = (
-            None
-            if cursor.sample is None
-            else pack(
-                cursor.sample,
-                f"the usage sample of {cluster_id}",
-                max_parts=1,
-                operation=op,
-                text_below=MAX_SAMPLE_TEXT,
-            )
-        )
-        expression = "SET cursor_at = :c, failure = :f, updated_at = :t"
-        values: dict[str, Any] = {":c": cursor.cursor_at, ":f": clip(cursor.failure), ":t": now}
-        if packed is not None:
-            if isinstance(packed.inline, str):
-                expression += ", sampled_at = :s, #sample = :sample REMOVE sample_z"
-            else:
-                expression += ", sampled_at = :s, sample_z = :sample REMOVE #sample"
-            values |= {":s": cursor.sampled_at, ":sample": packed.inline}
-        latest: dict[str, Any] = {
-            "Key": {PK: pk, SK: USAGE_LATEST_SK},
-            "UpdateExpression": expression,
-            "ExpressionAttributeValues": values,
-        }
-        if packed is not None:
-            latest["ExpressionAttributeNames"] = {"#sample": "sample"}
-        if expected is None:
-            latest["ConditionExpression"] = f"attribute_not_exists({PK})"
-        else:
-            latest["ConditionExpression"] = "cursor_at = :expected"
-            latest["ExpressionAttributeValues"][":expected"] = expected
-        updates: list[dict[str, Any]] = [{"Update": attribute_values(latest)}]
+        updates = [{"Update": attribute_values(_latest_update(cursor, expected, now, op))}]
         for hour, delta in sorted(hours.items()):
-            sk = usage_hour_sk(hour)
-            raw = self._get(pk, sk, op)
-            stored = self._bucket(StoredItem(raw), hour) if raw is not None else UsageBucket(hour)
-            version = StoredItem(raw).get_int("version", default=0) if raw is not None else 0
-            rows_text = _rows_json(merge_rows(stored.rows, delta.rows))
-            gaps_text = json.dumps(list(merge_gaps(stored.gaps, delta.gaps)), separators=(",", ":"))
-            values = {
-                ":rows": rows_text,
-                ":gaps": gaps_text,
-                ":v": version + 1,
-                ":ttl": _ttl(USAGE_HOUR_TTL_DAYS, _bucket_start(hour)),
-                ":t": now,
-            }
-            update: dict[str, Any] = {
-                "Key": {PK: pk, SK: sk},
-                "UpdateExpression": "SET #rows = :rows, gaps = :gaps, version = :v, #ttl = :ttl, updated_at = :t",
-                "ExpressionAttributeNames": {"#rows": "rows", "#ttl": "ttl"},
-                "ExpressionAttributeValues": values,
-            }
-            if raw is None:
-                update["ConditionExpression"] = f"attribute_not_exists({PK})"
-            else:
-                update["ConditionExpression"] = "version = :old"
-                values[":old"] = version
-            self._check(op, sk, values)
-            updates.append({"Update": attribute_values(update)})
+            updates.append({"Update": attribute_values(self._hour_update(cursor.cluster_id, hour, delta, now, op))})
         try:
             self._transact(op, updates)
         except TransactionCancelledError as exc:
             raise ConflictError(
-                f"{op}: the usage history of {cluster_id} moved meanwhile (another sample was recorded)",
+                f"{op}: the usage history of {cursor.cluster_id} moved meanwhile (another sample was recorded)",
                 operation=op,
                 status=409,
             ) from exc
+
+    def _hour_update(self, cluster_id: str, hour: str, delta: UsageBucket, now: str, op: str) -> dict[str, Any]:
+        """The update of the hour item ``hour``: what it holds plus ``delta``, conditional on its version (on its
+        absence when new); over the item budget -> :class:`PermanentError`."""
+        pk, sk = cluster_pk(cluster_id), usage_hour_sk(hour)
+        raw = self._get(pk, sk, op)
+        stored = self._bucket(StoredItem(raw), hour) if raw is not None else UsageBucket(hour)
+        version = StoredItem(raw).get_int("version", default=0) if raw is not None else 0
+        values: dict[str, Any] = {
+            ":rows": _rows_json(merge_rows(stored.rows, delta.rows)),
+            ":gaps": json.dumps(list(merge_gaps(stored.gaps, delta.gaps)), separators=(",", ":")),
+            ":v": version + 1,
+            ":ttl": _ttl(USAGE_HOUR_TTL_DAYS, _bucket_start(hour)),
+            ":t": now,
+        }
+        update: dict[str, Any] = {
+            "Key": {PK: pk, SK: sk},
+            "UpdateExpression": "SET #rows = :rows, gaps = :gaps, version = :v, #ttl = :ttl, updated_at = :t",
+            "ExpressionAttributeNames": {"#rows": "rows", "#ttl": "ttl"},
+            "ExpressionAttributeValues": values,
+        }
+        if raw is None:
+            update["ConditionExpression"] = f"attribute_not_exists({PK})"
+        else:
+            update["ConditionExpression"] = "version = :old"
+            values[":old"] = version
+        self._check(op, sk, values)
+        return update
 
     def _check(self, op: str, sk: str, values: Mapping[str, Any]) -> None:
         size = item_size(values)
