@@ -54,6 +54,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from idleshare import names, timings
@@ -64,21 +65,25 @@ from idleshare.parse.nodes import watched_node
 
 PUT_EVENTS = "events:PutEvents"  # the operation a publish failure names
 
-# What changed, most significant first (``change`` in the event is the first that applies).
-ADDED = "Added"
-DELETED = "Deleted"
-DELETING = "Deleting"
-READY = "Ready"
-NOT_READY = "NotReady"
-READY_UNKNOWN = "ReadyUnknown"
-CORDONED = "Cordoned"
-UNCORDONED = "Uncordoned"
-HEALTH = "HealthLabel"
-TAINTS = "Taints"
-ALLOCATABLE = "Allocatable"
-INSTANCE_TYPE = "InstanceType"
-MIG_CONFIG_STATE = "MigConfigState"
-LABELS = "Labels"  # any other label: a DaemonSet's node selector or affinity may now match or not (headroom)
+
+class Change(StrEnum):
+    """What changed of a node, most significant first (``change`` in the event is the first that applies)."""
+
+    ADDED = "Added"
+    DELETED = "Deleted"
+    DELETING = "Deleting"
+    READY = "Ready"
+    NOT_READY = "NotReady"
+    READY_UNKNOWN = "ReadyUnknown"
+    CORDONED = "Cordoned"
+    UNCORDONED = "Uncordoned"
+    HEALTH = "HealthLabel"
+    TAINTS = "Taints"
+    ALLOCATABLE = "Allocatable"
+    INSTANCE_TYPE = "InstanceType"
+    MIG_CONFIG_STATE = "MigConfigState"
+    LABELS = "Labels"  # any other label: a DaemonSet's node selector or affinity may now match or not (headroom)
+
 
 # A node's view: [ready, unschedulable, deleting, health, taints, allocatable, instance type, MIG config state,
 # labels digest] (JSON-able, compared as a whole first: equal views -> nothing to report). A view saved before the MIG
@@ -126,36 +131,36 @@ def _at(view: View, index: int) -> Any:
     return view[index] if index < len(view) else None
 
 
-def node_changes(before: View | None, after: View | None) -> list[str]:
-    """The :data:`CHANGE_KINDS` between two views of one node (None: the node does not exist), most
+def node_changes(before: View | None, after: View | None) -> list[Change]:
+    """The :class:`Change` kinds between two views of one node (None: the node does not exist), most
     significant first; ``[]`` when nothing that can move the pool changed."""
     if before is None and after is None:
         return []
     if before is None:
-        return [ADDED]
+        return [Change.ADDED]
     if after is None:
-        return [DELETED]
+        return [Change.DELETED]
     if before == after:
         return []
-    out = []
+    out: list[Change] = []
     if after[_DELETING] and not before[_DELETING]:
-        out.append(DELETING)
+        out.append(Change.DELETING)
     elif before[_DELETING] and not after[_DELETING]:  # no deletion is undone: a new node of the same name (a relist)
-        out.append(ADDED)
+        out.append(Change.ADDED)
     if after[_READY] != before[_READY]:
-        out.append({"True": READY, "False": NOT_READY}.get(str(after[_READY]), READY_UNKNOWN))
+        out.append({"True": Change.READY, "False": Change.NOT_READY}.get(str(after[_READY]), Change.READY_UNKNOWN))
     if after[_UNSCHEDULABLE] != before[_UNSCHEDULABLE]:
-        out.append(CORDONED if after[_UNSCHEDULABLE] else UNCORDONED)
-    for index, kind in ((_HEALTH, HEALTH), (_TAINTS, TAINTS), (_ALLOCATABLE, ALLOCATABLE)):
+        out.append(Change.CORDONED if after[_UNSCHEDULABLE] else Change.UNCORDONED)
+    for index, kind in ((_HEALTH, Change.HEALTH), (_TAINTS, Change.TAINTS), (_ALLOCATABLE, Change.ALLOCATABLE)):
         if after[index] != before[index]:
             out.append(kind)
     if after[_INSTANCE_TYPE] != before[_INSTANCE_TYPE]:
-        out.append(INSTANCE_TYPE)
+        out.append(Change.INSTANCE_TYPE)
     if _at(after, _MIG_CONFIG_STATE) != _at(before, _MIG_CONFIG_STATE):
-        out.append(MIG_CONFIG_STATE)
-    labelled = {HEALTH, INSTANCE_TYPE, MIG_CONFIG_STATE} & set(out)
+        out.append(Change.MIG_CONFIG_STATE)
+    labelled = {Change.HEALTH, Change.INSTANCE_TYPE, Change.MIG_CONFIG_STATE} & set(out)
     if not labelled and None not in (_at(before, _LABELS), _at(after, _LABELS)) and before[_LABELS] != after[_LABELS]:
-        out.append(LABELS)
+        out.append(Change.LABELS)
     return out
 
 
@@ -428,7 +433,7 @@ class NodeWatch:
         self.known, self.rv, self.dirty = fresh, version, True
         self._checkpoint()
 
-    def _emit(self, name: str, changes: list[str], version: str) -> None:
+    def _emit(self, name: str, changes: list[Change], version: str) -> None:
         detail = change_detail(self.report.cluster_id, name, changes, version)
         self.report.changes.update(changes)
         self.batcher.put(detail)
