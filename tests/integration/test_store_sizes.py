@@ -26,22 +26,14 @@ from idleshare.adapters.store import DynamoStore
 from idleshare.adapters.store.items import ITEM_LIMIT, MAX_POOL_PARTS, PART_SIZE, item_size
 from idleshare.errors import PermanentError
 from tests.aws_env import all_items
+from tests.bench import synthetic
 
 pytestmark = pytest.mark.integration
 
 T0 = datetime.now(UTC).replace(microsecond=0)  # DynamoDB Local expires items whose ttl has passed: the real now
 C = "big"
 TEAMS = 500
-FLAVORS = (
-    "ml.p5.48xlarge",
-    "ml.p5e.48xlarge",
-    "ml.p4d.24xlarge",
-    "ml.g5.12xlarge",
-    "ml.g6.48xlarge",
-    "ml.trn1.32xlarge",
-    "ml.m5.2xlarge",
-    "ml.c5.4xlarge",
-)
+FLAVORS = tuple(f.instance_type for f in synthetic.FLAVORS)  # the scale benches' fleet: 8 real instance types
 RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "vpc.amazonaws.com/efa")
 REASONS = ("NotReady", "Unschedulable", "Unhealthy", "UntoleratedTaint", "Deleting", "Unreadable")
 ITEM_SIZE_BOUND = 400_000  # what the test requires of every item (DynamoDB refuses above 409,600 bytes)
