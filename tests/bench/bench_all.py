@@ -10,10 +10,10 @@
 4. memory (``bench_memory.py``): peak memory of a 20k-node recompute (real apiserver) vs a 512 MB Lambda;
 5. burst (``bench_burst.py``): 10,000 node events for one cluster and 100 for each of 20 others through
    the router, the queue and the recompute handler: events per second, recomputes per event, exact end;
-6. watcher (``bench_watcher.py``): ``kubectl cordon`` to the new borrowingLimit on the real stack, through the
+6. watcher (``bench_watcher.py``): ``kubectl cordon`` to the new pool in Kueue on the real stack, through the
    node watcher, router, queue (with its delivery delay) and recompute: median / p95 vs the coalescing window;
-7. health (``bench_watcher.py --health``): a HyperPod node health event to the new borrowingLimit in the
-   ClusterQueue (router, queue, recompute, the real apiserver), median / p95 vs the window;
+7. health (``bench_watcher.py --health``): a HyperPod node health event to the new pool in Kueue
+   (router, queue, recompute, the real apiserver), median / p95 vs the window;
 8. recovery (``bench_recovery.py``): for each fault class, fault end -> the right borrowingLimit in the
    ClusterQueue on the deployed queue's semantics, vs the coalescing window + 30 s.
 
