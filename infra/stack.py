@@ -6,6 +6,7 @@ from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 
+import idleshare
 from constructs import Construct
 from idleshare import names, timings
 from infra.config import IdleshareConfig
@@ -65,6 +66,12 @@ DESCRIPTIONS = {
 }
 
 
+def stack_description() -> str:
+    """The CloudFormation stack's description: what it is and idleshare's version (``idleshare.__version__``, the
+    one place), so the console tells which release a deployed stack runs."""
+    return f"idleshare {idleshare.__version__}: lendable GPU pool for EKS / HyperPod + Kueue"
+
+
 def _allow(principal: iam.IGrantable, actions: tuple[str, ...], *resources: str) -> None:
     principal.grant_principal.add_to_principal_policy(
         iam.PolicyStatement(actions=list(actions), resources=list(resources))
@@ -75,9 +82,7 @@ class IdleshareStack(Stack):
     def __init__(
         self, scope: Construct, construct_id: str, *, config: IdleshareConfig, code: lambda_.Code, **kwargs
     ) -> None:
-        super().__init__(
-            scope, construct_id, description="idleshare: lendable GPU pool for EKS / HyperPod + Kueue", **kwargs
-        )
+        super().__init__(scope, construct_id, description=stack_description(), **kwargs)
         self.config = config
         storage = Storage(self, "Storage")
         queue = RecomputeQueue(self, "RecomputeQueue", max_receive_count=config.dlq_max_receive_count)

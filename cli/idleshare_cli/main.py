@@ -112,19 +112,16 @@ class _Help(argparse.HelpFormatter):
 
 
 class _Version(argparse.Action):
-    """``--version``: the installed package's version (pyproject.toml's, the one place, read from the package's
-    metadata), looked up only when asked: ``importlib.metadata`` is not free and `idleshare plan` never needs it."""
+    """``--version``: idleshare's version, written once (``idleshare.__version__``, which the package metadata and
+    the CDK stack's description read too)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from idleshare import __version__
 
-        try:
-            print(f"idleshare {version('idleshare')}")
-        except PackageNotFoundError:
-            parser.exit(1, "idleshare: version unknown (the package is not installed: run `make sync`)\n")
+        print(f"idleshare {__version__}")
         parser.exit()
 
 

@@ -12,6 +12,7 @@ import pytest
 REPO = Path(__file__).parents[2]
 DOCS = [
     "README.md",
+    "CHANGELOG.md",
     "infra/README.md",
     "events/README.md",
     *sorted(str(p.relative_to(REPO)) for p in REPO.glob("docs/*.md")),
