@@ -810,9 +810,37 @@ def running(workdir: Path | None = None, **kwargs: Any) -> Iterator[KubeStack]:
         yield ks
 
 
+class _Stopped(BaseException):
+    """A stop signal reached ``python -m devkit.kube.stack``: raised where it runs, so that the stack stops."""
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _ignore_stop_signals() -> None:
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop the stack: its processes run in sessions of their own (a terminal's
+    Ctrl-C reaches only this module), so a signal left to its default would end this process alone and leave etcd,
+    the apiserver and Kueue running. The first one raises :class:`_Stopped`; any further one is ignored, so that it
+    cannot cut the stop short."""
+
+    def stop(signum: int, frame: object) -> None:
+        _ignore_stop_signals()
+        raise _Stopped(signal.Signals(signum).name)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, stop)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m devkit.kube.stack [--build-only] [--no-fair-sharing] [--kueue VERSION]``: build, start, print
-    how to reach it, wait for Ctrl-C (Kueue: VERSION, else ``$IDLESHARE_KUEUE_VERSION``, else the pinned one)."""
+    how to reach it, run until a process of the stack ends or a signal comes — SIGTERM, SIGINT (Ctrl-C), SIGHUP —
+    then stop every process of it and exit 0 (Kueue: VERSION, else ``$IDLESHARE_KUEUE_VERSION``, else the pinned
+    one)."""
     args = sys.argv[1:] if argv is None else argv
     version = args[args.index("--kueue") + 1] if "--kueue" in args[:-1] else None
     try:
@@ -825,13 +853,21 @@ def main(argv: list[str] | None = None) -> int:
         print(binaries.kueue_root or binaries.root)
         return 0
     workdir = Path(tempfile.mkdtemp(prefix="idleshare-kube-"))
-    with running(workdir, fair_sharing="--no-fair-sharing" not in args, kueue_version=facts.version) as ks:
-        print(ks.describe())
-        print(f"export KUBECONFIG={ks.kubeconfig('admin')}   # admin; idleshare's own: {ks.kubeconfig('idleshare')}")
-        print(f"kubectl: {binaries.kubectl}")
-        with contextlib.suppress(KeyboardInterrupt):
-            while all(p.alive() for p in ks.processes.values()):
-                time.sleep(1)
+    _stop_on_signals()
+    try:
+        with running(workdir, fair_sharing="--no-fair-sharing" not in args, kueue_version=facts.version) as ks:
+            try:
+                print(ks.describe())
+                print(
+                    f"export KUBECONFIG={ks.kubeconfig('admin')}   # admin; idleshare's own: {ks.kubeconfig('idleshare')}"
+                )
+                print(f"kubectl: {binaries.kubectl}", flush=True)
+                while all(p.alive() for p in ks.processes.values()):
+                    time.sleep(1)
+            finally:
+                _ignore_stop_signals()  # the stop on the way out is not cut short
+    except _Stopped as stopped:
+        print(f"kube stack: {stopped}: stopped", file=sys.stderr)
     return 0
 
 
