@@ -45,6 +45,8 @@ def checkout(tmp_path: Path, *, version: str = "1.2.0", log: str | None = None) 
     if log is not None:
         (repo / release.CHANGELOG).write_text(log)
     git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "t")  # the tagger too (release.main runs git with the caller's environment)
+    git(repo, "config", "user.email", "t@example.com")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "the release")
     return repo
