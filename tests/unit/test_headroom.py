@@ -15,6 +15,7 @@ from idleshare.domain.headroom import pod_request, reserve, runs_on, tolerates
 from idleshare.domain.model import (
     GIB,
     DaemonSet,
+    ExclusionReason,
     Headroom,
     Pod,
     PodRequests,
@@ -243,6 +244,32 @@ def test_the_pool_with_headroom_equals_hand_worked_numbers():
     assert on_all.capacity[P5]["cpu"] == Fraction(5715, 10)
     off = compute(replace(snap, settings=replace(settings_, headroom=Headroom.OFF)))
     assert off.capacity[P5]["cpu"] == 3 * P5_ALLOC["cpu"] and off.headroom == {}
+
+
+@pytest.mark.parametrize("mode", [Headroom.DAEMONSETS, Headroom.ALL])
+def test_a_node_whose_every_gpu_is_in_use_is_eligible_and_lends_its_cpu_and_memory(mode):
+    """AcceleratorsNotReady reads the allocatable the node reports, before headroom (issue 40.5): 8 GPUs held by a
+    DaemonSet (``daemonsets``) or by a pod no Kueue admitted (``all``) are in use, not missing."""
+    busy, idle = node("p5-busy", P5, labels={"role": "busy"}), node("p5-idle", P5)
+    holder = PodRequests(containers=({"nvidia.com/gpu": 8, "cpu": 1, "memory": GIB},))
+    daemonsets = (DaemonSet("kube-system", "gpu-burner", holder, node_selector={"role": "busy"}),)
+    pods = (Pod("default", "burner", "p5-busy", holder),)
+    snap = Snapshot(nodes=(busy, idle), settings=Settings(headroom=mode))
+    snap = replace(snap, daemonsets=daemonsets) if mode is Headroom.DAEMONSETS else replace(snap, pods=pods)
+    result = compute(snap)
+    assert result.excluded_nodes == {}
+    assert result.node_counts[P5] == (2, 2)
+    assert result.capacity[P5]["nvidia.com/gpu"] == 8  # the idle node's; the busy node's are held
+    assert result.capacity[P5]["cpu"] == 2 * P5_ALLOC["cpu"] - 1  # the busy node's ~190 cpu are lent
+    assert result.capacity[P5]["memory"] == 2 * P5_ALLOC["memory"] - GIB
+    assert result.headroom == {"p5-busy": {"cpu": 1, "memory": GIB, "nvidia.com/gpu": 8}}  # and shown
+
+
+def test_a_node_whose_plugin_reports_no_gpu_is_still_accelerators_not_ready_whatever_headroom():
+    down = node("p5-down", P5, allocatable={**P5_ALLOC, "nvidia.com/gpu": 0})
+    result = compute(Snapshot(nodes=(down,), daemonsets=(ds("cni", 250, 0),)))
+    assert result.excluded_nodes == {"p5-down": ExclusionReason.ACCELERATORS_NOT_READY}
+    assert result.headroom == {} and result.capacity[P5]["cpu"] == 0
 
 
 def test_an_excluded_node_shows_no_headroom():
