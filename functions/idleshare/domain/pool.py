@@ -464,7 +464,7 @@ def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str,
 def compute(snapshot: Snapshot) -> PoolResult:
     """Capacity, allocation, the pool each team sees and every grant, with its derivation."""
     settings = snapshot.settings
-    nodes, taken = reserve(snapshot.nodes, snapshot.daemonsets, snapshot.pods, settings.headroom)
+    nodes, taken = reserve(snapshot.nodes, snapshot.daemonsets, snapshot.pods, settings.headroom, snapshot.kueue_owners)
     capacity, excluded, node_counts, votes = _observe_nodes(nodes, snapshot.nodes, settings)
     shown_headroom = _shown_headroom(taken, excluded, settings)
     issues: list[Issue] = []

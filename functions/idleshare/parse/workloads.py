@@ -12,8 +12,9 @@ read is named (:class:`~idleshare.domain.usage.Unreadable`) and counts for no wo
 Decisions:
 
 - only the fields headroom reads are declared (a pod template's ``nodeSelector``, required node affinity,
-  ``tolerations``, each container's ``resources`` and ``restartPolicy``, ``overhead``; a pod's ``nodeName``, phase,
-  labels and owners' kinds); unknown members are ignored; an item's ``kind``, when present, must be the one expected;
+  ``tolerations``, each container's ``resources`` and ``restartPolicy``, ``overhead``, a DaemonSet's uid; a pod's
+  ``nodeName``, phase, labels, uid and owner references: their ``apiVersion``, ``kind``, ``uid`` and ``controller``);
+  unknown members are ignored; an item's ``kind``, when present, must be the one expected;
 - quantities are read as a node's allocatable is (:func:`idleshare.parse.nodes.parse_quantity_value`);
 - a container's limit stands for its missing request, as the API server defaults a pod's containers (a DaemonSet's
   template is not defaulted until its pods are created).
@@ -27,7 +28,16 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from idleshare.domain.model import Amount, DaemonSet, Pod, PodRequests, Requirement, SelectorTerm, Toleration
+from idleshare.domain.model import (
+    Amount,
+    DaemonSet,
+    OwnerReference,
+    Pod,
+    PodRequests,
+    Requirement,
+    SelectorTerm,
+    Toleration,
+)
 from idleshare.domain.usage import PODSET_LABEL, UnboundPod, Unreadable
 from idleshare.parse import schema
 from idleshare.parse.errors import FieldError, InputError, capped
@@ -88,11 +98,15 @@ class _PodSpec(msgspec.Struct):
 
 class _Owner(msgspec.Struct):
     kind: str
+    apiVersion: str = ""
+    uid: str = ""
+    controller: bool | None = None
 
 
 class _Metadata(msgspec.Struct):
     name: Annotated[str, msgspec.Meta(min_length=1)]
     namespace: str | None = None
+    uid: str | None = None
     labels: dict[str, str] | None = None
     ownerReferences: list[_Owner] | None = None
 
@@ -181,6 +195,7 @@ def _to_daemonset(raw: _DaemonSet, where: str, errors: list[FieldError]) -> Daem
         node_selector=dict((spec.nodeSelector if spec is not None else None) or {}),
         affinity_terms=terms,
         tolerations=tolerations,
+        uid=raw.metadata.uid or "",
     )
 
 
@@ -197,7 +212,10 @@ def _to_pod(raw: _Pod, where: str, errors: list[FieldError]) -> Pod | None:
         requests=requests,
         phase=raw.status.phase if raw.status is not None else None,
         labels=dict(meta.labels or {}),
-        owner_kinds=tuple(o.kind for o in meta.ownerReferences or ()),
+        owners=tuple(
+            OwnerReference(o.apiVersion, o.kind, o.uid, o.controller is True) for o in meta.ownerReferences or ()
+        ),
+        uid=meta.uid or "",
     )
 
 
