@@ -172,8 +172,8 @@ def test_modes_and_which_pods_count():
         bound("web", "n1", 2),
         bound("done", "n1", 50, phase="Succeeded"),
         bound("failed", "n1", 50, phase="Failed"),
-        replace(bound("ds-pod", "n1", 50, owners=(controlled_by("DaemonSet", "ds-uid"),)), namespace="kube-system"),
-        # ^ counted with its DaemonSet
+        # counted with its DaemonSet (its template, 500m)
+        Pod("kube-system", "ds-pod", "n1", agent.requests, owners=(controlled_by("DaemonSet", "ds-uid"),)),
         bound("kueue-job", "n1", 50, owners=(controlled_by("Job", "job-uid", "batch/v1"),)),  # its Workload's owner
         bound("kueue-pod", "n1", 50, uid="plain-pod-uid"),  # a plain pod Kueue manages owns its Workload
         bound("other", "n2", 3, labels={"app": "x"}),
@@ -201,17 +201,30 @@ def test_modes_and_which_pods_count():
     ],
 )
 def test_a_pod_is_a_daemonsets_only_when_its_controller_is_an_apps_v1_daemonset_that_was_read(owners):
-    agent = replace(ds("agent", 0, 0, node_selector={"none": "x"}), uid="ds-uid")  # runs nowhere: charges nothing
-    pod = bound("p", "n1", 0, owners=owners)
-    pod = replace(pod, namespace="kube-system", requests=PodRequests(containers=({"nvidia.com/gpu": 8},)))
+    agent = replace(ds("agent", 1000, 0), uid="ds-uid")  # its template, 1 cpu, charged on n1
+    pod = Pod("kube-system", "p", "n1", agent.requests, owners=owners)
     _, taken = reserve([node("n1", P5)], [agent], [pod], Headroom.ALL)
-    assert taken == {"n1": {"nvidia.com/gpu": 8}}
+    assert taken == {"n1": {"cpu": 2}}  # the template, and the pod: no DaemonSet's
     # the same pod, controlled by the DaemonSet read, is counted with it (its template) instead
     real = replace(pod, owners=(controlled_by("DaemonSet", "ds-uid"),))
-    assert reserve([node("n1", P5)], [agent], [real], Headroom.ALL)[1] == {}
+    assert reserve([node("n1", P5)], [agent], [real], Headroom.ALL)[1] == {"n1": {"cpu": 1}}
     # a DaemonSet of that uid in another namespace is not its DaemonSet
-    elsewhere = replace(agent, namespace="other")
-    assert reserve([node("n1", P5)], [elsewhere], [replace(real, namespace="x")], Headroom.ALL)[1] != {}
+    assert reserve([node("n1", P5)], [agent], [replace(real, namespace="x")], Headroom.ALL)[1] == {"n1": {"cpu": 2}}
+
+
+def test_a_daemonsets_pod_is_charged_what_it_requests_beyond_the_template_and_all_of_it_where_the_ds_does_not_run():
+    agent = replace(ds("agent", 1000, 0, node_selector={"role": "gpu"}), uid="ds-uid")
+    gpu_node, other = node("n1", P5, labels={"role": "gpu"}), node("n2", P5)
+    owner = (controlled_by("DaemonSet", "ds-uid"),)
+    greedy = Pod(
+        "kube-system", "greedy", "n1", PodRequests(containers=({"cpu": 1, "nvidia.com/gpu": 8},)), owners=owner
+    )
+    stray = Pod("kube-system", "stray", "n2", agent.requests, owners=owner)  # its DaemonSet no longer runs there
+    _, taken = reserve([gpu_node, other], [agent], [greedy, stray], Headroom.ALL)
+    assert taken == {"n1": {"cpu": 1, "nvidia.com/gpu": 8}, "n2": {"cpu": 1}}
+    # a pod that asks less than its template: the template stands
+    small = replace(greedy, requests=PodRequests(containers=({"cpu": Fraction(1, 2)},)))
+    assert reserve([gpu_node], [agent], [small], Headroom.ALL)[1] == {"n1": {"cpu": 1}}
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@ the DaemonSet controller and kube-scheduler match them.
 
 Whose a bound pod is, is decided by what was read, never by what the pod says of itself (issue 41: its labels and
 owner references are whatever its creator wrote): a DaemonSet's when its controlling owner is an ``apps/v1``
-DaemonSet read (:func:`is_daemonset_pod`, by uid); Kueue's when an admitted Workload read owns it
-(:func:`kueue_owners`, :func:`is_kueue_pod`: the usage sample's match, by uid).
+DaemonSet read (:func:`daemonset_of`, by uid); Kueue's when an admitted Workload read owns it
+(:func:`kueue_owners`, :func:`is_kueue_pod`: the usage sample's match, by uid). :func:`pod_charge` is what each
+bound pod adds.
 """
 
 from __future__ import annotations
@@ -160,22 +161,24 @@ def kueue_owners(workloads: Iterable[WorkloadStatus]) -> Owners:
     return frozenset((wl.namespace, uid) for wl in workloads if is_admitted(wl) for uid in wl.owner_uids if uid)
 
 
-def daemonset_uids(daemonsets: Iterable[DaemonSet]) -> Owners:
-    """(namespace, uid) of every DaemonSet read (one without a uid, as a hand-written file may hold: none)."""
-    return frozenset((ds.namespace, ds.uid) for ds in daemonsets if ds.uid)
+Templates = Mapping[tuple[str, str], tuple[DaemonSet, Mapping[str, Amount]]]
+"""Every DaemonSet read with its template's request (:func:`pod_request`), by (namespace, uid)."""
 
 
-def is_daemonset_pod(pod: Pod, daemonsets: Owners) -> bool:
-    """Whether the pod's controlling owner reference (``controller: true``) is an ``apps/v1`` DaemonSet that was
-    read (``daemonsets``: :func:`daemonset_uids`): that DaemonSet's template is charged instead. Any other owner of
-    kind DaemonSet (not the controller, another group or version, a uid not read) proves nothing."""
+def daemonsets_by_uid(daemonsets: Iterable[DaemonSet]) -> dict[tuple[str, str], tuple[DaemonSet, dict[str, Amount]]]:
+    """:data:`Templates` of ``daemonsets`` (one without a uid, as a hand-written file may hold: none)."""
+    return {(ds.namespace, ds.uid): (ds, pod_request(ds.requests)) for ds in daemonsets if ds.uid}
+
+
+def daemonset_of(pod: Pod, daemonsets: Templates) -> tuple[DaemonSet, Mapping[str, Amount]] | None:
+    """The DaemonSet read (``daemonsets``: :func:`daemonsets_by_uid`), and its template's request, that the pod's
+    controlling owner reference (``controller: true``, ``apps/v1``, ``DaemonSet``) names by uid, in the pod's
+    namespace; None for any other owner of kind DaemonSet (not the controller, another group or version, a uid not
+    read): it proves nothing."""
     controller = next((o for o in pod.owners if o.controller), None)
-    return (
-        controller is not None
-        and controller.api_version == DAEMONSET_API_VERSION
-        and controller.kind == "DaemonSet"
-        and (pod.namespace, controller.uid) in daemonsets
-    )
+    if controller is None or controller.api_version != DAEMONSET_API_VERSION or controller.kind != "DaemonSet":
+        return None
+    return daemonsets.get((pod.namespace, controller.uid))
 
 
 def is_kueue_pod(pod: Pod, kueue: Owners) -> bool:
@@ -185,12 +188,20 @@ def is_kueue_pod(pod: Pod, kueue: Owners) -> bool:
     return any((pod.namespace, uid) in kueue for uid in (pod.uid, *(o.uid for o in pod.owners)) if uid)
 
 
-def counts_as_foreign(pod: Pod, daemonsets: Owners = frozenset(), kueue: Owners = frozenset()) -> bool:
-    """A bound pod whose requests are headroom on ``all``: running or pending on its node, not a DaemonSet's (its
-    DaemonSet is counted instead: :func:`is_daemonset_pod`) and not Kueue's (:func:`is_kueue_pod`)."""
-    if not pod.node_name or pod.phase in FINISHED_PHASES:
-        return False
-    return not is_daemonset_pod(pod, daemonsets) and not is_kueue_pod(pod, kueue)
+def pod_charge(pod: Pod, node: Node | None, daemonsets: Templates, kueue: Owners) -> dict[str, Amount]:
+    """What a bound pod adds to its node's headroom on ``all`` (``node``: the pod's node, None if not read).
+    Nothing for a finished or unbound pod, or Kueue's (:func:`is_kueue_pod`: in Kueue's usage). A DaemonSet's pod
+    (:func:`daemonset_of`) on a node its DaemonSet runs on: what it requests beyond the template, which is charged
+    there already (a pod from an older template, or one written with its DaemonSet's uid, holds the rest). Any
+    other pod: its request."""
+    if not pod.node_name or pod.phase in FINISHED_PHASES or is_kueue_pod(pod, kueue):
+        return {}
+    request = pod_request(pod.requests)
+    owner = daemonset_of(pod, daemonsets)
+    if owner is None or node is None or not runs_on(owner[0], node):
+        return request
+    template = owner[1]
+    return {r: exact(q - template.get(r, 0)) for r, q in request.items() if q > template.get(r, 0)}
 
 
 # -- the nodes, reduced -----------------------------------------------------------------------------------------
@@ -218,10 +229,12 @@ def reserve(
             if runs_on(ds, node):
                 _add(charges[node.name], req)
     if mode is Headroom.ALL:
-        read = daemonset_uids(daemonsets)
+        by_uid = daemonsets_by_uid(daemonsets)
+        by_name = {n.name: n for n in nodes if not n.unreadable}
         for pod in pods:
-            if counts_as_foreign(pod, read, kueue):
-                _add(charges[pod.node_name], pod_request(pod.requests))
+            adds = pod_charge(pod, by_name.get(pod.node_name), by_uid, kueue)
+            if adds:
+                _add(charges[pod.node_name], adds)
     out: list[Node] = []
     taken: dict[str, dict[str, Amount]] = {}
     for node in nodes:
