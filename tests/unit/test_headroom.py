@@ -465,8 +465,9 @@ def test_pods_and_one_dump():
     assert pod_request(parsed.requests) == {"cpu": Fraction(5, 4)}
     split = split_dump({"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n1"}}, DS_OBJECT, pod]})
     assert split is not None
-    rest, daemonsets, pods = split
+    rest, daemonsets, pods, workloads = split
     assert [i["kind"] for i in rest["items"]] == ["Node"] and daemonsets == [DS_OBJECT] and pods == [pod]
+    assert workloads == []
     assert split_dump({"kind": "List", "items": [{"kind": "Node"}]}) is None
     found, problems = cluster_pods([{**pod, "spec": {"nodeName": 5}}])
     assert found == [] and "nodeName" in str(problems[0])
@@ -578,6 +579,50 @@ def test_plan_reads_one_dump_and_shows_every_nodes_headroom(tmp_path, capsys):
     assert main(["plan", "--nodes", str(tmp_path / "all.json"), "--daemonsets", str(tmp_path / "ds.json")]) == 2
     err = capsys.readouterr().err
     assert "tolerations[0].operator" in err and "Traceback" not in err
+
+
+JOB_OWNER = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid", "controller": True}
+KUEUE_LABELS = {"kueue.x-k8s.io/podset": "main", "kueue.x-k8s.io/queue-name": "hyperpod-ns-a-localqueue"}
+
+
+def gpu_pod(name: str, node_name: str, **metadata: object) -> dict:
+    container = {"name": "c", "resources": {"requests": {"nvidia.com/gpu": 4}, "limits": {"nvidia.com/gpu": 4}}}
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "hyperpod-ns-a", **metadata},
+            "spec": {"nodeName": node_name, "containers": [container]}, "status": {"phase": "Running"}}  # fmt: skip
+
+
+def test_plan_on_all_charges_a_pod_no_admitted_workload_in_the_dump_owns(tmp_path, capsys):
+    """``plan`` reads the Workloads of a ``kubectl get nodes,daemonsets,pods,workloads -A -o json`` (or
+    ``--workloads``) as the recompute does: preview = deployment (issue 41.3)."""
+    from idleshare_cli.main import main
+    from tests.builders import k8s_node
+
+    workload = {"kind": "Workload", "metadata": {"name": "job-train", "namespace": "hyperpod-ns-a",
+                "ownerReferences": [JOB_OWNER]}, "status": {"conditions": [{"type": "Admitted", "status": "True"}]}}  # fmt: skip
+    pods = [
+        gpu_pod("train-0", "p5-0", labels=KUEUE_LABELS, ownerReferences=[JOB_OWNER]),  # Kueue's: its Workload's
+        gpu_pod("forged", "p5-1", labels=KUEUE_LABELS),  # Kueue's labels, no Workload: charged
+    ]
+    dump = {"kind": "List", "items": [k8s_node("p5-0"), k8s_node("p5-1"), *pods, workload]}
+    (tmp_path / "all.json").write_text(json.dumps(dump))
+    assert main(["plan", "--nodes", str(tmp_path / "all.json"), "--headroom", "all", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["headroom"]["nodes"] == {"p5-1": {"nvidia.com/gpu": "4"}}
+    # the same with the Workloads in a file of their own; without them, both pods are charged
+    (tmp_path / "nodes.json").write_text(json.dumps({"kind": "List", "items": [*dump["items"][:4]]}))
+    (tmp_path / "wl.json").write_text(json.dumps({"kind": "WorkloadList", "items": [workload]}))
+    args = ["plan", "--nodes", str(tmp_path / "nodes.json"), "--headroom", "all", "--format", "json"]
+    assert main([*args, "--workloads", str(tmp_path / "wl.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["headroom"]["nodes"] == {"p5-1": {"nvidia.com/gpu": "4"}}
+    assert main(args) == 0
+    assert set(json.loads(capsys.readouterr().out)["headroom"]["nodes"]) == {"p5-0", "p5-1"}
+    # a Workload that does not read: named, exit 2, no traceback
+    (tmp_path / "bad.json").write_text(
+        json.dumps([{"metadata": {"name": "w", "namespace": "n", "ownerReferences": 7}}])
+    )
+    assert main([*args, "--workloads", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err
+    assert "n/w" in err and "ownerReferences" in err and "Traceback" not in err
 
 
 def test_get_pool_shows_a_sample_of_nodes_and_every_flavors_sum(recompute):
