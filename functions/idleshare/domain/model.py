@@ -72,7 +72,8 @@ class Headroom(enum.StrEnum):
     DAEMONSETS = "daemonsets"
     """Less the DaemonSets that will run on the node (one cheap list per recompute): the default."""
     ALL = "all"
-    """Also less the pods bound to the node that are neither a DaemonSet's nor Kueue's (a cluster-wide pod list)."""
+    """Also less the pods bound to the node that are neither a DaemonSet's nor Kueue's (a cluster-wide pod list, and
+    the Workloads: a pod is Kueue's only when an admitted Workload read owns it)."""
 
 
 DEFAULT_HEADROOM = Headroom.DAEMONSETS
