@@ -333,7 +333,7 @@ class FakeKube:
         self.down = False
         self.lists = 0  # list_nodes_snapshot calls
         self.watches: list[str] = []  # the resource version each watch_nodes call started from
-        self.workloads: list[dict[str, Any]] = []  # Kueue Workloads (list_workloads)
+        self.workloads: list[dict[str, Any]] | Exception = []  # Kueue Workloads (list_workloads; an exception: raised)
         self.daemonsets: list[dict[str, Any]] | Exception = []  # list_daemonsets (an exception: raised)
         self.pods: list[dict[str, Any]] | Exception = []  # every pod: list_bound_pods (headroom) and
         # list_unbound_pods (Kueue's, unplaced) select theirs as the adapter does (an exception: both raise it)
@@ -452,6 +452,8 @@ class FakeKube:
 
     def list_workloads(self) -> list[dict[str, Any]]:
         self._reachable("list Workload")
+        if isinstance(self.workloads, Exception):
+            raise self.workloads
         return copy.deepcopy(self.workloads)
 
     def list_unbound_pods(self) -> list[dict[str, Any]]:

@@ -56,7 +56,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         kueue_api=args.kueue_api,
         daemonsets=_read(args.daemonsets, "--daemonsets") if args.daemonsets else None,
         pods=_read(args.pods, "--pods") if args.pods else None,
-        workload_sources=(args.daemonsets or "daemonsets", args.pods or "pods"),
+        workloads=_read(args.workloads, "--workloads") if args.workloads else None,
+        workload_sources=(args.daemonsets or "daemonsets", args.pods or "pods", args.workloads or "workloads"),
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "html":  # the report page offline: the pool, the limits and why; usage needs a deployed cluster
@@ -164,11 +165,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         choices=list(Headroom),
         default=str(Settings().headroom),
         help="which pods that are not Kueue's reduce a node's allocatable: off, daemonsets (those that will run on "
-        "it; the default) or all (also the bound pods neither a DaemonSet's nor Kueue's); read from --daemonsets, "
-        "--pods, or a `kubectl get nodes,daemonsets,pods -A -o json` given as --nodes",
+        "it; the default) or all (also the bound pods neither a DaemonSet's nor Kueue's: Kueue's are those an "
+        "admitted Workload given owns); read from --daemonsets, --pods, --workloads, or a "
+        "`kubectl get nodes,daemonsets,pods,workloads -A -o json` given as --nodes",
     )
     p.add_argument("--daemonsets", metavar="DS.json", help="`kubectl get daemonsets -A -o json` (headroom)")
     p.add_argument("--pods", metavar="PODS.json", help="`kubectl get pods -A -o json` (headroom on `all`)")
+    p.add_argument(
+        "--workloads", metavar="WL.json", help="`kubectl get workloads -A -o json` (headroom on `all`: Kueue's pods)"
+    )
     p.add_argument(
         "--kueue-api",
         choices=["v1beta2", "v1beta1", "v1alpha1"],

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from idleshare.domain.headroom import kueue_owners
 from idleshare.domain.kueue import writable_objects
 from idleshare.domain.kueue_versions import HUB, down, pinned, with_kueue_api
 from idleshare.domain.model import DaemonSet, Pod, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
+from idleshare.domain.usage import WorkloadStatus
 from idleshare.parse.nodes import parse_nodes
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
-from idleshare.parse.workloads import parse_daemonsets, parse_pods, split_dump
+from idleshare.parse.workloads import HEADROOM_KINDS, parse_daemonsets, parse_pods, parse_workloads, split_dump
 from idleshare_cli.present import result_json
 
 
@@ -23,21 +25,25 @@ def plan(
     kueue_api: str = HUB,
     daemonsets: bytes | str | None = None,
     pods: bytes | str | None = None,
-    workload_sources: tuple[str, str] = ("daemonsets", "pods"),
+    workload_sources: tuple[str, ...] = ("daemonsets", "pods", "workloads"),
+    workloads: bytes | str | None = None,
 ) -> tuple[PoolResult, list[dict[str, Any]]]:
     """Parse, compute, and build the objects the recompute would write (one with a name the API server would
     refuse is left out and named in the result's issues); ``quotas`` None: no team has one, the capacity alone.
     ``kueue_api``: the version to write them in (:func:`~idleshare.domain.kueue_versions.pinned`; not the hub: the
-    result names it, as a cluster's pool does). ``daemonsets`` / ``pods``: ``kubectl get daemonsets|pods -A -o json``
-    (headroom, docs/spec.md §2); the nodes' file may hold them too (``kubectl get nodes,daemonsets,pods -A -o json``).
-    Raises ``InputError`` naming the bad field."""
+    result names it, as a cluster's pool does). ``daemonsets`` / ``pods`` / ``workloads``: ``kubectl get
+    daemonsets|pods|workloads -A -o json`` (headroom, docs/spec.md §2: on ``all`` a pod is Kueue's only when an
+    admitted Workload given owns it); the nodes' file may hold them too
+    (``kubectl get nodes,daemonsets,pods,workloads -A -o json``). Raises ``InputError`` naming the bad field."""
     scheduler = (
         parse_scheduler_config(scheduler_config, sources[2]) if scheduler_config is not None else SchedulerConfig()
     )
     node_input: Any = nodes
     found_daemonsets: tuple[DaemonSet, ...] = ()
     found_pods: tuple[Pod, ...] = ()
-    if b'"DaemonSet"' in _head(nodes) or b'"Pod"' in _head(nodes):  # one dump of nodes, DaemonSets and pods
+    found_workloads: tuple[WorkloadStatus, ...] = ()
+    head = _head(nodes)
+    if any(f'"{kind}"'.encode() in head for kind in HEADROOM_KINDS):  # one dump of nodes, DaemonSets, pods, ...
         import msgspec
 
         try:
@@ -48,14 +54,19 @@ def plan(
             node_input = split[0]
             found_daemonsets = parse_daemonsets(split[1], sources[0])
             found_pods = parse_pods(split[2], sources[0])
+            found_workloads = parse_workloads(split[3], sources[0])
+    sources_of = dict(zip(("daemonsets", "pods", "workloads"), workload_sources, strict=False))
     if daemonsets is not None:
-        found_daemonsets += parse_daemonsets(daemonsets, workload_sources[0])
+        found_daemonsets += parse_daemonsets(daemonsets, sources_of.get("daemonsets", "daemonsets"))
     if pods is not None:
-        found_pods += parse_pods(pods, workload_sources[1])
+        found_pods += parse_pods(pods, sources_of.get("pods", "pods"))
+    if workloads is not None:
+        found_workloads += parse_workloads(workloads, sources_of.get("workloads", "workloads"))
     snapshot = Snapshot(
         nodes=parse_nodes(node_input, sources[0]),
         daemonsets=found_daemonsets,
         pods=found_pods,
+        kueue_owners=kueue_owners(found_workloads),
         quotas=parse_quotas(quotas, sources[1]) if quotas is not None else (),
         scheduler_config=scheduler,
         settings=settings or Settings(),

@@ -315,7 +315,7 @@ NODE_CASES: dict[str, tuple[Any, str]] = {
     "name-empty.json": (_node_list(_with(("metadata", "name"), "")), "items[1].metadata.name"),
     "name-number.json": (_node_list(_with(("metadata", "name"), 42)), "items[1].metadata.name"),
     "duplicate-name.json": (_node_list(_node("good-0")), "items[1] (good-0).metadata.name"),
-    # (a Pod or a DaemonSet among the nodes is headroom input: `kubectl get nodes,daemonsets,pods -A -o json`)
+    # (a Pod, a DaemonSet or a Workload among the nodes is headroom input: `kubectl get nodes,daemonsets,pods,workloads -A -o json`)
     "item-kind-service.json": (_node_list(_with(("kind",), "Service")), "items[1] (bad-1).kind"),
     # the document
     "items-missing.json": ({"apiVersion": "v1", "kind": "List"}, "items"),

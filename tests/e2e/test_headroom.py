@@ -2,7 +2,11 @@
 plugin, a CNI, a log agent on labelled nodes only, a metrics agent that does not tolerate the GPU taint — and a
 pod that is not Kueue's, bound to a node at create (``spec.nodeName``). The stack runs no DaemonSet controller, so
 no DaemonSet pod exists: each node is charged before its DaemonSet pods do. The Cohort's quota in the real Kueue
-equals the numbers worked out by hand below."""
+equals the numbers worked out by hand below.
+
+Whose a pod is (issue 41.3): on `all`, a pod carrying Kueue's labels that no admitted Workload owns holds 8 GPUs
+and is charged, while a real Kueue Job's pod (admitted by the real Kueue, bound by the real kube-scheduler) is not;
+the node whose every GPU it holds stays eligible (issue 40.5: AcceleratorsNotReady reads what the node reports)."""
 
 from __future__ import annotations
 
@@ -15,10 +19,11 @@ from typing import Any
 import pytest
 
 from devkit.embedded import ClusterSpec, Embedded
+from devkit.kube import workloads as wl
 from devkit.kube.client import Kube, KubeRequestError
 from idleshare.domain.model import Headroom
 from idleshare.domain.quantity import parse_quantity
-from tests.e2e.conftest import P5, P5_ALLOCATABLE, Cluster, quota
+from tests.e2e.conftest import GPU, P5, P5_ALLOCATABLE, Cluster, p5_nodes, quota
 from tests.kube.fixtures import make_node
 
 LOGGED, PLAIN, GPU_TAINTED = "hyperpod-i-p5hr0000", "hyperpod-i-p5hr0001", "hyperpod-i-p5hr0002"
@@ -132,3 +137,67 @@ def test_the_cohort_lends_allocatable_less_headroom(headroom_cluster, mode):
     stored = cluster.pipeline.store.get_pool(cluster.spec.cluster_id).pool["headroom"]
     assert stored["mode"] == str(mode)
     assert {n: (parse_quantity(q["cpu"]), parse_quantity(q["memory"])) for n, q in stored["nodes"].items()} == charged
+
+
+# -- whose a pod is: what was read, never what the pod says (issue 41.3), and AcceleratorsNotReady before headroom
+# (issue 40.5) ----------------------------------------------------------------------------------------------------
+FORGED_LABELS = {"kueue.x-k8s.io/queue-name": "whatever", "kueue.x-k8s.io/podset": "main"}
+
+
+def test_on_all_a_pod_with_kueues_labels_that_no_admitted_workload_owns_is_charged_and_kueues_own_pod_is_not(
+    make_cluster: Any, kube: Kube
+) -> None:
+    # Given two p5 nodes, headroom `all`, team a owning 2 GPUs: the Cohort lends the other 14
+    cluster = make_cluster(p5_nodes(2), headroom=Headroom.ALL)
+    cluster.put_quota(quota("a", [{"InstanceType": P5, "Accelerators": 2}]))
+    assert cluster.cohort_quota(P5, GPU) == "14"
+    cluster.wait_active("a")
+    # And team a's Job, admitted by the real Kueue, its pod bound to a node by the real kube-scheduler
+    job = cluster.submit_job("a", "train", {"nvidia.com/gpu": 2, "cpu": "1", "memory": "1Gi"})
+    placed = wl.placement(kube, job)
+    assert placed is not None and placed.placed
+    (job_node,) = set(placed.pods.values())
+    cluster.recalculate()
+    # Then the Job's pod is Kueue's (its admitted Workload's owner is the Job that owns it): not charged
+    assert cluster.cohort_quota(P5, GPU) == "14"
+    stored = cluster.pipeline.store.get_pool(cluster.spec.cluster_id).pool
+    assert not any(GPU in by for by in (stored["headroom"].get("nodes") or {}).values()), stored["headroom"]
+
+    # When a pod in the team's namespace, labelled as Kueue's but submitted past it, takes all 8 GPUs of the other
+    (other,) = {n["metadata"]["name"] for n in p5_nodes(2)} - {job_node}
+    namespace = wl.namespace_of("a")
+    gpus = {"nvidia.com/gpu": "8", "cpu": "2", "memory": "4Gi"}
+    forged = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "forged", "namespace": namespace, "labels": FORGED_LABELS},
+        "spec": {
+            "nodeName": other,
+            "automountServiceAccountToken": False,
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": gpus, "limits": gpus}}],
+        },
+    }
+    kube.create(forged)
+    try:
+        cluster.recalculate()
+        # Then its 8 GPUs are charged: the Cohort lends 16 - 8 - 2 = 6 GPUs, not 8 that do not exist
+        assert cluster.cohort_quota(P5, GPU) == "6"
+        # And its node stays eligible (its device plugin reports 8: in use, not missing): its cpu and memory are
+        # lent, less the pod's, and its headroom is shown
+        pool = cluster.pipeline.store.get_pool(cluster.spec.cluster_id).pool
+        assert other not in (pool.get("excludedNodes") or {}), pool.get("excludedNodes")
+        charged = pool["headroom"]["nodes"][other]
+        assert (charged["nvidia.com/gpu"], parse_quantity(charged["cpu"]), parse_quantity(charged["memory"])) == (
+            "8",
+            2,
+            4 * 1024**3,
+        )
+        # (excluded, as before issue 40.5, the Cohort would lend one node's cpu less a's share: under 191.45)
+        assert parse_quantity(cluster.cohort_quota(P5, "cpu")) > parse_quantity(P5_ALLOCATABLE["cpu"])
+    finally:
+        kube.request(
+            "DELETE",
+            f"/api/v1/namespaces/{namespace}/pods/forged",
+            params={"gracePeriodSeconds": "0"},
+            ok=(200, 202, 404),
+        )

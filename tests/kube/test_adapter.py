@@ -633,3 +633,36 @@ def test_a_server_whose_certificate_the_ca_did_not_sign_is_refused(kube_stack):
     cluster = LightkubeCluster(kube_stack.server, ca_pem=None, token=lambda: kube_stack.idleshare_token, timeout=5.0)
     with pytest.raises(RetryableError, match=r"(?i)certificate|ssl"):
         cluster.list_managed()
+
+
+def test_headroom_reads_each_objects_uid_and_its_owner_references_whole(kube, adapter):
+    """What tells a DaemonSet's or Kueue's pod apart (docs/spec.md §2, issue 41.3): the DaemonSet's uid, the pod's
+    uid and each owner reference's ``apiVersion``, ``kind``, ``uid`` and ``controller``, as the adapter projects them
+    from the real apiserver's lists."""
+    from idleshare.domain.model import OwnerReference
+    from idleshare.parse.workloads import cluster_daemonsets, cluster_pods
+
+    labels = {"app": "hr-agent"}
+    ds = kube.create({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "hr-agent", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"idleshare.test/none": "x"}, "containers": [{"name": "c", "image": "x"}]}}},
+    })  # fmt: skip
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "hr-agent", "uid": ds["metadata"]["uid"]}
+    pod = kube.create({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "hr-pod", "namespace": "default", "ownerReferences": [{**owner, "controller": False}]},
+        "spec": {"nodeName": "hr-no-such-node", "automountServiceAccountToken": False,
+                 "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
+    })  # fmt: skip
+    try:
+        daemonsets, bad = cluster_daemonsets(adapter.list_daemonsets())
+        assert not bad and [d.uid for d in daemonsets if d.name == "hr-agent"] == [ds["metadata"]["uid"]]
+        pods, bad = cluster_pods(adapter.list_bound_pods())
+        (read,) = [p for p in pods if p.name == "hr-pod"]
+        assert read.uid == pod["metadata"]["uid"]
+        assert read.owners == (OwnerReference("apps/v1", "DaemonSet", ds["metadata"]["uid"], False),)
+    finally:
+        kube.request("DELETE", "/api/v1/namespaces/default/pods/hr-pod", params={"gracePeriodSeconds": "0"},
+                     ok=(200, 202, 404))  # fmt: skip
+        kube.delete("DaemonSet", "hr-agent", "default")

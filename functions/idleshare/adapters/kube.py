@@ -269,8 +269,8 @@ def _managed_metadata(
 @functools.cache
 def _workload_reads() -> dict[str, tuple[Any, Callable[[bytes], Any], str | None]]:
     """kind -> (its resource class, a page decoder keeping only what ``idleshare.parse.workloads`` reads, the field
-    selector): a DaemonSet's pod template placement and requests, a bound pod's node, phase, labels, owners' kinds
-    and requests. Everything else (images, env, volumes, probes, status conditions, managedFields: most of a pod's
+    selector): a DaemonSet's uid, its pod template's placement and requests, a bound pod's node, phase, uid, labels,
+    owner references (``apiVersion``, ``kind``, ``uid``, ``controller``: whose it is) and requests. Everything else (images, env, volumes, probes, status conditions, managedFields: most of a pod's
     bytes) is skipped unbuilt by msgspec."""
     import msgspec
     from lightkube.generic_resource import GenericNamespacedResource, create_api_info
@@ -285,15 +285,15 @@ def _workload_reads() -> dict[str, tuple[Any, Callable[[bytes], Any], str | None
     ds = struct(
         "HeadroomDaemonSet",
         [
-            ("metadata", struct("HeadroomDsMeta", [("name", Any), ("namespace", Any)]) | None),
+            ("metadata", struct("HeadroomDsMeta", [("name", Any), ("namespace", Any), ("uid", Any)]) | None),
             ("spec", struct("HeadroomDsSpec", [("template", struct("HeadroomTemplate", [("spec", template_spec | None)]) | None)]) | None),
         ],
     )  # fmt: skip
-    owner = struct("HeadroomOwner", [("kind", Any)])
+    owner = struct("HeadroomOwner", [("apiVersion", Any), ("kind", Any), ("uid", Any), ("controller", Any)])
     pod = struct(
         "HeadroomPod",
         [
-            ("metadata", struct("HeadroomPodMeta", [("name", Any), ("namespace", Any), ("labels", Any), ("ownerReferences", list[owner] | None)]) | None),  # type: ignore[valid-type]
+            ("metadata", struct("HeadroomPodMeta", [("name", Any), ("namespace", Any), ("uid", Any), ("labels", Any), ("ownerReferences", list[owner] | None)]) | None),  # type: ignore[valid-type]
             ("spec", struct("HeadroomPodSpec", [("nodeName", Any), *pod_fields]) | None),
             ("status", struct("HeadroomPodStatus", [("phase", Any)]) | None),
         ],

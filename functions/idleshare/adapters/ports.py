@@ -309,6 +309,11 @@ class KubeCluster(Protocol):
         """Every pod bound to a node and not finished (all namespaces, paged), what headroom reads of each."""
         ...
 
+    def list_workloads(self) -> list[dict[str, Any]]:
+        """Every Kueue Workload, all namespaces, read up to the hub version (headroom on ``all``: who owns which
+        admitted Workload)."""
+        ...
+
     def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
         """Server-side apply with idleshare's field manager, of an object idleshare created; ``force`` takes fields
         other managers own, else such a conflict raises :class:`~idleshare.errors.FieldOwnershipError`."""

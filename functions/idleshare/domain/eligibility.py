@@ -38,5 +38,6 @@ def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> Exclusi
 
 def accelerators_reported(node: Node) -> bool:
     """Whether the node's device plugin reports any accelerator allocatable (a MIG node's whole GPUs are 0, its
-    profiles are not)."""
+    profiles are not). Asked of the node as read, before headroom: accelerators pods hold are reported, not missing
+    (``domain.pool`` passes the node as read, docs/spec.md §2)."""
     return any(q > 0 for r, q in node.allocatable.items() if r.startswith(ACCELERATOR_RESOURCE_PREFIXES))

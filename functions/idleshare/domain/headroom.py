@@ -1,8 +1,14 @@
 """Headroom: what a node's allocatable keeps for the pods that are not Kueue's to admit (docs/spec.md §2).
 
-``reserve(nodes, daemonsets, pods, mode)`` returns the nodes with their allocatable reduced, and per node what was
-taken. Pure: the DaemonSets and pods come parsed (``idleshare.parse.workloads``), matched here the way the
-DaemonSet controller and kube-scheduler match them.
+``reserve(nodes, daemonsets, pods, mode, kueue_owners)`` returns the nodes with their allocatable reduced, and per
+node what was taken. Pure: the DaemonSets and pods come parsed (``idleshare.parse.workloads``), matched here the way
+the DaemonSet controller and kube-scheduler match them.
+
+Whose a bound pod is, is decided by what was read, never by what the pod says of itself (issue 41: its labels and
+owner references are whatever its creator wrote): a DaemonSet's when its controlling owner is an ``apps/v1``
+DaemonSet read (:func:`daemonset_of`, by uid); Kueue's when an admitted Workload read owns it
+(:func:`kueue_owners`, :func:`is_kueue_pod`: the usage sample's match, by uid). :func:`pod_charge` is what each
+bound pod adds.
 """
 
 from __future__ import annotations
@@ -26,10 +32,8 @@ from idleshare.domain.model import (
     Toleration,
 )
 from idleshare.domain.quantity import exact
+from idleshare.domain.usage import WorkloadStatus, is_admitted
 
-KUEUE_POD_LABELS = ("kueue.x-k8s.io/podset", "kueue.x-k8s.io/queue-name")
-"""A pod carrying either label is Kueue's: ``podset`` is set by Kueue on every pod of an admitted Workload (its job
-framework's ``PodSetInfo``), ``queue-name`` on a plain pod Kueue manages. Its requests are in Kueue's usage."""
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 DAEMONSET_TOLERATIONS = (
     Toleration("node.kubernetes.io/not-ready", "Exists", None, "NoExecute"),
@@ -143,23 +147,78 @@ def runs_on(daemonset: DaemonSet, node: Node) -> bool:
     return True
 
 
-def counts_as_foreign(pod: Pod) -> bool:
-    """A bound pod whose requests are headroom on ``all``: running or pending on its node, not a DaemonSet's (its
-    DaemonSet is counted instead) and not Kueue's (:data:`KUEUE_POD_LABELS`)."""
-    if not pod.node_name or pod.phase in FINISHED_PHASES or "DaemonSet" in pod.owner_kinds:
-        return False
-    return not any(label in pod.labels for label in KUEUE_POD_LABELS)
+# -- whose a bound pod is ----------------------------------------------------------------------------------------
+DAEMONSET_API_VERSION = "apps/v1"
+"""The one group and version whose DaemonSets the recompute reads (``list`` on ``apps/daemonsets``)."""
+
+Owners = frozenset[tuple[str, str]]
+"""(namespace, uid) pairs: owner references are namespaced, a uid only counts in its own namespace."""
+
+
+def kueue_owners(workloads: Iterable[WorkloadStatus]) -> Owners:
+    """(namespace, uid) of every owner of a Workload Kueue admits now (``Admitted`` True, not ``Finished``): a pod
+    that is one, or is owned by one, is Kueue's. A Workload whose shape did not read owns nothing."""
+    return frozenset((wl.namespace, uid) for wl in workloads if is_admitted(wl) for uid in wl.owner_uids if uid)
+
+
+Templates = Mapping[tuple[str, str], tuple[DaemonSet, Mapping[str, Amount]]]
+"""Every DaemonSet read with its template's request (:func:`pod_request`), by (namespace, uid)."""
+
+
+def daemonsets_by_uid(daemonsets: Iterable[DaemonSet]) -> dict[tuple[str, str], tuple[DaemonSet, dict[str, Amount]]]:
+    """:data:`Templates` of ``daemonsets`` (one without a uid, as a hand-written file may hold: none)."""
+    return {(ds.namespace, ds.uid): (ds, pod_request(ds.requests)) for ds in daemonsets if ds.uid}
+
+
+def daemonset_of(pod: Pod, daemonsets: Templates) -> tuple[DaemonSet, Mapping[str, Amount]] | None:
+    """The DaemonSet read (``daemonsets``: :func:`daemonsets_by_uid`), and its template's request, that the pod's
+    controlling owner reference (``controller: true``, ``apps/v1``, ``DaemonSet``) names by uid, in the pod's
+    namespace; None for any other owner of kind DaemonSet (not the controller, another group or version, a uid not
+    read): it proves nothing."""
+    controller = next((o for o in pod.owners if o.controller), None)
+    if controller is None or controller.api_version != DAEMONSET_API_VERSION or controller.kind != "DaemonSet":
+        return None
+    return daemonsets.get((pod.namespace, controller.uid))
+
+
+def is_kueue_pod(pod: Pod, kueue: Owners) -> bool:
+    """Whether an admitted Workload read owns the pod (``kueue``: :func:`kueue_owners`): the pod's own uid (a plain
+    pod Kueue manages) or one of its owners' (the Job of a Workload) is the Workload's owner, in the pod's
+    namespace. Its requests are in Kueue's usage. Kueue's labels on a pod prove nothing."""
+    return any((pod.namespace, uid) in kueue for uid in (pod.uid, *(o.uid for o in pod.owners)) if uid)
+
+
+def pod_charge(pod: Pod, node: Node | None, daemonsets: Templates, kueue: Owners) -> dict[str, Amount]:
+    """What a bound pod adds to its node's headroom on ``all`` (``node``: the pod's node, None if not read).
+    Nothing for a finished or unbound pod, or Kueue's (:func:`is_kueue_pod`: in Kueue's usage). A DaemonSet's pod
+    (:func:`daemonset_of`) on a node its DaemonSet runs on: what it requests beyond the template, which is charged
+    there already (a pod from an older template, or one written with its DaemonSet's uid, holds the rest). Any
+    other pod: its request."""
+    if not pod.node_name or pod.phase in FINISHED_PHASES or is_kueue_pod(pod, kueue):
+        return {}
+    request = pod_request(pod.requests)
+    owner = daemonset_of(pod, daemonsets)
+    if owner is None or node is None or not runs_on(owner[0], node):
+        return request
+    template = owner[1]
+    return {r: exact(q - template.get(r, 0)) for r, q in request.items() if q > template.get(r, 0)}
 
 
 # -- the nodes, reduced -----------------------------------------------------------------------------------------
 def reserve(
-    nodes: Iterable[Node], daemonsets: Iterable[DaemonSet], pods: Iterable[Pod], mode: Headroom
+    nodes: Iterable[Node],
+    daemonsets: Iterable[DaemonSet],
+    pods: Iterable[Pod],
+    mode: Headroom,
+    kueue: Owners = frozenset(),
 ) -> tuple[tuple[Node, ...], dict[str, dict[str, Amount]]]:
     """The nodes with ``allocatable'`` = max(0, allocatable - headroom), and per node the amount each resource was
-    actually reduced by (only nodes and resources reduced above 0, sorted). ``off``: the nodes as given."""
+    actually reduced by (only nodes and resources reduced above 0, sorted). ``off``: the nodes as given. ``kueue``:
+    the owners of the admitted Workloads read (:func:`kueue_owners`; on ``all``)."""
     nodes = tuple(nodes)
     if mode is Headroom.OFF:
         return nodes, {}
+    daemonsets = tuple(daemonsets)
     charges: dict[str, dict[str, Amount]] = defaultdict(dict)
     requests = [(ds, pod_request(ds.requests)) for ds in daemonsets]
     requests = [(ds, req) for ds, req in requests if req]
@@ -170,9 +229,12 @@ def reserve(
             if runs_on(ds, node):
                 _add(charges[node.name], req)
     if mode is Headroom.ALL:
+        by_uid = daemonsets_by_uid(daemonsets)
+        by_name = {n.name: n for n in nodes if not n.unreadable}
         for pod in pods:
-            if counts_as_foreign(pod):
-                _add(charges[pod.node_name], pod_request(pod.requests))
+            adds = pod_charge(pod, by_name.get(pod.node_name), by_uid, kueue)
+            if adds:
+                _add(charges[pod.node_name], adds)
     out: list[Node] = []
     taken: dict[str, dict[str, Amount]] = {}
     for node in nodes:

@@ -72,7 +72,8 @@ class Headroom(enum.StrEnum):
     DAEMONSETS = "daemonsets"
     """Less the DaemonSets that will run on the node (one cheap list per recompute): the default."""
     ALL = "all"
-    """Also less the pods bound to the node that are neither a DaemonSet's nor Kueue's (a cluster-wide pod list)."""
+    """Also less the pods bound to the node that are neither a DaemonSet's nor Kueue's (a cluster-wide pod list, and
+    the Workloads: a pod is Kueue's only when an admitted Workload read owns it)."""
 
 
 DEFAULT_HEADROOM = Headroom.DAEMONSETS
@@ -166,6 +167,19 @@ class DaemonSet:
     affinity_terms: tuple[SelectorTerm, ...] | None = None
     """The required node affinity's ``nodeSelectorTerms`` (ORed); None: no required node affinity."""
     tolerations: tuple[Toleration, ...] = ()
+    uid: str = ""
+    """``metadata.uid``: its pods name it in their controlling owner reference."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReference:
+    """One of a pod's ``metadata.ownerReferences``, as its creator wrote it (proof of nothing until matched with an
+    object that was read: ``domain.headroom``)."""
+
+    api_version: str
+    kind: str
+    uid: str
+    controller: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,8 +192,11 @@ class Pod:
     requests: PodRequests
     phase: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
-    owner_kinds: tuple[str, ...] = ()
-    """The kinds of its ``metadata.ownerReferences`` (``DaemonSet``: counted with its DaemonSet)."""
+    owners: tuple[OwnerReference, ...] = ()
+    """Its ``metadata.ownerReferences`` (a DaemonSet's pod: counted with its DaemonSet; a Kueue Workload's: in
+    Kueue's usage — both only when matched by uid with what was read, docs/spec.md §2)."""
+    uid: str = ""
+    """``metadata.uid`` (a plain pod Kueue manages owns its Workload)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,3 +276,6 @@ class Snapshot:
     daemonsets: tuple[DaemonSet, ...] = ()
     pods: tuple[Pod, ...] = ()
     """Pods bound to nodes (read only on ``Headroom.ALL``)."""
+    kueue_owners: frozenset[tuple[str, str]] = frozenset()
+    """(namespace, uid) of every owner of an admitted Workload read (on ``Headroom.ALL``): a bound pod whose own uid
+    or one of whose owners' is one is Kueue's (``domain.headroom.kueue_owners``)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -193,15 +193,18 @@ Shape = tuple[tuple[str, Amount], ...]
 
 
 def _observe_nodes(
-    nodes: Iterable[Node], settings: Settings
+    nodes: Sequence[Node], reported: Sequence[Node], settings: Settings
 ) -> tuple[Table, dict[str, ExclusionReason], dict[str, tuple[int, int]], dict[str, Counter[Shape]]]:
+    """Capacity, exclusions, counts and shape votes of ``nodes`` (allocatable', after headroom), each node's
+    exclusion read from ``reported`` (the same nodes, as read): ``AcceleratorsNotReady`` is what the device plugin
+    reports, not what headroom left (accelerators in use are not missing)."""
     capacity: dict[str, dict[str, Amount]] = defaultdict(dict)
     excluded: dict[str, ExclusionReason] = {}
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     shape_votes: dict[str, Counter[Shape]] = defaultdict(Counter)
     tolerated = settings.tolerated_taint_keys
-    for node in nodes:
-        reason = exclusion_reason(node, tolerated)
+    for node, as_reported in zip(nodes, reported, strict=True):
+        reason = exclusion_reason(as_reported, tolerated)
         # An eligible node whose MIG manager has not applied its layout lends none of its MIG profiles (they may
         # be stale); its other resources count, so it stays eligible in ``counts`` and is named MigNotReady.
         mig_withheld = reason is None and not node.mig_ready
@@ -461,8 +464,8 @@ def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str,
 def compute(snapshot: Snapshot) -> PoolResult:
     """Capacity, allocation, the pool each team sees and every grant, with its derivation."""
     settings = snapshot.settings
-    nodes, taken = reserve(snapshot.nodes, snapshot.daemonsets, snapshot.pods, settings.headroom)
-    capacity, excluded, node_counts, votes = _observe_nodes(nodes, settings)
+    nodes, taken = reserve(snapshot.nodes, snapshot.daemonsets, snapshot.pods, settings.headroom, snapshot.kueue_owners)
+    capacity, excluded, node_counts, votes = _observe_nodes(nodes, snapshot.nodes, settings)
     shown_headroom = _shown_headroom(taken, excluded, settings)
     issues: list[Issue] = []
     ctx = _Context(settings, frozenset(node_counts), votes, issues)

@@ -229,6 +229,8 @@ class WorkloadStatus:
     assigned: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """pod set -> resource -> flavor (``status.admission.podSetAssignments``)."""
     unreadable: tuple[Unreadable, ...] = ()
+    readable: bool = True
+    """False: the object's shape did not read; nothing of it is known (no owner, no condition)."""
 
 
 @dataclass(frozen=True)
@@ -489,10 +491,15 @@ def _known(table: Mapping[str, Mapping[str, Any]], unknown: set[tuple[str, str]]
     return {f: per for f, per in known.items() if per or not table[f]}  # a flavor left with nothing: left out
 
 
+def is_admitted(workload: WorkloadStatus) -> bool:
+    """Whether Kueue admits the workload now: its ``Admitted`` condition True and not ``Finished``."""
+    return _is_true(workload, "Admitted") and not _is_true(workload, "Finished")
+
+
 def admitted_at(workload: WorkloadStatus) -> datetime | None:
     """When Kueue admitted the workload (its ``Admitted`` condition's transition, else ``QuotaReserved``'s); None
     when it is not admitted now, or finished."""
-    if not _is_true(workload, "Admitted") or _is_true(workload, "Finished"):
+    if not is_admitted(workload):
         return None
     reserved = workload.conditions.get("QuotaReserved")
     return workload.conditions["Admitted"].since or (reserved.since if reserved else None)

@@ -260,7 +260,8 @@ def workload(obj: object) -> WorkloadStatus:
     try:
         wl = msgspec.convert(obj, _Workload)
     except msgspec.ValidationError:
-        return WorkloadStatus(name, "", active=False, unreadable=tuple(_shape_problems(obj, _Workload, what)))
+        problems = tuple(_shape_problems(obj, _Workload, what))
+        return WorkloadStatus(name, "", active=False, unreadable=problems, readable=False)
     read = _Reader(what)
     spec, status = wl.spec or _WorkloadSpec(), wl.status or _WorkloadStatus()
     requests: dict[str, Amount] = {}

@@ -2,8 +2,9 @@
 headroom reads of them (docs/spec.md §2, "Headroom"), one schema each.
 
 Accepts what ``kubectl get daemonsets -A -o json`` / ``kubectl get pods -A -o json`` print (``kind: List``), an API
-list (``DaemonSetList``, ``PodList``) or a JSON array, as JSON text or decoded; :func:`split_dump` takes the items of
-one ``kubectl get nodes,daemonsets,pods -A -o json`` apart. The cluster's objects are read one by one
+list (``DaemonSetList``, ``PodList``) or a JSON array, as JSON text or decoded (Workloads, for ``all``:
+:func:`parse_workloads`); :func:`split_dump` takes the items of one
+``kubectl get nodes,daemonsets,pods,workloads -A -o json`` apart. The cluster's objects are read one by one
 (:func:`cluster_daemonsets`, :func:`cluster_pods`): one that does not parse is named and left out, never a failure of
 the whole read. The pods of Kueue's admitted workloads that no node has taken are read for the usage sample
 (:func:`unbound_pods` -> :class:`idleshare.domain.usage.UnboundPod`, a projection of their own); one that does not
@@ -12,8 +13,9 @@ read is named (:class:`~idleshare.domain.usage.Unreadable`) and counts for no wo
 Decisions:
 
 - only the fields headroom reads are declared (a pod template's ``nodeSelector``, required node affinity,
-  ``tolerations``, each container's ``resources`` and ``restartPolicy``, ``overhead``; a pod's ``nodeName``, phase,
-  labels and owners' kinds); unknown members are ignored; an item's ``kind``, when present, must be the one expected;
+  ``tolerations``, each container's ``resources`` and ``restartPolicy``, ``overhead``, a DaemonSet's uid; a pod's
+  ``nodeName``, phase, labels, uid and owner references: their ``apiVersion``, ``kind``, ``uid`` and ``controller``);
+  unknown members are ignored; an item's ``kind``, when present, must be the one expected;
 - quantities are read as a node's allocatable is (:func:`idleshare.parse.nodes.parse_quantity_value`);
 - a container's limit stands for its missing request, as the API server defaults a pod's containers (a DaemonSet's
   template is not defaulted until its pods are created).
@@ -27,9 +29,18 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from idleshare.domain.model import Amount, DaemonSet, Pod, PodRequests, Requirement, SelectorTerm, Toleration
-from idleshare.domain.usage import PODSET_LABEL, UnboundPod, Unreadable
-from idleshare.parse import schema
+from idleshare.domain.model import (
+    Amount,
+    DaemonSet,
+    OwnerReference,
+    Pod,
+    PodRequests,
+    Requirement,
+    SelectorTerm,
+    Toleration,
+)
+from idleshare.domain.usage import PODSET_LABEL, UnboundPod, Unreadable, WorkloadStatus
+from idleshare.parse import kueue_status, schema
 from idleshare.parse.errors import FieldError, InputError, capped
 from idleshare.parse.nodes import parse_quantity_value
 from idleshare.parse.schema import show
@@ -88,11 +99,15 @@ class _PodSpec(msgspec.Struct):
 
 class _Owner(msgspec.Struct):
     kind: str
+    apiVersion: str = ""
+    uid: str = ""
+    controller: bool | None = None
 
 
 class _Metadata(msgspec.Struct):
     name: Annotated[str, msgspec.Meta(min_length=1)]
     namespace: str | None = None
+    uid: str | None = None
     labels: dict[str, str] | None = None
     ownerReferences: list[_Owner] | None = None
 
@@ -181,6 +196,7 @@ def _to_daemonset(raw: _DaemonSet, where: str, errors: list[FieldError]) -> Daem
         node_selector=dict((spec.nodeSelector if spec is not None else None) or {}),
         affinity_terms=terms,
         tolerations=tolerations,
+        uid=raw.metadata.uid or "",
     )
 
 
@@ -197,7 +213,10 @@ def _to_pod(raw: _Pod, where: str, errors: list[FieldError]) -> Pod | None:
         requests=requests,
         phase=raw.status.phase if raw.status is not None else None,
         labels=dict(meta.labels or {}),
-        owner_kinds=tuple(o.kind for o in meta.ownerReferences or ()),
+        owners=tuple(
+            OwnerReference(o.apiVersion, o.kind, o.uid, o.controller is True) for o in meta.ownerReferences or ()
+        ),
+        uid=meta.uid or "",
     )
 
 
@@ -265,19 +284,43 @@ def parse_pods(raw: bytes | str | list[Any] | dict[str, Any], source: str = "pod
     return _parse(_items(raw, source, ("Pod", "pods")), _Pod, _to_pod, source)
 
 
-def split_dump(document: Any) -> tuple[Any, list[Any], list[Any]] | None:
-    """The items of one ``kubectl get nodes,daemonsets,pods -A -o json`` List taken apart: (the document with only its
-    other items, for the node parser; the DaemonSets; the pods). None when it holds no DaemonSet and no Pod."""
+HEADROOM_KINDS = ("DaemonSet", "Pod", "Workload")
+"""The kinds of a dump's items that headroom reads (the rest are the nodes')."""
+
+
+def split_dump(document: Any) -> tuple[Any, list[Any], list[Any], list[Any]] | None:
+    """The items of one ``kubectl get nodes,daemonsets,pods,workloads -A -o json`` List taken apart: (the document
+    with only its other items, for the node parser; the DaemonSets; the pods; the Workloads). None when it holds
+    none of those three kinds."""
     items = document.get("items") if isinstance(document, dict) else document if isinstance(document, list) else None
     if not isinstance(items, list):
         return None
     kinds = [i.get("kind") if isinstance(i, dict) else None for i in items]
-    if "DaemonSet" not in kinds and "Pod" not in kinds:
+    if not any(k in kinds for k in HEADROOM_KINDS):
         return None
-    rest = [i for i, k in zip(items, kinds, strict=True) if k not in ("DaemonSet", "Pod")]
-    daemonsets = [i for i, k in zip(items, kinds, strict=True) if k == "DaemonSet"]
-    pods = [i for i, k in zip(items, kinds, strict=True) if k == "Pod"]
-    return ({**document, "items": rest} if isinstance(document, dict) else rest), daemonsets, pods
+    rest = [i for i, k in zip(items, kinds, strict=True) if k not in HEADROOM_KINDS]
+    daemonsets, pods, workloads = (
+        [i for i, k in zip(items, kinds, strict=True) if k == kind] for kind in HEADROOM_KINDS
+    )
+    return ({**document, "items": rest} if isinstance(document, dict) else rest), daemonsets, pods, workloads
+
+
+def parse_workloads(
+    raw: bytes | str | list[Any] | dict[str, Any], source: str = "workloads"
+) -> tuple[WorkloadStatus, ...]:
+    """Kueue Workloads from ``kubectl get workloads -A -o json``, an API WorkloadList or a JSON array, as headroom
+    reads them (who owns each, is it admitted: :func:`idleshare.parse.kueue_status.workload`); raises
+    :class:`InputError` naming every Workload whose shape does not read (it would own no pod)."""
+    found = kueue_status.workloads(_items(raw, source, ("Workload", "workloads")))
+    errors = [
+        FieldError(f"items[{i}] ({u.object.removeprefix('Workload/')}){'.' + u.field if u.field else ''}", u.problem)
+        for i, wl in enumerate(found)
+        if not wl.readable
+        for u in wl.unreadable
+    ]
+    if errors:
+        raise InputError(source, capped(errors))
+    return tuple(found)
 
 
 def _cluster(objects: Iterable[object], kind: type[Any], to: Any, label: str) -> tuple[list[Any], list[InputError]]:

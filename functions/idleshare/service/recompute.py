@@ -47,13 +47,16 @@ from idleshare.domain.coexistence import (
     other_writer_issues,
 )
 from idleshare.domain.document import digest, pool_document
+from idleshare.domain.headroom import kueue_owners
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL, webhook_violations, writable_objects
 from idleshare.domain.kueue_config import KueueConfigReading, with_kueue_config
 from idleshare.domain.kueue_diff import created_by_idleshare, diff, foreign, object_identity
 from idleshare.domain.kueue_versions import KueueApi, with_kueue_api
 from idleshare.domain.model import DaemonSet, Headroom, Node, Pod, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import NAMED_MAX, Issue, PoolResult, compute
+from idleshare.domain.usage import WorkloadStatus
 from idleshare.errors import ClusterReadError, IdleshareError, KueueNotInstalledError, PermanentError
+from idleshare.parse import kueue_status
 from idleshare.parse.errors import InputError
 from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
@@ -272,10 +275,10 @@ class Recomputer:
         quotas, scheduler = self._read_policies(cluster_id, generation)
         settings = self.settings_for(cluster)
         try:  # what headroom reads (docs/spec.md §2): a failed read is no headroom of zero, it keeps the last pool
-            daemonsets, pods, unreadable_workloads = _headroom_inputs(kube, settings.headroom)
+            daemonsets, pods, kueue, unreadable_workloads = _headroom_inputs(kube, settings.headroom)
         except IdleshareError as exc:
-            raise self._read_failed(cluster_id, generation, exc, "the DaemonSets or pods") from exc
-        snapshot = Snapshot(nodes, quotas, scheduler, settings, daemonsets, pods)
+            raise self._read_failed(cluster_id, generation, exc, "the DaemonSets, pods or Workloads") from exc
+        snapshot = Snapshot(nodes, quotas, scheduler, settings, daemonsets, pods, kueue)
         return _Truth(snapshot, unreadable, unreadable_workloads, kueue_api, kueue_config)
 
     def _read_failed(self, cluster_id: str, generation: int, exc: IdleshareError, what: str) -> ClusterReadError:
@@ -447,16 +450,23 @@ class Recomputer:
 
 UNREADABLE_KINDS = {"DaemonSet": "UnreadableDaemonSet", "Pod": "UnreadablePod"}
 """The named issue of a DaemonSet or pod that does not parse (left out of headroom)."""
+UNREADABLE_WORKLOAD = "UnreadableWorkload"
+"""The named issue of a Workload whose shape does not read on ``all``: it owns no pod, its pods are charged."""
 
 
-def _headroom_inputs(kube: KubeCluster, mode: Headroom) -> tuple[tuple[DaemonSet, ...], tuple[Pod, ...], list[Issue]]:
-    """The DaemonSets (unless ``off``) and the bound pods (on ``all``) headroom reads; each object that does not
-    parse is an issue naming it and its field (at most ``NAMED_MAX`` per kind, the rest counted), never a failure."""
+def _headroom_inputs(
+    kube: KubeCluster, mode: Headroom
+) -> tuple[tuple[DaemonSet, ...], tuple[Pod, ...], frozenset[tuple[str, str]], list[Issue]]:
+    """The DaemonSets (unless ``off``), and on ``all`` the bound pods and the owners of the admitted Workloads
+    (:func:`~idleshare.domain.headroom.kueue_owners`; listed after the pods, so that a pod bound by then finds the
+    Workload that admitted it) headroom reads; each object that does not parse is an issue naming it and its field
+    (at most ``NAMED_MAX`` per kind, the rest counted), never a failure."""
     daemonsets: list[DaemonSet] = []
     pods: list[Pod] = []
     issues: list[Issue] = []
+    kueue: frozenset[tuple[str, str]] = frozenset()
     if mode is Headroom.OFF:
-        return (), (), issues
+        return (), (), kueue, issues
     problems: list[tuple[str, InputError]] = []
     found, bad = cluster_daemonsets(kube.list_daemonsets())
     daemonsets.extend(found)
@@ -465,13 +475,29 @@ def _headroom_inputs(kube: KubeCluster, mode: Headroom) -> tuple[tuple[DaemonSet
         found_pods, bad = cluster_pods(kube.list_bound_pods())
         pods.extend(found_pods)
         problems += [("Pod", e) for e in bad]
+        workloads = kueue_status.workloads(kube.list_workloads())
+        kueue = kueue_owners(workloads)
+        issues += _unreadable_workloads([w for w in workloads if not w.readable])
     for kind, code in UNREADABLE_KINDS.items():
         errors = [e for k, e in problems if k == kind]
         for error in errors[:NAMED_MAX]:
             issues.append(Issue("warning", code, error.source, f"left out of headroom: {error}"))
         if len(errors) > NAMED_MAX:
             issues.append(Issue("warning", code, f"({len(errors) - NAMED_MAX} more)", "left out of headroom"))
-    return tuple(daemonsets), tuple(pods), issues
+    return tuple(daemonsets), tuple(pods), kueue, issues
+
+
+def _unreadable_workloads(unread: list[WorkloadStatus]) -> list[Issue]:
+    """``UnreadableWorkload`` per Workload whose shape did not read (at most ``NAMED_MAX``, the rest counted)."""
+    out: list[Issue] = []
+    for wl in unread[:NAMED_MAX]:
+        what = wl.unreadable[0].object if wl.unreadable else f"Workload/{wl.name}"
+        fields = "; ".join(f"{u.field or '(object)'}: {u.problem}" for u in wl.unreadable[:3])
+        message = f"owns no pod in headroom, its pods are charged: {fields}"
+        out.append(Issue("warning", UNREADABLE_WORKLOAD, what.removeprefix("Workload/"), message))
+    if len(unread) > NAMED_MAX:
+        out.append(Issue("warning", UNREADABLE_WORKLOAD, f"({len(unread) - NAMED_MAX} more)", "its pods are charged"))
+    return out
 
 
 def _other_writer_issues(
