@@ -9,12 +9,12 @@ would refuse.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
-from idleshare.domain.kueue_versions import HUB_API, HUB_ONLY, KueueApi, KueueLimits
+from idleshare.domain.kueue_versions import HUB_API, HUB_ONLY, KueueApi, KueueLimits, release_limits
 from idleshare.domain.model import (
     CPU,
     INSTANCE_TYPE_LABEL,
@@ -362,6 +362,44 @@ def _not_governed_issues(result: PoolResult, api: KueueApi, flavors: list[str], 
             )
         )
     return issues
+
+
+def flavor_named(instance_type: str, flavors: Iterable[str]) -> str:
+    """The flavor a quota's instance type stands for among a cluster's ``flavors``: itself, or its EC2 name when
+    the cluster's nodes carry that (``ml.p5.48xlarge`` -> ``p5.48xlarge``), as the engine maps it."""
+    known = set(flavors)
+    bare = instance_type.removeprefix("ml.")
+    return bare if instance_type not in known and bare in known else instance_type
+
+
+def quota_flavors_problem(
+    named: Sequence[str], others: Iterable[str], flavors: Iterable[str], release: str, resources: int
+) -> tuple[int, str] | None:
+    """Whether a quota naming ``named`` (its ComputeQuotaResources' instance types, in order), beside the cluster's
+    other quotas naming ``others``, would take the flavors the quotas name past what one resource group of Kueue
+    ``release`` holds beside ``resources`` resources (:meth:`KueueLimits.flavors`): ``(index of the first entry
+    past it, why)``, or None. Only a quota that adds a flavor is refused (one already past it may shrink)."""
+    known = tuple(flavors)
+    limits = release_limits(release)
+    most = limits.flavors(max(resources, 2))
+    taken = {flavor_named(t, known) for t in others}
+    after = set(taken)
+    first: int | None = None
+    for i, instance_type in enumerate(named):
+        flavor = flavor_named(instance_type, known)
+        if flavor not in after:
+            after.add(flavor)
+            if len(after) > most and first is None:
+                first = i
+    if first is None:
+        return None
+    added = len(after) - len(taken)
+    return first, (
+        f"the cluster's quotas would name {len(after)} instance types ({added} of them only this quota's); Kueue "
+        f"{release} holds at most {most} flavors in the one resource group idleshare writes "
+        f"({_flavor_bound(limits, max(resources, 2))}): name at most {max(most - len(taken), 0)} instance types no "
+        "other quota names, or remove some from another quota first"
+    )
 
 
 def limit_problems(obj: Manifest, limits: KueueLimits) -> list[str]:
