@@ -703,22 +703,6 @@ BROKEN: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     (f"more than {LIMITS.resources_total} covered resources in all groups", _cq(_groups_setter(5, 52, 1))),
     (f"more than {LIMITS.flavors_total} flavors in all groups", _cq(_groups_setter(5, 1, 52))),
     (f"more than {LIMITS.pairs_per_group} flavor-resource pairs in a group", _cq(_groups_setter(1, 9, 64))),
-    (
-        f"more than {LIMITS.flavors_per_group} flavors in a group (the CRD)",
-        _cq(_groups_setter(1, 3, LIMITS.flavors_per_group + 1)),
-    ),
-    (
-        f"more than {LIMITS.flavors_per_group} flavors in a Cohort's group (the CRD)",
-        _cohort(_groups_setter(1, 3, LIMITS.flavors_per_group + 1)),
-    ),
-    (
-        f"more than {LIMITS.covered_resources} covered resources in a group (the CRD)",
-        _cq(_groups_setter(1, LIMITS.covered_resources + 1, 1)),
-    ),
-    (
-        f"more than {LIMITS.resource_groups} resource groups (the CRD)",
-        _cq(_groups_setter(LIMITS.resource_groups + 1, 1, 1)),
-    ),
     ("a resource name that is not a label key", _cq(_rename_covered)),
     ("a resource in two groups", _cq(_second_group_reuses_resource)),
     ("a flavor in two groups", _cq(_second_group_reuses_flavor)),
@@ -735,6 +719,42 @@ BROKEN: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("a fair-sharing weight of 1e-9", _cq(lambda o: o["spec"].update(fairSharing={"weight": "1n"}))),
     ("a negative fair-sharing weight", _cohort(lambda o: o["spec"].update(fairSharing={"weight": "-1"}))),
 ]
+
+# (bound, object past it) — each refused by the CRD's schema (maxItems) with the field named, and flagged by
+# webhook_violations with the stack's Kueue's limits (domain/kueue_versions.KueueLimits)
+PAST_CRD_BOUNDS: list[tuple[str, str, Callable[[], dict[str, Any]]]] = [
+    (
+        f"more than {LIMITS.flavors_per_group} flavors in a group",
+        "spec.resourceGroups[0].flavors",
+        _cq(_groups_setter(1, 3, LIMITS.flavors_per_group + 1)),
+    ),
+    (
+        f"more than {LIMITS.flavors_per_group} flavors in a Cohort's group",
+        "spec.resourceGroups[0].flavors",
+        _cohort(_groups_setter(1, 3, LIMITS.flavors_per_group + 1)),
+    ),
+    (
+        f"more than {LIMITS.covered_resources} covered resources in a group",
+        "spec.resourceGroups[0].coveredResources",
+        _cq(_groups_setter(1, LIMITS.covered_resources + 1, 1)),
+    ),
+    (
+        f"more than {LIMITS.resource_groups} resource groups",
+        "spec.resourceGroups",
+        _cq(_groups_setter(LIMITS.resource_groups + 1, 1, 1)),
+    ),
+]
+
+
+@pytest.mark.parametrize(("field", "make"), [c[1:] for c in PAST_CRD_BOUNDS], ids=[c[0] for c in PAST_CRD_BOUNDS])
+def test_webhook_violations_flags_what_the_crds_bounds_refuse(
+    server: Kube, field: str, make: Callable[[], dict[str, Any]]
+) -> None:
+    obj = make()
+    errs = refusal(server, obj)
+    assert any(e.startswith(f"{field}: Too many") for e in errs), errs
+    assert any(f"{field}: at most" in e for e in webhook_violations(obj, LIMITS)), webhook_violations(obj, LIMITS)
+
 
 # objects at the edge of each rule, which both accept
 VALID_EDGES: list[tuple[str, Callable[[], dict[str, Any]]]] = [
