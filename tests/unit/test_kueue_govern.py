@@ -164,3 +164,17 @@ def test_the_pairs_bound_the_flavors_when_there_are_many_resources() -> None:
     assert len(governed.resources) == 9 and len(governed.flavors) == 56
     assert "512 flavor-resource pairs" in _issue(governed, FLAVORS_NOT_GOVERNED).message
     assert [p for o in manifests for p in webhook_violations(o)] == []
+
+
+def test_the_flavors_left_out_are_a_gauge_per_cluster(capsys) -> None:
+    from idleshare import names
+    from idleshare.runtime.metrics import emit_recompute
+    from idleshare.service.recompute import Outcome
+    from tests.fakes import emf_documents
+
+    for fleet, expected in ((66, [3.0]), (10, [0.0])):
+        result, _ = _written(_pool([*nodes("p5", P5, 2), *cpu_fleet(fleet)], [quota("a", entry(P5, count=1))]))
+        capsys.readouterr()
+        emit_recompute(Outcome("c1", 1, True, result=result))
+        gauges = [r for r in emf_documents(capsys.readouterr().out) if names.METRIC_UNGOVERNED_FLAVORS in r]
+        assert [(r[names.METRIC_DIM_CLUSTER], r[names.METRIC_UNGOVERNED_FLAVORS]) for r in gauges] == [("c1", expected)]
