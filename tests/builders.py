@@ -255,3 +255,39 @@ def spoiled(kind: str, path: tuple[str | int, ...], value: Any) -> dict[str, Any
         at = at[key]
     at[last] = value
     return obj
+
+
+# -- a fleet of many instance types (issue 40): what a Karpenter NodePool allowing any type produces --------------
+
+_SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32, "12xlarge": 48, "16xlarge": 64}
+_FAMILIES = {  # EC2 family -> GiB per vCPU, and its sizes beyond _SIZES (published EC2 names only)
+    "c5": (2, {"9xlarge": 36, "18xlarge": 72, "24xlarge": 96}),
+    "m5": (4, {"24xlarge": 96}),
+    "r5": (8, {"24xlarge": 96}),
+    "c6i": (2, {"24xlarge": 96, "32xlarge": 128}),
+    "m6i": (4, {"24xlarge": 96, "32xlarge": 128}),
+    "r6i": (8, {"24xlarge": 96, "32xlarge": 128}),
+    "c7i": (2, {"24xlarge": 96, "48xlarge": 192}),
+    "m7i": (4, {"24xlarge": 96, "48xlarge": 192}),
+    "r7i": (8, {"24xlarge": 96, "48xlarge": 192}),
+}
+EC2_CPU_TYPES: tuple[tuple[str, int, int], ...] = tuple(
+    (f"{family}.{size}", vcpu, vcpu * per_vcpu)
+    for family, (per_vcpu, extra) in _FAMILIES.items()
+    for size, vcpu in {
+        **{s: v for s, v in _SIZES.items() if not (family == "c5" and s in ("8xlarge", "16xlarge"))},
+        **extra,
+    }.items()
+)
+"""``(instance type, vCPU, GiB)`` of real EC2 CPU instance types (c5, m5, r5, c6i, m6i, r6i, c7i, m7i, r7i), each
+distinct: more than Kueue's 64 flavors per resource group."""
+
+
+def cpu_allocatable(vcpu: int, gib: int) -> dict[str, Any]:
+    """What a kubelet on such a node reports allocatable (a little under the instance's vCPU and memory)."""
+    return {"cpu": Fraction(vcpu * 1000 - 90, 1000), "memory": (gib * 1024 - 600) * 1024**2}
+
+
+def cpu_fleet(n: int) -> list[Node]:
+    """One node each of the first ``n`` of :data:`EC2_CPU_TYPES`."""
+    return [node(f"cpu-{t.replace('.', '-')}", t, allocatable=cpu_allocatable(v, g)) for t, v, g in EC2_CPU_TYPES[:n]]

@@ -6,7 +6,7 @@ from typing import Any
 
 from idleshare.domain.headroom import kueue_owners
 from idleshare.domain.kueue import writable_objects
-from idleshare.domain.kueue_versions import HUB, down, pinned, with_kueue_api
+from idleshare.domain.kueue_versions import HUB, HUB_ONLY, down, pinned, with_kueue_api
 from idleshare.domain.model import DaemonSet, Pod, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.domain.usage import WorkloadStatus
@@ -71,10 +71,11 @@ def plan(
         scheduler_config=scheduler,
         settings=settings or Settings(),
     )
-    result, manifests = writable_objects(compute(snapshot), scheduler, snapshot.settings)  # what the recompute writes
+    api = HUB_ONLY if kueue_api == HUB else pinned(kueue_api)
+    # what the recompute writes: the flavors past this Kueue's limits left out and named, as on a cluster
+    result, manifests = writable_objects(compute(snapshot), scheduler, snapshot.settings, api)
     if kueue_api == HUB:
         return result, manifests
-    api = pinned(kueue_api)
     return with_kueue_api(result, manifests, api), [down(m, api) for m in manifests]
 
 

@@ -116,6 +116,7 @@ METRIC_BORROW_LIMIT_SUM = "BorrowLimitSum"  # the teams' borrowing limits added 
 # sum can exceed what there is to borrow (Unallocated plus what the teams lend)
 METRIC_EXCLUDED_NODES = "ExcludedNodes"  # per (cluster, reason)
 METRIC_POOL_ISSUES = "PoolIssues"  # per (cluster, issue): the pool's named issues (a quota, the Kueue it writes for)
+METRIC_UNGOVERNED_FLAVORS = "UngovernedFlavors"  # per cluster: flavors past Kueue's limits, in no Kueue object
 METRIC_FOREIGN_FIELD_MANAGER = "ForeignFieldManagerConflicts"  # objects left to another field manager (cluster)
 METRIC_FOREIGN_OBJECTS = "ForeignObjects"  # objects of a name idleshare wants that it did not create (cluster)
 METRIC_QUOTA_OVERRIDDEN = "QuotaOverridden"  # idleshare's ClusterQueues/Cohorts Kueue schedules from another

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from devkit.kube import kueue_versions as stack_versions
 from devkit.kube.client import Kube
 from devkit.kube.stack import KubeStack
-from idleshare.domain.kueue import MAX_FLAVORS, MAX_PAIRS_PER_GROUP, MAX_RESOURCES, webhook_violations
+from idleshare.domain.kueue import webhook_violations
+from idleshare.domain.kueue_versions import limits_of
 from tests.kube.dryrun import assert_refused, dry_run_apply, ensure_namespace, refusal
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +29,8 @@ SHARED_CRDS = REPO_ROOT.parent / "shared" / "kueue" / "crds"
 NAMESPACE = "hyperpod-ns-team-a"
 
 V = "kueue.x-k8s.io/v1beta2"
+LIMITS = limits_of(stack_versions.get().version)
+"""The stack's Kueue's schema limits (domain/kueue_versions.py; held to its CRDs by tests/unit/test_kueue_limits.py)."""
 FLAVOR = "ml.p5.48xlarge"
 
 
@@ -696,9 +700,9 @@ def _groups_setter(n_groups: int, n_res: int, n_flavors: int) -> Callable[[dict[
 
 # (rule, object breaking it) — each refused by the real Kueue webhook and flagged by webhook_violations
 BROKEN: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-    (f"more than {MAX_RESOURCES} covered resources in all groups", _cq(_groups_setter(5, 52, 1))),
-    (f"more than {MAX_FLAVORS} flavors in all groups", _cq(_groups_setter(5, 1, 52))),
-    (f"more than {MAX_PAIRS_PER_GROUP} flavor-resource pairs in a group", _cq(_groups_setter(1, 9, 64))),
+    (f"more than {LIMITS.resources_total} covered resources in all groups", _cq(_groups_setter(5, 52, 1))),
+    (f"more than {LIMITS.flavors_total} flavors in all groups", _cq(_groups_setter(5, 1, 52))),
+    (f"more than {LIMITS.pairs_per_group} flavor-resource pairs in a group", _cq(_groups_setter(1, 9, 64))),
     ("a resource name that is not a label key", _cq(_rename_covered)),
     ("a resource in two groups", _cq(_second_group_reuses_resource)),
     ("a flavor in two groups", _cq(_second_group_reuses_flavor)),
@@ -716,11 +720,51 @@ BROKEN: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("a negative fair-sharing weight", _cohort(lambda o: o["spec"].update(fairSharing={"weight": "-1"}))),
 ]
 
+# (bound, object past it) — each refused by the CRD's schema (maxItems) with the field named, and flagged by
+# webhook_violations with the stack's Kueue's limits (domain/kueue_versions.KueueLimits)
+PAST_CRD_BOUNDS: list[tuple[str, str, Callable[[], dict[str, Any]]]] = [
+    (
+        f"more than {LIMITS.flavors_per_group} flavors in a group",
+        "spec.resourceGroups[0].flavors",
+        _cq(_groups_setter(1, 3, LIMITS.flavors_per_group + 1)),
+    ),
+    (
+        f"more than {LIMITS.flavors_per_group} flavors in a Cohort's group",
+        "spec.resourceGroups[0].flavors",
+        _cohort(_groups_setter(1, 3, LIMITS.flavors_per_group + 1)),
+    ),
+    (
+        f"more than {LIMITS.covered_resources} covered resources in a group",
+        "spec.resourceGroups[0].coveredResources",
+        _cq(_groups_setter(1, LIMITS.covered_resources + 1, 1)),
+    ),
+    (
+        f"more than {LIMITS.resource_groups} resource groups",
+        "spec.resourceGroups",
+        _cq(_groups_setter(LIMITS.resource_groups + 1, 1, 1)),
+    ),
+]
+
+
+@pytest.mark.parametrize(("field", "make"), [c[1:] for c in PAST_CRD_BOUNDS], ids=[c[0] for c in PAST_CRD_BOUNDS])
+def test_webhook_violations_flags_what_the_crds_bounds_refuse(
+    server: Kube, field: str, make: Callable[[], dict[str, Any]]
+) -> None:
+    obj = make()
+    errs = refusal(server, obj)
+    assert any(e.startswith(f"{field}: Too many") for e in errs), errs
+    assert any(f"{field}: at most" in e for e in webhook_violations(obj, LIMITS)), webhook_violations(obj, LIMITS)
+
+
 # objects at the edge of each rule, which both accept
 VALID_EDGES: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("every kind as built", cluster_queue),
     ("a Cohort", cohort),
-    (f"{MAX_FLAVORS} flavors, {MAX_PAIRS_PER_GROUP} pairs per group", _cq(_groups_setter(4, 8, 64))),
+    (f"{LIMITS.flavors_total} flavors, {LIMITS.pairs_per_group} pairs per group", _cq(_groups_setter(4, 8, 64))),
+    (
+        f"{LIMITS.flavors_per_group} flavors in one group, a Cohort's",
+        _cohort(_groups_setter(1, 3, LIMITS.flavors_per_group)),
+    ),
     (
         "a third resource group of its own",
         _cq(

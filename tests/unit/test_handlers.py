@@ -202,7 +202,7 @@ def test_a_permanent_failure_is_recorded_alarmed_and_not_retried(cluster, monkey
         quota = next(iter(store.quotas["demo"].values()))
         quota.body["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] = -1
     else:
-        monkeypatch.setattr("idleshare.service.recompute.webhook_violations", lambda m: ["spec.x: refused"])
+        monkeypatch.setattr("idleshare.service.recompute.webhook_violations", lambda m, *_: ["spec.x: refused"])
     out = run_handler(cluster, [_sqs_record(i) for i in range(3)])
     assert out == {"batchItemFailures": []}  # consumed: retrying cannot help
     assert store.pools["demo"].read_failure  # recorded on the pool (GET /pool shows it), the pool kept

@@ -74,6 +74,11 @@ def pool_document(result: PoolResult) -> dict[str, Any]:
         "byFlavor": quantities(result.headroom_by_flavor),
         "nodes": quantities(result.headroom),
     }
+    if result.ungoverned_flavors or result.ungoverned_resources:  # past Kueue's limits: in no Kueue object
+        document["ungoverned"] = {
+            "flavors": list(result.ungoverned_flavors),
+            "resources": list(result.ungoverned_resources),
+        }
     if result.kueue_api is not None:  # the API versions written in, and the Kueue release they imply
         document["kueueApi"] = result.kueue_api.document()
     return document

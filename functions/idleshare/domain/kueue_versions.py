@@ -75,6 +75,92 @@ RELEASES: tuple[tuple[str, Mapping[str, tuple[str, ...]]], ...] = (
 (Kueue's CHANGELOG-0.13 … 0.20). Served versions matching none: :data:`UNKNOWN_RELEASE`."""
 UNKNOWN_RELEASE = "unknown"
 
+
+@dataclass(frozen=True, slots=True)
+class KueueLimits:
+    """The bounds Kueue sets on what idleshare writes: its CRDs' ``maxItems`` / ``maxLength`` / ``maxProperties``
+    on the fields idleshare fills, and the three its ClusterQueue webhook adds (``pkg/webhooks``, from v0.14).
+
+    Every number is read from the Kueue releases' own files by ``tests/unit/test_kueue_limits.py``: the CRDs of each
+    release the stack runs (its pinned module's ``config/components/crd/bases``), the reference CRDs in
+    ``../shared/kueue/crds`` (v0.19.2), the webhook's messages and CHANGELOG-0.14 (16 -> 64: what v0.13 had)."""
+
+    resource_groups: int
+    """ClusterQueue / Cohort ``spec.resourceGroups``: maxItems."""
+    flavors_per_group: int
+    """``spec.resourceGroups[].flavors``: maxItems (a flavor is in one group only: the webhook)."""
+    covered_resources: int
+    """``spec.resourceGroups[].coveredResources``: maxItems (a resource is in one group only: the webhook)."""
+    resources_per_flavor: int
+    """``spec.resourceGroups[].flavors[].resources``: maxItems (a CEL rule: as many as ``coveredResources``)."""
+    flavors_total: int
+    """The ClusterQueue webhook: flavors in all groups together."""
+    resources_total: int
+    """The ClusterQueue webhook: covered resources in all groups together."""
+    pairs_per_group: int
+    """The ClusterQueue webhook: flavor-resource pairs (each flavor's ``resources``) in one group."""
+    name_length: int = 253
+    """``flavors[].name``, ``cohortName`` / ``parentName``, a LocalQueue's ``clusterQueue``: maxLength."""
+    node_labels: int = 8
+    """ResourceFlavor ``spec.nodeLabels``: maxProperties."""
+    description_length: int = 2048
+    """WorkloadPriorityClass ``description``: maxLength (v1beta2; v1beta1 states none)."""
+
+    @property
+    def resources(self) -> int:
+        """The most resources the one resource group idleshare writes can cover."""
+        return min(self.covered_resources, self.resources_per_flavor, self.resources_total)
+
+    def flavors(self, resources: int) -> int:
+        """The most flavors that one group can hold beside ``resources`` covered resources."""
+        return min(self.flavors_per_group, self.flavors_total, self.pairs_per_group // max(resources, 1))
+
+    def strictest(self, other: KueueLimits) -> KueueLimits:
+        """Field by field, the smaller bound of the two."""
+        return KueueLimits(*(min(a, b) for a, b in zip(_limit_values(self), _limit_values(other), strict=True)))
+
+
+def _limit_values(limits: KueueLimits) -> tuple[int, ...]:
+    return tuple(getattr(limits, name) for name in KueueLimits.__slots__)
+
+
+LIMITS_SINCE: tuple[tuple[str, KueueLimits], ...] = (
+    ("v0.12", KueueLimits(16, 16, 16, 16, 256, 256, 512)),
+    ("v0.14", KueueLimits(16, 64, 64, 64, 256, 256, 512)),
+)
+"""``(first release, its limits)``, oldest first: each release has the limits of the last row at or before it.
+Kueue v0.14 raised flavors per group and resources per flavor from 16 to 64 and added the webhook's totals
+(CHANGELOG-0.14; before it the CRD's 16 x 16 bound the totals below them)."""
+
+
+def _minor(release: str) -> int:
+    return int(release.removeprefix("v").split(".")[1])
+
+
+def limits_of(release: str) -> KueueLimits:
+    """The limits of one Kueue release (``v0.16.1`` or ``v0.16``): the last row of :data:`LIMITS_SINCE` at or
+    before it (a release older than the first row: the first row's)."""
+    found = LIMITS_SINCE[0][1]
+    for since, limits in LIMITS_SINCE:
+        if _minor(since) <= _minor(release):
+            found = limits
+    return found
+
+
+def release_limits(label: str) -> KueueLimits:
+    """The limits a release range of :data:`RELEASES` (``v0.13–v0.14``, ``v0.20+``) can be held to: the strictest
+    of its releases (the served versions cannot tell them apart). :data:`UNKNOWN_RELEASE`: the strictest known."""
+    if label == UNKNOWN_RELEASE:
+        rows = [limits for _, limits in LIMITS_SINCE]
+    else:
+        first, _, last = label.removesuffix("+").partition("\u2013")
+        rows = [limits_of(f"v0.{m}") for m in range(_minor(first), _minor(last or first) + 1)]
+    out = rows[0]
+    for limits in rows[1:]:
+        out = out.strictest(limits)
+    return out
+
+
 KUEUE_NOT_INSTALLED = "KueueNotInstalled"
 """The API server serves no ``kueue.x-k8s.io`` version idleshare writes a kind in: the recompute fails, naming it."""
 KUEUE_FIELD_UNSUPPORTED = "KueueFieldUnsupported"
@@ -114,6 +200,11 @@ class KueueApi:
             if all(served.get(kind) == versions for kind, versions in row.items()):
                 return label
         return UNKNOWN_RELEASE
+
+    @property
+    def limits(self) -> KueueLimits:
+        """The schema limits of the Kueue these versions imply (:func:`release_limits`)."""
+        return release_limits(self.release)
 
     def document(self) -> dict[str, Any]:
         """As the pool shows it: ``{"apiVersions": {kind: version}, "kueue": release}``."""

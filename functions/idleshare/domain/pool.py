@@ -159,6 +159,11 @@ class PoolResult:
     kueue_api: KueueApi | None = None
     """The Kueue API versions the cluster's objects are written in (``kueue_versions.with_kueue_api``); None when
     no cluster was asked (``idleshare plan``)."""
+    ungoverned_flavors: tuple[str, ...] = ()
+    """Flavors of the cluster left out of every Kueue object: more than Kueue's schema holds in the one resource
+    group idleshare writes (``kueue.govern``, docs/spec.md §3), sorted; named in an issue."""
+    ungoverned_resources: tuple[str, ...] = ()
+    """Resources left out the same way, sorted."""
 
     def with_issues(self, extra: Iterable[Issue]) -> PoolResult:
         """This result with ``extra`` among its issues, sorted as :func:`compute` sorts them (itself if none)."""

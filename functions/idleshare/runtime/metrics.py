@@ -98,6 +98,7 @@ def emit_recompute(outcome: Outcome) -> None:
         gauge(outcome.cluster_id, names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
     for code, count in Counter(issue.code for issue in result.issues).items():
         gauge(outcome.cluster_id, names.METRIC_POOL_ISSUES, float(count), issue=code)
+    gauge(outcome.cluster_id, names.METRIC_UNGOVERNED_FLAVORS, float(len(result.ungoverned_flavors)))
     # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_OBJECTS, float(len(outcome.foreign)))

@@ -37,6 +37,8 @@ from idleshare.adapters.ports import (
     RecalculationReceipt,
     StoredQuota,
 )
+from idleshare.domain.kueue import quota_flavors_problem
+from idleshare.domain.kueue_versions import HUB_ONLY
 from idleshare.domain.model import Settings
 from idleshare.domain.naming import team_name_problem
 from idleshare.errors import IdleshareError, NotFoundError, PermanentError
@@ -150,6 +152,38 @@ def _team_name_errors(document: Mapping[str, Any], cluster: ClusterRecord) -> li
         return []
     problem = team_name_problem(team, Settings(namespace_prefix=cluster.namespace_prefix))
     return [FieldError("ComputeQuotaTarget.TeamName", problem)] if problem else []
+
+
+QUOTA_RESOURCES = "ComputeQuotaConfig.ComputeQuotaResources"
+
+
+def _instance_types(body: Mapping[str, Any]) -> list[str]:
+    config = body.get("ComputeQuotaConfig")
+    entries = config.get("ComputeQuotaResources") if isinstance(config, Mapping) else None
+    return [
+        e["InstanceType"] for e in entries or () if isinstance(e, Mapping) and isinstance(e.get("InstanceType"), str)
+    ]
+
+
+def _flavor_limit_errors(
+    document: Mapping[str, Any], others: list[StoredQuota], pool: PoolRecord | None
+) -> list[FieldError]:
+    """The cluster's quotas together may name only as many instance types as Kueue holds in one resource group
+    (domain/kueue.quota_flavors_problem; the Kueue and the resources of the cluster's last pool, else the newest
+    Kueue's): past it, 422 naming the first entry past it. The recompute governs the rest the same way."""
+    document_of_pool = pool.pool if pool is not None else {}
+    release = (document_of_pool.get("kueueApi") or {}).get("kueue") or HUB_ONLY.release
+    found = quota_flavors_problem(
+        _instance_types(document),
+        [t for q in others for t in _instance_types(q.body)],
+        document_of_pool.get("flavors") or (),
+        release,
+        len(document_of_pool.get("resources") or ()),
+    )
+    if found is None:
+        return []
+    index, why = found
+    return [FieldError(f"{QUOTA_RESOURCES}[{index}].InstanceType", why)]
 
 
 def _raise(errors: list[FieldError]) -> None:
@@ -271,6 +305,10 @@ class Admin:
                 extra={"detail_type": detail_type, "detail": detail},
             )
 
+    def _limit_errors(self, cluster_id: str, document: Mapping[str, Any], name: str | None) -> list[FieldError]:
+        others = [q for q in self.store.list_quotas(cluster_id) if q.name != name]
+        return _flavor_limit_errors(document, others, self.store.get_pool(cluster_id))
+
     def list_clusters(self) -> dict[str, Any]:
         return {"Clusters": [cluster_json(c) for c in self.store.list_clusters()]}
 
@@ -280,6 +318,7 @@ class Admin:
         cluster = self.cluster(cluster_id)
         document = request.given()
         _raise(_team_name_errors(document, cluster))
+        _raise(self._limit_errors(cluster_id, document, name=None))
         publisher = self._writable()
         stored = self.store.create_quota(cluster_id, document)
         self._publish(
@@ -335,6 +374,7 @@ class Admin:
         document = {k: v for k, v in current.body.items() if k in CreateQuota.__struct_fields__ and v is not None}
         document.update(request.given("TargetVersion"))
         _raise(_team_name_errors(document, cluster))
+        _raise(self._limit_errors(cluster_id, document, name=name))
         publisher = self._writable()
         stored = self.store.update_quota(cluster_id, name, document, target_version=request.fields.TargetVersion)
         self._publish(

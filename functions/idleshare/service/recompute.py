@@ -299,9 +299,10 @@ class Recomputer:
         scheduler, settings = truth.snapshot.scheduler_config, truth.snapshot.settings
         result = compute(truth.snapshot).with_issues(truth.unreadable_workloads)
         result = with_kueue_config(result, truth.kueue_config, scheduler)  # what this Kueue will not do, as issues
-        result, manifests = writable_objects(result, scheduler, settings)  # a bad name: an issue, not a write
+        # past Kueue's limits or a bad name: an issue, not a write
+        result, manifests = writable_objects(result, scheduler, settings, truth.kueue_api)
         result = with_kueue_api(result, manifests, truth.kueue_api)  # the versions written in, a field they lack
-        refused = [e for m in manifests for e in webhook_violations(m)]
+        refused = [e for m in manifests for e in webhook_violations(m, truth.kueue_api.limits)]
         if refused:  # recorded like an unreadable policy: the last pool and the cluster's objects stay
             message = f"Kueue would refuse the desired objects of cluster {cluster_id!r}: " + "; ".join(refused[:5])
             self.store.record_read_failure(cluster_id, message, generation=generation)
