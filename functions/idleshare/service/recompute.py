@@ -59,7 +59,7 @@ from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.parse.workloads import cluster_daemonsets, cluster_pods
-from idleshare.service.apply import describe
+from idleshare.service.apply import FULL_MESSAGES, describe, refusal_code
 from idleshare.service.apply import write as write_objects
 
 R = TypeVar("R")
@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 
 FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 """The named issue of an object whose fields another field manager owns (apply status ``Conflict``)."""
+WAITING = "WaitingForRefused"
+"""Objects not written because an object they need was refused (apply status ``Conflict``)."""
 FOREIGN_OBJECT = "ForeignObject"
 """The named issue of an object of a name idleshare wants that idleshare did not create (apply status
 ``Conflict``): never written, never deleted, whatever the cluster's field ownership."""
@@ -99,6 +101,11 @@ class Outcome:
     """``ForeignFieldManager`` issues: objects whose fields another field manager owns, left to it."""
     foreign: list[str] = field(default_factory=list)
     """``ForeignObject`` issues: objects (``Kind/name``) idleshare wants that someone else created, left alone."""
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    """``NamespaceTerminating`` / ``WriteRefused`` issues: ``(code, "Kind/name: why")`` of each write or deletion the
+    API server refused for good; every other write still ran."""
+    waiting: list[str] = field(default_factory=list)
+    """Objects not written because one they need was refused (``Kind/name (needs Kind/name)``)."""
     unreadable: list[str] = field(default_factory=list)
     """Why each ``Unreadable`` node could not be read (the node is excluded, the cluster recomputed)."""
     published: bool = False
@@ -361,7 +368,8 @@ class Recomputer:
         except IdleshareError as exc:
             self.store.record_apply(cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}")
             raise
-        if outcome.conflicts or outcome.foreign:  # reported every time (level-triggered): the alarm stays on
+        if outcome.conflicts or outcome.foreign or outcome.refused or outcome.waiting:  # reported every time
+            # (level-triggered): the alarm stays on while it lasts
             self.store.record_apply(cluster_id, generation, "Conflict", _conflict_message(outcome))
         elif outcome.changed or previous is None or previous.apply_status != "Applied":
             self.store.record_apply(
@@ -442,6 +450,8 @@ class Recomputer:
         outcome.namespaces_created += written.namespaces_created
         outcome.conflicts.extend(written.conflicts)
         outcome.foreign.extend(written.foreign)
+        outcome.refused.extend((refusal_code(exc), f"{what}: {exc}") for what, exc in written.refused)
+        outcome.waiting.extend(f"{what} (needs {', '.join(waits)})" for what, waits in written.waiting)
         written.raise_failures()
 
 
@@ -512,6 +522,17 @@ def _conflict_message(outcome: Outcome) -> str:
             + "; ".join(outcome.conflicts)
             + " (left to them; set the cluster's field_ownership to Take to have idleshare own these fields)"
         )
+    for code in sorted({code for code, _ in outcome.refused}):
+        refused = [text for c, text in outcome.refused if c == code]
+        shown = "; ".join(refused[:FULL_MESSAGES])
+        if len(refused) > FULL_MESSAGES:
+            shown += f"; and {len(refused) - FULL_MESSAGES} more"
+        parts.append(f"{code}: {shown} (refused by the API server: everything else was written and deleted)")
+    if outcome.waiting:
+        waiting = outcome.waiting[:FULL_MESSAGES] + (
+            [f"and {len(outcome.waiting) - FULL_MESSAGES} more"] if len(outcome.waiting) > FULL_MESSAGES else []
+        )
+        parts.append(f"{WAITING}: " + "; ".join(waiting) + " (not written until what it needs is written)")
     return "; ".join(parts)
 
 
