@@ -102,6 +102,7 @@ def emit_recompute(outcome: Outcome) -> None:
     # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_OBJECTS, float(len(outcome.foreign)))
+    gauge(outcome.cluster_id, names.METRIC_FIELD_MANAGER_FIGHTS, float(len(outcome.fights)))
     gauge(outcome.cluster_id, names.METRIC_OBJECTS_REFUSED, float(len(outcome.refused) + len(outcome.waiting)))
     overridden = sum(1 for issue in result.issues if issue.code == DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE)
     gauge(outcome.cluster_id, names.METRIC_QUOTA_OVERRIDDEN, float(overridden))
@@ -116,6 +117,11 @@ def _warn_left_alone(outcome: Outcome) -> None:
         logger.warning(
             "objects idleshare did not create hold names it wants: left alone",
             extra={"cluster": outcome.cluster_id, "foreign": outcome.foreign},
+        )
+    if outcome.fights:
+        logger.warning(
+            "objects another field manager keeps rewriting: idleshare backs off",
+            extra={"cluster": outcome.cluster_id, "fights": [f.describe() for f in outcome.fights[:5]]},
         )
     if outcome.refused or outcome.waiting:
         logger.warning(
