@@ -109,10 +109,19 @@ class FakeStore:
         self.history.setdefault(record.cluster_id, []).append(record)
         self.writes += 1
 
-    def record_apply(self, cluster_id: str, generation: int, status: str, message: str = "") -> None:
+    def record_apply(
+        self,
+        cluster_id: str,
+        generation: int,
+        status: str,
+        message: str = "",
+        *,
+        rewrites: Mapping[str, Any] | None = None,
+    ) -> None:
         current = self.pools.get(cluster_id)
         if current and current.generation == generation:
-            self.pools[cluster_id] = replace(current, apply_status=status, apply_message=message)
+            kept = current.rewrites if rewrites is None else dict(copy.deepcopy(rewrites))
+            self.pools[cluster_id] = replace(current, apply_status=status, apply_message=message, rewrites=kept)
             self.writes += 1
 
     def record_read_failure(self, cluster_id: str, message: str, *, generation: int | None = None) -> None:

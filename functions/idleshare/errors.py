@@ -116,6 +116,17 @@ class AuthExpiredError(RetryableError):
     next attempt signs a new one."""
 
 
+class NamespaceTerminatingError(PermanentError):
+    """The API server refused to create an object in a namespace that is being deleted (HTTP 403 with a
+    ``NamespaceTerminating`` cause): nothing can be created there until the namespace is gone (a finalizer may hold
+    it for ever). ``namespace`` names it. Permanent for this object only: the recompute names it (issue
+    ``NamespaceTerminating``) and writes everything else."""
+
+    def __init__(self, message: str, *, operation: str, namespace: str, status: int | None = 403) -> None:
+        super().__init__(message, operation=operation, status=status)
+        self.namespace = namespace
+
+
 class ClusterReadError(RetryableError):
     """A recompute could not observe the cluster (its nodes, Kueue's API versions, the DaemonSets or pods headroom
     reads): not an observation of zero capacity. The last pool is kept and the failure recorded on it; the request

@@ -119,6 +119,10 @@ METRIC_POOL_ISSUES = "PoolIssues"  # per (cluster, issue): the pool's named issu
 METRIC_UNGOVERNED_FLAVORS = "UngovernedFlavors"  # per cluster: flavors past Kueue's limits, in no Kueue object
 METRIC_FOREIGN_FIELD_MANAGER = "ForeignFieldManagerConflicts"  # objects left to another field manager (cluster)
 METRIC_FOREIGN_OBJECTS = "ForeignObjects"  # objects of a name idleshare wants that it did not create (cluster)
+METRIC_FIELD_MANAGER_FIGHTS = "FieldManagerFights"  # objects another field manager keeps rewriting, which idleshare
+# backs off from (cluster; issue FieldManagerFight; field_ownership Take only)
+METRIC_OBJECTS_REFUSED = "ObjectsRefused"  # writes and deletions the API server refused for good, and the objects
+# held back because they need a refused one (cluster; issues NamespaceTerminating, WriteRefused, WaitingForRefused)
 METRIC_QUOTA_OVERRIDDEN = "QuotaOverridden"  # idleshare's ClusterQueues/Cohorts Kueue schedules from another
 # writer's status.effectiveQuotas, not from idleshare's spec (cluster; issue DynamicQuotaOrchestratorActive)
 # The recompute's run (counts, dimension service; the duration in milliseconds).

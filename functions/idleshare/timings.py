@@ -200,6 +200,14 @@ rounds, ratio to ``kubectl get nodes -o json`` in the same run): 1 -> 1.45x / 1.
 all of the gain with half the requests in flight (times the event source mapping's concurrency across clusters);
 an EKS control plane has several apiserver replicas behind its endpoint, where parallel writes pay off more."""
 
+FIGHT_REWRITES = 3
+"""Fights (``domain/fights.py``): the recompute of one desired state that finds an object idleshare created changed
+again for this many times in a row names it (issue ``FieldManagerFight``, the other field manager from
+``managedFields``) and stops writing it back every run."""
+FIGHT_RETRY_SECONDS = 30 * 60
+"""While a fight stands, idleshare writes the object again once this long after its last write of it (to see
+whether the other controller is gone: a write that sticks ends the fight), or at once when its desired state
+changes."""
 NODE_CACHE_MAX_AGE_SECONDS = 300
 """A warm recompute keeps its last node list and brings it up to date by a watch (``adapters/node_cache.py``); it
 lists every node again at least this often, whatever the watch said."""

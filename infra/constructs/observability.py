@@ -241,8 +241,8 @@ class Observability(Construct):
         )
 
     def _cluster_alarms(self, cluster_ids: list[str]) -> None:
-        """One alarm per cluster for each of: shortfall, another field manager, a foreign object, a quota
-        overridden by an orchestrator, accelerators idle while work is pending, pods no node has taken."""
+        """One alarm per cluster for each of: shortfall, another field manager, a fight, a foreign object, a refused
+        object, a quota overridden by an orchestrator, accelerators idle while work is pending, pods no node has taken."""
         self.shortfall_alarms = [
             self._alarm(
                 f"ShortfallAlarm-{cluster_id}",
@@ -268,6 +268,25 @@ class Observability(Construct):
             "Cluster {cluster}: an object of a name idleshare wants exists and idleshare did not create it "
             "(no idleshare.io/created-by annotation): never written nor deleted by idleshare (apply status "
             "Conflict, issue ForeignObject names it)",
+        )
+        self.fight_alarms = self._cluster_gauge_alarms(
+            cluster_ids,
+            "FieldManagerFightAlarm",
+            names.METRIC_FIELD_MANAGER_FIGHTS,
+            "Cluster {cluster}: another field manager keeps rewriting one of idleshare's objects (field_ownership "
+            "Take against a controller that force-applies the same fields): idleshare backs off instead of writing "
+            "it every recompute; issue FieldManagerFight names the object and the other manager (apply status "
+            "Conflict, GET /clusters/<c>/pool)",
+        )
+        self.objects_refused_alarms = self._cluster_gauge_alarms(
+            cluster_ids,
+            "ObjectsRefusedAlarm",
+            names.METRIC_OBJECTS_REFUSED,
+            "Cluster {cluster}: the API server refused a write or deletion of one of idleshare's objects for good "
+            "(its namespace being deleted: issue NamespaceTerminating; an admission policy, a ResourceQuota, a "
+            "webhook: WriteRefused, with the status and message), or holds back an object that needs it "
+            "(WaitingForRefused); everything else is written and deleted (apply status Conflict names each: "
+            "GET /clusters/<c>/pool)",
         )
         self.quota_overridden_alarms = self._cluster_gauge_alarms(
             cluster_ids,
@@ -367,6 +386,8 @@ class Observability(Construct):
                     *self.shortfall_alarms,
                     *self.field_manager_alarms,
                     *self.foreign_object_alarms,
+                    *self.fight_alarms,
+                    *self.objects_refused_alarms,
                     *self.quota_overridden_alarms,
                     *self.idle_while_pending_alarms,
                     *self.unbound_pods_alarms,

@@ -364,6 +364,8 @@ def test_every_alarm_watches_a_dlq_a_function_or_a_metric_idleshare_emits(public
         (f"{names.METRIC_IDLE_WHILE_PENDING} {cluster}", 0, above),
         (f"{names.METRIC_FOREIGN_FIELD_MANAGER} {cluster}", 0, above),
         (f"{names.METRIC_FOREIGN_OBJECTS} {cluster}", 0, above),
+        (f"{names.METRIC_OBJECTS_REFUSED} {cluster}", 0, above),
+        (f"{names.METRIC_FIELD_MANAGER_FIGHTS} {cluster}", 0, above),
         (f"{names.METRIC_QUOTA_OVERRIDDEN} {cluster}", 0, above),
         (f"{names.METRIC_UNBOUND_PODS_OLDEST_SECONDS} {cluster}", timings.UNBOUND_PODS_ALARM_MINUTES * 60, at_least),
         (f"{names.METRIC_NODE_WATCH_SECONDS} {cluster}", timings.WATCHER_ALARM_MINUTES * 60 / 2, below),

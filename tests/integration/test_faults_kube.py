@@ -59,7 +59,8 @@ FAULTS = [
 ]
 
 
-PERMANENT = {"422 rejected"}  # docs/operations.md's failure table: Kueue refusing the desired objects is not retried
+PERMANENT = {"422 rejected"}  # docs/operations.md's failure table: Kueue refusing one object is not retried, and
+# is that object's alone (apply status Conflict, WriteRefused): the rest of the recompute is written
 
 
 @pytest.mark.parametrize(("inject", "where", "message"), FAULTS)
@@ -79,9 +80,10 @@ def test_an_api_fault_is_recorded_retried_and_converges(harness, inject, where, 
     if where == "read":  # a failed read is not zero capacity: the last pool stays
         assert stored.generation == 1 and stored.pool == baseline
         assert message in stored.read_failure
-    else:  # the new pool is stored; its apply failed and says why
-        assert stored.generation == 2 and stored.apply_status == "Failed"
+    else:  # the new pool is stored; its apply failed (or, refused for good, the object is named) and says why
+        assert stored.generation == 2 and stored.apply_status == ("Conflict" if permanent else "Failed")
         assert message in stored.apply_message
+        assert ("WriteRefused: ClusterQueue/hyperpod-ns-a-clusterqueue" in stored.apply_message) == permanent
     # And the next recompute (SQS's redelivery, or for a permanent failure the schedule's) converges, invariants
     # holding throughout
     harness.sim.clear_faults()

@@ -11,7 +11,7 @@ import pytest
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.domain.kueue_diff import diff
 from idleshare.errors import PermanentError, RetryableError
-from idleshare.service.apply import PermanentWritesFailed, write
+from idleshare.service.apply import write
 from tests.builders import CLUSTER, QUOTAS, objects
 from tests.kube.fixtures import ProxiedKube, proxied_kube  # noqa: F401  (fixture)
 
@@ -78,16 +78,20 @@ def test_two_refused_writes_are_both_named_and_the_others_made(proxied_kube, ada
             m["spec"]["stopPolicy"] = "Invalid"
     # When written
     done = write(adapter, desired, [], force=False)
-    # Then the error names both, is permanent and an IdleshareError
-    with pytest.raises(PermanentWritesFailed) as raised:
-        done.raise_failures()
-    assert isinstance(raised.value, PermanentError)
-    assert all(f"ClusterQueue/{name}" in str(raised.value) for name in cqs[:2]) and "HTTP 422" in str(raised.value)
-    # and every other object is in the cluster, the LocalQueues too
+    # Then both are named as refused, each with the apiserver's answer, and nothing is raised (retrying cannot help)
+    assert [what for what, _ in done.refused] == [f"ClusterQueue/{name}" for name in cqs[:2]]
+    assert all(isinstance(exc, PermanentError) and "HTTP 422" in str(exc) for _, exc in done.refused)
+    done.raise_failures()
+    # and every other object is in the cluster, the LocalQueues of those two teams waiting for their ClusterQueue
     held = {(o["kind"], o["metadata"]["name"]) for o in adapter.list_managed()}
+    waiting = {
+        m["metadata"]["name"] for m in desired if m["kind"] == "LocalQueue" and m["spec"]["clusterQueue"] in cqs[:2]
+    }
+    assert len(waiting) == 2 and sorted(what.split("/")[-1] for what, _ in done.waiting) == sorted(waiting)
     for m in desired:
         key = (m["kind"], m["metadata"]["name"])
-        assert (key in held) == (not (m["kind"] == "ClusterQueue" and m["metadata"]["name"] in cqs[:2])), key
+        refused = m["kind"] == "ClusterQueue" and key[1] in cqs[:2]
+        assert (key in held) == (not refused and key[1] not in waiting), key
 
 
 def test_a_foreign_managers_field_is_left_to_it_and_the_rest_is_written(proxied_kube, adapter) -> None:  # noqa: F811

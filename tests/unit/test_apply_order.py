@@ -14,26 +14,41 @@ from idleshare.errors import (
     FieldOwnershipError,
     ForeignObjectError,
     IdleshareError,
+    NamespaceTerminatingError,
     PermanentError,
     RetryableError,
 )
-from idleshare.service.apply import PermanentWritesFailed, RetryableWritesFailed, WritesFailed, describe, write
+from idleshare.service.apply import (
+    NAMESPACE_TERMINATING,
+    WRITE_REFUSED,
+    RetryableWritesFailed,
+    WritesFailed,
+    describe,
+    needs,
+    refusal_code,
+    write,
+)
 
 
-def obj(kind: str, name: str, namespace: str = "") -> dict[str, Any]:
+def obj(kind: str, name: str, namespace: str = "", spec: dict[str, Any] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
-    return {"kind": kind, "metadata": meta}
+    return {"kind": kind, "metadata": meta} | ({"spec": spec} if spec is not None else {})
+
+
+FLAVORS = [f"flavor-{f}" for f in range(3)]
 
 
 def cluster_objects(teams: int = 6) -> list[dict[str, Any]]:
-    """As diff orders them: namespaces, flavors, the priority class, the cohort, then the queues."""
+    """As diff orders them: namespaces, flavors, the priority class, the cohort, then the queues (each ClusterQueue
+    naming the cohort and every flavor, each LocalQueue its ClusterQueue, as idleshare writes them)."""
+    groups = [{"flavors": [{"name": f, "resources": []} for f in FLAVORS]}]
     out = [obj("Namespace", f"ns-{t}") for t in range(teams)]
-    out += [obj("ResourceFlavor", f"flavor-{f}") for f in range(3)] + [obj("WorkloadPriorityClass", "high")]
-    out += [obj("Cohort", "pool")]
-    out += [obj("ClusterQueue", f"cq-{t}") for t in range(teams)]
-    out += [obj("LocalQueue", f"lq-{t}", f"ns-{t}") for t in range(teams)]
+    out += [obj("ResourceFlavor", f) for f in FLAVORS] + [obj("WorkloadPriorityClass", "high")]
+    out += [obj("Cohort", "pool", spec={"resourceGroups": groups})]
+    out += [obj("ClusterQueue", f"cq-{t}", spec={"cohortName": "pool", "resourceGroups": groups}) for t in range(teams)]
+    out += [obj("LocalQueue", f"lq-{t}", f"ns-{t}", spec={"clusterQueue": f"cq-{t}"}) for t in range(teams)]
     return out
 
 
@@ -164,22 +179,85 @@ def test_without_existing_every_object_is_created() -> None:
     assert {how for how, _ in kube.calls} == {"create"}  # never an apply that could adopt
 
 
-def test_several_permanent_failures_are_all_named_and_the_other_writes_still_made() -> None:
+REMOVED_TEAM = [obj("LocalQueue", "old-lq", "ns-9"), obj("ClusterQueue", "old-cq"), obj("WorkloadPriorityClass", "low")]
+"""What a recompute deletes when a team and a priority class went: its queues hold quota in the cohort."""
+
+
+def forbidden(what: str) -> PermanentError:
+    return PermanentError(f"c1: create {what}: HTTP 403: denied by policy", operation="create", status=403)
+
+
+def test_what_idleshare_writes_needs_only_its_namespace_its_clusterqueue_and_its_flavors() -> None:
+    cq, lq = cluster_objects(1)[-2:]
+    cohort = next(o for o in cluster_objects(1) if o["kind"] == "Cohort")
+    assert needs(lq) == [("Namespace", "", "ns-0"), ("ClusterQueue", "", "cq-0")]
+    assert needs(cq) == [("ResourceFlavor", "", f) for f in FLAVORS]  # not the Cohort: Kueue forms it from the name
+    assert needs(cohort) == [] and needs(obj("WorkloadPriorityClass", "high")) == []
+
+
+def test_a_refused_object_holds_back_only_what_needs_it_and_every_deletion_still_runs() -> None:
+    # Given a cluster that refuses one team's namespace (an admission policy), another team's LocalQueue (its
+    # namespace is being deleted) and a third team's ClusterQueue (422), in a recompute that also removes a team
     kube = RecordingKube()
-    for what in ("ClusterQueue/cq-2", "ClusterQueue/cq-5", "LocalQueue/ns-3/lq-3"):
-        kube.fail[what] = PermanentError(f"c1: apply {what}: HTTP 422: invalid", operation="apply", status=422)
-    done = write(kube, cluster_objects(), [obj("ResourceFlavor", "old")], force=False)
-    # every other object applied (the LocalQueues too), the deletion not made
-    assert done.applied == 3 + 1 + 1 + 4 + 5 and done.deleted == 0 and not kube.started("delete")
-    assert [what for what, _ in done.failures] == ["ClusterQueue/cq-2", "ClusterQueue/cq-5", "LocalQueue/ns-3/lq-3"]
-    # the raised error names them all, is permanent (not retried) and an IdleshareError
-    with pytest.raises(PermanentWritesFailed) as raised:
-        done.raise_failures()
-    assert isinstance(raised.value, PermanentError) and isinstance(raised.value, IdleshareError)
-    message = str(raised.value)
-    assert message.startswith("3 of ")
-    for what in ("ClusterQueue/cq-2", "ClusterQueue/cq-5", "LocalQueue/ns-3/lq-3", "HTTP 422"):
-        assert what in message
+    kube.fail["Namespace/ns-1"] = forbidden("Namespace/ns-1")
+    kube.fail["LocalQueue/ns-3/lq-3"] = NamespaceTerminatingError(
+        "c1: create LocalQueue/ns-3/lq-3: HTTP 403: unable to create new content in namespace ns-3 because it is "
+        "being terminated",
+        operation="create",
+        namespace="ns-3",
+    )
+    kube.fail["ClusterQueue/cq-4"] = PermanentError("c1: create ClusterQueue/cq-4: HTTP 422: bad", status=422)
+    done = write(kube, cluster_objects(), REMOVED_TEAM, force=False)
+    # Then only what needs a refused object that is not there waits: team 1's LocalQueue (no namespace), team 4's
+    # (no ClusterQueue); everything else is written, and the removed team's queues and the priority class are
+    # deleted in the same run
+    assert [what for what, _ in done.refused] == ["Namespace/ns-1", "ClusterQueue/cq-4", "LocalQueue/ns-3/lq-3"]
+    assert [refusal_code(exc) for _, exc in done.refused] == [WRITE_REFUSED, WRITE_REFUSED, NAMESPACE_TERMINATING]
+    assert done.waiting == [
+        ("LocalQueue/ns-1/lq-1", ["Namespace/ns-1"]),
+        ("LocalQueue/ns-4/lq-4", ["ClusterQueue/cq-4"]),
+    ]
+    assert not kube.started("LocalQueue/ns-1/") and not kube.started("LocalQueue/ns-4/")
+    assert done.applied == 3 + 1 + 1 + 5 + 3 and done.namespaces_created == 5
+    assert done.deleted == 3 and len(kube.started("delete")) == 3
+    # and nothing is raised: the caller names the refusals (retrying cannot help)
+    assert not done.failures
+    done.raise_failures()
+
+
+def test_a_refused_new_flavor_holds_back_the_queues_naming_it_but_not_the_queues_of_queues_already_there() -> None:
+    # Given team 0's ClusterQueue in the cluster already and a new flavor the cluster refuses
+    kube = RecordingKube()
+    kube.fail["ResourceFlavor/flavor-2"] = forbidden("ResourceFlavor/flavor-2")
+    ours = {("ClusterQueue", "", "cq-0"), ("ResourceFlavor", "", "flavor-0"), ("ResourceFlavor", "", "flavor-1")}
+    done = write(kube, cluster_objects(2), [obj("ResourceFlavor", "old")], force=False, existing=ours)
+    # Then no ClusterQueue is written (Kueue would make it inactive: a flavor it names is missing), team 0's
+    # LocalQueue is (its ClusterQueue stands, as it was), team 1's is not (its ClusterQueue does not exist)
+    assert done.waiting == [
+        ("ClusterQueue/cq-0", ["ResourceFlavor/flavor-2"]),
+        ("ClusterQueue/cq-1", ["ResourceFlavor/flavor-2"]),
+        ("LocalQueue/ns-1/lq-1", ["ClusterQueue/cq-1"]),
+    ]
+    assert not kube.started("ClusterQueue") and kube.started("LocalQueue/ns-0/lq-0")
+    assert done.deleted == 1  # and the deletion still runs
+    done.raise_failures()
+
+
+def test_a_refused_update_of_an_object_already_there_holds_nothing_back() -> None:
+    kube = RecordingKube()
+    kube.fail["ResourceFlavor/flavor-0"] = forbidden("ResourceFlavor/flavor-0")
+    ours = {("ResourceFlavor", "", f) for f in FLAVORS}
+    done = write(kube, cluster_objects(2), [], force=False, existing=ours)
+    assert [what for what, _ in done.refused] == ["ResourceFlavor/flavor-0"] and not done.waiting
+    assert len(kube.started("ClusterQueue")) == 2 and len(kube.started("LocalQueue")) == 2
+
+
+def test_a_refused_deletion_is_named_and_the_other_deletions_still_run() -> None:
+    kube = RecordingKube()
+    kube.fail["delete LocalQueue/ns-9/old-lq"] = forbidden("LocalQueue/ns-9/old-lq")
+    done = write(kube, [], REMOVED_TEAM, force=False)
+    assert [what for what, _ in done.refused] == ["LocalQueue/ns-9/old-lq"]
+    assert done.deleted == 2 and kube.started("delete ClusterQueue/old-cq")  # its ClusterQueue goes all the same
 
 
 def test_a_retryable_failure_stops_what_has_not_started() -> None:
@@ -209,13 +287,12 @@ def raised(fail: dict[str, Exception], concurrency: int = 4) -> Exception:
     return caught.value
 
 
-def test_one_failure_is_raised_as_it_came_one_retryable_among_permanent_makes_all_retryable() -> None:
-    error = PermanentError("c1: apply ClusterQueue/cq-0: HTTP 403: forbidden", operation="apply", status=403)
+def test_one_retryable_failure_is_raised_as_it_came_and_names_the_refusals_beside_it() -> None:
+    error = RetryableError("c1: apply ClusterQueue/cq-0: HTTP 503", operation="apply", status=503)
     assert raised({"ClusterQueue/cq-0": error}) is error
     refused = PermanentError("refused", operation="apply", status=422)
-    unavailable = RetryableError("HTTP 503", operation="apply", status=503)
-    both = raised({"Cohort/pool": refused, "ClusterQueue/cq-0": unavailable}, concurrency=1)
-    assert type(both) is RetryableWritesFailed
+    both = raised({"Cohort/pool": refused, "ClusterQueue/cq-0": error}, concurrency=1)
+    assert type(both) is RetryableWritesFailed and "Cohort/pool" in str(both) and "ClusterQueue/cq-0" in str(both)
 
 
 def test_an_error_that_is_not_an_adapters_is_raised_as_is() -> None:
@@ -224,13 +301,15 @@ def test_an_error_that_is_not_an_adapters_is_raised_as_is() -> None:
 
 
 def test_many_failures_quote_a_few_and_name_the_rest() -> None:
-    kube = RecordingKube(delay=0)
+    kube = RecordingKube(delay=0, concurrency=1)
     objects = [obj("ClusterQueue", f"cq-{i}") for i in range(12)]
-    for o in objects:
+    for o in objects[1:-1]:
         kube.fail[describe(o)] = PermanentError(f"apply {describe(o)}: HTTP 422: long reason", operation="apply")
+    # the retryable one last (one at a time): every refusal before it was attempted
+    kube.fail["ClusterQueue/cq-11"] = RetryableError("apply ClusterQueue/cq-11: HTTP 500: long reason")
     done = write(kube, objects, [], force=False)
-    with pytest.raises(PermanentWritesFailed) as raised:
+    with pytest.raises(RetryableWritesFailed) as raised:
         done.raise_failures()
     message = str(raised.value)
-    assert message.count("long reason") == 5 and all(describe(o) in message for o in objects)
-    assert len(raised.value.failures) == 12
+    assert message.count("long reason") == 5 and all(describe(o) in message for o in objects[1:])
+    assert len(raised.value.failures) == 11

@@ -259,6 +259,7 @@ def emitted_metrics(capsys, outcome) -> list[dict]:
 @pytest.mark.parametrize("service_env", [None, "idleshare"], ids=["no POWERTOOLS_SERVICE_NAME", "as deployed"])
 def test_every_metric_carries_exactly_the_dimensions_the_dashboard_and_alarms_query(monkeypatch, capsys, service_env):
     """The producer (EMF from the recompute) and the consumer (SCHEMA() in the CDK app) agree, or no alarm matches."""
+    from idleshare.domain.fights import Fight
     from idleshare.domain.model import Snapshot
     from idleshare.domain.pool import compute
     from infra.constructs.observability import EXCLUDED_DIMS, GAUGE_DIMS
@@ -271,7 +272,20 @@ def test_every_metric_carries_exactly_the_dimensions_the_dashboard_and_alarms_qu
     result = compute(Snapshot(nodes=(domain_node("n1"), domain_node("n2", ready=False))))
     conflicts = ["ClusterQueue/a: .spec x owned by gitops"]  # objects left to another field manager: counted
     foreign_objects = ["WorkloadPriorityClass/high-priority", "ClusterQueue/b"]  # not idleshare's: counted
-    outcome = Outcome("c1", 1, True, result=result, conflicts=conflicts, foreign=foreign_objects)
+    refused = [("NamespaceTerminating", "LocalQueue/ns-g/lq-g: HTTP 403: being terminated")]  # counted, with
+    waiting = ["LocalQueue/ns-b/lq-b (needs Namespace/ns-b)"]  # what waits for a refused object
+    fights = [Fight("ClusterQueue/a", 3, ("gitops",), 0.0, False)]  # rewritten by another manager: counted
+    outcome = Outcome(
+        "c1",
+        1,
+        True,
+        result=result,
+        conflicts=conflicts,
+        foreign=foreign_objects,
+        refused=refused,
+        waiting=waiting,
+        fights=fights,
+    )
     emitted = emitted_metrics(capsys, outcome)
     dims = {m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(m["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0])
             for m in emitted}  # fmt: skip
@@ -284,3 +298,9 @@ def test_every_metric_carries_exactly_the_dimensions_the_dashboard_and_alarms_qu
     assert dims[names.METRIC_FOREIGN_OBJECTS] == sorted([names.METRIC_DIM_CLUSTER, "service"])
     (objects,) = [m for m in emitted if names.METRIC_FOREIGN_OBJECTS in m]
     assert objects[names.METRIC_FOREIGN_OBJECTS] == [2.0] and objects["cluster"] == "c1"
+    assert dims[names.METRIC_OBJECTS_REFUSED] == sorted([names.METRIC_DIM_CLUSTER, "service"])
+    (not_written,) = [m for m in emitted if names.METRIC_OBJECTS_REFUSED in m]
+    assert not_written[names.METRIC_OBJECTS_REFUSED] == [2.0] and not_written["cluster"] == "c1"
+    assert dims[names.METRIC_FIELD_MANAGER_FIGHTS] == sorted([names.METRIC_DIM_CLUSTER, "service"])
+    (fought,) = [m for m in emitted if names.METRIC_FIELD_MANAGER_FIGHTS in m]
+    assert fought[names.METRIC_FIELD_MANAGER_FIGHTS] == [1.0] and fought["cluster"] == "c1"

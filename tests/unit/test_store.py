@@ -592,6 +592,17 @@ def test_an_apply_status_or_a_read_failure_lands_on_the_generation_it_names_only
     assert raw_item(table, "CLUSTER#c2", "POOL") is None
 
 
+def test_a_generations_count_of_fights_is_kept_with_its_apply_status_and_a_new_generation_starts_without(store):
+    store.put_pool(pool_record(1), expected_generation=0)
+    rewrites = {"ClusterQueue/q": {"count": 2, "writtenAt": 1.5, "managers": ["gitops"]}}
+    store.record_apply(C, 1, "Applied", "1 applied, 0 deleted", rewrites=rewrites)
+    assert store.get_pool(C).rewrites == rewrites
+    store.record_apply(C, 1, "Conflict", "named")  # None: left as stored
+    assert store.get_pool(C).rewrites == rewrites
+    store.put_pool(pool_record(2), expected_generation=1)
+    assert store.get_pool(C).rewrites == {}
+
+
 @pytest.mark.parametrize("generation", [None, 0])
 def test_a_read_failure_before_any_pool_is_generation_0_and_the_first_pool_still_lands(store, generation):
     # a failure naming generation 1 on a cluster without a pool item does nothing

@@ -12,6 +12,8 @@ Every lightkube / httpx error is translated into :mod:`idleshare.errors`:
                                       (retryable: the next invocation signs anew again)
 403, 400, 422 and other 4xx           :class:`PermanentError` (422 carries the apiserver's message,
                                       which names the invalid field)
+403 with a ``NamespaceTerminating``   :class:`NamespaceTerminatingError` (permanent: a create into a
+cause                                 namespace being deleted; the namespace is kept)
 404                                   :class:`NotFoundError`
 409 with ``FieldManagerConflict``     :class:`FieldOwnershipError` (permanent: another field manager
 causes (server-side apply)            owns a field idleshare would set; the names are kept)
@@ -62,6 +64,7 @@ from idleshare.errors import (
     ForeignObjectError,
     IdleshareError,
     KueueNotInstalledError,
+    NamespaceTerminatingError,
     NotFoundError,
     PermanentError,
     ResourceExpiredError,
@@ -1311,6 +1314,8 @@ class LightkubeCluster:
             error = ResourceExpiredError(message, operation=operation, status=status)
         elif status is not None and (status == 429 or status >= 500):
             error = RetryableError(message, operation=operation, status=status)
+        elif status == 403 and (namespace := _terminating_namespace(exc)) is not None:
+            error = NamespaceTerminatingError(message, operation=operation, namespace=namespace, status=status)
         else:  # 400, 403, 422, ...
             error = PermanentError(message, operation=operation, status=status)
         raise error from exc
@@ -1335,6 +1340,22 @@ def _field_manager_conflicts(exc: Exception) -> list[tuple[str, str]]:
             match = _CONFLICT_MANAGER.search(cause.message or "")
             out.append((match.group(1) if match else "?", cause.field or "?"))
     return out
+
+
+_TERMINATING = re.compile(r"namespace (\S+) because it is being terminated|namespace (\S+) is being terminated")
+
+
+def _terminating_namespace(exc: Exception) -> str | None:
+    """The namespace of a create refused because it is being deleted (the NamespaceLifecycle admission plugin's
+    403, whose Status carries a cause of type ``NamespaceTerminating``), else None."""
+    status = getattr(exc, "status", None)
+    causes = getattr(getattr(status, "details", None), "causes", None) or []
+    for cause in causes:
+        if getattr(cause, "reason", None) == "NamespaceTerminating":
+            text = f"{cause.message or ''} {getattr(status, 'message', '') or ''}"
+            match = _TERMINATING.search(text)
+            return next((g for g in match.groups() if g), "") if match else ""
+    return None
 
 
 def _status_message(exc: Exception) -> str:

@@ -77,6 +77,10 @@ class PoolRecord:
     outbox: dict[str, Any] | None = None
     """The ``Lendable Pool Recomputed`` detail of this generation not yet published (None: published, or none);
     stored with the generation, removed by ``Store.clear_outbox`` once it is on the bus."""
+    rewrites: dict[str, Any] = field(default_factory=dict)
+    """This generation's count of the objects another field manager keeps rewriting (``domain/fights.py``), kept
+    with its apply status (``Store.record_apply``); a new generation starts without one (a new desired state counts
+    afresh)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +221,18 @@ class Store(Protocol):
         append-only history item carrying a TTL. Raises ConflictError when it lost the race."""
         ...
 
-    def record_apply(self, cluster_id: str, generation: int, status: str, message: str = "") -> None: ...
+    def record_apply(
+        self,
+        cluster_id: str,
+        generation: int,
+        status: str,
+        message: str = "",
+        *,
+        rewrites: Mapping[str, Any] | None = None,
+    ) -> None:
+        """How applying ``generation`` went, and (``rewrites``, None: left as stored) its count of fights; nothing when
+        the stored pool has moved on."""
+
     def record_read_failure(self, cluster_id: str, message: str, *, generation: int | None = None) -> None:
         """Record (``message``) or clear (``""``) the last failure to observe the cluster; with ``generation``,
         only while the stored generation is that one (0: also no pool item yet) — else a no-op."""

@@ -75,7 +75,8 @@ class RecomputeReport(BatchEvents):
 
 def emit_recompute(outcome: Outcome) -> None:
     """A recompute's log line, counters and gauges (per flavor and accelerator, excluded nodes, the pool's
-    named issues, objects left to another field manager, objects of a wanted name that idleshare did not create)."""
+    named issues, objects left to another field manager, objects of a wanted name that idleshare did not create,
+    objects the API server refused)."""
     result = outcome.result
     logger.info(
         "recomputed",
@@ -102,19 +103,31 @@ def emit_recompute(outcome: Outcome) -> None:
     # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
     gauge(outcome.cluster_id, names.METRIC_FOREIGN_OBJECTS, float(len(outcome.foreign)))
+    gauge(outcome.cluster_id, names.METRIC_FIELD_MANAGER_FIGHTS, float(len(outcome.fights)))
+    gauge(outcome.cluster_id, names.METRIC_OBJECTS_REFUSED, float(len(outcome.refused) + len(outcome.waiting)))
     overridden = sum(1 for issue in result.issues if issue.code == DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE)
     gauge(outcome.cluster_id, names.METRIC_QUOTA_OVERRIDDEN, float(overridden))
 
 
 def _warn_left_alone(outcome: Outcome) -> None:
     """Warnings for what a recompute left alone: objects of another field manager, objects idleshare did not
-    create, nodes it could not read."""
+    create, objects the API server refused (and those that need them), nodes it could not read."""
     if outcome.conflicts:
         logger.warning("objects left to another field manager", extra={"conflicts": outcome.conflicts})
     if outcome.foreign:
         logger.warning(
             "objects idleshare did not create hold names it wants: left alone",
             extra={"cluster": outcome.cluster_id, "foreign": outcome.foreign},
+        )
+    if outcome.fights:
+        logger.warning(
+            "objects another field manager keeps rewriting: idleshare backs off",
+            extra={"cluster": outcome.cluster_id, "fights": [f.describe() for f in outcome.fights[:5]]},
+        )
+    if outcome.refused or outcome.waiting:
+        logger.warning(
+            "objects the API server refused: everything else was written",
+            extra={"cluster": outcome.cluster_id, "refused": outcome.refused[:5], "waiting": outcome.waiting[:5]},
         )
     if outcome.unreadable:  # excluded as Unreadable (counted in ExcludedNodes); why, for the operator
         logger.warning(

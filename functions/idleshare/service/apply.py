@@ -9,7 +9,7 @@ time). The order that matters is kept by waves, each finished before the next st
 2. the ClusterQueues (they name the Cohort and the flavors: Kueue's webhooks accept a missing one, but the queue
    would be inactive until it exists, and Kueue would reconcile it twice);
 3. the LocalQueues (a namespaced object needs its namespace; each names its ClusterQueue);
-4. then, only when every apply succeeded, the deletions, the other way round (LocalQueues, ClusterQueues, the rest).
+4. then the deletions, the other way round (LocalQueues, ClusterQueues, the rest).
 
 Creating and updating: an object the caller saw in the cluster with idleshare's creation marker (``existing``) is
 server-side applied; any other is created (``KubeCluster.create``: a POST carrying the marker, which cannot land on
@@ -17,12 +17,19 @@ an object someone else made). One that exists without the marker is foreign (:cl
 :attr:`Written.foreign`, never written, in either field-ownership mode; the rest is written.
 
 Failures: a write that another field manager refuses (:class:`FieldOwnershipError`) is not fought over: it is
-named in :attr:`Written.conflicts`, the rest is written. Any other failure is kept, named by its object, and the
-wave's other writes still run; a failure that retrying may cure (timeouts, 5xx, an outage) also stops every write
-not yet started (the retry makes them), so an unreachable server costs one timeout per write in flight, not one per
-object. :meth:`Written.raise_failures` then raises a single failure as it came, or, for several, a
-:class:`WritesFailed` naming them all: retryable (:class:`RetryableWritesFailed`) if any of them is, else permanent
-(:class:`PermanentWritesFailed`) — both are :class:`IdleshareError`, so the caller records the apply as Failed.
+named in :attr:`Written.conflicts`, the rest is written. **One object's refusal is that object's** (docs/spec.md §3):
+a write the API server refuses for good (:class:`PermanentError`: a 403 of a namespace being deleted,
+:class:`NamespaceTerminatingError`, an admission policy, a ResourceQuota, a webhook's 4xx) is named in
+:attr:`Written.refused`, and holds back only what needs it (:func:`needs`): an object that names a refused one that
+is not in the cluster (its create was refused; an existing object whose update was refused still stands, and what
+names it still works) is not written this run, named in :attr:`Written.waiting`. Every other write runs, and so do
+the deletions, whatever was refused: a deletion never waits for a write (a removed team's ClusterQueue that stayed
+would keep its quota in the cohort), nor for another deletion (Kueue's own finalizers hold a flavor or a queue still
+in use). A failure that retrying may cure (timeouts, 5xx, an outage) still stops every write not yet started,
+deletions included (the retry makes them), so an unreachable server costs one timeout per write in flight, not one
+per object; :meth:`Written.raise_failures` then raises a single failure as it came, or, for several, a
+:class:`RetryableWritesFailed` naming them all (refusals among them). Refusals alone raise nothing: the caller names
+them.
 
 What a write costs (measured on the real stack: 200 ClusterQueues of 8 KB, each write changing one
 ``borrowingLimit``, kube-apiserver CPU per write with Kueue's webhooks): server-side apply of the whole object as
@@ -43,7 +50,14 @@ from typing import Any
 
 from idleshare.adapters.ports import KubeCluster
 from idleshare.domain.kueue_diff import object_identity
-from idleshare.errors import FieldOwnershipError, ForeignObjectError, IdleshareError, PermanentError, RetryableError
+from idleshare.errors import (
+    FieldOwnershipError,
+    ForeignObjectError,
+    IdleshareError,
+    NamespaceTerminatingError,
+    PermanentError,
+    RetryableError,
+)
 
 Manifest = dict[str, Any]
 
@@ -55,12 +69,49 @@ APPLY_WAVES: tuple[frozenset[str], ...] = (
 """The kinds of each apply wave, in order (a kind in none of them is applied after the last)."""
 DELETE_WAVES: tuple[frozenset[str], ...] = tuple(reversed(APPLY_WAVES))
 FULL_MESSAGES = 5
-"""How many failures :class:`WritesFailed` quotes in full; the others are named by their object."""
+"""How many failures :class:`WritesFailed` (and a refusal's issue) quotes in full; the others are named by their
+object."""
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+"""The named issue of an object refused because its namespace is being deleted (it cannot be created there until the
+namespace is gone)."""
+WRITE_REFUSED = "WriteRefused"
+"""The named issue of any other write (or deletion) the API server refused for good, with its status and message."""
+Identity = tuple[str, str, str]
 
 
 def describe(obj: Manifest) -> str:
     kind, namespace, name = object_identity(obj)
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+def _identity_text(identity: Identity) -> str:
+    kind, namespace, name = identity
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+def needs(obj: Manifest) -> list[Identity]:
+    """The objects ``obj`` cannot be written without (their identities): a LocalQueue its namespace (the API server
+    creates nothing in a missing one) and its ClusterQueue (Kueue keeps it inactive without), a ClusterQueue its
+    ResourceFlavors (Kueue makes a queue naming a missing flavor inactive: its team could admit nothing). Not a
+    ClusterQueue its Cohort (Kueue forms the cohort from the name alone: the teams still lend to each other), nor the
+    Cohort its flavors (a quota of a missing flavor lends nothing), nor anything a WorkloadPriorityClass (a Job
+    names it, no object of ours does)."""
+    kind, namespace, _ = object_identity(obj)
+    spec = obj.get("spec") or {}
+    out: list[Identity] = []
+    if kind == "LocalQueue":
+        out.append(("Namespace", "", namespace))
+        if spec.get("clusterQueue"):
+            out.append(("ClusterQueue", "", str(spec["clusterQueue"])))
+    elif kind == "ClusterQueue":
+        for group in spec.get("resourceGroups") or ():
+            out.extend(("ResourceFlavor", "", str(f.get("name", ""))) for f in group.get("flavors") or ())
+    return out
+
+
+def refusal_code(exc: PermanentError) -> str:
+    """The named issue of a refused write: :data:`NAMESPACE_TERMINATING` or :data:`WRITE_REFUSED`."""
+    return NAMESPACE_TERMINATING if isinstance(exc, NamespaceTerminatingError) else WRITE_REFUSED
 
 
 class WritesFailed(IdleshareError):
@@ -82,10 +133,6 @@ class RetryableWritesFailed(WritesFailed, RetryableError):
     """Several writes failed, at least one of them for a reason retrying may cure."""
 
 
-class PermanentWritesFailed(WritesFailed, PermanentError):
-    """Several writes failed, each refused for good (4xx): retrying cannot help until the input changes."""
-
-
 @dataclass(slots=True)
 class Written:
     """What :func:`write` did: exact counts of the writes that succeeded, the conflicts, the failures."""
@@ -97,21 +144,28 @@ class Written:
     foreign: list[str] = field(default_factory=list)
     """Objects of a name idleshare wants that someone else created (``Kind/name``): left as they are."""
     failures: list[tuple[str, IdleshareError]] = field(default_factory=list)
+    """Failures that retrying may cure (each ``(object, error)``): :meth:`raise_failures` raises them."""
+    refused: list[tuple[str, PermanentError]] = field(default_factory=list)
+    """Writes and deletions the API server refused for good (``(object, error)``, in order): the rest still ran."""
+    waiting: list[tuple[str, list[str]]] = field(default_factory=list)
+    """Objects not written because an object they need (:func:`needs`) was refused and is not in the cluster:
+    ``(object, [what it waits for])``."""
     errors: list[Exception] = field(default_factory=list)
     """Failures that are not idleshare errors (a bug, an object of a kind idleshare does not write): raised as is."""
     attempted: int = 0
     not_started: int = 0
 
     def raise_failures(self) -> None:
-        """Raise what failed, if anything: see the module's docstring."""
+        """Raise what failed and retrying may cure, if anything (refusals alone raise nothing: the caller names
+        them): see the module's docstring."""
         if self.errors:
             raise self.errors[0]
-        if len(self.failures) == 1:  # as it came (the writes it stopped are made by the retry)
+        if not self.failures:
+            return
+        if len(self.failures) == 1 and not self.refused:  # as it came (the writes it stopped are made by the retry)
             raise self.failures[0][1]
-        if self.failures:
-            permanent = all(isinstance(exc, PermanentError) for _, exc in self.failures)
-            kind = PermanentWritesFailed if permanent else RetryableWritesFailed
-            raise kind(self.failures, attempted=self.attempted, not_started=self.not_started) from self.failures[0][1]
+        every = [*self.failures, *self.refused]
+        raise RetryableWritesFailed(every, attempted=self.attempted, not_started=self.not_started) from every[0][1]
 
 
 def write(
@@ -127,15 +181,31 @@ def write(
     them), in waves, ``concurrency`` writes at a time (default: ``kube.write_concurrency`` if it has one, else 1).
     ``existing``: the identities (:func:`~idleshare.domain.kueue_diff.object_identity`) of the objects seen in the
     cluster with idleshare's creation marker, applied; every other object is created (None: all of them).
-    Never raises for a failed write: :meth:`Written.raise_failures` does."""
+    Never raises for a failed write: :meth:`Written.raise_failures` does. A refused object holds back only what
+    needs it (:func:`needs`); the deletions run unless a retryable failure stopped the run."""
     if concurrency is None:
         concurrency = int(getattr(kube, "write_concurrency", 1))
     done = Written()
     stop = threading.Event()  # set by a retryable failure: nothing more is started
+    there = set(existing or ())
+    missing: set[Identity] = set()  # refused, or held back, and not in the cluster: what needs it waits
     with _Runner(max(1, concurrency)) as run:
         for wave in _waves(to_apply, APPLY_WAVES):
-            run(wave, lambda obj: _apply_one(kube, obj, force=force, done=done, existing=existing), done, stop)
-        if not done.failures and not done.errors:
+            ready: list[Manifest] = []
+            for obj in wave:
+                waits = [_identity_text(n) for n in needs(obj) if n in missing]
+                if waits:
+                    done.waiting.append((describe(obj), waits))
+                    if object_identity(obj) not in there:
+                        missing.add(object_identity(obj))
+                else:
+                    ready.append(obj)
+            refused = run(
+                ready, lambda obj: _apply_one(kube, obj, force=force, done=done, existing=existing), done, stop
+            )
+            # a namespace is never in ``existing`` (idleshare lists its Kueue objects): one refused is not there
+            missing.update(i for i in map(object_identity, refused) if i[0] == "Namespace" or i not in there)
+        if not stop.is_set():
             for wave in _waves(to_delete, DELETE_WAVES):
                 run(wave, lambda obj: _delete_one(kube, obj, done=done), done, stop)
     return done
@@ -215,7 +285,9 @@ class _Runner:
         one: Callable[[Manifest], Callable[[], None]],
         done: Written,
         stop: threading.Event,
-    ) -> None:
+    ) -> list[Manifest]:
+        """Run ``one`` over ``wave``; the objects refused for good (also recorded in ``done.refused``)."""
+
         def attempt(obj: Manifest) -> Callable[[], None] | Exception | None:
             if stop.is_set():
                 return None  # not started
@@ -233,14 +305,19 @@ class _Runner:
             results = [attempt(obj) for obj in wave]
         else:
             results = [future.result() for future in [self._pool.submit(attempt, obj) for obj in wave]]
+        refused: list[Manifest] = []
         for obj, result in zip(wave, results, strict=True):
             if result is None:
                 done.not_started += 1
                 continue
             done.attempted += 1
-            if isinstance(result, IdleshareError):
+            if isinstance(result, PermanentError):
+                done.refused.append((describe(obj), result))
+                refused.append(obj)
+            elif isinstance(result, IdleshareError):
                 done.failures.append((describe(obj), result))
             elif isinstance(result, Exception):
                 done.errors.append(result)
             else:
                 result()
+        return refused

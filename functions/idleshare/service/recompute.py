@@ -30,7 +30,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from idleshare import names
+from idleshare import names, timings
 from idleshare.adapters.ports import (
     TAKE,
     ClusterRecord,
@@ -47,6 +47,7 @@ from idleshare.domain.coexistence import (
     other_writer_issues,
 )
 from idleshare.domain.document import digest, pool_document
+from idleshare.domain.fights import FIELD_MANAGER_FIGHT, Fight, other_managers, track
 from idleshare.domain.headroom import kueue_owners
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL, webhook_violations, writable_objects
 from idleshare.domain.kueue_config import KueueConfigReading, with_kueue_config
@@ -62,7 +63,7 @@ from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.parse.workloads import cluster_daemonsets, cluster_pods
-from idleshare.service.apply import describe
+from idleshare.service.apply import FULL_MESSAGES, describe, refusal_code
 from idleshare.service.apply import write as write_objects
 
 R = TypeVar("R")
@@ -70,6 +71,8 @@ log = logging.getLogger(__name__)
 
 FOREIGN_FIELD_MANAGER = "ForeignFieldManager"
 """The named issue of an object whose fields another field manager owns (apply status ``Conflict``)."""
+WAITING = "WaitingForRefused"
+"""Objects not written because an object they need was refused (apply status ``Conflict``)."""
 FOREIGN_OBJECT = "ForeignObject"
 """The named issue of an object of a name idleshare wants that idleshare did not create (apply status
 ``Conflict``): never written, never deleted, whatever the cluster's field ownership."""
@@ -102,6 +105,16 @@ class Outcome:
     """``ForeignFieldManager`` issues: objects whose fields another field manager owns, left to it."""
     foreign: list[str] = field(default_factory=list)
     """``ForeignObject`` issues: objects (``Kind/name``) idleshare wants that someone else created, left alone."""
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    """``NamespaceTerminating`` / ``WriteRefused`` issues: ``(code, "Kind/name: why")`` of each write or deletion the
+    API server refused for good; every other write still ran."""
+    waiting: list[str] = field(default_factory=list)
+    """Objects not written because one they need was refused (``Kind/name (needs Kind/name)``)."""
+    fights: list[Fight] = field(default_factory=list)
+    """``FieldManagerFight`` issues: objects another field manager keeps rewriting, backed off from."""
+    rewrites: dict[str, Any] = field(default_factory=dict)
+    """The generation's count of rewritten objects (:func:`idleshare.domain.fights.track`), kept with the apply
+    status."""
     unreadable: list[str] = field(default_factory=list)
     """Why each ``Unreadable`` node could not be read (the node is excluded, the cluster recomputed)."""
     published: bool = False
@@ -360,16 +373,28 @@ class Recomputer:
     ) -> None:
         """Step 4, converge the cluster, and record how it went."""
         cluster_id, generation = cluster.cluster_id, outcome.generation
+        force = cluster.field_ownership == TAKE
         try:
-            self._apply(kube, manifests, current.result, outcome, force=cluster.field_ownership == TAKE)
+            self._apply(kube, manifests, current.result, outcome, force=force, previous=previous)
         except IdleshareError as exc:
             self.store.record_apply(cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}")
             raise
-        if outcome.conflicts or outcome.foreign:  # reported every time (level-triggered): the alarm stays on
-            self.store.record_apply(cluster_id, generation, "Conflict", _conflict_message(outcome))
-        elif outcome.changed or previous is None or previous.apply_status != "Applied":
+        rewrites = outcome.rewrites
+        if outcome.conflicts or outcome.foreign or outcome.refused or outcome.waiting or outcome.fights:  # reported
+            # every time (level-triggered): the alarm stays on while it lasts
+            self.store.record_apply(cluster_id, generation, "Conflict", _conflict_message(outcome), rewrites=rewrites)
+        elif (
+            outcome.changed
+            or previous is None
+            or previous.apply_status != "Applied"
+            or previous.rewrites != rewrites  # a fight being counted
+        ):
             self.store.record_apply(
-                cluster_id, generation, "Applied", f"{outcome.applied} applied, {outcome.deleted} deleted"
+                cluster_id,
+                generation,
+                "Applied",
+                f"{outcome.applied} applied, {outcome.deleted} deleted",
+                rewrites=rewrites,
             )
 
     def _publish(self, outcome: Outcome, outbox: dict[str, Any] | None) -> None:
@@ -429,15 +454,19 @@ class Recomputer:
         outcome: Outcome,
         *,
         force: bool,
+        previous: PoolRecord | None = None,
     ) -> None:
         """Apply what differs from ``current()`` (the managed objects as listed), delete what is ours and no longer
         wanted. An object whose fields another field manager owns is not fought over (unless ``force``): it is
-        skipped and named in ``outcome.conflicts``; every other object is still applied."""
+        skipped and named in ``outcome.conflicts``; every other object is still applied. With ``force``, one that
+        another manager keeps rewriting is counted and, after ``timings.FIGHT_REWRITES`` recomputes in a row of one
+        desired state, named and backed off from (:mod:`idleshare.domain.fights`)."""
         listed = current()
         to_apply, to_delete = diff(manifests, listed)
         # labelled as ours but not created by idleshare (no creation marker): never written, never deleted
         outcome.foreign.extend(describe(obj) for obj in foreign(manifests, listed))
         ours = {object_identity(obj) for obj in listed if created_by_idleshare(obj)}
+        to_apply = self._fights(to_apply, listed, ours, outcome, previous, force=force)
         # in dependency waves, several writes at once; every failure named, the counts exact (service/apply.py);
         # what is not ours is created (a create cannot adopt: one that exists unmarked is named ForeignObject)
         written = write_objects(kube, to_apply, to_delete, force=force, existing=ours)
@@ -446,7 +475,45 @@ class Recomputer:
         outcome.namespaces_created += written.namespaces_created
         outcome.conflicts.extend(written.conflicts)
         outcome.foreign.extend(written.foreign)
+        outcome.refused.extend((refusal_code(exc), f"{what}: {exc}") for what, exc in written.refused)
+        for what, _ in written.refused:  # refused, not fought over: not counted as rewritten
+            outcome.rewrites.pop(what, None)
+        outcome.waiting.extend(f"{what} (needs {', '.join(waits)})" for what, waits in written.waiting)
         written.raise_failures()
+
+    def _fights(
+        self,
+        to_apply: list[dict[str, Any]],
+        listed: list[dict[str, Any]],
+        ours: set[tuple[str, str, str]],
+        outcome: Outcome,
+        previous: PoolRecord | None,
+        *,
+        force: bool,
+    ) -> list[dict[str, Any]]:
+        """``to_apply`` less the objects idleshare backs off from: an object it created that differs again within
+        one desired state (this run's generation is the previous run's) was rewritten by someone else since its last
+        write; only a forced apply (``Take``) can fight (without, the other manager's fields are a conflict)."""
+        if not force:
+            return to_apply
+        seen = {object_identity(o): o for o in listed}
+        rewritten = {
+            describe(obj): other_managers(seen[object_identity(obj)], names.FIELD_MANAGER)
+            for obj in to_apply
+            if obj.get("kind") != "Namespace" and object_identity(obj) in ours
+        }
+        same = previous is not None and not outcome.changed and previous.generation == outcome.generation
+        tracked = track(
+            previous.rewrites if previous is not None else {},
+            rewritten,
+            same_desired=same,
+            now=self.clock().timestamp(),
+            threshold=timings.FIGHT_REWRITES,
+            retry_seconds=timings.FIGHT_RETRY_SECONDS,
+        )
+        outcome.rewrites = tracked.state
+        outcome.fights.extend(tracked.fights)
+        return [obj for obj in to_apply if describe(obj) not in tracked.skip]
 
 
 UNREADABLE_KINDS = {"DaemonSet": "UnreadableDaemonSet", "Pod": "UnreadablePod"}
@@ -539,7 +606,31 @@ def _conflict_message(outcome: Outcome) -> str:
             + "; ".join(outcome.conflicts)
             + " (left to them; set the cluster's field_ownership to Take to have idleshare own these fields)"
         )
+    for code in sorted({code for code, _ in outcome.refused}):
+        refused = [text for c, text in outcome.refused if c == code]
+        shown = "; ".join(refused[:FULL_MESSAGES])
+        if len(refused) > FULL_MESSAGES:
+            shown += f"; and {len(refused) - FULL_MESSAGES} more"
+        parts.append(f"{code}: {shown} (refused by the API server: everything else was written and deleted)")
+    if outcome.fights:
+        shown = "; ".join(
+            f.describe() + (" (written again now)" if f.written else f" (written again at {_at(f.retry_at)})")
+            for f in outcome.fights
+        )
+        parts.append(
+            f"{FIELD_MANAGER_FIGHT}: {shown}; idleshare no longer writes it every recompute: it writes it again at"
+            " that time, or at once when its desired state changes; have one of the two controllers stop managing it"
+        )
+    if outcome.waiting:
+        waiting = outcome.waiting[:FULL_MESSAGES] + (
+            [f"and {len(outcome.waiting) - FULL_MESSAGES} more"] if len(outcome.waiting) > FULL_MESSAGES else []
+        )
+        parts.append(f"{WAITING}: " + "; ".join(waiting) + " (not written until what it needs is written)")
     return "; ".join(parts)
+
+
+def _at(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
 
 
 class _Background(Generic[R]):

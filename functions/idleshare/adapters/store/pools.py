@@ -3,6 +3,7 @@ failures, and the receipts of explicit recalculation requests."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -170,20 +171,34 @@ class Pools(TableAccess):
         except ConflictError:
             return
 
-    def record_apply(self, cluster_id: str, generation: int, status: str, message: str = "") -> None:
-        """Record how applying ``generation`` to the cluster went; does nothing if the stored pool has
-        moved on (or does not exist): an old apply result never overwrites a newer generation's."""
+    def record_apply(
+        self,
+        cluster_id: str,
+        generation: int,
+        status: str,
+        message: str = "",
+        *,
+        rewrites: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record how applying ``generation`` to the cluster went (and, ``rewrites`` not None, its count of fights:
+        the ``rewrites`` attribute, JSON); does nothing if the stored pool has moved on (or does not exist): an old
+        apply result never overwrites a newer generation's."""
         op = "record_apply"
         if status not in APPLY_STATUSES:
             raise PermanentError(f"apply status {status!r} not in {APPLY_STATUSES}", operation=op, status=400)
+        update = "SET apply_status = :s, apply_message = :m, applied_at = :t"
+        values: dict[str, Any] = {":s": status, ":m": clip(message), ":t": self._now(), ":g": generation}
+        if rewrites is not None:
+            update += ", rewrites = :r"
+            values[":r"] = json.dumps(rewrites, separators=(",", ":"), sort_keys=True)
         try:
             self._call(
                 op,
                 self.table.update_item,
                 Key={PK: cluster_pk(cluster_id), SK: POOL_SK},
-                UpdateExpression="SET apply_status = :s, apply_message = :m, applied_at = :t",
+                UpdateExpression=update,
                 ConditionExpression="generation = :g",
-                ExpressionAttributeValues={":s": status, ":m": clip(message), ":t": self._now(), ":g": generation},
+                ExpressionAttributeValues=values,
             )
         except ConflictError:
             return
@@ -349,6 +364,7 @@ class Pools(TableAccess):
             read_failure=item.get_str("read_failure", ""),
             extra=item.json_object("extra", "{}"),
             outbox=None if raw.get("outbox") is None else item.json_object("outbox"),
+            rewrites=item.json_object("rewrites", "{}"),
         )
 
 
