@@ -19,6 +19,7 @@ from devkit import scenario
 from devkit.kube import kueue_versions as stack_versions
 from idleshare import names, pages, table, timings
 from idleshare.adapters import aws
+from idleshare.domain import ownership
 from idleshare.service import usage
 from idleshare_cli import report
 from infra import config
@@ -57,7 +58,7 @@ def kueue_minors() -> list[str]:
 
 
 NAMESPACE = {
-    **{m.__name__.rsplit(".", 1)[-1]: m for m in (timings, pages, names, table, usage, aws, report, scenario)},
+    **{m.__name__.rsplit(".", 1)[-1]: m for m in (timings, pages, names, table, usage, aws, report, scenario, ownership)},
     **{"functions": functions, "queue": queue, "default": default, "kueue_minors": kueue_minors},
 }
 """What the expressions of doc_facts.tsv may name: the modules that hold the facts."""

@@ -69,8 +69,18 @@ def with_creation_marker(obj: Mapping[str, Any]) -> Manifest:
     return {**obj, "metadata": meta}
 
 
-def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list[Manifest], list[Manifest]]:
+def diff(
+    desired: Sequence[Manifest],
+    current: Iterable[Manifest],
+    owned: Mapping[tuple[str, str, str], str] | None = None,
+) -> tuple[list[Manifest], list[Manifest]]:
     """``(to_apply, to_delete)``: what to send so that the cluster holds ``desired``.
+
+    ``owned``: identity -> uid of the objects idleshare recorded creating (:mod:`idleshare.domain.ownership`): then
+    an object is idleshare's exactly when its uid is the recorded one, whatever its label and marker say — a
+    labelled copy is foreign, an object whose marker was removed is still idleshare's (updated, deleted when no
+    longer wanted). ``None`` (a caller without a record: the devkit's and the adapter tests' loops) falls back to
+    the creation marker, as described below.
 
     *To apply*, in the given (dependency) order: each desired object the cluster does not hold in
     that state. "Holds" means desired is a *semantic subset* of current: every label, annotation
@@ -111,6 +121,16 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
     observe is not an observation of "no teams" (docs/spec.md §5).
     """
     by_key = {object_identity(obj): obj for obj in current}
+
+    def ours(key: tuple[str, str, str], obj: Mapping[str, Any]) -> bool:
+        if owned is None:
+            return _is_labelled(obj) and created_by_idleshare(obj)
+        uid = (obj.get("metadata") or {}).get("uid")
+        return bool(uid) and owned.get(key) == uid
+
+    def written_by_us(key: tuple[str, str, str], obj: Mapping[str, Any]) -> bool:
+        return ours(key, obj) if owned is not None else created_by_idleshare(obj)
+
     to_apply: list[Manifest] = []
     desired_keys = set()
     for obj in desired:
@@ -119,7 +139,7 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
         have = by_key.get(key)
         if have is not None and is_terminating(have):
             continue  # wanted again while it goes away: created by a recompute after it is gone
-        if have is not None and _is_foreign(have):
+        if have is not None and have.get("kind") != "Namespace" and not written_by_us(key, have):
             continue  # not ours: never written (foreign() names it)
         if obj.get("kind") == "Namespace":
             if have is None:
@@ -133,8 +153,7 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
         and not is_terminating(obj)
         and key[0] in KIND_ORDER
         and key[0] != "Namespace"
-        and _is_labelled(obj)
-        and created_by_idleshare(obj)
+        and ours(key, obj)
     ]
     to_delete.sort(key=lambda o: (-KIND_ORDER.index(o["kind"]), *object_identity(o)[1:]))
     return to_apply, to_delete
