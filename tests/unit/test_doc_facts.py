@@ -58,7 +58,10 @@ def kueue_minors() -> list[str]:
 
 
 NAMESPACE = {
-    **{m.__name__.rsplit(".", 1)[-1]: m for m in (timings, pages, names, table, usage, aws, report, scenario, ownership)},
+    **{
+        m.__name__.rsplit(".", 1)[-1]: m
+        for m in (timings, pages, names, table, usage, aws, report, scenario, ownership)
+    },
     **{"functions": functions, "queue": queue, "default": default, "kueue_minors": kueue_minors},
 }
 """What the expressions of doc_facts.tsv may name: the modules that hold the facts."""
