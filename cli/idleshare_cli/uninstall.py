@@ -112,4 +112,14 @@ def _print(cluster: str, removal: Any, *, dry_run: bool) -> None:
                 ["KIND", "NAMESPACE", "NAME"],
             )
         )
+    if removal.lost:
+        print(
+            f"\nKept {len(removal.lost)} object(s) at a name idleshare recorded, made anew by someone else (another uid):"
+        )
+        print(
+            table(
+                [[r["kind"], r.get("namespace"), r["name"]] for r in map(_ref, removal.lost)],
+                ["KIND", "NAMESPACE", "NAME"],
+            )
+        )
     print("\nidleshare's RBAC stays: kubectl delete -f infra/k8s/rbac.yaml")

@@ -95,3 +95,19 @@ def test_the_uninstall_lines_operations_md_shows_are_command_lines_the_cli_accep
         args = build_parser().parse_args(words)
         assert (args.kubeconfig, args.context, args.dry_run) == ("~/.kube/config", "prod", "--dry-run" in words)
         assert (args.cluster, args.table) == ("<cluster>", "<table>")
+
+
+def test_the_table_names_what_was_kept_and_why(capsys):
+    from idleshare_cli.removal import Removal
+    from idleshare_cli.uninstall import _print
+
+    kube, store, objects = cluster()
+    flavor = next(object_identity(o) for o in objects if o["kind"] == "ResourceFlavor")
+    copied = a_copy(kube, flavor, "my-flavor")
+    lq = next(o for o in objects if o["kind"] == "LocalQueue")
+    removal = uninstall(kube, store, "demo", dry_run=True)
+    _print("ctx", Removal(removal.removed, removal.namespaces, removal.foreign, [lq]), dry_run=True)
+    out = capsys.readouterr().out
+    assert f"Would remove {len(removal.removed)} object(s)" in out
+    assert "did not record creating (copies of its objects among them)" in out and copied[2] in out
+    assert "made anew by someone else" in out and lq["metadata"]["name"] in out
