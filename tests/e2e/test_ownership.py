@@ -2,13 +2,15 @@
 Kueue through the real handlers: a copy of an idleshare object made as people make them (``kubectl get -o yaml``,
 renamed, ``kubectl create``: idleshare's label and creation marker kept) survives every recompute and is named; a
 team's ClusterQueue whose label and marker someone removed is still deleted when the team goes, and the deletion is
-named in the apply status and logged in the ownership record."""
+named in the apply status and logged in the ownership record; objects made before the record existed are adopted
+once, by the names idleshare gives them, and a copy is not."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from idleshare import table
 from idleshare.domain.kueue import MANAGED_BY_LABEL
 from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION
 from tests.e2e.conftest import P5, p5_nodes, quota
@@ -92,3 +94,35 @@ def test_a_marker_stripped_clusterqueue_of_a_removed_team_is_deleted_and_the_del
     owned = cluster.pipeline.store.get_owned(cluster.spec.cluster_id)
     assert ("ClusterQueue", "", nlp_cq) not in owned.objects
     assert f"ClusterQueue/{nlp_cq}" in [r["object"] for r in owned.removed]
+
+
+def test_objects_made_before_the_record_are_adopted_once_by_name_and_a_copy_is_not(make_cluster):
+    # Given a cluster whose objects an idleshare before the ownership record made (the record is not there)
+    cluster = make_cluster(p5_nodes(2))
+    cluster.put_quota(quota("research", [{"InstanceType": P5, "Count": 1}]))
+    cluster.put_quota(quota("nlp", [{"InstanceType": P5, "Count": 1}]))
+    store, cid, kube = cluster.pipeline.store, cluster.spec.cluster_id, cluster.kube
+    store.table.delete_item(Key={table.PK: table.cluster_pk(cid), table.SK: table.OWNED_SK})
+    assert store.get_owned(cid) is None
+    # And a copy of nlp's LocalQueue in another namespace, and of its ClusterQueue under another name
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-prod"}})
+    lq = copy_of(kube, "LocalQueue", "hyperpod-ns-nlp-localqueue", "hyperpod-ns-nlp-localqueue", "hyperpod-ns-nlp",
+                 "ml-prod")  # fmt: skip
+    cq = copy_of(kube, "ClusterQueue", "hyperpod-ns-nlp-clusterqueue", "nlp-extra-cq")
+    # When recomputed: idleshare's objects are adopted by their names, the copies are not and are named
+    cluster.recalculate()
+    owned = store.get_owned(cid)
+    assert ("ClusterQueue", "", "hyperpod-ns-nlp-clusterqueue") in owned.objects
+    assert ("LocalQueue", "hyperpod-ns-nlp", "hyperpod-ns-nlp-localqueue") in owned.objects
+    assert ("ClusterQueue", "", "nlp-extra-cq") not in owned.objects
+    assert ("LocalQueue", "ml-prod", "hyperpod-ns-nlp-localqueue") not in owned.objects
+    message = store.get_pool(cid).apply_message
+    assert "ClusterQueue/nlp-extra-cq" in message and "LocalQueue/ml-prod/hyperpod-ns-nlp-localqueue" in message
+    # When nlp goes: its own objects are deleted, the copies stay
+    cluster.delete_quota("nlp-quota")
+    kube.wait_for(lambda: kube.get("ClusterQueue", "hyperpod-ns-nlp-clusterqueue") is None, "nlp's own CQ deleted")
+    assert kube.get("LocalQueue", "hyperpod-ns-nlp-localqueue", "hyperpod-ns-nlp") is None
+    for made in (lq, cq):
+        meta = made["metadata"]
+        now = kube.get(made["kind"], meta["name"], meta.get("namespace", ""))
+        assert now is not None and now["metadata"]["uid"] == meta["uid"]
