@@ -20,8 +20,10 @@ from idleshare.names import FIELD_MANAGER
 CREATED_BY_ANNOTATION = "idleshare.io/created-by"
 """idleshare's creation marker: set (to :data:`~idleshare.domain.kueue.MANAGED_BY`) only in the body of the create
 (POST) that made the object, never in what idleshare applies, so neither a server-side apply nor ``Take``'s forced
-one can put it on an object someone else created. Only an object carrying it is updated or deleted by idleshare;
-an object of a name idleshare wants without it is foreign (:func:`foreign`): never written, never deleted."""
+one can put it on an object someone else created. It is not what makes an object idleshare's: a copy of one of its
+objects carries it too. The recompute decides by the uids it recorded (:mod:`idleshare.domain.ownership`, the
+``owned`` argument of :func:`diff`); the marker serves the once-only adoption of objects made before the record and
+the adoption of a create whose answer was lost, and, without a record (``owned`` None), :func:`diff`'s old rule."""
 
 _NOT_COMPARED = frozenset({"apiVersion", "kind", "metadata", "status"})
 _COMPARED_METADATA = ("labels", "annotations")
