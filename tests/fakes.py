@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -26,6 +27,7 @@ from idleshare.adapters.ports import (
 from idleshare.adapters.sqs_records import QueuedRecord
 from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, with_creation_marker
 from idleshare.domain.kueue_versions import HUB_ONLY, KueueApi, down, up
+from idleshare.domain.ownership import Record
 from idleshare.domain.usage import PODSET_LABEL
 from idleshare.errors import (
     AlreadyExistsError,
@@ -61,6 +63,7 @@ class FakeStore:
         self.hours: dict[tuple[str, str], UsageBucket] = {}
         self.days: dict[tuple[str, str], UsageBucket] = {}
         self.conflict = False
+        self.owned: dict[str, Record] = {}  # the ownership record per cluster (get_owned / put_owned)
 
     # -- Store ----------------------------------------------------------------------------------------
 
@@ -137,6 +140,19 @@ class FakeStore:
         if current and current.generation == generation and current.outbox is not None:
             self.pools[cluster_id] = replace(current, outbox=None)
             self.writes += 1
+
+    def get_owned(self, cluster_id: str) -> Record | None:
+        return self.owned.get(cluster_id)
+
+    def put_owned(self, cluster_id: str, record: Record) -> Record:
+        """As DynamoStore.put_owned: only while the stored version is ``record.version`` (0: none yet)."""
+        current = self.owned.get(cluster_id)
+        if (current.version if current else 0) != record.version:
+            raise ConflictError("ownership record moved")
+        stored = replace(record, version=record.version + 1)
+        self.owned[cluster_id] = stored
+        self.writes += 1
+        return stored
 
     def list_history(
         self, cluster_id: str, limit: int = 20, *, include_pool: bool = True, before_generation: int | None = None
@@ -306,6 +322,13 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
     return (obj["kind"], meta.get("namespace", ""), meta["name"])
 
 
+_UIDS = itertools.count(1)
+
+
+def _labelled(obj: dict[str, Any]) -> bool:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/managed-by") == "idleshare"
+
+
 def _selected(objects: Iterable[dict[str, Any]], kind: str, label_selector: str) -> list[str]:
     """The names of ``objects`` of ``kind`` a label selector of ``key=value`` / ``key!=value`` terms matches."""
     terms = [t.partition("!=") if "!=" in t else t.partition("=") for t in label_selector.split(",") if t]
@@ -337,6 +360,7 @@ class FakeKube:
         self.nodes = nodes
         self.rv, self.script = rv, list(script)
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.uids: dict[tuple[str, str, str], str] = {}  # the uid of each stored object without metadata.uid
         self.applies = 0
         self.deletes = 0
         self.down = False
@@ -371,8 +395,21 @@ class FakeKube:
         return self.kueue
 
     def list_managed(self) -> list[dict[str, Any]]:
+        """As the adapter's: the objects labelled as idleshare's (each given a uid, as the apiserver has one)."""
         self._reachable("list")
-        return [up(copy.deepcopy(o)) for o in self.objects.values()]
+        return [up(copy.deepcopy(self._with_uid(o))) for o in self.objects.values() if _labelled(o)]
+
+    def get_managed(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self._reachable("get")
+        found = self.objects.get((kind, namespace, name))
+        return None if found is None else up(copy.deepcopy(self._with_uid(found)))
+
+    def _with_uid(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``obj`` (stored) with its uid: its own ``metadata.uid``, else one the fake keeps for its
+        identity (a test's object stored without one gets the next, and keeps it until deleted)."""
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid") or self.uids.setdefault(_key(obj), f"uid-{next(_UIDS):06d}")
+        return {**obj, "metadata": {**meta, "uid": uid}}
 
     def list_namespace_names(self, label_selector: str, limit: int) -> list[str]:
         self._reachable("list Namespace")
@@ -407,24 +444,36 @@ class FakeKube:
         had = self.objects.get(_key(obj))
         if had is not None and created_by_idleshare(had):
             new = with_creation_marker(new)
+        if had is not None and (had.get("metadata") or {}).get("uid"):
+            new["metadata"]["uid"] = had["metadata"]["uid"]  # the same object: its uid stays (else in ``uids``)
         self.objects[_key(obj)] = new
         self.applies += 1
 
-    def create(self, obj: dict[str, Any], *, force: bool = False) -> bool:
-        """As LightkubeCluster.create: stored with the creation marker; one that exists is applied when it carries
-        the marker, else ForeignObjectError."""
+    def create(self, obj: dict[str, Any], *, force: bool = False) -> str:
+        """As LightkubeCluster.create: stored with the creation marker and a new uid, which it answers; one that
+        exists: ForeignObjectError (with its uid and whether it carries the marker), nothing written."""
         if obj.get("kind") == "Namespace":
-            return self.ensure_namespace(obj)
+            self.ensure_namespace(obj)
+            return ""
         self._reachable("create")
         had = self.objects.get(_key(obj))
         if had is None:
+            self.uids.pop(_key(obj), None)  # a new object: a new uid
             self.objects[_key(obj)] = down(copy.deepcopy(with_creation_marker(obj)), self.kueue_api())
             self.applies += 1
-            return True
-        if (had.get("metadata", {}).get("annotations") or {}).get(CREATED_BY_ANNOTATION) is None:
-            raise ForeignObjectError(f"{_key(obj)} exists", operation="create", kind=obj["kind"], name=_key(obj)[2])
-        self.apply(obj, force=force)
-        return False
+            return str(self._with_uid(self.objects[_key(obj)])["metadata"]["uid"])
+        if (had.get("metadata") or {}).get("deletionTimestamp"):
+            return ""
+        marked = (had.get("metadata", {}).get("annotations") or {}).get(CREATED_BY_ANNOTATION) is not None
+        raise ForeignObjectError(
+            f"{_key(obj)} exists",
+            operation="create",
+            kind=obj["kind"],
+            name=_key(obj)[2],
+            namespace=_key(obj)[1],
+            uid=str(self._with_uid(had)["metadata"]["uid"]),
+            marked=marked,
+        )
 
     def ensure_namespace(self, obj: dict[str, Any]) -> bool:
         self._reachable("create namespace")
@@ -434,13 +483,20 @@ class FakeKube:
         self.applies += 1
         return True
 
-    def delete(self, obj: dict[str, Any]) -> None:
-        """As LightkubeCluster.delete: already gone is fine; never a Namespace."""
+    def delete(self, obj: dict[str, Any], *, uid: str | None = None) -> None:
+        """As LightkubeCluster.delete: already gone is fine; never a Namespace; with ``uid``, another object of that
+        name is ConflictError (the precondition), not deleted."""
         if obj.get("kind") == "Namespace":
             raise ValueError("idleshare never deletes namespaces: it would delete the team's workloads")
         self._reachable("delete")
-        if self.objects.pop(_key(obj), None) is not None:
-            self.deletes += 1
+        had = self.objects.get(_key(obj))
+        if had is None:
+            return
+        if uid and self._with_uid(had)["metadata"]["uid"] != uid:
+            raise ConflictError(f"{_key(obj)}: precondition failed: uid {uid}", operation="delete", status=409)
+        del self.objects[_key(obj)]
+        self.uids.pop(_key(obj), None)
+        self.deletes += 1
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, str]:
         """``config_maps[(namespace, name)]``; missing: NotFoundError, as the adapter's 404; an exception

@@ -84,15 +84,30 @@ class FieldOwnershipError(DomainOutcome, PermanentError):
 
 
 class ForeignObjectError(DomainOutcome, PermanentError):
-    """An object of the name idleshare wants exists and idleshare did not create it (no creation marker): it is
-    someone else's and is neither written nor ever deleted, in either field-ownership mode. ``kind``/``name``
-    (``namespace``) name it."""
+    """An object of the name idleshare wants exists and idleshare did not record creating it: it is someone else's
+    and is neither written nor ever deleted, in either field-ownership mode. ``kind``/``name`` (``namespace``) name
+    it."""
 
-    def __init__(self, message: str, *, operation: str, kind: str, name: str, namespace: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str,
+        kind: str,
+        name: str,
+        namespace: str = "",
+        uid: str = "",
+        marked: bool = False,
+    ) -> None:
         super().__init__(message, operation=operation, status=409)
         self.kind = kind
         self.name = name
         self.namespace = namespace
+        self.uid = uid
+        """The existing object's uid (when the create read it)."""
+        self.marked = marked
+        """It carries idleshare's creation marker: a copy, or idleshare's own create whose answer was lost (which of
+        the two only the record says: :mod:`idleshare.domain.ownership`)."""
 
 
 class KueueNotInstalledError(DomainOutcome, PermanentError):

@@ -38,6 +38,7 @@ HISTORY_PREFIX = "HISTORY#"
 RECEIPT_PREFIX = "RECALC#"
 WATCH_SK = "WATCH"
 WATCH_NODES_SK = "WATCH#NODES"
+OWNED_SK = "OWNED"  # the uids of the objects idleshare created in the cluster (docs/spec.md §3, "Ownership")
 PART_PREFIX = "PART#"  # the parts of a document too large for one item: PART#<owner sk>#<index:03d>
 # Usage read back from Kueue: the latest sample, hourly and daily accumulations (chargeback).
 USAGE_PREFIX = "USAGE#"
@@ -78,6 +79,12 @@ ITEMS: tuple[ItemKind, ...] = (
     ItemKind(CLUSTER_PK, f"{RECEIPT_PREFIX}<request id>", "the receipt of an explicit recalculation request"),
     ItemKind(CLUSTER_PK, WATCH_SK, "the node watcher's claim (lease, owner) and bookmark (resource version)"),
     ItemKind(CLUSTER_PK, WATCH_NODES_SK, "the node watcher's saved node views"),
+    ItemKind(
+        CLUSTER_PK,
+        OWNED_SK,
+        "what idleshare created in the cluster: each object's uid by kind/namespace/name, the creates under way, the "
+        "last deletions",
+    ),
     ItemKind(CLUSTER_PK, USAGE_LATEST_SK, "the last usage sample and the cursor (when a sample was last attempted)"),
     ItemKind(
         CLUSTER_PK,
@@ -92,7 +99,8 @@ ITEMS: tuple[ItemKind, ...] = (
     ItemKind(
         CLUSTER_PK,
         f"{PART_PREFIX}<owner sk>#<index:03d>",
-        f"a part of a document too large for its item ({POOL_SK}, {HISTORY_PREFIX}…, {WATCH_NODES_SK}), written in "
+        f"a part of a document too large for its item ({POOL_SK}, {HISTORY_PREFIX}…, {WATCH_NODES_SK}, {OWNED_SK}), "
+        "written in "
         "the same transaction; a history part has its item's `ttl`",
     ),
 )

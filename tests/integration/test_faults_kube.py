@@ -138,7 +138,7 @@ class DyingMidApply(LightkubeCluster):
         super().apply(obj, force=force)
         self.applied += 1
 
-    def create(self, obj: dict[str, Any], *, force: bool = False) -> bool:
+    def create(self, obj: dict[str, Any], *, force: bool = False) -> str:
         if self.applied == self.survive:
             self.sim.outage("refuse")
         created = super().create(obj, force=force)

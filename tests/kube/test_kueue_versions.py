@@ -146,7 +146,7 @@ def test_a_version_no_longer_served_is_discovered_again_on_404(
     gone = next(v for v in kv.VERSIONS["Cohort"] if v not in real["Cohort"])
     cluster._api = kv.KueueApi(tuple((k, (gone,) if k == "Cohort" else real[k]) for k in kv.VERSIONS))
     cohort = next(o for o in objects(CLUSTER, QUOTAS[:1])[1] if o["kind"] == "Cohort")
-    assert cluster.create(cohort) is True
+    assert cluster.create(cohort)  # the uid of the object created
     now = cluster.kueue_api().version("Cohort")
     assert now == real["Cohort"][0] != gone
     paths = [r.path for r in proxy.requests if r.method == "POST"]

@@ -31,7 +31,7 @@ from idleshare.service.apply import (
 
 
 def obj(kind: str, name: str, namespace: str = "", spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{kind}-{namespace}-{name}"}  # as listed: each has its uid
     if namespace:
         meta["namespace"] = namespace
     return {"kind": kind, "metadata": meta} | ({"spec": spec} if spec is not None else {})
@@ -85,18 +85,19 @@ class RecordingKube:
         self._write(describe(o))
         self.calls.append(("apply", describe(o)))
 
-    def create(self, o: dict[str, Any], *, force: bool = False) -> bool:
+    def create(self, o: dict[str, Any], *, force: bool = False) -> str:
         self._write(describe(o))
         self.calls.append(("create", describe(o)))
         if describe(o) in self.foreign:
             raise ForeignObjectError(describe(o), operation="create", kind=o["kind"], name=o["metadata"]["name"])
-        return True
+        return "uid-new-" + describe(o)
 
     def ensure_namespace(self, o: dict[str, Any]) -> bool:
         self._write(describe(o))
         return describe(o) not in self.existing
 
-    def delete(self, o: dict[str, Any]) -> None:
+    def delete(self, o: dict[str, Any], *, uid: str | None = None) -> None:
+        assert uid, "every delete carries a uid precondition"
         self._write("delete " + describe(o))
 
     def started(self, prefix: str, event: str = "start") -> list[float]:

@@ -19,6 +19,7 @@ from devkit import scenario
 from devkit.kube import kueue_versions as stack_versions
 from idleshare import names, pages, table, timings
 from idleshare.adapters import aws
+from idleshare.domain import ownership
 from idleshare.domain.kueue_versions import limits_of
 from idleshare.service import usage
 from idleshare_cli import report
@@ -58,7 +59,10 @@ def kueue_minors() -> list[str]:
 
 
 NAMESPACE = {
-    **{m.__name__.rsplit(".", 1)[-1]: m for m in (timings, pages, names, table, usage, aws, report, scenario)},
+    **{
+        m.__name__.rsplit(".", 1)[-1]: m
+        for m in (timings, pages, names, table, usage, aws, report, scenario, ownership)
+    },
     **{"functions": functions, "queue": queue, "default": default, "kueue_minors": kueue_minors},
     "limits_of": limits_of,
 }

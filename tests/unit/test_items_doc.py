@@ -16,6 +16,7 @@ from devkit import docgen
 from idleshare import table
 from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, UsageBucket, UsageCursor
 from idleshare.adapters.store import DynamoStore
+from idleshare.domain.ownership import Record
 from tests.aws_env import all_items, create_table, fake_aws_env
 from tests.builders import quota_body
 
@@ -50,6 +51,7 @@ def every_kind_written() -> set[tuple[str, str]]:
         cursor = UsageCursor("c1", T0.isoformat(), T0.isoformat(), {"teams": {}})
         store.add_usage(cursor, {"2026-12-03T13": UsageBucket("2026-12-03T13")}, expected=None)
         store.compact_usage_day("c1", "2026-12-03")
+        store.put_owned("c1", Record(objects={("ClusterQueue", "", "hyperpod-ns-a-clusterqueue"): "uid-1"}))
         return {(i[table.PK], i[table.SK]) for i in all_items(t)}
 
 

@@ -1036,25 +1036,28 @@ class LightkubeCluster:
         except ValueError as exc:
             raise PermanentError(f"write {_describe(obj)}: {exc}", operation=f"write {_describe(obj)}") from None
 
-    def create(self, obj: Obj, *, force: bool = False) -> bool:
-        """Create ``obj`` with idleshare's creation marker (a POST: it cannot land on an existing object); True
-        when this call created it. An object of that name that exists already is idleshare's only when it
-        carries the marker (our own earlier create, its answer lost; a concurrent recompute's): then it is
-        server-side applied (:meth:`apply`, with ``force``). Without the marker it is someone else's:
-        :class:`ForeignObjectError`, and nothing is written — whatever ``force`` says. A Namespace goes to
-        :meth:`ensure_namespace` (an existing one is used as it is).
+    def create(self, obj: Obj, *, force: bool = False) -> str:
+        """Create ``obj`` with idleshare's creation marker (a POST: it cannot land on an existing object); the uid of
+        the object this call created, from the create's answer (what the recompute records: docs/spec.md §3,
+        "Ownership"). An object of that name that exists already is never written by this call:
+        :class:`ForeignObjectError` says whether it carries the marker (``marked``) and its ``uid``, and the caller,
+        who holds the record, decides (a create of its own whose answer was lost, or a copy). One that is being
+        deleted answers "" (nothing created; a later recompute creates it anew). A Namespace goes to
+        :meth:`ensure_namespace` (an existing one is used as it is; "" either way: namespaces are not recorded).
 
         The apiserver records a create's fields under an ``Update`` entry of idleshare's manager, which a later
         apply neither removes a field from (a field idleshare stops setting would stay) nor may change without
         a conflict with itself: so the new object's entry is split at once (:meth:`_own_as_applied`) into what an
         apply of ``obj`` would own (an ``Apply`` entry) and the marker (an ``Update`` entry no apply touches).
+        ``force`` is unused (a create takes no field from anyone); kept for the callers' one signature.
         """
         kind = obj.get("kind", "")
         if kind == "Namespace":
-            return self.ensure_namespace(obj)
-        return self._served(kind, functools.partial(self._create_in, obj, force=force))
+            self.ensure_namespace(obj)
+            return ""
+        return self._served(kind, functools.partial(self._create_in, obj))
 
-    def _create_in(self, obj: Obj, api: kueue_versions.KueueApi, *, force: bool) -> bool:
+    def _create_in(self, obj: Obj, api: kueue_versions.KueueApi) -> str:
         """:meth:`create` of ``obj`` (hub) written down to ``api``'s version of its kind."""
         kind = obj.get("kind", "")
         res, written = self._written(obj, api)
@@ -1071,7 +1074,7 @@ class LightkubeCluster:
             pass
         else:
             self._own_as_applied(written, created, res)
-            return True
+            return str((created.get("metadata") or {}).get("uid") or "")
         _, namespace, name = object_identity(obj)
 
         def get(client: Client) -> Obj:
@@ -1080,18 +1083,24 @@ class LightkubeCluster:
                 return dict(found.to_dict())
 
         existing = self._authenticated(get)  # gone meanwhile: NotFoundError, the retry creates it
-        if not created_by_idleshare(existing):
-            raise ForeignObjectError(
-                f"{self.name}: create {what}: it exists and idleshare did not create it (no "
-                f"{CREATED_BY_ANNOTATION} annotation): left as it is",
-                operation=f"create {what}",
-                kind=kind,
-                name=name,
-                namespace=namespace,
+        if is_terminating(existing):  # one going away is created anew by a later recompute
+            return ""
+        marked = created_by_idleshare(existing)
+        raise ForeignObjectError(
+            f"{self.name}: create {what}: it exists and idleshare did not record creating it"
+            + (
+                f" (it carries the {CREATED_BY_ANNOTATION} annotation: a copy?)"
+                if marked
+                else f" (no {CREATED_BY_ANNOTATION} annotation)"
             )
-        if not is_terminating(existing):  # one going away is created anew by a later recompute
-            self._apply_in(obj, api, force=force)
-        return False
+            + ": left as it is",
+            operation=f"create {what}",
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            uid=str((existing.get("metadata") or {}).get("uid") or ""),
+            marked=marked,
+        )
 
     def _own_as_applied(self, obj: Obj, created: Obj, res: Any) -> None:
         """Rewrite the just-created object's ``managedFields`` (a JSON patch, only while the object is at the
@@ -1174,28 +1183,68 @@ class LightkubeCluster:
             return False
         return True
 
-    def delete(self, obj: Obj) -> None:
-        """Delete ``obj`` by kind, name and namespace; already gone is fine. Never a Namespace. The caller deletes
-        only objects it saw carry idleshare's creation marker (:func:`idleshare.domain.kueue_diff.diff`)."""
+    def delete(self, obj: Obj, *, uid: str | None = None) -> None:
+        """Delete ``obj`` by kind, name and namespace; already gone is fine. Never a Namespace. With ``uid`` (what the
+        recompute and ``idleshare uninstall`` always send: the uid idleshare recorded creating), the delete carries
+        the precondition ``preconditions.uid``: an object of that name with another uid (someone deleted idleshare's
+        and made their own) is not deleted, and the apiserver's 409 is :class:`ConflictError`."""
         kind = obj.get("kind", "")
         if kind == "Namespace":
             raise ValueError("idleshare never deletes namespaces: it would delete the team's workloads")
         meta = obj["metadata"]
+        options: Obj | None = None
+        if uid:
+            options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
 
         def delete(api: kueue_versions.KueueApi) -> None:
             res = _resource(kind, api)
 
             def send(client: Client) -> None:
                 with self._translated(f"delete {_describe(obj)}"):
-                    if KINDS[kind][2]:
-                        client.delete(res, meta["name"], namespace=meta["namespace"])
-                    else:
-                        client.delete(res, meta["name"])
+                    namespace = meta["namespace"] if KINDS[kind][2] else None
+                    if options is None:
+                        if namespace:
+                            client.delete(res, meta["name"], namespace=namespace)
+                        else:
+                            client.delete(res, meta["name"])
+                        return
+                    generic = client._client  # lightkube's request builder: its delete sends no DeleteOptions
+                    request = generic.prepare_request("delete", res=res, name=meta["name"], namespace=namespace)
+                    request.data = options
+                    response = generic.send(generic.build_adapter_request(request))
+                    generic.raise_for_status(response)  # type: ignore[no-untyped-call]
 
             self._authenticated(send)
 
         with suppress(NotFoundError):  # already gone (in the version served now, if it changed)
             self._served(kind, delete)
+
+    def get_managed(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """One object of a kind idleshare writes, by identity, as :meth:`list_managed` returns it (no ``status``
+        but a ClusterQueue's or Cohort's ``effectiveQuotas``), or None when there is none: how a recorded object
+        whose label someone removed is still found (docs/spec.md §3, "Ownership")."""
+        if kind == "Namespace" or kind not in KINDS:
+            raise ValueError(f"idleshare does not record objects of kind {kind!r}")
+
+        def get(api: kueue_versions.KueueApi) -> Obj:
+            res = _resource(kind, api)
+
+            def send(client: Client) -> Obj:
+                with self._translated(f"get {kind}/{name}"):
+                    found = client.get(res, name, namespace=namespace) if KINDS[kind][2] else client.get(res, name)
+                    return dict(found.to_dict())
+
+            return self._authenticated(send)
+
+        try:
+            obj = self._read_up(self._served(kind, get), kind)
+        except NotFoundError:
+            return None
+        status = obj.pop("status", None)
+        if kind in QUOTA_KINDS and isinstance(status, Mapping) and status.get("effectiveQuotas") is not None:
+            obj["status"] = {"effectiveQuotas": status["effectiveQuotas"]}
+        obj.setdefault("kind", kind)
+        return obj
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, str]:
         """The ``data`` of one ConfigMap (``{}`` when it has none): read-only, one object by name (idleshare's RBAC

@@ -22,6 +22,7 @@ from idleshare.domain.model import (
     BorrowLimitBasis,
     Headroom,
 )
+from idleshare.domain.ownership import Record
 
 RESPECT, TAKE = "Respect", "Take"
 FIELD_OWNERSHIP_MODES = (RESPECT, TAKE)
@@ -249,6 +250,16 @@ class Store(Protocol):
 
     def get_receipt(self, cluster_id: str, request_id: str) -> RecalculationReceipt | None: ...
 
+    def get_owned(self, cluster_id: str) -> Record | None:
+        """The record of what idleshare created in the cluster (uids by identity; docs/spec.md §3, "Ownership"), or
+        None when none was ever stored (then the once-only adoption rule applies)."""
+        ...
+
+    def put_owned(self, cluster_id: str, record: Record) -> Record:
+        """Store ``record`` only if the stored one is still at ``record.version`` (0: none yet); the record as
+        stored (its new version). Raises ConflictError when it lost the race."""
+        ...
+
 
 class AdminStore(Store, Protocol):
     """The write and read side the admin API needs beyond what the pipeline uses (DynamoStore)."""
@@ -334,9 +345,10 @@ class KubeCluster(Protocol):
         other managers own, else such a conflict raises :class:`~idleshare.errors.FieldOwnershipError`."""
         ...
 
-    def create(self, obj: dict[str, Any], *, force: bool = False) -> bool:
-        """Create the object with idleshare's creation marker; True when created. One of that name that exists:
-        with the marker, applied as :meth:`apply`; without, :class:`~idleshare.errors.ForeignObjectError`
+    def create(self, obj: dict[str, Any], *, force: bool = False) -> str:
+        """Create the object with idleshare's creation marker; the uid of the object created (from the create's
+        answer; "" when nothing was created: a Namespace, or one of that name being deleted). One of that name that
+        exists: :class:`~idleshare.errors.ForeignObjectError` (with its ``uid`` and whether it carries the marker)
         and nothing written. A Namespace: :meth:`ensure_namespace`."""
         ...
 
@@ -344,7 +356,14 @@ class KubeCluster(Protocol):
         """Create the namespace if missing; True when created."""
         ...
 
-    def delete(self, obj: dict[str, Any]) -> None: ...
+    def delete(self, obj: dict[str, Any], *, uid: str) -> None:
+        """Delete the object (already gone is fine) only while it has ``uid`` (a ``preconditions.uid``: another
+        object of that name raises :class:`~idleshare.errors.ConflictError`). Never a Namespace."""
+        ...
+
+    def get_managed(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """One object by identity, as :meth:`list_managed` returns them (label or not); None when there is none."""
+        ...
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, str]:
         """One ConfigMap's ``data`` (read-only: Kueue's ``kueue-system/kueue-manager-config``)."""

@@ -20,8 +20,10 @@ from idleshare.names import FIELD_MANAGER
 CREATED_BY_ANNOTATION = "idleshare.io/created-by"
 """idleshare's creation marker: set (to :data:`~idleshare.domain.kueue.MANAGED_BY`) only in the body of the create
 (POST) that made the object, never in what idleshare applies, so neither a server-side apply nor ``Take``'s forced
-one can put it on an object someone else created. Only an object carrying it is updated or deleted by idleshare;
-an object of a name idleshare wants without it is foreign (:func:`foreign`): never written, never deleted."""
+one can put it on an object someone else created. It is not what makes an object idleshare's: a copy of one of its
+objects carries it too. The recompute decides by the uids it recorded (:mod:`idleshare.domain.ownership`, the
+``owned`` argument of :func:`diff`); the marker serves the once-only adoption of objects made before the record and
+the adoption of a create whose answer was lost, and, without a record (``owned`` None), :func:`diff`'s old rule."""
 
 _NOT_COMPARED = frozenset({"apiVersion", "kind", "metadata", "status"})
 _COMPARED_METADATA = ("labels", "annotations")
@@ -69,8 +71,18 @@ def with_creation_marker(obj: Mapping[str, Any]) -> Manifest:
     return {**obj, "metadata": meta}
 
 
-def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list[Manifest], list[Manifest]]:
+def diff(
+    desired: Sequence[Manifest],
+    current: Iterable[Manifest],
+    owned: Mapping[tuple[str, str, str], str] | None = None,
+) -> tuple[list[Manifest], list[Manifest]]:
     """``(to_apply, to_delete)``: what to send so that the cluster holds ``desired``.
+
+    ``owned``: identity -> uid of the objects idleshare recorded creating (:mod:`idleshare.domain.ownership`): then
+    an object is idleshare's exactly when its uid is the recorded one, whatever its label and marker say — a
+    labelled copy is foreign, an object whose marker was removed is still idleshare's (updated, deleted when no
+    longer wanted). ``None`` (a caller without a record: the devkit's and the adapter tests' loops) falls back to
+    the creation marker, as described below.
 
     *To apply*, in the given (dependency) order: each desired object the cluster does not hold in
     that state. "Holds" means desired is a *semantic subset* of current: every label, annotation
@@ -111,6 +123,16 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
     observe is not an observation of "no teams" (docs/spec.md §5).
     """
     by_key = {object_identity(obj): obj for obj in current}
+
+    def ours(key: tuple[str, str, str], obj: Mapping[str, Any]) -> bool:
+        if owned is None:
+            return _is_labelled(obj) and created_by_idleshare(obj)
+        uid = (obj.get("metadata") or {}).get("uid")
+        return bool(uid) and owned.get(key) == uid
+
+    def written_by_us(key: tuple[str, str, str], obj: Mapping[str, Any]) -> bool:
+        return ours(key, obj) if owned is not None else created_by_idleshare(obj)
+
     to_apply: list[Manifest] = []
     desired_keys = set()
     for obj in desired:
@@ -119,7 +141,7 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
         have = by_key.get(key)
         if have is not None and is_terminating(have):
             continue  # wanted again while it goes away: created by a recompute after it is gone
-        if have is not None and _is_foreign(have):
+        if have is not None and have.get("kind") != "Namespace" and not written_by_us(key, have):
             continue  # not ours: never written (foreign() names it)
         if obj.get("kind") == "Namespace":
             if have is None:
@@ -133,8 +155,7 @@ def diff(desired: Sequence[Manifest], current: Iterable[Manifest]) -> tuple[list
         and not is_terminating(obj)
         and key[0] in KIND_ORDER
         and key[0] != "Namespace"
-        and _is_labelled(obj)
-        and created_by_idleshare(obj)
+        and ours(key, obj)
     ]
     to_delete.sort(key=lambda o: (-KIND_ORDER.index(o["kind"]), *object_identity(o)[1:]))
     return to_apply, to_delete

@@ -11,10 +11,13 @@ time). The order that matters is kept by waves, each finished before the next st
 3. the LocalQueues (a namespaced object needs its namespace; each names its ClusterQueue);
 4. then the deletions, the other way round (LocalQueues, ClusterQueues, the rest).
 
-Creating and updating: an object the caller saw in the cluster with idleshare's creation marker (``existing``) is
-server-side applied; any other is created (``KubeCluster.create``: a POST carrying the marker, which cannot land on
-an object someone else made). One that exists without the marker is foreign (:class:`ForeignObjectError`): named in
-:attr:`Written.foreign`, never written, in either field-ownership mode; the rest is written.
+Creating and updating: an object the caller knows is idleshare's (``existing``: recorded, docs/spec.md §3
+"Ownership") is server-side applied; any other is created (``KubeCluster.create``: a POST carrying the marker, which
+cannot land on an existing object), and the uid its answer carries is kept (:attr:`Written.created`) for the record.
+One that exists is foreign (:class:`ForeignObjectError`): named in :attr:`Written.foreign`, never written, in either
+field-ownership mode — unless it carries the marker at an identity an earlier run was creating (``adoptable``);
+the rest is written. A delete carries the recorded uid as a precondition: another object of that name is not
+deleted (:attr:`Written.lost`).
 
 Failures: a write that another field manager refuses (:class:`FieldOwnershipError`) is not fought over: it is
 named in :attr:`Written.conflicts`, the rest is written. **One object's refusal is that object's** (docs/spec.md §3):
@@ -44,13 +47,14 @@ the objects that differ (:func:`~idleshare.domain.kueue_diff.diff`), and sends t
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from idleshare.adapters.ports import KubeCluster
 from idleshare.domain.kueue_diff import object_identity
 from idleshare.errors import (
+    ConflictError,
     FieldOwnershipError,
     ForeignObjectError,
     IdleshareError,
@@ -60,6 +64,7 @@ from idleshare.errors import (
 )
 
 Manifest = dict[str, Any]
+Identity = tuple[str, str, str]
 
 APPLY_WAVES: tuple[frozenset[str], ...] = (
     frozenset({"Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort"}),
@@ -76,7 +81,6 @@ NAMESPACE_TERMINATING = "NamespaceTerminating"
 namespace is gone)."""
 WRITE_REFUSED = "WriteRefused"
 """The named issue of any other write (or deletion) the API server refused for good, with its status and message."""
-Identity = tuple[str, str, str]
 
 
 def describe(obj: Manifest) -> str:
@@ -154,6 +158,16 @@ class Written:
     """Failures that are not idleshare errors (a bug, an object of a kind idleshare does not write): raised as is."""
     attempted: int = 0
     not_started: int = 0
+    created: dict[Identity, str] = field(default_factory=dict)
+    """The uid of each object this write created (from the create's answer), or adopted (a pending create of an
+    earlier run): what the ownership record gains."""
+    deleted_objects: list[Identity] = field(default_factory=list)
+    """Each object deleted, in the order deleted: what the record loses, and what the apply status names."""
+    foreign_ids: list[Identity] = field(default_factory=list)
+    """The objects of :attr:`foreign`, by identity."""
+    lost: list[Identity] = field(default_factory=list)
+    """Recorded objects whose delete found another object of their name (the uid precondition failed): no longer
+    idleshare's, not deleted."""
 
     def raise_failures(self) -> None:
         """Raise what failed and retrying may cure, if anything (refusals alone raise nothing: the caller names
@@ -176,11 +190,17 @@ def write(
     force: bool,
     concurrency: int | None = None,
     existing: Collection[tuple[str, str, str]] | None = None,
+    owned: Mapping[Identity, str] | None = None,
+    adoptable: Collection[Identity] = (),
 ) -> Written:
     """Apply ``to_apply`` and delete ``to_delete`` (both as :func:`~idleshare.domain.kueue_diff.diff` orders
     them), in waves, ``concurrency`` writes at a time (default: ``kube.write_concurrency`` if it has one, else 1).
     ``existing``: the identities (:func:`~idleshare.domain.kueue_diff.object_identity`) of the objects seen in the
     cluster with idleshare's creation marker, applied; every other object is created (None: all of them).
+    ``owned``: the recorded uid of each object idleshare created (every delete is sent with its uid as a
+    precondition; an object to delete without one, or without a uid of its own, is refused). ``adoptable``: the
+    identities an earlier run was creating when it stopped: a create that finds one there with idleshare's marker
+    adopts it (the lost answer of that create) instead of naming it foreign.
     Never raises for a failed write: :meth:`Written.raise_failures` does. A refused object holds back only what
     needs it (:func:`needs`); the deletions run unless a retryable failure stopped the run."""
     if concurrency is None:
@@ -201,13 +221,16 @@ def write(
                 else:
                     ready.append(obj)
             refused = run(
-                ready, lambda obj: _apply_one(kube, obj, force=force, done=done, existing=existing), done, stop
+                ready,
+                lambda obj: _apply_one(kube, obj, force=force, done=done, existing=existing, adoptable=adoptable),
+                done,
+                stop,
             )
             # a namespace is never in ``existing`` (idleshare lists its Kueue objects): one refused is not there
             missing.update(i for i in map(object_identity, refused) if i[0] == "Namespace" or i not in there)
         if not stop.is_set():
             for wave in _waves(to_delete, DELETE_WAVES):
-                run(wave, lambda obj: _delete_one(kube, obj, done=done), done, stop)
+                run(wave, lambda obj: _delete_one(kube, obj, done=done, owned=owned), done, stop)
     return done
 
 
@@ -227,6 +250,7 @@ def _apply_one(
     force: bool,
     done: Written,
     existing: Collection[tuple[str, str, str]] | None,
+    adoptable: Collection[Identity] = (),
 ) -> Callable[[], None]:
     """Write ``obj``; what to record in ``done`` (called in order, on the caller's thread)."""
     if obj.get("kind") == "Namespace":
@@ -236,30 +260,65 @@ def _apply_one(
             done.namespaces_created += int(created)
 
         return namespace
+    identity = object_identity(obj)
+    uid = ""
     try:
-        if existing is not None and object_identity(obj) in existing:
+        if existing is not None and identity in existing:
             kube.apply(obj, force=force)
         else:
-            kube.create(obj, force=force)
+            try:
+                uid = kube.create(obj, force=force)
+            except ForeignObjectError as exc:
+                if not (exc.marked and exc.uid and identity in adoptable):
+                    raise
+                uid = exc.uid  # an earlier run's create, its answer lost: idleshare's, applied now
+                kube.apply(obj, force=force)
     except ForeignObjectError:
         what = describe(obj)
-        return lambda: done.foreign.append(what)
+
+        def refused() -> None:
+            done.foreign.append(what)
+            done.foreign_ids.append(identity)
+
+        return refused
     except FieldOwnershipError as exc:
         name = (obj.get("metadata") or {}).get("name")
         conflict = f"{obj['kind']}/{name}: {', '.join(exc.fields)} owned by {', '.join(exc.managers)}"
+        if uid:  # adopted, then refused a field: idleshare's all the same
+            created_uid = uid
+
+            def adopted_conflict() -> None:
+                done.created[identity] = created_uid
+                done.conflicts.append(conflict)
+
+            return adopted_conflict
         return lambda: done.conflicts.append(conflict)
 
     def applied() -> None:
         done.applied += 1
+        if uid:
+            done.created[identity] = uid
 
     return applied
 
 
-def _delete_one(kube: KubeCluster, obj: Manifest, *, done: Written) -> Callable[[], None]:
-    kube.delete(obj)
+def _delete_one(
+    kube: KubeCluster, obj: Manifest, *, done: Written, owned: Mapping[Identity, str] | None = None
+) -> Callable[[], None]:
+    """Delete ``obj`` with its recorded uid as the precondition; another object of its name (the precondition
+    failed) is recorded as lost, never deleted."""
+    identity = object_identity(obj)
+    uid = (owned or {}).get(identity) or str((obj.get("metadata") or {}).get("uid") or "")
+    if not uid:
+        raise PermanentError(f"delete {describe(obj)}: no recorded uid: not deleted", operation="delete")
+    try:
+        kube.delete(obj, uid=uid)
+    except ConflictError:
+        return lambda: done.lost.append(identity)
 
     def deleted() -> None:
         done.deleted += 1
+        done.deleted_objects.append(identity)
 
     return deleted
 

@@ -51,9 +51,10 @@ from idleshare.domain.fights import FIELD_MANAGER_FIGHT, Fight, other_managers, 
 from idleshare.domain.headroom import kueue_owners
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL, webhook_violations, writable_objects
 from idleshare.domain.kueue_config import KueueConfigReading, with_kueue_config
-from idleshare.domain.kueue_diff import created_by_idleshare, diff, foreign, object_identity
+from idleshare.domain.kueue_diff import diff, object_identity
 from idleshare.domain.kueue_versions import KueueApi, with_kueue_api
 from idleshare.domain.model import DaemonSet, Headroom, Node, Pod, Quota, SchedulerConfig, Settings, Snapshot
+from idleshare.domain.ownership import describe as ownership_describe
 from idleshare.domain.pool import NAMED_MAX, Issue, PoolResult, compute
 from idleshare.domain.usage import WorkloadStatus
 from idleshare.errors import ClusterReadError, IdleshareError, KueueNotInstalledError, PermanentError
@@ -63,6 +64,7 @@ from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.nodes import cluster_node
 from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
 from idleshare.parse.workloads import cluster_daemonsets, cluster_pods
+from idleshare.service import ownership
 from idleshare.service.apply import FULL_MESSAGES, describe, refusal_code
 from idleshare.service.apply import write as write_objects
 
@@ -119,6 +121,9 @@ class Outcome:
     """Why each ``Unreadable`` node could not be read (the node is excluded, the cluster recomputed)."""
     published: bool = False
     """This run put the generation's ``Lendable Pool Recomputed`` on the bus (its own, or a failed run's)."""
+    deleted_objects: list[str] = field(default_factory=list)
+    """Each object this run deleted (``Kind/namespace/name``): named in the apply status whether or not the pool
+    changed, and logged in the ownership record (docs/spec.md §3, "Ownership")."""
 
 
 EXCLUDED_SAMPLE = 20
@@ -375,25 +380,30 @@ class Recomputer:
         cluster_id, generation = cluster.cluster_id, outcome.generation
         force = cluster.field_ownership == TAKE
         try:
-            self._apply(kube, manifests, current.result, outcome, force=force, previous=previous)
+            self._apply(cluster, kube, manifests, current.result, outcome, force=force, previous=previous)
         except IdleshareError as exc:
-            self.store.record_apply(cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}")
+            self.store.record_apply(
+                cluster_id, generation, "Failed", f"{type(exc).__name__}: {exc}" + _deletions(outcome)
+            )
             raise
         rewrites = outcome.rewrites
         if outcome.conflicts or outcome.foreign or outcome.refused or outcome.waiting or outcome.fights:  # reported
             # every time (level-triggered): the alarm stays on while it lasts
-            self.store.record_apply(cluster_id, generation, "Conflict", _conflict_message(outcome), rewrites=rewrites)
+            self.store.record_apply(
+                cluster_id, generation, "Conflict", _conflict_message(outcome) + _deletions(outcome), rewrites=rewrites
+            )
         elif (
             outcome.changed
             or previous is None
             or previous.apply_status != "Applied"
             or previous.rewrites != rewrites  # a fight being counted
+            or outcome.deleted_objects
         ):
             self.store.record_apply(
                 cluster_id,
                 generation,
                 "Applied",
-                f"{outcome.applied} applied, {outcome.deleted} deleted",
+                f"{outcome.applied} applied, {outcome.deleted} deleted" + _deletions(outcome, lead=": "),
                 rewrites=rewrites,
             )
 
@@ -448,6 +458,7 @@ class Recomputer:
 
     def _apply(
         self,
+        cluster: ClusterRecord,
         kube: KubeCluster,
         manifests: list[dict[str, Any]],
         current: Callable[[], list[dict[str, Any]]],
@@ -456,29 +467,51 @@ class Recomputer:
         force: bool,
         previous: PoolRecord | None = None,
     ) -> None:
-        """Apply what differs from ``current()`` (the managed objects as listed), delete what is ours and no longer
-        wanted. An object whose fields another field manager owns is not fought over (unless ``force``): it is
-        skipped and named in ``outcome.conflicts``; every other object is still applied. With ``force``, one that
-        another manager keeps rewriting is counted and, after ``timings.FIGHT_REWRITES`` recomputes in a row of one
-        desired state, named and backed off from (:mod:`idleshare.domain.fights`)."""
-        listed = current()
-        to_apply, to_delete = diff(manifests, listed)
-        # labelled as ours but not created by idleshare (no creation marker): never written, never deleted
-        outcome.foreign.extend(describe(obj) for obj in foreign(manifests, listed))
-        ours = {object_identity(obj) for obj in listed if created_by_idleshare(obj)}
-        to_apply = self._fights(to_apply, listed, ours, outcome, previous, force=force)
+        """Apply what differs from ``current()`` (the managed objects as listed), delete what is idleshare's and no
+        longer wanted: idleshare's by the ownership record (:mod:`idleshare.service.ownership`), never by a label or
+        an annotation a copy also carries. An object whose fields another field manager owns is not fought over
+        (unless ``force``): it is skipped and named in ``outcome.conflicts``; every other object is still applied.
+        With ``force``, one that another manager keeps rewriting is counted and, after ``timings.FIGHT_REWRITES``
+        recomputes in a row of one desired state, named and backed off from (:mod:`idleshare.domain.fights`)."""
+        cluster_id = cluster.cluster_id
+        reading = ownership.read(self.store, kube, cluster_id, current(), self.settings_for(cluster))
+        ours = reading.ownership.ours
+        to_apply, to_delete = diff(manifests, reading.current, ours)
+        # labelled as idleshare's but not recorded (a copy, an older writer's): never written, never deleted, named
+        outcome.foreign.extend(describe(obj) for obj in reading.ownership.foreign)
+        to_apply = self._fights(to_apply, reading.current, set(ours), outcome, previous, force=force)
+        pending = reading.pending  # an earlier run's creates whose answers were lost: adopted if found marked
+        creating = [
+            object_identity(o) for o in to_apply if o.get("kind") != "Namespace" and object_identity(o) not in ours
+        ]
+        ownership.before_creates(self.store, cluster_id, reading, creating)
         # in dependency waves, several writes at once; every failure named, the counts exact (service/apply.py);
-        # what is not ours is created (a create cannot adopt: one that exists unmarked is named ForeignObject)
-        written = write_objects(kube, to_apply, to_delete, force=force, existing=ours)
+        # what is not idleshare's is created (a create cannot adopt: one that exists is named ForeignObject)
+        written = write_objects(
+            kube, to_apply, to_delete, force=force, existing=set(ours), owned=ours, adoptable=pending
+        )
         outcome.applied += written.applied
         outcome.deleted += written.deleted
         outcome.namespaces_created += written.namespaces_created
         outcome.conflicts.extend(written.conflicts)
-        outcome.foreign.extend(written.foreign)
+        outcome.foreign.extend(f for f in written.foreign if f not in outcome.foreign)
+        outcome.foreign.extend(ownership_describe(i) for i in written.lost)
+        outcome.deleted_objects.extend(ownership_describe(i) for i in written.deleted_objects)
         outcome.refused.extend((refusal_code(exc), f"{what}: {exc}") for what, exc in written.refused)
         for what, _ in written.refused:  # refused, not fought over: not counted as rewritten
             outcome.rewrites.pop(what, None)
         outcome.waiting.extend(f"{what} (needs {', '.join(waits)})" for what, waits in written.waiting)
+        ownership.after_writes(
+            self.store,
+            cluster_id,
+            reading,
+            created=written.created,
+            deleted=written.deleted_objects,
+            lost=written.lost,
+            refused=written.foreign_ids,
+            generation=outcome.generation,
+            at=self.clock().isoformat(),
+        )
         written.raise_failures()
 
     def _fights(
@@ -590,6 +623,11 @@ def _other_writer_issues(
     return other_writer_issues(listed, namespaces, queues)
 
 
+def _deletions(outcome: Outcome, lead: str = "; deleted: ") -> str:
+    """The objects this run deleted, for the apply status (``""`` when none)."""
+    return lead + ", ".join(outcome.deleted_objects) if outcome.deleted_objects else ""
+
+
 def _conflict_message(outcome: Outcome) -> str:
     """The apply status ``Conflict``'s message: each named issue with its objects and what to do."""
     parts = []
@@ -597,8 +635,9 @@ def _conflict_message(outcome: Outcome) -> str:
         parts.append(
             f"{FOREIGN_OBJECT}: "
             + ", ".join(outcome.foreign)
-            + " (exist and idleshare did not create them: never written nor deleted by idleshare, whatever the"
-            " cluster's field_ownership; remove or rename them, or mark those idleshare did create: docs/operations.md)"
+            + " (exist and idleshare did not record creating them — copies of its objects carry its label and marker"
+            " but not its uid: never written nor deleted by idleshare, whatever the cluster's field_ownership;"
+            " remove or rename them: docs/operations.md)"
         )
     if outcome.conflicts:
         parts.append(

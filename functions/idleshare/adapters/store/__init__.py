@@ -4,7 +4,7 @@
 :class:`DynamoStore` is composed of one part per concern, each a module of this package: ``registry``
 (clusters), ``policies`` (quotas, scheduler config), ``pools`` (pool, history, apply status, read failures,
 receipts) and ``watch`` (the node watcher's bookmark), over ``base`` (the table and each call's plumbing),
-``items`` (the item codec) and ``errors`` (the store's errors and the translation of DynamoDB's).
+``owned`` (what idleshare created in each cluster), ``items`` (the item codec) and ``errors`` (the store's errors and the translation of DynamoDB's).
 
 Item layout (every attribute name below is the stored one; ``ttl`` is the table's TTL attribute)::
 
@@ -32,6 +32,9 @@ Item layout (every attribute name below is the stored one; ``ttl`` is the table'
                                                  watcher's bookmark (claim_watch / save_watch)
     CLUSTER#<id>      WATCH#NODES                nodes (binary: zlib JSON, each node's view) | nodes_parts +
                                                  nodes_sha256, rv, saved_at
+    CLUSTER#<id>      OWNED                      version (int >= 1), owned (binary: zlib JSON, the uid of each
+                                                 object idleshare created, the creates under way, the last
+                                                 deletions) | owned_parts + owned_sha256, saved_at (:mod:`.owned`)
 
 Rules this adapter keeps:
 
@@ -70,6 +73,7 @@ from __future__ import annotations
 
 from idleshare.adapters.store.errors import TransactionCancelledError, translate
 from idleshare.adapters.store.items import COMPRESS_ABOVE, ITEM_BUDGET, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE
+from idleshare.adapters.store.owned import OwnedRecords
 from idleshare.adapters.store.policies import Policies
 from idleshare.adapters.store.pools import RECEIPT_TTL_SECONDS, Pools
 from idleshare.adapters.store.registry import ClusterRegistry
@@ -93,5 +97,5 @@ __all__ = [
 ]
 
 
-class DynamoStore(ClusterRegistry, Policies, Pools, WatchBookmarks, UsageHistory):
+class DynamoStore(ClusterRegistry, Policies, Pools, WatchBookmarks, UsageHistory, OwnedRecords):
     """The :class:`~idleshare.adapters.ports.Store` on one DynamoDB table (boto3 ``Table`` resource)."""
