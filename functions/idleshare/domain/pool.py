@@ -250,17 +250,13 @@ class _Context:
     node_flavors: frozenset[str]
     votes: dict[str, Counter[Shape]]
     issues: list[Issue]
+    naming: catalog.FlavorNaming
     shapes: dict[str, dict[str, Amount]] = field(default_factory=dict)
     _exposing: dict[tuple[str, str], dict[str, Amount] | None] = field(default_factory=dict)
 
     def flavor_of(self, instance_type: str) -> str:
-        """A quota names the SageMaker ``ml.*`` type; a plain EKS cluster's nodes carry the EC2 name."""
-        if instance_type in self.node_flavors:
-            return instance_type
-        bare = instance_type.removeprefix("ml.")
-        if bare in self.node_flavors:
-            return bare
-        return instance_type
+        """The flavor a quota's ``ml.X`` or ``X`` governs, one per cluster (:class:`catalog.FlavorNaming`)."""
+        return self.naming.flavor(instance_type)
 
     def _catalog_shape(self, flavor: str) -> dict[str, Amount] | None:
         spec = catalog.lookup(flavor)
@@ -465,7 +461,9 @@ def compute(snapshot: Snapshot) -> PoolResult:
     capacity, excluded, node_counts, votes = _observe_nodes(nodes, settings)
     shown_headroom = _shown_headroom(taken, excluded, settings)
     issues: list[Issue] = []
-    ctx = _Context(settings, frozenset(node_counts), votes, issues)
+    naming = catalog.FlavorNaming.of(node_counts)
+    ctx = _Context(settings, frozenset(node_counts), votes, issues, naming)
+    issues.extend(_two_names(naming))
     for flavor in node_counts:
         ctx.shape(flavor)  # S(f) of every flavor with nodes, reported in the result
 
@@ -651,6 +649,24 @@ def _shown_headroom(
         if shown:
             out[name] = shown
     return out
+
+
+def _two_names(naming: catalog.FlavorNaming) -> list[Issue]:
+    """A warning per instance type whose nodes carry both its ``ml.`` and its EC2 name: which one quotas govern."""
+    issues = []
+    for chosen, other in naming.both_named():
+        (ok, total), (other_ok, other_total) = naming.counts[chosen], naming.counts[other]
+        issues.append(
+            Issue(
+                "warning",
+                "TwoNamesForOneInstanceType",
+                other[:SUBJECT_MAX],
+                f"{total} node(s) ({ok} eligible) are labelled {chosen} and {other_total} ({other_ok} eligible) "
+                f"{other}: a quota naming either governs {chosen}, the name more of them carry; the {other} nodes "
+                "are in the pool as unallocated capacity, in no team's quota",
+            )
+        )
+    return issues
 
 
 INVALID = str(ExclusionReason.INVALID_INSTANCE_TYPE)
