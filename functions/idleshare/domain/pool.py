@@ -18,10 +18,13 @@ from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.headroom import reserve
 from idleshare.domain.model import (
     CPU,
+    DEVICE_RESOURCES,
     EFA,
     GIB,
     MEMORY,
     MIG_PREFIX,
+    NEURON,
+    NEURON_CORE,
     NEURON_DEVICE,
     NVIDIA_GPU,
     Amount,
@@ -44,7 +47,7 @@ from idleshare.domain.quantity import exact, percent_of, round_down
 Table = dict[str, dict[str, Amount]]
 """flavor -> resource -> amount, sorted by flavor then resource."""
 
-BASE_RESOURCES = frozenset({CPU, MEMORY, NVIDIA_GPU, NEURON_DEVICE, EFA})
+BASE_RESOURCES = frozenset({CPU, MEMORY, *DEVICE_RESOURCES, NEURON_CORE, EFA})
 
 
 class Bound(enum.StrEnum):
@@ -127,7 +130,8 @@ class TeamGrant:
         """flavor -> the bound that set its accelerator (or first non-zero) limit: a one-word summary."""
         out: dict[str, str] = {}
         for flavor, per_resource in self.why.items():
-            chosen = next((d for r, d in per_resource.items() if r in (NVIDIA_GPU, NEURON_DEVICE)), None)
+            devices = [d for r, d in per_resource.items() if r in DEVICE_RESOURCES]
+            chosen = next((d for d in devices if d.matters), devices[0] if devices else None)
             if chosen is None or not chosen.matters:
                 chosen = next((d for d in per_resource.values() if d.matters), chosen)
             if chosen is not None:
@@ -253,6 +257,7 @@ class _Context:
     naming: catalog.FlavorNaming
     shapes: dict[str, dict[str, Amount]] = field(default_factory=dict)
     _exposing: dict[tuple[str, str], dict[str, Amount] | None] = field(default_factory=dict)
+    _accelerators: dict[str, str] = field(default_factory=dict)
 
     def flavor_of(self, instance_type: str) -> str:
         """The flavor a quota's ``ml.X`` or ``X`` governs, one per cluster (:class:`catalog.FlavorNaming`)."""
@@ -286,8 +291,15 @@ class _Context:
         return self._exposing[key]
 
     def accelerator(self, flavor: str) -> str:
-        """The flavor's accelerator: Neuron devices when its nodes (or the catalog) have them, else GPUs."""
-        return NEURON_DEVICE if self.shape_exposing(flavor, NEURON_DEVICE) is not None else NVIDIA_GPU
+        """What ``Accelerators`` counts on the flavor (docs/spec.md §2): the first of ``DEVICE_RESOURCES`` its nodes
+        expose, else the first configured extra resource they expose, else the catalog's accelerator, else GPUs."""
+        if flavor not in self._accelerators:
+            exposed = {r for shape in self.votes.get(flavor, {}) for r, q in shape if q > 0}
+            extra = sorted(exposed & self.settings.extra_resources)
+            found = next((r for r in DEVICE_RESOURCES if r in exposed), extra[0] if extra else None)
+            spec = catalog.lookup(flavor)
+            self._accelerators[flavor] = found or (spec.accelerator if spec is not None else None) or NVIDIA_GPU
+        return self._accelerators[flavor]
 
 
 def resolve(entry: ResourceConfig, ctx: _Context, flavor: str) -> tuple[dict[str, Amount], str | None]:
@@ -341,12 +353,33 @@ def resolve(entry: ResourceConfig, ctx: _Context, flavor: str) -> tuple[dict[str
                 return {}, "NoInstanceShape"
             ratio = Fraction(given) / Fraction(per_node)
 
+    out.update(_cpu_and_memory(vcpu, mem, ratio, source))
+    if entry.accelerators is not None and (device := ctx.accelerator(flavor)) in NEURON_DEVICES:
+        out.update(_cores_of(ctx.shape_exposing(flavor, device), device, entry.accelerators))
+    return out, None
+
+
+def _cpu_and_memory(
+    vcpu: Amount | None, mem: Amount | None, ratio: Fraction | None, source: Mapping[str, Amount] | None
+) -> dict[str, Amount]:
+    """``VCpu`` and ``MemoryInGiB`` as given, else ``ratio`` x the source shape's (rounded down); none without one."""
+    out: dict[str, Amount] = {}
     for resource, given in ((CPU, vcpu), (MEMORY, mem)):
         if given is not None:
             out[resource] = given
         elif ratio is not None and source is not None:
             out[resource] = round_down(resource, ratio * source.get(resource, 0))
-    return out, None
+    return out
+
+
+NEURON_DEVICES = frozenset({NEURON, NEURON_DEVICE})
+
+
+def _cores_of(shape: Mapping[str, Amount] | None, device: str, devices: int) -> dict[str, Amount]:
+    """The Neuron cores of ``devices`` Neuron devices, by the shape's cores per device (none: no cores)."""
+    if shape is None or not shape.get(NEURON_CORE) or not shape.get(device):
+        return {}
+    return {NEURON_CORE: round_down(NEURON_CORE, Fraction(devices) / Fraction(shape[device]) * shape[NEURON_CORE])}
 
 
 def _named(entry: ResourceConfig, ctx: _Context, flavor: str) -> dict[str, Amount]:
