@@ -468,3 +468,30 @@ def test_without_nodes_of_the_type_the_clusters_naming_decides():
     assert P5 in empty.teams["a"].nominal  # SageMaker's name when its enum has it
     (unsized,) = [i for i in empty.issues if i.code == "NoInstanceShape"]  # no node, no catalog entry: named
     assert "no node of flavor trn1.2xlarge " in unsized.message  # not ml.trn1.2xlarge: no such SageMaker type
+
+
+# -- issue 40.5: S(f) is never one outlier's when a majority exists -------------------------------
+def test_a_one_node_outlier_in_a_two_node_flavor_does_not_set_the_shape():
+    # one node reporting 1e3 GPUs beside a real p5: the catalog breaks the tie (8 GPUs), the outlier's shape loses
+    outlier = node("odd", allocatable={**P5_ALLOC, GPU: 1000})
+    result = run([node("ok"), outlier], [quota("a", entry(P5, accelerators=8))])
+    assert result.shapes[P5][GPU] == 8
+    nominal = result.teams["a"].nominal[P5]
+    assert (nominal["cpu"], nominal["memory"]) == (P5_ALLOC["cpu"], P5_ALLOC["memory"])  # a whole node, not 1531m
+
+
+def test_the_majority_layout_wins_though_its_nodes_memory_differs_by_a_few_kib():
+    # three real p5s whose allocatable memory differs a little (as real nodes do) and one outlier: the layout most
+    # nodes have (8 GPUs) wins, and cpu and memory are the most common among its nodes (a tie: the greatest)
+    fleet = [node(f"p{i}", allocatable={**P5_ALLOC, "memory": P5_ALLOC["memory"] - i * 1024}) for i in range(3)]
+    outlier = node("odd", allocatable={**P5_ALLOC, "memory": P5_ALLOC["memory"] + 1024, GPU: 1000})
+    for order in (1, -1):
+        result = run([*fleet, outlier][::order], [quota("a", entry(P5, accelerators=4))])
+        assert result.shapes[P5] == {**P5_ALLOC}
+        assert result.teams["a"].nominal[P5]["cpu"] == P5_ALLOC["cpu"] / 2
+
+
+def test_without_a_catalog_entry_a_tie_between_layouts_still_goes_to_the_greatest():
+    small = node("a", flavor="x9.big", allocatable={"cpu": 8, "memory": 64 * GIB, GPU: 1})
+    large = node("b", flavor="x9.big", allocatable={"cpu": 8, "memory": 64 * GIB, GPU: 2})
+    assert run([small, large]).shapes["x9.big"][GPU] == 2

@@ -235,10 +235,40 @@ def _observe_nodes(
     )
 
 
-def most_common_shape(votes: Mapping[Shape, int]) -> dict[str, Amount]:
-    """The allocatable most nodes report; a tie goes to the greatest shape (by resource, then amount),
-    so the choice never depends on the order of the nodes."""
-    return dict(max(votes.items(), key=lambda kv: (kv[1], _shape_key(kv[0])))[0])
+def most_common_shape(votes: Mapping[Shape, int], spec: catalog.InstanceSpec | None = None) -> dict[str, Amount]:
+    """``S(f)`` from the nodes' votes (docs/spec.md §2, "Instance shape"): the *layout* (every tracked resource but cpu
+    and memory: GPUs, MIG profiles, Neuron devices, EFA, ...) most nodes report — a tie goes to the one whose device
+    count is the catalog's (``spec``), else to the greatest layout (by resource, then amount) —, and cpu and memory
+    each the value most of that layout's nodes report (a tie: the greatest). One outlier never sets it when a
+    majority exists (a node reporting 1e3 GPUs beside real ones, memory a few KiB apart), and the choice never
+    depends on the order of the nodes."""
+    layouts: Counter[Shape] = Counter()
+    for shape, n in votes.items():
+        layouts[_layout(shape)] += n
+    top = max(layouts.values())
+    tied = [layout for layout, n in layouts.items() if n == top]
+    if len(tied) > 1 and spec is not None and spec.accelerators:
+        tied = [layout for layout in tied if _devices(layout) == spec.accelerators] or tied
+    chosen = max(tied, key=_shape_key)
+    out: dict[str, Amount] = dict(chosen)
+    for resource in (CPU, MEMORY):
+        values: Counter[Amount] = Counter()
+        for shape, n in votes.items():
+            if _layout(shape) == chosen:
+                values.update({q: n for r, q in shape if r == resource})
+        if values:
+            out[resource] = max(values.items(), key=lambda kv: (kv[1], Fraction(kv[0])))[0]
+    return dict(sorted(out.items()))
+
+
+def _layout(shape: Shape) -> Shape:
+    return tuple((r, q) for r, q in shape if r not in (CPU, MEMORY))
+
+
+def _devices(layout: Shape) -> Amount | None:
+    """The count of the first device resource a layout has above 0 (what ``Accelerators`` would count)."""
+    held = {r: q for r, q in layout if q > 0}
+    return next((held[r] for r in DEVICE_RESOURCES if r in held), None)
 
 
 def _shape_key(shape: Shape) -> tuple[tuple[str, Fraction], ...]:
@@ -273,7 +303,7 @@ class _Context:
         """``S(f)``: the most common allocatable among the flavor's nodes, else the catalog's."""
         if flavor not in self.shapes:
             votes = self.votes.get(flavor)
-            found = most_common_shape(votes) if votes else self._catalog_shape(flavor)
+            found = most_common_shape(votes, catalog.lookup(flavor)) if votes else self._catalog_shape(flavor)
             if found is None:
                 return None
             self.shapes[flavor] = found
@@ -286,7 +316,7 @@ class _Context:
         if key not in self._exposing:
             votes: Mapping[Shape, int] = self.votes.get(flavor, {})
             exposing = {s: n for s, n in votes.items() if any(r == resource and q > 0 for r, q in s)}
-            found = most_common_shape(exposing) if exposing else self._catalog_shape(flavor)
+            found = most_common_shape(exposing, catalog.lookup(flavor)) if exposing else self._catalog_shape(flavor)
             self._exposing[key] = found if found is not None and found.get(resource, 0) > 0 else None
         return self._exposing[key]
 
