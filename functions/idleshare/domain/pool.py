@@ -42,7 +42,7 @@ from idleshare.domain.naming import flavor_name_problem, show, team_name_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from idleshare.domain.kueue_versions import KueueApi
-from idleshare.domain.quantity import exact, percent_of, round_down
+from idleshare.domain.quantity import exact, format_quantity, percent_of, round_down
 
 Table = dict[str, dict[str, Amount]]
 """flavor -> resource -> amount, sorted by flavor then resource."""
@@ -550,6 +550,7 @@ def compute(snapshot: Snapshot) -> PoolResult:
         for q in quotas
     }
     cap, allocated, unallocated, shortfall = ledger.cap, ledger.allocated, ledger.unallocated, ledger.shortfall
+    issues.extend(_out_of_range(ledger, teams, nodes, excluded))
 
     return PoolResult(
         flavors=tuple(flavors),
@@ -635,6 +636,84 @@ class _Ledger:
         return {
             f: {r: (per[r] if sharing else 0) + self.lent[f][r] for r in per} for f, per in self.unallocated.items()
         }
+
+
+INT64_MAX = 2**63 - 1
+"""Kueue keeps every quantity as an int64: cpu in millicores, every other resource in its unit (bytes, devices)."""
+
+
+def kueue_units(resource: str, amount: Amount) -> Amount:
+    """``amount`` of ``resource`` in the unit Kueue counts it in (its int64): millicores for cpu."""
+    return amount * 1000 if resource == CPU else amount
+
+
+def _out_of_range(
+    ledger: _Ledger, teams: Mapping[str, TeamGrant], nodes: Iterable[Node], excluded: Mapping[str, ExclusionReason]
+) -> list[Issue]:
+    """Every (flavor, resource) where an amount the pool computed, or a sum Kueue forms of them (the Cohort's quota
+    and what the teams lend; a team's nominal and borrowing limit), passes Kueue's int64: one named error each, and
+    every amount of it set to 0 (in place), so nothing past the range is written (docs/spec.md §2, "Range")."""
+    issues: list[Issue] = []
+    if _surely_in_range(ledger, teams):
+        return issues
+    for f, per in ledger.cap.items():
+        for r in per:
+            lent = sum(t.lending_limit[f][r] for t in teams.values())
+            nominals = sum(t.nominal[f][r] for t in teams.values())
+            most = max(
+                per[r],
+                ledger.allocated[f][r],
+                ledger.unallocated[f][r] + lent,
+                ledger.unallocated[f][r] + nominals,
+                *(t.nominal[f][r] + t.borrowing_limit[f][r] for t in teams.values()),
+            )
+            if kueue_units(r, most) <= INT64_MAX:
+                continue
+            issues.append(_range_issue(f, r, per[r], ledger.allocated[f][r], nodes, excluded))
+            for table in (ledger.cap, ledger.allocated, ledger.lent, ledger.unallocated, ledger.shortfall):
+                table[f][r] = 0
+            for t in teams.values():
+                t.nominal[f][r] = t.borrowing_limit[f][r] = t.lending_limit[f][r] = 0
+                d = t.why[f][r]  # its rule stays; the amounts are the 0 written (the issue says why)
+                t.why[f][r] = replace(d, pool=0, nominal=0, percent_cap=0, absolute_cap=d.absolute_cap and 0, limit=0)
+    return issues
+
+
+def _surely_in_range(ledger: _Ledger, teams: Mapping[str, TeamGrant]) -> bool:
+    """A bound of every sum :func:`_out_of_range` checks, from each table's largest amount (cpu counted x 1000, as
+    if every resource were cpu): within int64, nothing can pass it and the per-pair check is skipped."""
+
+    def most(table: Table) -> Amount:
+        return max((max(per.values(), default=0) for per in table.values()), default=0)
+
+    nominal = max((most(t.nominal) for t in teams.values()), default=0)
+    borrowing = max((most(t.borrowing_limit) for t in teams.values()), default=0)
+    bound = most(ledger.cap) + most(ledger.allocated) + (len(teams) + 1) * nominal + borrowing
+    return bound * 1000 <= INT64_MAX
+
+
+def _range_issue(
+    f: str, r: str, capacity: Amount, allocated: Amount, nodes: Iterable[Node], excluded: Mapping[str, ExclusionReason]
+) -> Issue:
+    largest = sorted(
+        (
+            (q, n.name)
+            for n in nodes
+            if n.instance_type == f and n.name not in excluded
+            for q in [n.allocatable.get(r, 0)]
+        ),
+        key=lambda qn: (-qn[0], qn[1]),
+    )[:3]
+    named = ", ".join(f"{name} reports {format_quantity(q, r)}" for q, name in largest if q > 0) or "no node reports it"
+    return Issue(
+        "error",
+        "QuantityOutOfRange",
+        f"{f}/{r}"[:SUBJECT_MAX],
+        f"{f}: {r} passes Kueue's int64 range (at most {INT64_MAX} {'millicores' if r == CPU else 'units'}): "
+        f"capacity {format_quantity(capacity, r)} ({named}), quotas hold {format_quantity(allocated, r)}; nothing of {r} "
+        f"on {f} is "
+        "written (capacity, quotas and limits are 0 there) until it is back in range",
+    )
 
 
 def _shortfall_issues(shortfall: Table, resources: list[str]) -> list[Issue]:
