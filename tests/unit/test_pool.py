@@ -495,3 +495,12 @@ def test_without_a_catalog_entry_a_tie_between_layouts_still_goes_to_the_greates
     small = node("a", flavor="x9.big", allocatable={"cpu": 8, "memory": 64 * GIB, GPU: 1})
     large = node("b", flavor="x9.big", allocatable={"cpu": 8, "memory": 64 * GIB, GPU: 2})
     assert run([small, large]).shapes["x9.big"][GPU] == 2
+
+
+def test_an_instance_type_no_node_carries_and_the_catalog_lacks_gets_the_closest_name_the_cluster_knows():
+    # the parser cannot tell a typo of an EC2 name from a type the cluster will carry: the engine names the closest
+    result = run(nodes("p5", EC2_P5, 1), [quota("a", entry("p5.48xlage", accelerators=8))])
+    (issue,) = [i for i in result.issues if i.code == "NoInstanceShape"]
+    assert issue.message.endswith("; did you mean p5.48xlarge?")
+    far = run(nodes("p5", EC2_P5, 1), [quota("a", entry("zz9.tiny", accelerators=1))])
+    assert "did you mean" not in next(i.message for i in far.issues if i.code == "NoInstanceShape")

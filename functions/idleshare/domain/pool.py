@@ -506,12 +506,24 @@ def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str,
         "NoPartitionOnFlavor": f"no node of {flavor} exposes the MIG profile {partition} (nvidia.com/{partition}) "
         "and the catalog lists no MIG layouts: nothing to scale AcceleratorPartition by",
     }
+    hint = _closest(entry.instance_type, ctx) if problem == "NoInstanceShape" else None
     return Issue(
         "error",
         problem,
         f"{quota.name}/{entry.instance_type[:SUBJECT_MAX]}",
-        f"quota {quota.name!r} (team {quota.team}) {where}: {messages[problem]}",
+        f"quota {quota.name!r} (team {quota.team}) {where}: {messages[problem]}"
+        + (f"; did you mean {hint}?" if hint else ""),
     )
+
+
+def _closest(instance_type: str, ctx: _Context) -> str | None:
+    """The name closest to ``instance_type`` among the cluster's flavors and the catalog's types (both names), if any
+    is close: the suggestion the parser cannot make for a name outside SageMaker's enum."""
+    import difflib
+
+    known = sorted(ctx.node_flavors | catalog.CATALOG.keys() | {s.ec2_name for s in catalog.CATALOG.values()})
+    found = difflib.get_close_matches(instance_type, known, n=1, cutoff=0.8) if len(instance_type) <= 100 else []
+    return found[0] if found else None
 
 
 # -- the pool -----------------------------------------------------------------------------------
