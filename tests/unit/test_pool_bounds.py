@@ -74,3 +74,11 @@ def test_an_absolute_limit_of_ten_million_instances_is_out_of_range_on_memory_on
     assert [i.subject for i in result.issues if i.code == "QuantityOutOfRange"] == [f"{P5}/memory"]
     assert result.teams["a"].borrowing_limit[P5][GPU] == 80_000_000
     assert all(in_range(a[2], a[4]) for a in amounts(manifests))
+
+
+def test_a_zeroed_resource_is_no_shortfall():
+    nodes = parse_nodes([k8s_node("n0")])
+    result, _ = objects(nodes, [quota("a", entry(P5, count=10_000_000), absolute=(entry(P5, count=1),))])
+    assert [i.subject for i in result.issues if i.code == "QuantityOutOfRange"] == [f"{P5}/memory"]
+    (short,) = [i for i in result.issues if i.code == "Shortfall"]
+    assert "memory" not in short.message and "nvidia.com/gpu" in short.message

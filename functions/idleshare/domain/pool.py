@@ -550,7 +550,6 @@ def compute(snapshot: Snapshot) -> PoolResult:
 
     flavors, resources = _axes(capacity, nominals, absolutes)
     ledger = _Ledger.of(capacity, quotas, nominals, flavors, resources)
-    issues.extend(_shortfall_issues(ledger.shortfall, resources))
 
     sharing = snapshot.scheduler_config.idle_resource_sharing
     basis = settings.borrow_limit_basis
@@ -562,7 +561,10 @@ def compute(snapshot: Snapshot) -> PoolResult:
         for q in quotas
     }
     cap, allocated, unallocated, shortfall = ledger.cap, ledger.allocated, ledger.unallocated, ledger.shortfall
-    issues.extend(_out_of_range(ledger, teams, nodes, excluded))
+    issues.extend(
+        _out_of_range(ledger, teams, nodes, excluded)
+    )  # before Shortfall: a zeroed amount falls short of none
+    issues.extend(_shortfall_issues(ledger.shortfall, resources))
 
     return PoolResult(
         flavors=tuple(flavors),
