@@ -151,3 +151,18 @@ def test_every_accelerator_name_reaches_kueue_and_the_cohort_lends_it():
 def test_a_neuron_node_whose_plugin_is_not_up_is_accelerators_not_ready():
     (node,) = parse_nodes([k8s_node("t0", "trn1.2xlarge", {"cpu": "7910m", "memory": "31441636Ki"})])
     assert exclusion_reason(node, DEFAULT_TOLERATED_TAINT_KEYS) == "AcceleratorsNotReady"
+
+
+def test_a_plugin_advertising_both_device_names_gives_a_quota_the_devices_under_both():
+    # a node advertising aws.amazon.com/neuron and aws.amazon.com/neurondevice (the same 16 devices, as
+    # events/examples/nodes.json's trn1 nodes do): a pod may request either, so a quota holds both, and its cores
+    both = {**TRN1_32XL_OLD, NEURON: "16"}
+    limit = entry("trn1.32xlarge", accelerators=2)
+    result, _ = run(
+        [k8s_node("t0", "trn1.32xlarge", both)],
+        (quota("a", entry("trn1.32xlarge", accelerators=8), absolute=(limit,)),),
+    )
+    nominal = result.teams["a"].nominal["trn1.32xlarge"]
+    assert (nominal[NEURON], nominal[NEURON_DEVICE], nominal[CORE]) == (8, 8, 16)
+    borrowing = result.teams["a"].borrowing_limit["trn1.32xlarge"]
+    assert (borrowing[NEURON], borrowing[NEURON_DEVICE]) == (2, 2)  # the absolute cap names the device: both names

@@ -406,17 +406,25 @@ NEURON_DEVICES = frozenset({NEURON, NEURON_DEVICE})
 
 
 def _cores_of(shape: Mapping[str, Amount] | None, device: str, devices: int) -> dict[str, Amount]:
-    """The Neuron cores of ``devices`` Neuron devices, by the shape's cores per device (none: no cores)."""
-    if shape is None or not shape.get(NEURON_CORE) or not shape.get(device):
+    """What ``devices`` Neuron devices are under the shape's other names: its cores (by its cores per device) and,
+    where the plugin advertises both, the devices under the other device name (``neuron`` / ``neurondevice``)."""
+    if shape is None or not shape.get(device):
         return {}
-    return {NEURON_CORE: round_down(NEURON_CORE, Fraction(devices) / Fraction(shape[device]) * shape[NEURON_CORE])}
+    ratio = Fraction(devices) / Fraction(shape[device])
+    return {
+        r: round_down(r, ratio * shape[r]) for r in (*sorted(NEURON_DEVICES - {device}), NEURON_CORE) if shape.get(r)
+    }
 
 
 def _named(entry: ResourceConfig, ctx: _Context, flavor: str) -> dict[str, Amount]:
     """The resources an entry's fields name, with exactly the amounts written (no ``Count``, no scaling)."""
     out: dict[str, Amount] = {}
     if entry.accelerators is not None:
-        out[ctx.accelerator(flavor)] = entry.accelerators
+        device = ctx.accelerator(flavor)
+        out[device] = entry.accelerators
+        if device in NEURON_DEVICES:  # the same devices under the plugin's other name, where it advertises both
+            shape = ctx.shape_exposing(flavor, device) or {}
+            out.update({r: entry.accelerators for r in NEURON_DEVICES - {device} if shape.get(r) == shape.get(device)})
     if entry.accelerator_partition is not None:
         out[f"nvidia.com/{entry.accelerator_partition.type}"] = entry.accelerator_partition.count
     if entry.vcpu is not None:
@@ -694,16 +702,15 @@ def _out_of_range(
 
 
 def _surely_in_range(ledger: _Ledger, teams: Mapping[str, TeamGrant]) -> bool:
-    """A bound of every sum :func:`_out_of_range` checks, from each table's largest amount (cpu counted x 1000, as
-    if every resource were cpu): within int64, nothing can pass it and the per-pair check is skipped."""
+    """A bound of every sum :func:`_out_of_range` checks, from each table's largest amount in Kueue's units: within
+    int64, nothing can pass it and the per-pair check is skipped."""
 
     def most(table: Table) -> Amount:
-        return max((max(per.values(), default=0) for per in table.values()), default=0)
+        return max((max(max(per.values(), default=0), per.get(CPU, 0) * 1000) for per in table.values()), default=0)
 
     nominal = max((most(t.nominal) for t in teams.values()), default=0)
     borrowing = max((most(t.borrowing_limit) for t in teams.values()), default=0)
-    bound = most(ledger.cap) + most(ledger.allocated) + (len(teams) + 1) * nominal + borrowing
-    return bound * 1000 <= INT64_MAX
+    return most(ledger.cap) + most(ledger.allocated) + (len(teams) + 1) * nominal + borrowing <= INT64_MAX
 
 
 def _range_issue(

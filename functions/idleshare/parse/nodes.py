@@ -218,6 +218,16 @@ def is_extended_resource(resource: str) -> bool:
     return domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
 
 
+@functools.lru_cache(maxsize=8192)
+def _allocatable_entry(resource: str, text: str) -> Amount:
+    """One allocatable string of ``resource``, parsed (cached: a flavor's nodes share them); ``ValueError`` when it is
+    no quantity or a fraction of an extended resource."""
+    value = _parse_quantity_string(text)
+    if type(value) is not int and is_extended_resource(resource):
+        raise ValueError(_fraction_problem(text))
+    return value
+
+
 def _fraction_problem(value: object) -> str:
     return (
         f"must be a whole number (got {show(value)}): a device count; the API server refuses a fraction of an "
@@ -233,9 +243,7 @@ def _allocatable(quantities: dict[str, Any] | None, where: str, errors: list[Fie
     allocatable: dict[str, Amount] = {}
     try:  # the common case, in C: every value a string, each parse cached (a flavor's nodes share them)
         if set(map(type, quantities.values())) <= {str}:
-            parsed = dict(zip(quantities, map(_parse_quantity_string, quantities.values()), strict=True))
-            if all(type(q) is int or not is_extended_resource(r) for r, q in parsed.items()):
-                return parsed
+            return dict(zip(quantities, map(_allocatable_entry, quantities, quantities.values()), strict=True))
     except ValueError:
         pass
     ok = True
