@@ -28,7 +28,7 @@ def _read(path: str, flag: str) -> bytes:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
+    from idleshare.domain.naming import cohort_name_problem, is_label_key, namespace_prefix_problem, show
     from idleshare_cli.plan import plan
     from idleshare_cli.present import result_json, result_tables
 
@@ -39,6 +39,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         problem = problem_of(value)
         if problem is not None:
             raise UsageError(f"{flag} {show(value)}: {problem}")
+    for name in args.extra_resource or ():
+        if not is_label_key(name):
+            raise UsageError(f"--extra-resource {show(name)}: not a valid resource name (a label key: [prefix/]name)")
 
     settings = Settings(
         tolerated_taint_keys=frozenset(args.tolerate) if args.tolerate else DEFAULT_TOLERATED_TAINT_KEYS,
@@ -46,6 +49,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         namespace_prefix=args.namespace_prefix,
         borrow_limit_basis=BorrowLimitBasis(args.borrow_limit_basis.capitalize()),
         headroom=Headroom(args.headroom),
+        extra_resources=frozenset(args.extra_resource or ()),
     )
     result, manifests = plan(
         _read(args.nodes, "--nodes"),
@@ -151,6 +155,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="default: table on a terminal, else json; html: the report page (self-contained)",
     )
     p.add_argument("--tolerate", action="append", metavar="TAINT_KEY", help="tolerated taint key (repeatable)")
+    p.add_argument(
+        "--extra-resource",
+        action="append",
+        metavar="RESOURCE",
+        help="another allocatable resource to track (repeatable; amd.com/gpu, say): capacity, the pool, Count; and "
+        "what Accelerators counts on a flavor whose nodes expose no GPU or Neuron device",
+    )
     p.add_argument("--cohort-name", default=Settings().cohort_name)
     p.add_argument("--namespace-prefix", default=Settings().namespace_prefix)
     p.add_argument(

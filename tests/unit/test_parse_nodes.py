@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, INSTANCE_TYPE_LABEL, Node, Taint
 from idleshare.parse import nodes as nodes_module
 from idleshare.parse.errors import MAX_ERRORS, InputError
-from idleshare.parse.nodes import node_from_dict, parse_nodes
+from idleshare.parse.nodes import cluster_node, node_from_dict, parse_nodes
 from tests.strategies import NODES, mutations
 
 EXAMPLE_NODES = json.loads((Path(__file__).resolve().parents[2] / "events" / "examples" / "nodes.json").read_text())
@@ -182,6 +182,26 @@ BAD_QUANTITIES = [
     (None, "must be a quantity string (got null)"),
     ({"v": 1}, "must be a quantity string (got an object)"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("resource", "value"),
+    [("nvidia.com/gpu", "800m"), ("nvidia.com/gpu", "0.5"), ("aws.amazon.com/neurondevice", "1500m"),
+     ("nvidia.com/mig-1g.10gb", "2.5"), ("example.com/fpga", "1e-1")],
+)  # fmt: skip
+def test_a_fraction_of_a_device_is_refused_naming_the_node(resource: str, value: str) -> None:
+    # issue 40.5: the API server accepts only whole extended resources; plan read 0.5 GPUs as half a GPU
+    bad = node("gpu-7", {"cpu": "191450m", "memory": "1.5Gi", resource: value})
+    expected = (
+        f'items[1] (gpu-7).status.allocatable["{resource}"]: must be a whole number (got "{value}"): a device count; '
+        "the API server refuses a fraction of an extended resource"
+    )
+    for raw in ([node("a"), bad], json.dumps([node("a"), bad])):
+        assert errors_of(raw) == [expected]
+    (n,) = parse_nodes([node("ok", {"cpu": "800m", "memory": "0.5Ki", "hugepages-2Mi": "1.5Mi", resource: "2"})])
+    assert n.allocatable[resource] == 2 and n.allocatable["cpu"] == Fraction(4, 5)  # cpu, memory: fractions allowed
+    unreadable, error = cluster_node(bad, 3)  # the recompute: that node counts as nothing, named; the others count
+    assert unreadable.unreadable and unreadable.name == "gpu-7" and error is not None
 
 
 @pytest.mark.parametrize(

@@ -118,14 +118,39 @@ def test_botocore_constraint(case: Case) -> None:
         assert expected in [e.loc for e in caught.value.errors] and expected in str(caught.value), caught.value
 
 
-def test_an_instance_type_outside_the_enum_is_rejected_everywhere() -> None:
-    for path in (
-        ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "InstanceType"),
-        ("ComputeQuotaConfig", "ResourceSharingConfig", "AbsoluteBorrowLimits", 0, "InstanceType"),
-    ):
-        for name in ("p5.48xlarge", "ml.p5.96xlarge", ""):
-            with pytest.raises(InputError, match=re.escape(loc((0, *path)))):
-                parse_quotas([mutate(QUOTA_BASE, path, name)])
+INSTANCE_TYPE_PATHS = (
+    ("ComputeQuotaConfig", "ComputeQuotaResources", 0, "InstanceType"),
+    ("ComputeQuotaConfig", "ResourceSharingConfig", "AbsoluteBorrowLimits", 0, "InstanceType"),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("ml.p5.96xlarge", '"ml.p5.96xlarge" is not a ClusterInstanceType value; did you mean ml.p5.'),
+        ("ml.p5.48xlage", "did you mean ml.p5.48xlarge?"),
+        ("", "must not be empty"),
+        ("P5.48XLARGE", "lower-case RFC 1123 subdomain"),
+        ("p5_48xlarge", "lower-case RFC 1123 subdomain"),
+        ("a" * 64, "at most 63 characters"),
+    ],
+)
+def test_an_instance_type_that_is_no_flavor_or_an_ml_name_outside_the_enum_is_rejected_everywhere(
+    name: str, message: str
+) -> None:
+    for path in INSTANCE_TYPE_PATHS:
+        with pytest.raises(InputError, match=re.escape(loc((0, *path)))) as caught:
+            parse_quotas([mutate(QUOTA_BASE, path, name)])
+        assert message in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize("name", ["trn1.2xlarge", "inf2.xlarge", "g6e.12xlarge", "p5.48xlarge", "c7i.metal-24xl"])
+def test_an_ec2_instance_type_or_any_a_node_can_carry_is_accepted_everywhere(name: str) -> None:
+    # issue 40.3: plain EKS (Karpenter) nodes carry EC2 names; a quota names the cluster's own nodes
+    for path in INSTANCE_TYPE_PATHS:
+        (quota,) = parse_quotas([mutate(QUOTA_BASE, path, name)])
+        entries = quota.resources if path[1] == "ComputeQuotaResources" else quota.absolute_borrow_limits
+        assert entries[0].instance_type == name and type(entries[0].instance_type) is str
 
 
 @pytest.mark.parametrize("name", sorted(KNOWN_INSTANCE_TYPES))
@@ -183,6 +208,7 @@ def constraints(kind: Any) -> dict[str, Any]:
         found |= {"min": kind.min_length or 0, "max": kind.max_length}
     elif isinstance(kind, msgspec.inspect.CustomType):
         found |= {"min": getattr(kind.cls, "minimum", None), "max": getattr(kind.cls, "maximum", None)}
+        found |= {"enum": sorted(kind.cls.enum)} if hasattr(kind.cls, "enum") else {}  # InstanceType: its ml. names
     if "pattern" in extra:
         found["pattern"] = extra["pattern"]
     return {k: v for k, v in found.items() if v is not None}

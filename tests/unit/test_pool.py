@@ -413,3 +413,94 @@ def test_the_contract_names_every_exclusion_reason_and_bound():
     section = spec[spec.index("## 2.") : spec.index("## 3.")]
     assert [r for r in ExclusionReason if f"`{r}`" not in section] == []
     assert [b for b in Bound if f"`{b}`" not in section] == []
+
+
+# -- issue 40.3: ml.X and X are one instance type, decided once per cluster ------------------------
+EC2_P5 = "p5.48xlarge"
+
+
+@pytest.mark.parametrize(
+    "odd", [node("odd", flavor=P5), node("odd", flavor=P5, ready=False)], ids=["ready", "notready"]
+)
+@pytest.mark.parametrize("named", [P5, EC2_P5])
+def test_one_node_labelled_ml_on_an_ec2_named_cluster_moves_no_quota(odd, named):
+    # Given 4 p5 nodes labelled with the EC2 name and one (Ready or not) labelled ml.p5.48xlarge
+    result = run([*nodes("p5", EC2_P5, 4), odd], [quota("a", entry(named, accelerators=8))])
+    # Then the team's quota is on the flavor most nodes carry, whichever name the quota wrote
+    assert result.teams["a"].nominal[EC2_P5][GPU] == 8
+    assert result.teams["a"].nominal[P5][GPU] == 0
+    assert result.unallocated[EC2_P5][GPU] == 24
+    two = [i for i in result.issues if i.code == "TwoNamesForOneInstanceType"]
+    assert [(i.severity, i.subject) for i in two] == [("warning", P5)]
+    assert "a quota naming either governs p5.48xlarge" in two[0].message
+
+
+def test_the_eligible_majority_decides_then_all_nodes_then_the_clusters_naming():
+    # 3 ml. nodes of which 2 NotReady vs 2 Ready EC2 nodes: eligible 1 vs 2 -> the EC2 name
+    down = [node(f"m{i}", flavor=P5, ready=False) for i in range(2)]
+    result = run([*down, node("m2", flavor=P5), *nodes("e", EC2_P5, 2)], [quota("a", entry(P5, accelerators=8))])
+    assert result.teams["a"].nominal[EC2_P5][GPU] == 8
+    # 1 eligible each, 2 ml. nodes in all vs 1: the ml. name
+    result = run([node("m0", flavor=P5), node("m1", flavor=P5, ready=False), node("e0", flavor=EC2_P5)],
+                 [quota("a", entry(EC2_P5, accelerators=8))])  # fmt: skip
+    assert result.teams["a"].nominal[P5][GPU] == 8
+    # a tie on the type itself: the cluster's naming (its other nodes are EC2-named)
+    result = run(
+        [node("m0", flavor=P5), node("e0", flavor=EC2_P5), *nodes("g", "g5.12xlarge", 2)],
+        [quota("a", entry(P5, accelerators=8))],
+    )
+    assert result.teams["a"].nominal[EC2_P5][GPU] == 8
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_two_teams_naming_the_type_either_way_share_one_flavor_in_any_node_order(order):
+    fleet = [node("m0", flavor=P5), node("e0", flavor=EC2_P5), node("e1", flavor=EC2_P5)][::order]
+    result = run(fleet, [quota("a", entry(P5, accelerators=4)), quota("b", entry(EC2_P5, accelerators=4))])
+    assert result.allocated[EC2_P5][GPU] == 8 and result.allocated[P5][GPU] == 0
+
+
+def test_without_nodes_of_the_type_the_clusters_naming_decides():
+    ec2_cluster = run(nodes("g", "g5.12xlarge", 3), [quota("a", entry(P5, accelerators=8))])
+    assert EC2_P5 in ec2_cluster.teams["a"].nominal and P5 not in ec2_cluster.teams["a"].nominal
+    hyperpod = run(nodes("g", G5, 3), [quota("a", entry(EC2_P5, accelerators=8))])
+    assert P5 in hyperpod.teams["a"].nominal
+    empty = run([], [quota("a", entry(EC2_P5, count=1)), quota("b", entry("trn1.2xlarge", accelerators=1))])
+    assert P5 in empty.teams["a"].nominal  # SageMaker's name when its enum has it
+    (unsized,) = [i for i in empty.issues if i.code == "NoInstanceShape"]  # no node, no catalog entry: named
+    assert "no node of flavor trn1.2xlarge " in unsized.message  # not ml.trn1.2xlarge: no such SageMaker type
+
+
+# -- issue 40.5: S(f) is never one outlier's when a majority exists -------------------------------
+def test_a_one_node_outlier_in_a_two_node_flavor_does_not_set_the_shape():
+    # one node reporting 1e3 GPUs beside a real p5: the catalog breaks the tie (8 GPUs), the outlier's shape loses
+    outlier = node("odd", allocatable={**P5_ALLOC, GPU: 1000})
+    result = run([node("ok"), outlier], [quota("a", entry(P5, accelerators=8))])
+    assert result.shapes[P5][GPU] == 8
+    nominal = result.teams["a"].nominal[P5]
+    assert (nominal["cpu"], nominal["memory"]) == (P5_ALLOC["cpu"], P5_ALLOC["memory"])  # a whole node, not 1531m
+
+
+def test_the_majority_layout_wins_though_its_nodes_memory_differs_by_a_few_kib():
+    # three real p5s whose allocatable memory differs a little (as real nodes do) and one outlier: the layout most
+    # nodes have (8 GPUs) wins, and cpu and memory are the most common among its nodes (a tie: the greatest)
+    fleet = [node(f"p{i}", allocatable={**P5_ALLOC, "memory": P5_ALLOC["memory"] - i * 1024}) for i in range(3)]
+    outlier = node("odd", allocatable={**P5_ALLOC, "memory": P5_ALLOC["memory"] + 1024, GPU: 1000})
+    for order in (1, -1):
+        result = run([*fleet, outlier][::order], [quota("a", entry(P5, accelerators=4))])
+        assert result.shapes[P5] == {**P5_ALLOC}
+        assert result.teams["a"].nominal[P5]["cpu"] == P5_ALLOC["cpu"] / 2
+
+
+def test_without_a_catalog_entry_a_tie_between_layouts_still_goes_to_the_greatest():
+    small = node("a", flavor="x9.big", allocatable={"cpu": 8, "memory": 64 * GIB, GPU: 1})
+    large = node("b", flavor="x9.big", allocatable={"cpu": 8, "memory": 64 * GIB, GPU: 2})
+    assert run([small, large]).shapes["x9.big"][GPU] == 2
+
+
+def test_an_instance_type_no_node_carries_and_the_catalog_lacks_gets_the_closest_name_the_cluster_knows():
+    # the parser cannot tell a typo of an EC2 name from a type the cluster will carry: the engine names the closest
+    result = run(nodes("p5", EC2_P5, 1), [quota("a", entry("p5.48xlage", accelerators=8))])
+    (issue,) = [i for i in result.issues if i.code == "NoInstanceShape"]
+    assert issue.message.endswith("; did you mean p5.48xlarge?")
+    far = run(nodes("p5", EC2_P5, 1), [quota("a", entry("zz9.tiny", accelerators=1))])
+    assert "did you mean" not in next(i.message for i in far.issues if i.code == "NoInstanceShape")

@@ -223,15 +223,41 @@ def test_a_profile_no_node_exposes_and_the_catalog_lacks_is_an_error_that_says_s
 
 
 # -- properties -----------------------------------------------------------------------------------
+def spec_shape(flavor_nodes, spec):
+    """S(f) as docs/spec.md §2 says: the layout (all but cpu and memory) most nodes have — a tie: the one with the
+    catalog's device count, else the greatest —, then cpu and memory each the most common among its nodes (a tie:
+    the greatest). None without nodes."""
+
+    def layout(n):
+        return tuple(sorted((r, q) for r, q in n.allocatable.items() if r not in ("cpu", "memory")))
+
+    def key(items):
+        return tuple((r, Fraction(q)) for r, q in items)
+
+    votes = Counter(layout(n) for n in flavor_nodes)
+    if not votes:
+        return None
+    top = max(votes.values())
+    tied = [lay for lay, v in votes.items() if v == top]
+    if len(tied) > 1:
+        devices = [
+            lay for lay in tied if next((q for r, q in lay if r in (GPU, NEURON) and q > 0), None) == spec.accelerators
+        ]
+        tied = devices or tied
+    chosen = max(tied, key=key)
+    shape = dict(chosen)
+    for r in ("cpu", "memory"):
+        values = Counter(n.allocatable[r] for n in flavor_nodes if layout(n) == chosen and r in n.allocatable)
+        if values:
+            shape[r] = max(values.items(), key=lambda kv: (kv[1], Fraction(kv[0])))[0]
+    return shape
+
+
 def written_caps(cap, flavor_nodes):
     """resource -> the cap the admin wrote, from docs/spec.md §2 (computed here, independently of the engine)."""
     out = {}
     if cap.count is not None:
-        votes = Counter(tuple(sorted(n.allocatable.items())) for n in flavor_nodes)
-        top = max(votes.values(), default=0)
-        # S(f): the most common allocatable; a tie goes to the greatest shape (README, "Instance shapes")
-        tied = [s for s, v in votes.items() if v == top]
-        shape = dict(max(tied, key=lambda s: tuple((r, Fraction(q)) for r, q in s))) if tied else None
+        shape = spec_shape(flavor_nodes, catalog.lookup(cap.instance_type))
         if shape is None:  # no node of the flavor: S(f) is the catalog's
             shape = catalog.lookup(cap.instance_type).allocatable()
         for r, q in shape.items():

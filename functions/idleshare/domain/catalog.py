@@ -28,6 +28,7 @@ Pure stdlib: the Lambda reads no CSV and loads no botocore service model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -37,6 +38,7 @@ __all__ = [
     "CATALOG",
     "KNOWN_INSTANCE_TYPES",
     "MIG_PROFILES",
+    "FlavorNaming",
     "InstanceSpec",
     "canonical_name",
     "instance_accelerator",
@@ -547,3 +549,59 @@ def instance_accelerator(instance_type: str) -> str | None:
         return spec.accelerator
     family = canonical_name(instance_type).removeprefix(ML_PREFIX).split(".", 1)[0]
     return _FAMILY_ACCELERATOR.get(family)
+
+
+def _ec2_name(instance_type: str) -> str:
+    return instance_type.removeprefix(ML_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorNaming:
+    """Which flavor a quota's instance type governs: ``ml.X`` and ``X`` are one instance type under two names
+    (HyperPod labels its nodes ``ml.p5.48xlarge``, EKS and Karpenter ``p5.48xlarge``), and a quota naming either
+    governs the one flavor this chooses, decided for the whole cluster from its nodes (docs/decisions.md, "Flavor
+    names"; docs/spec.md §1):
+
+    1. the name the cluster's nodes carry when they carry only one of the two;
+    2. both carried: the name more *eligible* nodes carry, then more nodes, then the cluster's naming;
+    3. neither carried: the cluster's naming — ``ml.`` when more of its eligible nodes (then of all its nodes) carry
+       ``ml.`` names than EC2 names —, and on a tie (an empty cluster) ``ml.X`` when SageMaker's enum has it, else ``X``.
+
+    So one node (of one name or the other, Ready or not) never moves a flavor that more nodes carry under the other
+    name, and the order of the nodes never matters."""
+
+    counts: Mapping[str, tuple[int, int]]
+    """flavor (a node label) -> (eligible nodes, nodes): the pool's ``node_counts``."""
+    ml_naming: bool | None
+    """The cluster's naming: True ``ml.``, False EC2, None a tie."""
+
+    @classmethod
+    def of(cls, counts: Mapping[str, tuple[int, int]]) -> FlavorNaming:
+        ml, ec2 = [0, 0], [0, 0]
+        for flavor, (eligible, total) in counts.items():
+            side = ml if flavor.startswith(ML_PREFIX) else ec2
+            side[0] += eligible
+            side[1] += total
+        return cls(counts, None if ml == ec2 else ml > ec2)
+
+    def flavor(self, instance_type: str) -> str:
+        """The flavor a quota's ``instance_type`` (``ml.X`` or ``X``) governs."""
+        bare = _ec2_name(instance_type)
+        ml, ec2 = ML_PREFIX + bare, bare
+        on_ml, on_ec2 = self.counts.get(ml), self.counts.get(ec2)
+        if on_ml is not None and on_ec2 is not None and on_ml != on_ec2:
+            return ml if on_ml > on_ec2 else ec2  # (eligible, nodes), compared in that order
+        if (on_ml is None) != (on_ec2 is None):
+            return ml if on_ml is not None else ec2
+        if self.ml_naming is not None:
+            return ml if self.ml_naming else ec2
+        return ml if ml in KNOWN_INSTANCE_TYPES else ec2
+
+    def both_named(self) -> list[tuple[str, str]]:
+        """(the flavor quotas govern, the other name) for every instance type whose nodes carry both names, sorted."""
+        out = []
+        for flavor in self.counts:
+            if flavor.startswith(ML_PREFIX) and _ec2_name(flavor) in self.counts:
+                chosen = self.flavor(flavor)
+                out.append((chosen, _ec2_name(flavor) if chosen == flavor else flavor))
+        return sorted(out)

@@ -20,14 +20,21 @@ Resources = Mapping[str, Amount]
 CPU = "cpu"
 MEMORY = "memory"
 NVIDIA_GPU = "nvidia.com/gpu"
-NEURON_DEVICE = "aws.amazon.com/neurondevice"
+NVIDIA_GPU_SHARED = "nvidia.com/gpu.shared"  # NVIDIA's device plugin, time-slicing with renameByDefault: replicas
+NEURON = "aws.amazon.com/neuron"  # the Neuron device plugin's whole devices (Neuron 2.20 on)
+NEURON_DEVICE = "aws.amazon.com/neurondevice"  # the same, as the plugin named them up to Neuron 2.19
+NEURON_CORE = "aws.amazon.com/neuroncore"  # the Neuron device plugin's cores (a device's cores, one by one)
 EFA = "vpc.amazonaws.com/efa"
 MIG_PREFIX = "nvidia.com/mig-"
 
+DEVICE_RESOURCES = (NVIDIA_GPU, NEURON, NEURON_DEVICE, NVIDIA_GPU_SHARED)
+"""What a quota's ``Accelerators`` counts on a flavor: the first of these its nodes expose (docs/spec.md §2)."""
+
 
 def is_accelerator(resource: str) -> bool:
-    """A GPU, a MIG slice or a Neuron device: what the pool lends and the gauges and tables show."""
-    return resource in (NVIDIA_GPU, NEURON_DEVICE) or resource.startswith(MIG_PREFIX)
+    """A GPU (whole or time-sliced), a MIG slice, a Neuron device or core: what the pool lends and the gauges and
+    tables show."""
+    return resource in DEVICE_RESOURCES or resource == NEURON_CORE or resource.startswith(MIG_PREFIX)
 
 
 GIB = 1024**3
@@ -37,7 +44,7 @@ BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"  # read when the c
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"  # NVIDIA's MIG manager: pending, rebooting, success, failed
 BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})  # a taint with these keeps pods off
-DEFAULT_TOLERATED_TAINT_KEYS = frozenset({NVIDIA_GPU, "aws.amazon.com/neuron", NEURON_DEVICE})
+DEFAULT_TOLERATED_TAINT_KEYS = frozenset({NVIDIA_GPU, NEURON, NEURON_DEVICE})
 
 
 class ExclusionReason(enum.StrEnum):

@@ -18,10 +18,13 @@ from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.headroom import reserve
 from idleshare.domain.model import (
     CPU,
+    DEVICE_RESOURCES,
     EFA,
     GIB,
     MEMORY,
     MIG_PREFIX,
+    NEURON,
+    NEURON_CORE,
     NEURON_DEVICE,
     NVIDIA_GPU,
     Amount,
@@ -39,12 +42,12 @@ from idleshare.domain.naming import flavor_name_problem, show, team_name_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from idleshare.domain.kueue_versions import KueueApi
-from idleshare.domain.quantity import exact, percent_of, round_down
+from idleshare.domain.quantity import exact, format_quantity, percent_of, round_down
 
 Table = dict[str, dict[str, Amount]]
 """flavor -> resource -> amount, sorted by flavor then resource."""
 
-BASE_RESOURCES = frozenset({CPU, MEMORY, NVIDIA_GPU, NEURON_DEVICE, EFA})
+BASE_RESOURCES = frozenset({CPU, MEMORY, *DEVICE_RESOURCES, NEURON_CORE, EFA})
 
 
 class Bound(enum.StrEnum):
@@ -127,7 +130,8 @@ class TeamGrant:
         """flavor -> the bound that set its accelerator (or first non-zero) limit: a one-word summary."""
         out: dict[str, str] = {}
         for flavor, per_resource in self.why.items():
-            chosen = next((d for r, d in per_resource.items() if r in (NVIDIA_GPU, NEURON_DEVICE)), None)
+            devices = [d for r, d in per_resource.items() if r in DEVICE_RESOURCES]
+            chosen = next((d for d in devices if d.matters), devices[0] if devices else None)
             if chosen is None or not chosen.matters:
                 chosen = next((d for d in per_resource.values() if d.matters), chosen)
             if chosen is not None:
@@ -239,10 +243,40 @@ def _observe_nodes(
     )
 
 
-def most_common_shape(votes: Mapping[Shape, int]) -> dict[str, Amount]:
-    """The allocatable most nodes report; a tie goes to the greatest shape (by resource, then amount),
-    so the choice never depends on the order of the nodes."""
-    return dict(max(votes.items(), key=lambda kv: (kv[1], _shape_key(kv[0])))[0])
+def most_common_shape(votes: Mapping[Shape, int], spec: catalog.InstanceSpec | None = None) -> dict[str, Amount]:
+    """``S(f)`` from the nodes' votes (docs/spec.md §2, "Instance shape"): the *layout* (every tracked resource but cpu
+    and memory: GPUs, MIG profiles, Neuron devices, EFA, ...) most nodes report — a tie goes to the one whose device
+    count is the catalog's (``spec``), else to the greatest layout (by resource, then amount) —, and cpu and memory
+    each the value most of that layout's nodes report (a tie: the greatest). One outlier never sets it when a
+    majority exists (a node reporting 1e3 GPUs beside real ones, memory a few KiB apart), and the choice never
+    depends on the order of the nodes."""
+    layouts: Counter[Shape] = Counter()
+    for shape, n in votes.items():
+        layouts[_layout(shape)] += n
+    top = max(layouts.values())
+    tied = [layout for layout, n in layouts.items() if n == top]
+    if len(tied) > 1 and spec is not None and spec.accelerators:
+        tied = [layout for layout in tied if _devices(layout) == spec.accelerators] or tied
+    chosen = max(tied, key=_shape_key)
+    out: dict[str, Amount] = dict(chosen)
+    for resource in (CPU, MEMORY):
+        values: Counter[Amount] = Counter()
+        for shape, n in votes.items():
+            if _layout(shape) == chosen:
+                values.update({q: n for r, q in shape if r == resource})
+        if values:
+            out[resource] = max(values.items(), key=lambda kv: (kv[1], Fraction(kv[0])))[0]
+    return dict(sorted(out.items()))
+
+
+def _layout(shape: Shape) -> Shape:
+    return tuple((r, q) for r, q in shape if r not in (CPU, MEMORY))
+
+
+def _devices(layout: Shape) -> Amount | None:
+    """The count of the first device resource a layout has above 0 (what ``Accelerators`` would count)."""
+    held = {r: q for r, q in layout if q > 0}
+    return next((held[r] for r in DEVICE_RESOURCES if r in held), None)
 
 
 def _shape_key(shape: Shape) -> tuple[tuple[str, Fraction], ...]:
@@ -258,17 +292,14 @@ class _Context:
     node_flavors: frozenset[str]
     votes: dict[str, Counter[Shape]]
     issues: list[Issue]
+    naming: catalog.FlavorNaming
     shapes: dict[str, dict[str, Amount]] = field(default_factory=dict)
     _exposing: dict[tuple[str, str], dict[str, Amount] | None] = field(default_factory=dict)
+    _accelerators: dict[str, str] = field(default_factory=dict)
 
     def flavor_of(self, instance_type: str) -> str:
-        """A quota names the SageMaker ``ml.*`` type; a plain EKS cluster's nodes carry the EC2 name."""
-        if instance_type in self.node_flavors:
-            return instance_type
-        bare = instance_type.removeprefix("ml.")
-        if bare in self.node_flavors:
-            return bare
-        return instance_type
+        """The flavor a quota's ``ml.X`` or ``X`` governs, one per cluster (:class:`catalog.FlavorNaming`)."""
+        return self.naming.flavor(instance_type)
 
     def _catalog_shape(self, flavor: str) -> dict[str, Amount] | None:
         spec = catalog.lookup(flavor)
@@ -280,7 +311,7 @@ class _Context:
         """``S(f)``: the most common allocatable among the flavor's nodes, else the catalog's."""
         if flavor not in self.shapes:
             votes = self.votes.get(flavor)
-            found = most_common_shape(votes) if votes else self._catalog_shape(flavor)
+            found = most_common_shape(votes, catalog.lookup(flavor)) if votes else self._catalog_shape(flavor)
             if found is None:
                 return None
             self.shapes[flavor] = found
@@ -293,13 +324,20 @@ class _Context:
         if key not in self._exposing:
             votes: Mapping[Shape, int] = self.votes.get(flavor, {})
             exposing = {s: n for s, n in votes.items() if any(r == resource and q > 0 for r, q in s)}
-            found = most_common_shape(exposing) if exposing else self._catalog_shape(flavor)
+            found = most_common_shape(exposing, catalog.lookup(flavor)) if exposing else self._catalog_shape(flavor)
             self._exposing[key] = found if found is not None and found.get(resource, 0) > 0 else None
         return self._exposing[key]
 
     def accelerator(self, flavor: str) -> str:
-        """The flavor's accelerator: Neuron devices when its nodes (or the catalog) have them, else GPUs."""
-        return NEURON_DEVICE if self.shape_exposing(flavor, NEURON_DEVICE) is not None else NVIDIA_GPU
+        """What ``Accelerators`` counts on the flavor (docs/spec.md §2): the first of ``DEVICE_RESOURCES`` its nodes
+        expose, else the first configured extra resource they expose, else the catalog's accelerator, else GPUs."""
+        if flavor not in self._accelerators:
+            exposed = {r for shape in self.votes.get(flavor, {}) for r, q in shape if q > 0}
+            extra = sorted(exposed & self.settings.extra_resources)
+            found = next((r for r in DEVICE_RESOURCES if r in exposed), extra[0] if extra else None)
+            spec = catalog.lookup(flavor)
+            self._accelerators[flavor] = found or (spec.accelerator if spec is not None else None) or NVIDIA_GPU
+        return self._accelerators[flavor]
 
 
 def resolve(entry: ResourceConfig, ctx: _Context, flavor: str) -> tuple[dict[str, Amount], str | None]:
@@ -353,19 +391,48 @@ def resolve(entry: ResourceConfig, ctx: _Context, flavor: str) -> tuple[dict[str
                 return {}, "NoInstanceShape"
             ratio = Fraction(given) / Fraction(per_node)
 
+    out.update(_cpu_and_memory(vcpu, mem, ratio, source))
+    if entry.accelerators is not None and (device := ctx.accelerator(flavor)) in NEURON_DEVICES:
+        out.update(_cores_of(ctx.shape_exposing(flavor, device), device, entry.accelerators))
+    return out, None
+
+
+def _cpu_and_memory(
+    vcpu: Amount | None, mem: Amount | None, ratio: Fraction | None, source: Mapping[str, Amount] | None
+) -> dict[str, Amount]:
+    """``VCpu`` and ``MemoryInGiB`` as given, else ``ratio`` x the source shape's (rounded down); none without one."""
+    out: dict[str, Amount] = {}
     for resource, given in ((CPU, vcpu), (MEMORY, mem)):
         if given is not None:
             out[resource] = given
         elif ratio is not None and source is not None:
             out[resource] = round_down(resource, ratio * source.get(resource, 0))
-    return out, None
+    return out
+
+
+NEURON_DEVICES = frozenset({NEURON, NEURON_DEVICE})
+
+
+def _cores_of(shape: Mapping[str, Amount] | None, device: str, devices: int) -> dict[str, Amount]:
+    """What ``devices`` Neuron devices are under the shape's other names: its cores (by its cores per device) and,
+    where the plugin advertises both, the devices under the other device name (``neuron`` / ``neurondevice``)."""
+    if shape is None or not shape.get(device):
+        return {}
+    ratio = Fraction(devices) / Fraction(shape[device])
+    return {
+        r: round_down(r, ratio * shape[r]) for r in (*sorted(NEURON_DEVICES - {device}), NEURON_CORE) if shape.get(r)
+    }
 
 
 def _named(entry: ResourceConfig, ctx: _Context, flavor: str) -> dict[str, Amount]:
     """The resources an entry's fields name, with exactly the amounts written (no ``Count``, no scaling)."""
     out: dict[str, Amount] = {}
     if entry.accelerators is not None:
-        out[ctx.accelerator(flavor)] = entry.accelerators
+        device = ctx.accelerator(flavor)
+        out[device] = entry.accelerators
+        if device in NEURON_DEVICES:  # the same devices under the plugin's other name, where it advertises both
+            shape = ctx.shape_exposing(flavor, device) or {}
+            out.update({r: entry.accelerators for r in NEURON_DEVICES - {device} if shape.get(r) == shape.get(device)})
     if entry.accelerator_partition is not None:
         out[f"nvidia.com/{entry.accelerator_partition.type}"] = entry.accelerator_partition.count
     if entry.vcpu is not None:
@@ -455,12 +522,24 @@ def _entry_issue(quota: Quota, entry: ResourceConfig, flavor: str, problem: str,
         "NoPartitionOnFlavor": f"no node of {flavor} exposes the MIG profile {partition} (nvidia.com/{partition}) "
         "and the catalog lists no MIG layouts: nothing to scale AcceleratorPartition by",
     }
+    hint = _closest(entry.instance_type, ctx) if problem == "NoInstanceShape" else None
     return Issue(
         "error",
         problem,
         f"{quota.name}/{entry.instance_type[:SUBJECT_MAX]}",
-        f"quota {quota.name!r} (team {quota.team}) {where}: {messages[problem]}",
+        f"quota {quota.name!r} (team {quota.team}) {where}: {messages[problem]}"
+        + (f"; did you mean {hint}?" if hint else ""),
     )
+
+
+def _closest(instance_type: str, ctx: _Context) -> str | None:
+    """The name closest to ``instance_type`` among the cluster's flavors and the catalog's types (both names), if any
+    is close: the suggestion the parser cannot make for a name outside SageMaker's enum."""
+    import difflib
+
+    known = sorted(ctx.node_flavors | catalog.CATALOG.keys() | {s.ec2_name for s in catalog.CATALOG.values()})
+    found = difflib.get_close_matches(instance_type, known, n=1, cutoff=0.8) if len(instance_type) <= 100 else []
+    return found[0] if found else None
 
 
 # -- the pool -----------------------------------------------------------------------------------
@@ -473,7 +552,9 @@ def compute(snapshot: Snapshot) -> PoolResult:
     capacity, excluded, node_counts, votes = _observe_nodes(nodes, snapshot.nodes, settings)
     shown_headroom = _shown_headroom(taken, excluded, settings)
     issues: list[Issue] = []
-    ctx = _Context(settings, frozenset(node_counts), votes, issues)
+    naming = catalog.FlavorNaming.of(node_counts)
+    ctx = _Context(settings, frozenset(node_counts), votes, issues, naming)
+    issues.extend(_two_names(naming))
     for flavor in node_counts:
         ctx.shape(flavor)  # S(f) of every flavor with nodes, reported in the result
 
@@ -485,7 +566,6 @@ def compute(snapshot: Snapshot) -> PoolResult:
 
     flavors, resources = _axes(capacity, nominals, absolutes)
     ledger = _Ledger.of(capacity, quotas, nominals, flavors, resources)
-    issues.extend(_shortfall_issues(ledger.shortfall, resources))
 
     sharing = snapshot.scheduler_config.idle_resource_sharing
     basis = settings.borrow_limit_basis
@@ -497,6 +577,10 @@ def compute(snapshot: Snapshot) -> PoolResult:
         for q in quotas
     }
     cap, allocated, unallocated, shortfall = ledger.cap, ledger.allocated, ledger.unallocated, ledger.shortfall
+    issues.extend(
+        _out_of_range(ledger, teams, nodes, excluded)
+    )  # before Shortfall: a zeroed amount falls short of none
+    issues.extend(_shortfall_issues(ledger.shortfall, resources))
 
     return PoolResult(
         flavors=tuple(flavors),
@@ -584,6 +668,83 @@ class _Ledger:
         }
 
 
+INT64_MAX = 2**63 - 1
+"""Kueue keeps every quantity as an int64: cpu in millicores, every other resource in its unit (bytes, devices)."""
+
+
+def kueue_units(resource: str, amount: Amount) -> Amount:
+    """``amount`` of ``resource`` in the unit Kueue counts it in (its int64): millicores for cpu."""
+    return amount * 1000 if resource == CPU else amount
+
+
+def _out_of_range(
+    ledger: _Ledger, teams: Mapping[str, TeamGrant], nodes: Iterable[Node], excluded: Mapping[str, ExclusionReason]
+) -> list[Issue]:
+    """Every (flavor, resource) where an amount the pool computed, or a sum Kueue forms of them (the Cohort's quota
+    and what the teams lend; a team's nominal and borrowing limit), passes Kueue's int64: one named error each, and
+    every amount of it set to 0 (in place), so nothing past the range is written (docs/spec.md §2, "Range")."""
+    issues: list[Issue] = []
+    if _surely_in_range(ledger, teams):
+        return issues
+    for f, per in ledger.cap.items():
+        for r in per:
+            lent = sum(t.lending_limit[f][r] for t in teams.values())
+            nominals = sum(t.nominal[f][r] for t in teams.values())
+            most = max(
+                per[r],
+                ledger.allocated[f][r],
+                ledger.unallocated[f][r] + lent,
+                ledger.unallocated[f][r] + nominals,
+                *(t.nominal[f][r] + t.borrowing_limit[f][r] for t in teams.values()),
+            )
+            if kueue_units(r, most) <= INT64_MAX:
+                continue
+            issues.append(_range_issue(f, r, per[r], ledger.allocated[f][r], nodes, excluded))
+            for table in (ledger.cap, ledger.allocated, ledger.lent, ledger.unallocated, ledger.shortfall):
+                table[f][r] = 0
+            for t in teams.values():
+                t.nominal[f][r] = t.borrowing_limit[f][r] = t.lending_limit[f][r] = 0
+                d = t.why[f][r]  # its rule stays; the amounts are the 0 written (the issue says why)
+                t.why[f][r] = replace(d, pool=0, nominal=0, percent_cap=0, absolute_cap=d.absolute_cap and 0, limit=0)
+    return issues
+
+
+def _surely_in_range(ledger: _Ledger, teams: Mapping[str, TeamGrant]) -> bool:
+    """A bound of every sum :func:`_out_of_range` checks, from each table's largest amount in Kueue's units: within
+    int64, nothing can pass it and the per-pair check is skipped."""
+
+    def most(table: Table) -> Amount:
+        return max((max(max(per.values(), default=0), per.get(CPU, 0) * 1000) for per in table.values()), default=0)
+
+    nominal = max((most(t.nominal) for t in teams.values()), default=0)
+    borrowing = max((most(t.borrowing_limit) for t in teams.values()), default=0)
+    return most(ledger.cap) + most(ledger.allocated) + (len(teams) + 1) * nominal + borrowing <= INT64_MAX
+
+
+def _range_issue(
+    f: str, r: str, capacity: Amount, allocated: Amount, nodes: Iterable[Node], excluded: Mapping[str, ExclusionReason]
+) -> Issue:
+    largest = sorted(
+        (
+            (q, n.name)
+            for n in nodes
+            if n.instance_type == f and n.name not in excluded
+            for q in [n.allocatable.get(r, 0)]
+        ),
+        key=lambda qn: (-qn[0], qn[1]),
+    )[:3]
+    named = ", ".join(f"{name} reports {format_quantity(q, r)}" for q, name in largest if q > 0) or "no node reports it"
+    return Issue(
+        "error",
+        "QuantityOutOfRange",
+        f"{f}/{r}"[:SUBJECT_MAX],
+        f"{f}: {r} passes Kueue's int64 range (at most {INT64_MAX} {'millicores' if r == CPU else 'units'}): "
+        f"capacity {format_quantity(capacity, r)} ({named}), quotas hold {format_quantity(allocated, r)}; nothing of {r} "
+        f"on {f} is "
+        "written (capacity, quotas and limits are 0 there) until it is back in range",
+    )
+
+
 def _shortfall_issues(shortfall: Table, resources: list[str]) -> list[Issue]:
     issues: list[Issue] = []
     for f, per in shortfall.items():
@@ -659,6 +820,24 @@ def _shown_headroom(
         if shown:
             out[name] = shown
     return out
+
+
+def _two_names(naming: catalog.FlavorNaming) -> list[Issue]:
+    """A warning per instance type whose nodes carry both its ``ml.`` and its EC2 name: which one quotas govern."""
+    issues = []
+    for chosen, other in naming.both_named():
+        (ok, total), (other_ok, other_total) = naming.counts[chosen], naming.counts[other]
+        issues.append(
+            Issue(
+                "warning",
+                "TwoNamesForOneInstanceType",
+                other[:SUBJECT_MAX],
+                f"{total} node(s) ({ok} eligible) are labelled {chosen} and {other_total} ({other_ok} eligible) "
+                f"{other}: a quota naming either governs {chosen}, the name more of them carry; the {other} nodes "
+                "are in the pool as unallocated capacity, in no team's quota",
+            )
+        )
+    return issues
 
 
 INVALID = str(ExclusionReason.INVALID_INSTANCE_TYPE)

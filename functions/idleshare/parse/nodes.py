@@ -17,7 +17,9 @@ Decisions:
 - allocatable values are quantity strings, read by :func:`idleshare.domain.quantity.parse_quantity` (exact,
   rounded up to 1m as Kubernetes does), an ``int`` when whole, else a ``Fraction``; a plain JSON integer is
   accepted too (Kubernetes accepts unquoted quantities); floats, negative amounts, amounts over 2^63-1 and
-  anything the quantity grammar refuses are errors. Parsed strings are cached: a flavor's nodes share them;
+  anything the quantity grammar refuses are errors, and so is a fraction of an extended resource (``800m`` or
+  ``0.5`` of ``nvidia.com/gpu``: the API server refuses one on a Node). Parsed strings are cached: a flavor's nodes
+  share them;
 - ``ready`` is the ``Ready`` condition being ``"True"``; no Ready condition means not ready;
 - the instance type is ``node.kubernetes.io/instance-type``, else ``beta.kubernetes.io/instance-type``;
 - ``nvidia.com/mig.config.state`` (NVIDIA's MIG manager) is read as written, absent -> None;
@@ -205,23 +207,58 @@ def _labels(labels: object, where: str, errors: list[FieldError]) -> tuple[dict[
     return read, kept
 
 
+@functools.lru_cache(maxsize=1024)
+def is_extended_resource(resource: str) -> bool:
+    """Kubernetes' extended resources (``nvidia.com/gpu``, ``aws.amazon.com/neuron``, a MIG profile, ...): a name with
+    a domain that is not ``kubernetes.io``'s, nor a ``requests.`` quota name. The API server accepts only whole
+    numbers of them (``IsIntegerResourceName``); cpu, memory, ``hugepages-*`` and the like may be fractional."""
+    domain, slash, _ = resource.partition("/")
+    if not slash or resource.startswith("requests."):
+        return False
+    return domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
+@functools.lru_cache(maxsize=8192)
+def _allocatable_entry(resource: str, text: str) -> Amount:
+    """One allocatable string of ``resource``, parsed (cached: a flavor's nodes share them); ``ValueError`` when it is
+    no quantity or a fraction of an extended resource."""
+    value = _parse_quantity_string(text)
+    if type(value) is not int and is_extended_resource(resource):
+        raise ValueError(_fraction_problem(text))
+    return value
+
+
+def _fraction_problem(value: object) -> str:
+    return (
+        f"must be a whole number (got {show(value)}): a device count; the API server refuses a fraction of an "
+        "extended resource"
+    )
+
+
 def _allocatable(quantities: dict[str, Any] | None, where: str, errors: list[FieldError]) -> dict[str, Amount] | None:
-    """A node's ``status.allocatable`` parsed, or None after naming each value that is not a quantity."""
+    """A node's ``status.allocatable`` parsed, or None after naming each value that is not a quantity, or a fraction
+    of an extended resource (``0.5`` GPUs, ``800m`` Neuron devices)."""
     if not quantities:
         return {}
     allocatable: dict[str, Amount] = {}
     try:  # the common case, in C: every value a string, each parse cached (a flavor's nodes share them)
         if set(map(type, quantities.values())) <= {str}:
-            return dict(zip(quantities, map(_parse_quantity_string, quantities.values()), strict=True))
+            return dict(zip(quantities, map(_allocatable_entry, quantities, quantities.values()), strict=True))
     except ValueError:
         pass
     ok = True
     for resource, value in quantities.items():
+        at = f"{where}.status.allocatable[{json.dumps(resource)}]"
         try:
-            allocatable[resource] = parse_quantity_value(value)
+            amount = parse_quantity_value(value)
         except ValueError as exc:
             ok = False
-            errors.append(FieldError(f"{where}.status.allocatable[{json.dumps(resource)}]", str(exc)))
+            errors.append(FieldError(at, str(exc)))
+            continue
+        if type(amount) is not int and is_extended_resource(resource):
+            ok = False
+            errors.append(FieldError(at, _fraction_problem(value)))
+        allocatable[resource] = amount
     return allocatable if ok else None
 
 

@@ -38,9 +38,10 @@ one per team; which one would win?); one instance type twice in a quota's ``Comp
 twice in its ``AbsoluteBorrowLimits`` (sum or override? ambiguous); two priority classes with the same
 ``Name`` (their WorkloadPriorityClasses would collide).
 
-Instance types are the ``ml.*`` names of SageMaker's ``ClusterInstanceType`` enum; an unknown one
-is an enum error here. Matching a quota's ``ml.p5.48xlarge`` to nodes that carry the plain EC2 name
-``p5.48xlarge`` (a plain EKS cluster) is the engine's business, not the parser's. The engine, not
+Instance types (:class:`InstanceType`): an ``ml.*`` name must be a member of SageMaker's ``ClusterInstanceType``
+enum (an unknown one is an enum error here, with the enum's closest member); any other name is an EC2 instance type
+or whatever a node can be labelled with, and must be able to name a ResourceFlavor. Matching a quota's
+``ml.p5.48xlarge`` or ``p5.48xlarge`` to the nodes of either name is the engine's business, not the parser's. The engine, not
 the parser, warns about a quota for a flavor the cluster does not have.
 
 Errors: one :class:`~idleshare.parse.errors.InputError` listing every problem with its field path
@@ -50,16 +51,16 @@ Errors: one :class:`~idleshare.parse.errors.InputError` listing every problem wi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from msgspec import Meta
 
 from idleshare.domain import model
-from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES, MIG_PROFILES
-from idleshare.domain.naming import DNS_LABEL
+from idleshare.domain.catalog import KNOWN_INSTANCE_TYPES, MIG_PROFILES, ML_PREFIX
+from idleshare.domain.naming import DNS_LABEL, LABEL_VALUE_MAX, flavor_name_problem
 from idleshare.parse import jsontext
 from idleshare.parse.errors import FieldError, InputError, capped
-from idleshare.parse.schema import ExactNumber, Path, Shape, convert, show
+from idleshare.parse.schema import Checked, ExactNumber, Path, Shape, convert, show
 
 __all__ = ["SHAPES", "InputError", "parse_quotas", "parse_scheduler_config"]
 
@@ -93,11 +94,64 @@ Activation = Annotated[Literal["Enabled", "Disabled"], Meta(title="ActivationSta
 FairShare = Annotated[Literal["Enabled", "Disabled"], Meta(title="FairShare")]
 IdleResourceSharing = Annotated[Literal["Enabled", "Disabled"], Meta(title="IdleResourceSharing")]
 if TYPE_CHECKING:
-    InstanceType = str
     MigProfile = str
-else:  # the catalog's enums, too long to write out twice
-    InstanceType = Annotated[Literal[tuple(sorted(KNOWN_INSTANCE_TYPES))], Meta(title="ClusterInstanceType")]
+else:  # the catalog's enum, too long to write out twice
     MigProfile = Annotated[Literal[tuple(sorted(MIG_PROFILES))], Meta(title="MIGProfileType")]
+
+
+class InstanceType(str, Checked):
+    """``ClusterInstanceType`` widened to the instance types a cluster's nodes carry (issue 40, docs/decisions.md
+    "Flavor names"): an ``ml.`` name is SageMaker's and must be a member of botocore's enum (a typo gets the enum's
+    closest member: ``ml.p5.48xlage`` -> ``ml.p5.48xlarge``); any other name is an EC2 instance type (``trn1.2xlarge``,
+    ``inf2.xlarge``: what plain EKS and Karpenter nodes are labelled) or whatever else a node's
+    ``node.kubernetes.io/instance-type`` label may hold, and must be able to name a ResourceFlavor (a lower-case
+    RFC 1123 subdomain of at most 63 characters). Whether the cluster has such nodes is the engine's business."""
+
+    enum: ClassVar[tuple[str, ...]] = tuple(sorted(KNOWN_INSTANCE_TYPES))
+    """The ``ml.`` names it accepts: botocore's ``ClusterInstanceType`` enum (the unit tests compare the two)."""
+
+    @classmethod
+    def check(cls, value: object) -> InstanceType:
+        if not isinstance(value, str):
+            raise ValueError(f"must be a string (got {show(value)})")
+        if value == "":
+            raise ValueError("must not be empty")
+        if value.startswith(ML_PREFIX):
+            if value not in _ML_NAMES:
+                raise ValueError(_enum_problem(value))
+        else:
+            problem = flavor_name_problem(value)
+            if problem is not None:
+                raise ValueError(f"{show(value)} {problem}")
+        return cls(value)
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        return {
+            "title": "ClusterInstanceType",
+            "type": "string",
+            "minLength": 1,
+            "maxLength": LABEL_VALUE_MAX,
+            "description": "a member of SageMaker's ClusterInstanceType enum (ml.*), or any instance type a node "
+            "can carry (an EC2 name such as trn1.2xlarge: a lower-case RFC 1123 subdomain of at most "
+            f"{LABEL_VALUE_MAX} characters)",
+            "anyOf": [
+                {"enum": list(cls.enum)},
+                {"pattern": f"^(?!{ML_PREFIX.replace('.', '[.]')})[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
+            ],
+        }
+
+
+_ML_NAMES = frozenset(InstanceType.enum)
+
+
+def _enum_problem(value: str) -> str:
+    import difflib
+
+    hint = difflib.get_close_matches(value, InstanceType.enum, n=1) if len(value) <= 100 else []
+    return f"{show(value)} is not a ClusterInstanceType value" + (f"; did you mean {hint[0]}?" if hint else "")
+
+
 RESOURCE_LIST_MAX = 15  # ComputeQuotaResourceConfigList, AbsoluteBorrowLimitResourceList
 
 
@@ -126,7 +180,7 @@ class ComputeQuotaResourceConfig(Shape):
 
     def domain(self) -> model.ResourceConfig:
         return model.ResourceConfig(
-            self.InstanceType,
+            str(self.InstanceType),
             self.Count,
             self.Accelerators,
             None if self.VCpu is None else self.VCpu.exact(),
