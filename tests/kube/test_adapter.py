@@ -452,7 +452,11 @@ def test_deleting_an_object_already_gone_is_fine(proxy, adapter):
         pytest.param("DELETE", "/api/v1/namespaces/default", None, id="delete a namespace"),
         pytest.param("DELETE", "/api/v1/nodes/n1", None, id="delete a node"),
         pytest.param("PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": True}}, id="cordon a node"),
-        pytest.param("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads", None, id="read workloads"),
+        # workloads: list only (headroom, usage), never one read by name, never a write
+        pytest.param("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/w", None, id="get a workload"),
+        pytest.param(
+            "DELETE", "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads/w", None, id="delete a workload"
+        ),
     ],
 )
 def test_rbac_forbids_what_idleshare_must_not_touch(kube_stack, kube, method, path, body):

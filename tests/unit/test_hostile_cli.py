@@ -44,7 +44,14 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 )
 FILE_CONTENTS = {**BODIES, "alias-bomb": ALIAS_BOMB, "not-utf8": "\udcff"}
 NOTHING = {"empty-array", "null"}  # no nodes, no quotas, the default scheduler config: a file may say so
-VALUES = {"--cluster": "demo", "--name": "q", "--html": "out.html", "--bus": "idleshare-bus", "--team": "a"}
+VALUES = {
+    "--cluster": "demo",
+    "--name": "q",
+    "--html": "out.html",
+    "--bus": "idleshare-bus",
+    "--team": "a",
+    "--table": "idleshare",
+}
 VALUES["--hyperpod-cluster-arn"] = "arn:aws:sagemaker:us-west-2:123456789012:cluster/k1ft7ynfs0qz"
 # What a verb needs besides its required options (replay runs nowhere without --local or --bus).
 EXTRA = {("replay",): ["--bus", "idleshare-bus"]}
