@@ -28,7 +28,7 @@ import yaml
 
 from idleshare import names
 from infra.config import CONTEXT_CONFIG_FILE, rehearsal_config
-from infra.constructs.eks_access import RBAC_MANIFEST
+from infra.constructs.eks_access import rbac_text
 from infra.constructs.registry import RESOURCE_TYPE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -85,16 +85,23 @@ KUBE_HANDLERS = (names.RECOMPUTE_HANDLER, names.WATCHER_HANDLER)
 
 def rbac_findings(template: dict[str, Any], manifest: str) -> list[str]:
     docs = [d for d in yaml.safe_load_all(manifest) if d]
-    roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
-    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
-    if not roles or not bindings:
+    roles = {
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+        for d in docs
+        if d["kind"] in ("ClusterRole", "Role")
+    }
+    bindings = [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    if not any(kind == "ClusterRole" for kind, _, _ in roles) or not bindings:
         return ["rbac.yaml: a ClusterRole and a ClusterRoleBinding are required"]
     findings = []
     for binding in bindings:
-        if binding["roleRef"].get("name") not in roles:
+        ref = binding["roleRef"]
+        # a ClusterRoleBinding's role is a ClusterRole; a RoleBinding's a Role of its namespace (or a ClusterRole)
+        namespace = binding["metadata"].get("namespace") if ref.get("kind") == "Role" else None
+        if (ref.get("kind"), namespace, ref.get("name")) not in roles:
             findings.append(
-                f"rbac.yaml: binding {binding['metadata']['name']!r} refers to {binding['roleRef'].get('name')!r}, "
-                "which is not a ClusterRole of the manifest"
+                f"rbac.yaml: binding {binding['metadata']['name']!r} refers to {ref.get('kind')} {ref.get('name')!r}, "
+                "which is not a role of the manifest"
             )
     groups = {s["name"] for b in bindings for s in b.get("subjects", []) if s.get("kind") == "Group"}
     kube_functions = {
@@ -218,7 +225,7 @@ def main() -> int:
         out = Path(tmp) / "cdk.out"
         synth(out)
         template = json.loads((out / f"{names.STACK_NAME}.template.json").read_text())
-        problems = findings(template, RBAC_MANIFEST.read_text()) + asset_findings(template, out)
+        problems = findings(template, rbac_text()) + asset_findings(template, out)
         functions = len(_resources(template, "AWS::Lambda::Function"))
         alarms = len(_resources(template, "AWS::CloudWatch::Alarm"))
         entries = len(_resources(template, "AWS::EKS::AccessEntry"))

@@ -350,17 +350,29 @@ def _rule_text(rule: dict[str, Any]) -> str:
 
 def _access(r: _Reader, manifest: str) -> list[str]:
     docs = [d for d in yaml.safe_load_all(manifest) if d]
-    cluster_roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
-    bound: dict[str, list[str]] = {}
-    for binding in (d for d in docs if d["kind"] == "ClusterRoleBinding"):
+    # a role by what a binding names: a ClusterRole by name, a Role by name in the binding's namespace
+    all_roles = {
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
+        for d in docs
+        if d["kind"] in ("ClusterRole", "Role")
+    }
+    bound: dict[str, list[tuple[str, str | None, str]]] = {}
+    for binding in (d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        ref = binding["roleRef"]
+        namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
         for subject in binding.get("subjects", []):
             if subject.get("kind") == "Group":
-                bound.setdefault(subject["name"], []).append(binding["roleRef"]["name"])
+                bound.setdefault(subject["name"], []).append((ref["kind"], namespace, ref["name"]))
+
+    def where(key: tuple[str, str | None, str]) -> str:
+        return f" in {key[1]}" if key[1] else ""
+
     rows = []
     for name, props in r.of("AWS::EKS::AccessEntry"):
         for group in props.get("KubernetesGroups", []):
-            roles = bound.get(group, [])
-            rules = [_rule_text(rule) for role in roles for rule in cluster_roles.get(role, {}).get("rules", [])]
+            keys = bound.get(group, [])
+            roles = [f"{key[2]}{where(key)}" for key in keys]
+            rules = [_rule_text(rule) + where(key) for key in keys for rule in all_roles.get(key, {}).get("rules", [])]
             rows.append(
                 [
                     name,
@@ -372,7 +384,7 @@ def _access(r: _Reader, manifest: str) -> list[str]:
                     "<br>".join(rules),
                 ]
             )
-    header = ["access entry", "cluster", "principal", "type", "group", "ClusterRole (rbac.yaml)", "may"]
+    header = ["access entry", "cluster", "principal", "type", "group", "roles (infra/k8s/rbac*.yaml)", "may"]
     return _table(header, rows)
 
 
@@ -383,9 +395,9 @@ def _outputs(r: _Reader) -> list[str]:
 
 def describe() -> str:
     """The section for the stack as the code synthesizes it now, with the RBAC manifest as it is now."""
-    from infra.constructs.eks_access import RBAC_MANIFEST
+    from infra.constructs.eks_access import rbac_text
 
-    return render(synthesize(), RBAC_MANIFEST.read_text())
+    return render(synthesize(), rbac_text())
 
 
 def render(template: dict[str, Any], manifest: str, *, raw: dict[str, Any] | None = None) -> str:
@@ -408,7 +420,8 @@ def render(template: dict[str, Any], manifest: str, *, raw: dict[str, Any] | Non
         (
             "EKS access entries and RBAC groups",
             "One access entry per cluster and function that talks to Kubernetes; `kubectl apply -f "
-            "infra/k8s/rbac.yaml` grants each group its ClusterRole.",
+            "infra/k8s/rbac.yaml` grants each group its roles, and on a cluster whose headroom is `all` "
+            "`infra/k8s/rbac-headroom-all.yaml` the recompute's `idleshare-recompute-headroom-all`.",
             _access(r, manifest),
         ),
         ("Outputs", "", _outputs(r)),

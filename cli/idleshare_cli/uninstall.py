@@ -122,4 +122,6 @@ def _print(cluster: str, removal: Any, *, dry_run: bool) -> None:
                 ["KIND", "NAMESPACE", "NAME"],
             )
         )
-    print("\nidleshare's RBAC stays: kubectl delete -f infra/k8s/rbac.yaml")
+    print(
+        "\nidleshare's RBAC stays: kubectl delete -f infra/k8s/rbac.yaml -f infra/k8s/rbac-headroom-all.yaml --ignore-not-found"
+    )

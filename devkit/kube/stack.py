@@ -55,7 +55,9 @@ from devkit.kube.kueue_versions import KueueVersion
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 BUILD_SCRIPT = HERE / "build.sh"
-RBAC_MANIFEST = REPO / "infra" / "k8s" / "rbac.yaml"
+RBAC_MANIFESTS = (REPO / "infra" / "k8s" / "rbac.yaml", REPO / "infra" / "k8s" / "rbac-headroom-all.yaml")
+"""What every stack applies: the base grants and those of headroom ``all`` (tests/infra/test_infra_rbac holds
+these to infra/constructs/eks_access.RBAC_MANIFESTS)."""
 IDLESHARE_GROUP = "idleshare-recompute"
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_FRAMEWORKS = ("batch/job",)
@@ -269,7 +271,7 @@ class KubeStack:
     workdir: Path
     binaries: Binaries
     kueue: bool = True
-    rbac_manifest: Path | None = RBAC_MANIFEST
+    rbac_manifests: tuple[Path, ...] = RBAC_MANIFESTS
     admin_token: str = "idleshare-test-admin-token"
     idleshare_token: str = "idleshare-test-recompute-token"
     extra_tokens: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
@@ -391,8 +393,8 @@ class KubeStack:
             self._start_etcd()
             self._start_apiserver(pki)
             self._install_crds()
-            if self.rbac_manifest is not None:
-                self._create_all(self.rbac_manifest)
+            for manifest in self.rbac_manifests:
+                self._create_all(manifest)
             places = self.kueue if self.place_pods is None else self.place_pods
             if places:
                 self._spawn_placement(pki)  # they start while Kueue does
@@ -618,17 +620,25 @@ class KubeStack:
 
     def _create_all(self, manifest: Path) -> None:
         """Create every object of a YAML manifest (RBAC and core kinds) as admin."""
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
         paths = {
-            "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-            "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            "ClusterRole": f"{rbac}/clusterroles",
+            "ClusterRoleBinding": f"{rbac}/clusterrolebindings",
             "Namespace": "/api/v1/namespaces",
+            "Role": f"{rbac}/namespaces/{{namespace}}/roles",
+            "RoleBinding": f"{rbac}/namespaces/{{namespace}}/rolebindings",
         }
         for doc in yaml.safe_load_all(manifest.read_text()):
             if not doc:
                 continue
             if doc["kind"] not in paths:
                 raise StackError(f"{manifest}: cannot install kind {doc['kind']} (one of {sorted(paths)})")
-            status, body = self.request("POST", paths[doc["kind"]], doc)
+            namespace = doc["metadata"].get("namespace")
+            if namespace:  # a Role in Kueue's namespace: as on a cluster, the namespace is there before it
+                status, body = self.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+                if status not in (201, 409):
+                    raise StackError(f"creating namespace {namespace}: HTTP {status}: {body}")
+            status, body = self.request("POST", paths[doc["kind"]].format(namespace=namespace), doc)
             if status not in (201, 409):
                 raise StackError(f"{manifest}: creating {doc['kind']}/{doc['metadata']['name']}: HTTP {status}: {body}")
 

@@ -19,6 +19,14 @@ from idleshare import names
 from infra.config import ClusterConfig
 
 RBAC_MANIFEST = Path(__file__).resolve().parent.parent / "k8s" / "rbac.yaml"
+RBAC_HEADROOM_ALL_MANIFEST = RBAC_MANIFEST.with_name("rbac-headroom-all.yaml")
+"""Applied only to a cluster whose headroom setting is ``all``: the recompute's list of bound pods and Workloads."""
+RBAC_MANIFESTS = (RBAC_MANIFEST, RBAC_HEADROOM_ALL_MANIFEST)
+
+
+def rbac_text() -> str:
+    """Both manifests as one YAML stream (what the stack's description and the deploy rehearsal read)."""
+    return "---\n".join(path.read_text() for path in RBAC_MANIFESTS)
 
 
 def cluster_arn(scope: Construct, eks_cluster_name: str) -> str:

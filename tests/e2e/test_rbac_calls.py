@@ -26,13 +26,14 @@ import yaml
 from devkit.kube.client import Kube
 from devkit.kube.proxy import FaultProxy, RequestRecord
 from devkit.kube.stack import KubeStack
+from devkit.scenario import _event
 from devkit.watch import LocalWatcher
 from idleshare import names
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.node_cache import NodeCache
 from idleshare.domain.model import Headroom
 from idleshare.service.usage import sample_usage
-from infra.constructs.eks_access import RBAC_MANIFEST
+from infra.constructs.eks_access import RBAC_HEADROOM_ALL_MANIFEST, RBAC_MANIFEST, RBAC_MANIFESTS
 from tests.e2e.conftest import P4D, P5, Cluster, p4d_mig_nodes, p5_nodes, quota
 from tests.kube.fixtures import make_node
 
@@ -84,25 +85,36 @@ def called(requests: Iterable[RequestRecord]) -> dict[Grant, set[str | None]]:
     return out
 
 
-def granted(role_name: str) -> dict[Grant, set[str] | None]:
-    """The ClusterRole's rules expanded: each (apiGroup, resource, verb) with its resourceNames (``None``: any)."""
-    (role,) = [
-        d
-        for d in yaml.safe_load_all(RBAC_MANIFEST.read_text())
-        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == role_name
-    ]
+def roles_bound_to(group: str, *manifests: Any) -> list[dict[str, Any]]:
+    """The roles (ClusterRoles and Roles) the manifests bind to ``group``."""
+    docs = [d for m in manifests for d in yaml.safe_load_all(m.read_text()) if d]
+    refs = {
+        (b["roleRef"]["kind"], b["roleRef"]["name"])
+        for b in docs
+        if b["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        and {"kind": "Group", "name": group} in [{"kind": s["kind"], "name": s["name"]} for s in b["subjects"]]
+    }
+    return [d for d in docs if (d["kind"], d["metadata"]["name"]) in refs]
+
+
+def granted(roles: list[dict[str, Any]]) -> dict[Grant, set[str] | None]:
+    """The roles' rules expanded: each (apiGroup, resource, verb) with its resourceNames (``None``: any)."""
+    assert roles, "no role"
     out: dict[Grant, set[str] | None] = {}
-    for rule in role["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                for verb in rule["verbs"]:
-                    assert (group, resource, verb) not in out, f"{role_name}: {group}/{resource} {verb} twice"
-                    out[(group, resource, verb)] = set(rule["resourceNames"]) if "resourceNames" in rule else None
+    for role in roles:
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        key = (group, resource, verb)
+                        assert key not in out, f"{role['metadata']['name']}: {group}/{resource} {verb} twice"
+                        out[key] = set(rule["resourceNames"]) if "resourceNames" in rule else None
     return out
 
 
-def assert_exactly(role_name: str, calls: dict[Grant, set[str | None]]) -> None:
-    rules = granted(role_name)
+def assert_exactly(role_name: str, calls: dict[Grant, set[str | None]], *manifests: Any) -> None:
+    """What the manifests (default: every one) bind to ``role_name``'s group grants exactly ``calls``."""
+    rules = granted(roles_bound_to(role_name, *(manifests or RBAC_MANIFESTS)))
     unused = sorted(set(rules) - set(calls))
     missing = sorted(set(calls) - set(rules))
     assert (unused, missing) == ([], []), (
@@ -157,8 +169,35 @@ def test_the_recompute_role_grants_exactly_what_the_recompute_calls(
     finally:
         adapter.close()
 
-    # Then the recompute's ClusterRole grants exactly that
-    assert_exactly(names.K8S_CLUSTER_ROLE, calls)
+    # Then the recompute's roles grant exactly that: rbac.yaml's and, for headroom `all`, rbac-headroom-all.yaml's
+    assert_exactly(names.K8S_GROUP, calls)
+    # and the one ConfigMap it reads is read in Kueue's namespace, where its Role is (no ClusterRole reads one)
+    config_reads = {r.path.split("?")[0] for r in recording.requests if "/configmaps" in r.path}
+    (kueue_config,) = [d for d in roles_bound_to(names.K8S_GROUP, RBAC_MANIFEST) if d["kind"] == "Role"]
+    namespace = kueue_config["metadata"]["namespace"]
+    assert config_reads == {f"/api/v1/namespaces/{namespace}/configmaps/kueue-manager-config"}
+
+
+def test_on_the_default_headroom_the_recompute_calls_nothing_rbac_headroom_all_grants(
+    make_cluster: Any, kube_stack: KubeStack, recording: FaultProxy
+) -> None:
+    # Given the recompute as its own RBAC user on a cluster of the default headroom (daemonsets)
+    cluster: Cluster = make_cluster(p5_nodes(2))
+    adapter = LightkubeCluster(recording.url, token=lambda: kube_stack.idleshare_token, timeout=60, name="recorded")
+    cluster.pipeline.kube = adapter
+    recording.clear_requests()
+    try:
+        # When teams get quotas and it recomputes
+        cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50))
+        cluster.recalculate()
+        calls = called(recording.requests)
+    finally:
+        adapter.close()
+    # Then every call is one rbac.yaml grants, and none is one only rbac-headroom-all.yaml grants (no pod list)
+    base = granted(roles_bound_to(names.K8S_GROUP, RBAC_MANIFEST))
+    extra = granted(roles_bound_to(names.K8S_GROUP, RBAC_HEADROOM_ALL_MANIFEST))
+    assert calls and set(calls) <= set(base), sorted(set(calls) - set(base))
+    assert not set(calls) & set(extra) and ("", "pods", "list") in extra
 
 
 def test_the_node_watcher_role_grants_exactly_what_the_watcher_calls(
@@ -185,4 +224,41 @@ def test_the_node_watcher_role_grants_exactly_what_the_watcher_calls(
         adapter.close()
 
     # Then the watcher's ClusterRole grants exactly that
-    assert_exactly(names.K8S_WATCHER_CLUSTER_ROLE, calls)
+    assert_exactly(names.K8S_WATCHER_GROUP, calls)
+
+
+def test_on_headroom_all_without_rbac_headroom_all_the_recompute_fails_naming_the_manifest_and_writes_nothing(
+    make_cluster: Any, kube_stack: KubeStack, kube: Kube
+) -> None:
+    # Given a cluster on headroom `all` whose rbac-headroom-all.yaml binding was never applied (removed here)
+    (binding,) = [
+        d for d in yaml.safe_load_all(RBAC_HEADROOM_ALL_MANIFEST.read_text()) if d and d["kind"] == "ClusterRoleBinding"
+    ]
+    path = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
+    cluster: Cluster = make_cluster(p5_nodes(2), headroom=Headroom.ALL)
+    cluster.pipeline.kube = LightkubeCluster(
+        kube_stack.server, kube_stack.ca_pem, lambda: kube_stack.idleshare_token, timeout=10.0, name="local"
+    )
+    status, answer = kube_stack.request("DELETE", f"{path}/{binding['metadata']['name']}")
+    assert status == 200, answer
+    try:
+        kube.wait_for(
+            lambda: kube_stack.request("GET", "/api/v1/pods", token=kube_stack.idleshare_token)[0] == 403,
+            "the pod list refused",
+        )
+        # When a team's quota arrives
+        store, cid = cluster.pipeline.store, cluster.spec.cluster_id
+        store.create_quota(cid, dict(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50)))
+        cluster.pipeline.tick()
+        cluster.pipeline.deliver(
+            _event(cluster.spec, "Compute Quota Changed", {"cluster": cid, "quotaName": "alpha-quota"})
+        )
+        # Then the recompute's failure names the list and the manifest that grants it, and no ClusterQueue exists
+        pool = store.get_pool(cid)
+        failure = (pool.read_failure or "") if pool else ""
+        assert "rbac-headroom-all.yaml" in failure and "403" in failure, pool
+        assert not kube.objects("ClusterQueue")
+    finally:
+        status, answer = kube_stack.request("POST", path, binding)
+        assert status == 201, answer
+        cluster.pipeline.kube.close()

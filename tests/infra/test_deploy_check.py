@@ -137,3 +137,15 @@ def test_the_deploy_check_rehearses_a_shell_without_uv(monkeypatch: pytest.Monke
     monkeypatch.setenv("PATH", f"{Path.home() / '.local' / 'bin'}:/usr/bin:/bin")
     assert deploy_check.fresh_shell_path().split(":") == ["/usr/bin", "/bin"]
     assert json.loads((deploy_check.REPO_ROOT / "cdk.json").read_text())["app"] == "python3 infra/launch.py"
+
+
+def test_a_role_binding_whose_role_is_in_another_namespace_is_found(public: Any) -> None:
+    assert deploy_check.rbac_findings(public.json, MANIFEST) == []
+    # the Kueue config's RoleBinding moved out of the namespace its Role is in
+    moved = MANIFEST.replace(
+        "kind: RoleBinding\nmetadata:\n  name: idleshare-recompute-kueue-config\n  namespace: kueue-system",
+        "kind: RoleBinding\nmetadata:\n  name: idleshare-recompute-kueue-config\n  namespace: default",
+    )
+    assert moved != MANIFEST
+    found = deploy_check.rbac_findings(public.json, moved)
+    assert any("refers to Role 'idleshare-recompute-kueue-config'" in f for f in found), found

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devkit.kube import stack as kube_stack
 from idleshare import names
-from infra.constructs.eks_access import RBAC_MANIFEST
+from infra.constructs.eks_access import RBAC_HEADROOM_ALL_MANIFEST, RBAC_MANIFEST, RBAC_MANIFESTS
 
 ROLES = [
     pytest.param(names.K8S_CLUSTER_ROLE, names.K8S_GROUP, id="recompute"),
@@ -51,15 +52,60 @@ def test_the_watcher_may_not_write_or_read_anything_but_nodes_kueues_accounting_
     assert [set(rule["verbs"]) for rule in kueue] == [{"list"}]  # read-only: no watch, no write
 
 
-def test_manifest_has_only_the_two_roles_and_their_bindings() -> None:
+def test_manifest_has_only_the_two_roles_and_their_bindings_and_the_kueue_config_role() -> None:
     assert sorted(_docs()) == sorted(
         [
             ("ClusterRole", names.K8S_CLUSTER_ROLE),
             ("ClusterRoleBinding", names.K8S_CLUSTER_ROLE),
             ("ClusterRole", names.K8S_WATCHER_CLUSTER_ROLE),
             ("ClusterRoleBinding", names.K8S_WATCHER_CLUSTER_ROLE),
+            ("Role", "idleshare-recompute-kueue-config"),
+            ("RoleBinding", "idleshare-recompute-kueue-config"),
         ]
     )
+
+
+def test_the_kueue_config_is_read_by_a_role_in_kueues_namespace_of_that_one_configmap() -> None:
+    from idleshare.parse.kueue_config import KUEUE_CONFIG_NAME, KUEUE_CONFIG_NAMESPACE
+
+    docs = _docs()
+    role, binding = (
+        docs[("Role", "idleshare-recompute-kueue-config")],
+        docs[("RoleBinding", "idleshare-recompute-kueue-config")],
+    )
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == KUEUE_CONFIG_NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [KUEUE_CONFIG_NAME], "verbs": ["get"]}
+    ]
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": names.K8S_GROUP}]
+    # and no ClusterRole reads a ConfigMap anywhere
+    assert not [
+        r
+        for (kind, _), d in docs.items()
+        if kind == "ClusterRole"
+        for r in d["rules"]
+        if "configmaps" in r["resources"]
+    ]
+
+
+def test_pods_are_listed_by_the_recompute_only_where_headroom_all_is_applied() -> None:
+    recompute = _docs()[("ClusterRole", names.K8S_CLUSTER_ROLE)]
+    assert not [r for r in recompute["rules"] if {"pods", "workloads"} & set(r["resources"])]
+    extra = {
+        (d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(RBAC_HEADROOM_ALL_MANIFEST.read_text()) if d
+    }
+    (role,) = [d for (kind, _), d in extra.items() if kind == "ClusterRole"]
+    (binding,) = [d for (kind, _), d in extra.items() if kind == "ClusterRoleBinding"]
+    assert {(r["resources"][0], tuple(r["verbs"])) for r in role["rules"]} == {
+        ("pods", ("list",)),
+        ("workloads", ("list",)),
+    }
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": names.K8S_GROUP}]
+
+
+def test_the_real_stack_applies_the_manifests_the_deploy_documents() -> None:
+    assert kube_stack.RBAC_MANIFESTS == RBAC_MANIFESTS
 
 
 def test_each_function_that_talks_to_kubernetes_has_its_own_group_in_every_cluster(private: Any) -> None:

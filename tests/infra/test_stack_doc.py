@@ -13,7 +13,7 @@ import pytest
 from devkit import docgen
 from idleshare import names
 from infra import stack_doc
-from infra.constructs.eks_access import RBAC_MANIFEST
+from infra.constructs.eks_access import RBAC_MANIFEST, rbac_text
 from tests.infra.conftest import REPO_ROOT, policy_statements
 
 
@@ -24,7 +24,7 @@ def template() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def rendered(template) -> str:
-    return stack_doc.render(template, RBAC_MANIFEST.read_text())
+    return stack_doc.render(template, rbac_text())
 
 
 def documented() -> str:
@@ -64,20 +64,20 @@ def _drop_action(template: dict[str, Any], action: str) -> dict[str, Any]:
 
 def test_a_changed_template_or_rbac_changes_the_section(template, rendered) -> None:
     # a grant dropped (the recompute's DeleteItem), a function resized, an alarm added, a group unbound
-    dropped = stack_doc.render(_drop_action(template, "dynamodb:DeleteItem"), RBAC_MANIFEST.read_text())
+    dropped = stack_doc.render(_drop_action(template, "dynamodb:DeleteItem"), rbac_text())
     assert dropped != rendered and "dynamodb:UpdateItem, dynamodb:DeleteItem`" not in dropped
 
     resized = copy.deepcopy(template)
     fn = next(r for r in resized["Resources"].values() if r["Type"] == "AWS::Lambda::Function")
     fn["Properties"]["MemorySize"] = 4096
-    assert "4096 MB" in stack_doc.render(resized, RBAC_MANIFEST.read_text())
+    assert "4096 MB" in stack_doc.render(resized, rbac_text())
 
     more = copy.deepcopy(template)
     logical_id, alarm = next((k, r) for k, r in more["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm")
     extra = copy.deepcopy(alarm)
     extra["Metadata"][stack_doc.PATH_METADATA] = "idleshare/Observability/QuotaOverriddenAlarm-ml-cluster/Resource"
     more["Resources"][logical_id + "X"] = extra
-    assert "| QuotaOverriddenAlarm-<c> |" in stack_doc.render(more, RBAC_MANIFEST.read_text())
+    assert "| QuotaOverriddenAlarm-<c> |" in stack_doc.render(more, rbac_text())
 
     unbound = RBAC_MANIFEST.read_text().replace("name: idleshare-node-watcher\n", "name: someone-else\n")
     assert "**none: rbac.yaml binds no ClusterRole to it**" in stack_doc.render(template, unbound)

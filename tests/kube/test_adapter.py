@@ -449,6 +449,9 @@ def test_deleting_an_object_already_gone_is_fine(proxy, adapter):
         pytest.param("GET", "/api/v1/namespaces/kube-system/pods/p", None, id="read a pod"),  # list only (headroom)
         pytest.param("DELETE", "/api/v1/namespaces/kube-system/pods/p", None, id="delete a pod"),
         pytest.param("GET", "/api/v1/namespaces/kube-system/secrets", None, id="read secrets"),
+        # Kueue's config by name in Kueue's namespace only (a Role there): not of that name elsewhere, not another
+        pytest.param("GET", "/api/v1/namespaces/default/configmaps/kueue-manager-config", None, id="config elsewhere"),
+        pytest.param("GET", "/api/v1/namespaces/kueue-system/configmaps/other", None, id="another configmap"),
         pytest.param("DELETE", "/api/v1/namespaces/default", None, id="delete a namespace"),
         pytest.param("DELETE", "/api/v1/nodes/n1", None, id="delete a node"),
         pytest.param("PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": True}}, id="cordon a node"),

@@ -820,7 +820,7 @@ class LightkubeCluster:
             params["fieldSelector"] = selector
         found: list[Obj] = []
         requests = size = 0
-        with self._translated(f"list {kind}"):
+        with self._translated(f"list {kind}{_GRANTED_BY.get(kind, '')}"):
             request = generic.prepare_request("list", res=resource, namespace="*", params=params)
             for page, length in _send_pages(generic, request, decode_page, _continue):
                 requests, size = requests + 1, size + length
@@ -1368,6 +1368,10 @@ class LightkubeCluster:
         else:  # 400, 403, 422, ...
             error = PermanentError(message, operation=operation, status=status)
         raise error from exc
+
+
+_GRANTED_BY = {"Pod": " (headroom all: infra/k8s/rbac-headroom-all.yaml grants it)"}
+"""A list only some clusters' RBAC grants: its refusal says which manifest grants it."""
 
 
 def _describe(obj: Mapping[str, Any]) -> str:
