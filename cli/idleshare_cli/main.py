@@ -84,8 +84,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print(result_tables(result))
         kinds = [str(m.get("kind")) for m in manifests if not str(m.get("apiVersion")).startswith(f"{GROUP}/")]
         versions = sorted({str(m.get("apiVersion")) for m in manifests if str(m.get("apiVersion")).startswith(GROUP)})
-        others = "".join(f" and {kinds.count(k)} {k}{'s' if kinds.count(k) != 1 else ''}" for k in sorted(set(kinds)))
-        print(f"\n{len(manifests) - len(kinds)} {', '.join(versions)} objects{others} (see --format json)")
+        parts = [f"{len(manifests) - len(kinds)} {', '.join(versions)} objects"]
+        parts += [f"{kinds.count(k)} {k}{'s' if kinds.count(k) != 1 else ''}" for k in sorted(set(kinds))]
+        listed = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+        print(f"\n{listed} (see --format json)")
     return 0
 
 

@@ -336,7 +336,10 @@ class Kube:
     def reset(self) -> None:
         """An empty cluster again: no nodes, no Jobs, DaemonSets or pods, no Kueue objects, no namespaces but the
         system ones. Owners go first (Kueue would make a Job's Workload again, a DaemonSet its pods), the garbage
-        collector takes their dependents; an admitted Workload holds its ClusterQueue's finalizer."""
+        collector takes their dependents; an admitted Workload holds its ClusterQueue's finalizer. idleshare's
+        admission policy first: the next test's Jobs are its own."""
+        for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+            self.delete_all(kind)
         self._delete_team_objects()
         self._wait_gone(("Job", "DaemonSet", "Workload", "Pod"))
         for node in self.objects("Node"):

@@ -434,12 +434,17 @@ class KubeStack:
 
     # -- HTTP as admin (set-up only; tests use devkit.kube.client) ---------------------------------------
 
-    def request(self, method: str, path: str, body: Any = None, *, token: str | None = None) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, *, token: str | None = None, content_type: str | None = None
+    ) -> tuple[int, Any]:
+        """One request as ``token`` (default: admin): (status, the answer's JSON or text). A PATCH is a JSON merge
+        patch unless ``content_type`` says otherwise."""
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.server + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {token or self.admin_token}")
         if data is not None:
-            req.add_header("Content-Type", "application/json")
+            merge = "application/merge-patch+json" if method == "PATCH" else "application/json"
+            req.add_header("Content-Type", content_type or merge)
         ctx = ssl.create_default_context(cafile=str(self.ca_file))
         try:
             with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:

@@ -31,6 +31,7 @@ from devkit.watch import LocalWatcher
 from idleshare import names
 from idleshare.adapters.kube import LightkubeCluster
 from idleshare.adapters.node_cache import NodeCache
+from idleshare.domain.admission import POLICY_NAME
 from idleshare.domain.model import Headroom
 from idleshare.service.usage import sample_usage
 from infra.constructs.eks_access import RBAC_HEADROOM_ALL_MANIFEST, RBAC_MANIFEST, RBAC_MANIFESTS
@@ -155,6 +156,9 @@ def test_the_recompute_role_grants_exactly_what_the_recompute_calls(
             {**FOREIGN, "kind": "ResourceFlavor", "metadata": {"name": G5}, "spec": {"nodeLabels": {ITYPE: G5}}}
         )
         kube.create({**FOREIGN, "kind": "WorkloadPriorityClass", "metadata": {"name": "batch-priority"}, "value": 5})
+        # the admission policy's labels stripped by someone: still idleshare's, read by its recorded identity
+        for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+            kube.merge_patch(kind, POLICY_NAME, {"metadata": {"labels": None}})
         kube.seed_nodes([*p5_nodes(2), *p4d_mig_nodes(1), make_node("hyperpod-i-g50000", G5)])
         cluster.scheduler_config({"FairShare": "Enabled", "PriorityClasses": [*PRIORITIES, BATCH]})
         # what went stale is deleted: a team gone (ClusterQueue, LocalQueue), an instance type gone (ResourceFlavor),
@@ -165,6 +169,8 @@ def test_the_recompute_role_grants_exactly_what_the_recompute_calls(
         store, cid = cluster.pipeline.store, cluster.spec.cluster_id
         store.put_cluster(dataclasses.replace(store.get_cluster(cid), cohort_name="idleshare-renamed"))
         cluster.recalculate()
+        # the last team gone: the admission policy and its binding go with it
+        cluster.delete_quota("alpha-quota")
         calls = called(recording.requests)
     finally:
         adapter.close()

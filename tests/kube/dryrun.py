@@ -12,16 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from devkit.kube.client import Kube, KubeRequestError
+from idleshare.adapters.kube import KINDS
 
 MANAGER = "idleshare"
-PLURALS = {
-    "ClusterQueue": "clusterqueues",
-    "Cohort": "cohorts",
-    "LocalQueue": "localqueues",
-    "ResourceFlavor": "resourceflavors",
-    "WorkloadPriorityClass": "workloadpriorityclasses",
-    "Namespace": "namespaces",
-}
+PLURALS = {kind: plural for kind, (_, plural, _) in KINDS.items()}  # every kind idleshare writes
 _TYPED_PATCH = re.compile(r"^failed to create typed patch object \([^)]*\): \.?")
 _WEBHOOK = re.compile(r'^admission webhook "[^"]+" denied the request: ')
 _NEXT_FIELD = re.compile(r", (?=[a-zA-Z][\w.\[\]/-]*: )")

@@ -15,6 +15,7 @@ from devkit.kube.client import Kube
 from devkit.kube.proxy import FaultProxy
 from devkit.kube.stack import KubeStack
 from idleshare.adapters.kube import LightkubeCluster
+from idleshare.domain.kueue import KIND_ORDER
 from idleshare.domain.kueue_diff import CREATED_BY_ANNOTATION, created_by_idleshare, diff, object_identity
 from idleshare.errors import (
     AuthExpiredError,
@@ -277,8 +278,7 @@ def test_list_managed_reads_what_the_diff_needs_and_not_kueues_status(kube, prox
     wanted = desired()
     sync(adapter, wanted)
     kube.wait_for(lambda: all(cq.get("status") for cq in kube.objects("ClusterQueue")), "Kueue's status")
-    kinds = ("Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
-    full = [o for kind in kinds for o in kube.objects(kind, labels="app.kubernetes.io/managed-by=idleshare")]
+    full = [o for kind in KIND_ORDER for o in kube.objects(kind, labels="app.kubernetes.io/managed-by=idleshare")]
     assert any(m["manager"] != "idleshare" for o in full for m in o["metadata"].get("managedFields", []))
     # When listed one object a page
     monkeypatch.setattr("idleshare.adapters.kube.DEFAULT_PAGE_SIZE", 1)

@@ -81,7 +81,10 @@ def test_uninstall_removes_only_what_idleshare_created_and_says_what_it_removed(
         done = json.loads(capsys.readouterr().out)
         assert store.get_owned("demo").objects == {}  # what was removed left the record
     assert done["removed"] == dry["removed"]
-    assert done["removed"][0]["kind"] == "LocalQueue" and done["removed"][-1]["kind"] == "ResourceFlavor"
+    assert (
+        done["removed"][0]["kind"] == "ValidatingAdmissionPolicyBinding"
+        and done["removed"][-1]["kind"] == "ResourceFlavor"
+    )
     for obj in kueue_objects:
         kind, namespace, name = identity(obj)
         kube.wait_for(lambda k=kind, n=name, ns=namespace: kube.get(k, n, ns) is None, f"{kind}/{name} gone")

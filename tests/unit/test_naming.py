@@ -90,6 +90,8 @@ def test_every_desired_object_of_a_good_cluster_passes():
     assert {o["kind"] for o in GOOD_OBJECTS} == {"Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort"} | {
         "ClusterQueue",
         "LocalQueue",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     assert [o for o in GOOD_OBJECTS if object_name_problems(o)] == []
 

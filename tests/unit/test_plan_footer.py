@@ -17,13 +17,15 @@ def test_the_plan_footer_counts_the_objects_of_the_api_it_writes(capsys) -> None
     everything = json.loads(capsys.readouterr().out)["manifests"]
     manifests = [m for m in everything if m.get("apiVersion") == KUEUE_API]
     namespaces = [m for m in everything if m.get("kind") == "Namespace"]
-    assert len(manifests) + len(namespaces) == len(everything) and namespaces
+    admission = [m for m in everything if m.get("apiVersion") == "admissionregistration.k8s.io/v1"]
+    assert len(manifests) + len(namespaces) + len(admission) == len(everything) and namespaces and len(admission) == 2
     assert main([*argv, "--format", "table"]) == 0
     footer = capsys.readouterr().out.rstrip().splitlines()[-1]
     assert KUEUE_API == "kueue.x-k8s.io/v1beta2"
     assert (
         footer
-        == f"{len(manifests)} kueue.x-k8s.io/v1beta2 objects and {len(namespaces)} Namespaces (see --format json)"
+        == f"{len(manifests)} kueue.x-k8s.io/v1beta2 objects, {len(namespaces)} Namespaces, 1 ValidatingAdmissionPolicy"
+        " and 1 ValidatingAdmissionPolicyBinding (see --format json)"
     )
 
 

@@ -52,7 +52,7 @@ def test_only_recorded_objects_are_removed_last_dependency_first_and_namespaces_
     assert sorted(map(object_identity, dry.removed)) == sorted(
         object_identity(o) for o in objects if o["kind"] != "Namespace"
     )
-    assert kinds == sorted(kinds, key=lambda k: -KIND_ORDER.index(k)) and kinds[0] == "LocalQueue"
+    assert kinds == sorted(kinds, key=lambda k: -KIND_ORDER.index(k)) and kinds[0] == "ValidatingAdmissionPolicyBinding"
     assert {o["kind"] for o in dry.namespaces} == {"Namespace"}
     assert [object_identity(o) for o in dry.foreign] == [copied]  # the copy: named, not listed for removal
     assert kube.deletes == 0
@@ -60,7 +60,7 @@ def test_only_recorded_objects_are_removed_last_dependency_first_and_namespaces_
     assert [object_identity(o) for o in done.removed] == [object_identity(o) for o in dry.removed]
     assert copied in kube.objects and all(object_identity(o) not in kube.objects for o in done.removed)
     assert store.owned["demo"].objects == {}
-    assert store.owned["demo"].removed[0]["object"].startswith("LocalQueue/")
+    assert store.owned["demo"].removed[0]["object"].startswith("ValidatingAdmissionPolicyBinding/")
 
 
 def test_an_object_whose_label_and_marker_were_removed_is_still_removed():

@@ -46,6 +46,7 @@ from contextlib import closing, contextmanager, suppress
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from idleshare.domain import kueue_versions
+from idleshare.domain.admission import ADMISSION_API
 from idleshare.domain.coexistence import QUOTA_KINDS
 from idleshare.domain.kueue import KIND_ORDER, KUEUE_API, MANAGED_BY, MANAGED_BY_LABEL
 from idleshare.domain.kueue_diff import (
@@ -105,6 +106,8 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "Cohort": (KUEUE_API, "cohorts", False),
     "ClusterQueue": (KUEUE_API, "clusterqueues", False),
     "LocalQueue": (KUEUE_API, "localqueues", True),
+    "ValidatingAdmissionPolicy": (ADMISSION_API, "validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": (ADMISSION_API, "validatingadmissionpolicybindings", False),
 }
 """The kinds idleshare writes, in apply (dependency) order."""
 assert tuple(KINDS) == KIND_ORDER
@@ -134,6 +137,11 @@ def _resources() -> dict[str, Any]:
         _api_info = create_api_info("", "v1", "Namespace", "namespaces", verbs=["get", "list", "post"])
 
     classes["Namespace"] = Namespace
+    group, version = ADMISSION_API.split("/")
+    verbs = ["get", "list", "post", "patch", "delete"]
+    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        info = create_api_info(group, version, kind, KINDS[kind][1], verbs=verbs)
+        classes[kind] = type(kind, (GenericGlobalResource,), {"_api_info": info})
     classes["Node"] = _node_projection(create_api_info("", "v1", "Node", "nodes", verbs=["list", "watch"]))
     return classes
 

@@ -149,7 +149,9 @@ def hyperpod_issues(signs: Sequence[str]) -> list[Issue]:
             "quotas (idleshare quota import), then delete task governance's policies (aws sagemaker "
             "delete-compute-quota for each, delete-cluster-scheduler-config), keeping the task-governance add-on if "
             "it is what installs the cluster's Kueue. To keep task governance: idleshare uninstall, and remove the "
-            "cluster from idleshare's config",
+            "cluster from idleshare's config. Meanwhile task governance's admission policy and idleshare's "
+            "(idleshare-queue-name) both apply where both cover a namespace: a Job needs its team's queue label for "
+            "each (set admission_policy false on this cluster to leave admission to task governance)",
         )
     ]
 

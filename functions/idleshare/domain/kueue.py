@@ -14,6 +14,7 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from idleshare.domain.admission import admission_objects
 from idleshare.domain.kueue_versions import HUB_API, HUB_ONLY, KueueApi, KueueLimits, release_limits
 from idleshare.domain.model import (
     CPU,
@@ -43,7 +44,16 @@ MANAGED_BY = "idleshare"
 TEAM_LABEL = "idleshare.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
-KIND_ORDER = ("Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue")
+KIND_ORDER = (
+    "Namespace",
+    "ResourceFlavor",
+    "WorkloadPriorityClass",
+    "Cohort",
+    "ClusterQueue",
+    "LocalQueue",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
 """Apply order: what an object refers to is applied before it."""
 
 Manifest = dict[str, Any]
@@ -133,6 +143,9 @@ def desired_objects(result: PoolResult, scheduler: SchedulerConfig, settings: Se
             "spec": {"resourceGroups": _resource_groups(result, [("nominalQuota", cohort_quota)])},
         }
     )
+    objects += admission_objects(
+        (namespace_name(team, settings) for team in result.teams), _meta, enabled=settings.admission_policy
+    )
     for grant in result.teams.values():
         ns = namespace_name(grant.team, settings)
         objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns, grant.team)})
@@ -160,6 +173,8 @@ _SOURCE_OF = {
     "Cohort": "the cluster's cohort name",
     "ClusterQueue": "a team's ClusterQueue",
     "LocalQueue": "a team's LocalQueue",
+    "ValidatingAdmissionPolicy": "the admission policy",
+    "ValidatingAdmissionPolicyBinding": "the admission policy's binding",
 }
 
 

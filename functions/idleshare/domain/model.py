@@ -270,6 +270,8 @@ class Settings:
     default_borrow_limit: int = 50
     borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
     headroom: Headroom = DEFAULT_HEADROOM
+    admission_policy: bool = True
+    """Whether idleshare writes its admission policy (``domain.admission``) in this cluster."""
 
 
 @dataclass(frozen=True, slots=True)

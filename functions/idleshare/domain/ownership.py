@@ -15,7 +15,8 @@ Two rules bring objects into the record without a create's answer, each stated i
   for*: a ResourceFlavor named as the instance type its ``nodeLabels`` select; a WorkloadPriorityClass named
   ``<name>-priority`` for the priority class its description names, of that weight; the Cohort of the cluster's
   cohort name; a ClusterQueue named for the team of its ``idleshare.io/team`` label, selecting that team's namespace;
-  a LocalQueue of that name in that team's namespace, pointing at that team's ClusterQueue. A copy renamed or moved
+  a LocalQueue of that name in that team's namespace, pointing at that team's ClusterQueue; the admission policy and
+  its binding by their one name (``domain.admission.POLICY_NAME``). A copy renamed or moved
   to another namespace no longer agrees with itself, and is not adopted.
 - **a create whose answer was lost** (:attr:`Record.pending`): before creating, the recompute records the identities
   it is about to create; an object found at a pending identity with idleshare's marker is that create's (the run
@@ -31,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from idleshare.domain.admission import POLICY_NAME
 from idleshare.domain.kueue import KIND_ORDER, MANAGED_BY, MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL, TEAM_LABEL
 from idleshare.domain.kueue_diff import created_by_idleshare, is_terminating, object_identity
 from idleshare.domain.model import INSTANCE_TYPE_LABEL, Settings
@@ -133,6 +135,8 @@ def adoptable(obj: Mapping[str, Any], settings: Settings) -> bool:
         )
     if kind == "Cohort":
         return not namespace and name == settings.cohort_name
+    if kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        return not namespace and name == POLICY_NAME
     team = _labels(obj).get(TEAM_LABEL)
     if not isinstance(team, str) or not team:
         return False

@@ -69,7 +69,8 @@ Identity = tuple[str, str, str]
 APPLY_WAVES: tuple[frozenset[str], ...] = (
     frozenset({"Namespace", "ResourceFlavor", "WorkloadPriorityClass", "Cohort"}),
     frozenset({"ClusterQueue"}),
-    frozenset({"LocalQueue"}),
+    frozenset({"LocalQueue", "ValidatingAdmissionPolicy"}),
+    frozenset({"ValidatingAdmissionPolicyBinding"}),
 )
 """The kinds of each apply wave, in order (a kind in none of them is applied after the last)."""
 DELETE_WAVES: tuple[frozenset[str], ...] = tuple(reversed(APPLY_WAVES))
