@@ -53,10 +53,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     )
     result, manifests = plan(
         _read(args.nodes, "--nodes"),
-        _read(args.quotas, "--quotas") if args.quotas else None,
+        [(path, _read(path, "--quotas")) for path in args.quotas] if args.quotas else None,
         _read(args.scheduler_config, "--scheduler-config") if args.scheduler_config else None,
         settings=settings,
-        sources=(args.nodes, args.quotas or "quotas", args.scheduler_config or "scheduler-config"),
+        sources=(args.nodes, "quotas", args.scheduler_config or "scheduler-config"),
         kueue_api=args.kueue_api,
         daemonsets=_read(args.daemonsets, "--daemonsets") if args.daemonsets else None,
         pods=_read(args.pods, "--pods") if args.pods else None,
@@ -147,8 +147,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--quotas",
         metavar="QUOTAS.json",
+        action="append",
         help="SageMaker compute quotas: `aws sagemaker list-compute-quotas` output, a JSON array of quotas or one "
-        "quota; without it, no team has a quota (the capacity alone: all of it is the lendable pool)",
+        "quota (CreateComputeQuota's shape, a file written by hand); repeatable: one file a team; without it, no team has a quota (the capacity alone: all of it is the lendable pool)",
     )
     p.add_argument("--scheduler-config", metavar="SC.json", help="SageMaker SchedulerConfig")
     p.add_argument(

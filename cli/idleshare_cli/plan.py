@@ -7,18 +7,18 @@ from typing import Any
 from idleshare.domain.headroom import kueue_owners
 from idleshare.domain.kueue import writable_objects
 from idleshare.domain.kueue_versions import HUB, HUB_ONLY, down, pinned, with_kueue_api
-from idleshare.domain.model import DaemonSet, Pod, SchedulerConfig, Settings, Snapshot
+from idleshare.domain.model import DaemonSet, Pod, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.domain.usage import WorkloadStatus
 from idleshare.parse.nodes import parse_nodes
-from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+from idleshare.parse.quotas import parse_quota_files, parse_quotas, parse_scheduler_config
 from idleshare.parse.workloads import HEADROOM_KINDS, parse_daemonsets, parse_pods, parse_workloads, split_dump
 from idleshare_cli.present import result_json
 
 
 def plan(
     nodes: bytes | str,
-    quotas: bytes | str | None,
+    quotas: bytes | str | list[tuple[str, bytes | str]] | None,
     scheduler_config: bytes | str | None = None,
     settings: Settings | None = None,
     sources: tuple[str, str, str] = ("nodes", "quotas", "scheduler-config"),
@@ -29,7 +29,8 @@ def plan(
     workloads: bytes | str | None = None,
 ) -> tuple[PoolResult, list[dict[str, Any]]]:
     """Parse, compute, and build the objects the recompute would write (one with a name the API server would
-    refuse is left out and named in the result's issues); ``quotas`` None: no team has one, the capacity alone.
+    refuse is left out and named in the result's issues); ``quotas`` None: no team has one, the capacity alone; a list: (source, text) per file
+    (``plan --quotas`` repeated), one quota per Name and per team across them.
     ``kueue_api``: the version to write them in (:func:`~idleshare.domain.kueue_versions.pinned`; not the hub: the
     result names it, as a cluster's pool does). ``daemonsets`` / ``pods`` / ``workloads``: ``kubectl get
     daemonsets|pods|workloads -A -o json`` (headroom, docs/spec.md §2: on ``all`` a pod is Kueue's only when an
@@ -67,7 +68,7 @@ def plan(
         daemonsets=found_daemonsets,
         pods=found_pods,
         kueue_owners=kueue_owners(found_workloads),
-        quotas=parse_quotas(quotas, sources[1]) if quotas is not None else (),
+        quotas=_quotas(quotas, sources[1]),
         scheduler_config=scheduler,
         settings=settings or Settings(),
     )
@@ -100,6 +101,12 @@ def json_bytes(document: Any) -> bytes:
 
         return json.dumps(document, indent=2).encode()
     return msgspec.json.format(raw, indent=2)
+
+
+def _quotas(quotas: bytes | str | list[tuple[str, bytes | str]] | None, source: str) -> tuple[Quota, ...]:
+    if quotas is None:
+        return ()
+    return parse_quota_files(quotas) if isinstance(quotas, list) else parse_quotas(quotas, source)
 
 
 def plan_from_bytes(nodes: bytes, quotas: bytes, scheduler_config: bytes | None = None) -> dict[str, Any]:

@@ -647,3 +647,25 @@ def test_idleshare_plan_loads_no_pydantic_whatever_the_quotas() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- several files (`plan --quotas A.json --quotas B.json`) ----------------------------------------------
+
+
+def test_quota_files_are_read_each_by_its_own_name_and_one_team_has_one_quota_across_them():
+    from idleshare.parse.quotas import parse_quota_files
+    from tests.builders import quota_body
+
+    a, b = quota_body("alpha"), quota_body("beta")
+    read = parse_quota_files([("a.json", json.dumps(a)), ("b.json", json.dumps([b]))])
+    assert [q.team for q in read] == ["alpha", "beta"]
+    # a bad field is named in its own file
+    with pytest.raises(InputError) as bad:
+        parse_quota_files([("a.json", json.dumps(a)), ("b.json", json.dumps({**b, "Name": ""}))])
+    assert bad.value.source == "b.json" and "Name" in str(bad.value)
+    # the same team in two files: the second file is refused naming the first
+    again = {**quota_body("alpha"), "Name": "alpha-2"}
+    with pytest.raises(InputError) as twice:
+        parse_quota_files([("a.json", json.dumps(a)), ("b.json", json.dumps(again))])
+    assert twice.value.source == "b.json"
+    assert "ComputeQuotaTarget.TeamName" in str(twice.value) and "a.json" in str(twice.value)

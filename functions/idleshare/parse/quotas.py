@@ -389,6 +389,36 @@ def parse_quotas(raw: bytes | str | object, source: str = "quotas") -> tuple[mod
     return tuple(item.domain() for item in items)
 
 
+def parse_quota_files(files: Sequence[tuple[str, bytes | str]]) -> tuple[model.Quota, ...]:
+    """The quotas of several files (``plan --quotas A.json --quotas B.json``: one a team, say), each read by
+    :func:`parse_quotas` and named by its own source; then one quota per Name and per team across them all, as
+    within one file. Raises :class:`InputError` naming the file and the field; nothing else."""
+    quotas: list[model.Quota] = []
+    seen_names: dict[str, str] = {}
+    seen_teams: dict[str, tuple[str, str]] = {}
+    for source, raw in files:
+        errors: list[FieldError] = []
+        for quota in parse_quotas(raw, source):
+            if quota.name in seen_names:
+                errors.append(
+                    FieldError("Name", f"duplicate quota name {show(quota.name)} (also in {seen_names[quota.name]})")
+                )
+            elif quota.team in seen_teams:
+                other, where = seen_teams[quota.team]
+                errors.append(
+                    FieldError(
+                        "ComputeQuotaTarget.TeamName",
+                        f"team {show(quota.team)} has two quotas: {show(other)} (in {where}) and {show(quota.name)}",
+                    )
+                )
+            seen_names.setdefault(quota.name, source)
+            seen_teams.setdefault(quota.team, (quota.name, source))
+            quotas.append(quota)
+        if errors:
+            raise InputError(source, capped(errors))
+    return tuple(quotas)
+
+
 def parse_scheduler_config(raw: bytes | str | object, source: str = "scheduler-config") -> model.SchedulerConfig:
     """The scheduler config from JSON text or decoded JSON: the bare ``SchedulerConfig`` shape
     (``{"PriorityClasses": ..., "FairShare": ..., "IdleResourceSharing": ...}``) or the
