@@ -949,14 +949,21 @@ def bound_of(pool: Mapping[str, Any], team: str, flavor: str, resource: str) -> 
         return "disabled"
     if grant.get("strategy") != "LendAndBorrow":
         return "strategy"
-    # nothing to explain (no pool, no quota, no cap, limit 0): on the Quota basis the type is outside the quota
+    # nothing to explain (no pool, no quota, no cap, limit 0): on the Pool basis the pool set it; on the Quota basis
+    # the percentage of the quota did when the type is in the team's quota (the pool does not matter there: idle
+    # sharing switched off must not turn it into "not in quota"), else the type is outside the quota
     bases = {
         d.get("basis")
         for g in pool.get("teams", {}).values()
         for per in g.get("why", {}).values()
         for d in per.values()
     }
-    return "pool" if str(BorrowLimitBasis.POOL) in bases else "not in quota"
+    if str(BorrowLimitBasis.POOL) in bases:
+        return "pool"
+    in_quota = (
+        flavor in (grant.get("nominal") or {}) or (grant.get("bounds") or {}).get(flavor) == "percentage of quota"
+    )
+    return "percentage of quota" if in_quota else "not in quota"
 
 
 def check(

@@ -237,3 +237,12 @@ def test_scheduler_config_set_refuses_bad_flags_with_exit_2_and_send_nothing(api
     code, out, err = run(api, capsys, "scheduler-config", "set", "--cluster", "demo", *flags)
     assert code == 2 and out == "" and message in err and err.endswith("\n") and err.count("\n") == 1
     assert writes(api) == []
+
+
+def test_the_idle_sharing_help_says_teams_still_borrow_what_lenders_leave_unused(capsys):
+    # docs/spec.md §2: pool_i = [IdleResourceSharing Enabled] x unallocated + what the other teams lend
+    with pytest.raises(SystemExit):
+        main(["scheduler-config", "set", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "no team borrows" not in text
+    assert "teams still borrow what the lending teams leave unused" in text
