@@ -30,7 +30,7 @@ from idleshare_cli import quota, remote
 from idleshare_cli.main import CommandError, UsageError
 from idleshare_cli.scheduler_config import put_body
 
-ADOPTED_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
+ADOPTED_FIELDS = quotas.CREATE_FIELDS
 """The fields of a SageMaker quota that idleshare stores (CreateComputeQuota's, without ClusterArn and Tags)."""
 SKIPPED_STATUSES = quotas.SKIPPED_STATUSES
 """SageMaker Statuses of quotas and scheduler configs that do not govern the cluster: not imported (the rule

@@ -412,6 +412,24 @@ def parse_quotas(raw: bytes | str | object, source: str = "quotas") -> tuple[mod
     return tuple(item.domain() for item in items if governs(item.Status))
 
 
+CREATE_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
+"""The fields of a quota that idleshare stores: ``CreateComputeQuota``'s, without ``ClusterArn`` and ``Tags``."""
+
+
+def quota_documents(raw: bytes | str | object, source: str = "quotas") -> list[dict[str, Any]]:
+    """The quotas of any document :func:`parse_quotas` accepts (an array, a list response such as the AWS CLI's
+    ``list-compute-quotas`` output, one ``describe-compute-quota``), checked by it, as JSON values in the
+    ``CreateComputeQuota`` shape (:data:`CREATE_FIELDS`): the governing ones (:func:`governs`), to be stored.
+
+    Raises :class:`InputError` as :func:`parse_quotas` does."""
+    parse_quotas(raw, source)
+    document = decode(raw, source)
+    if isinstance(document, dict) and ("ComputeQuotas" in document or "ComputeQuotaSummaries" in document):
+        document = document.get("ComputeQuotas") or document.get("ComputeQuotaSummaries") or []
+    items: list[dict[str, Any]] = document if isinstance(document, list) else [document]  # type: ignore[list-item]
+    return [{k: q[k] for k in CREATE_FIELDS if k in q} for q in items if governs(q.get("Status"))]
+
+
 def parse_scheduler_config(raw: bytes | str | object, source: str = "scheduler-config") -> model.SchedulerConfig:
     """The scheduler config from JSON text or decoded JSON: the bare ``SchedulerConfig`` shape
     (``{"PriorityClasses": ..., "FairShare": ..., "IdleResourceSharing": ...}``) or the
