@@ -91,3 +91,11 @@ def test_a_reason_holds_what_a_description_may_hold_and_no_more(seeded):
         assert status == 422 and fields in (["Description"], ["reason"]) and "character 1" in message
     assert call("POST", "/clusters/demo/recalculate", {"reason": "nodes replaced — é 日本"}).status == 202
     assert call("POST", "/clusters/demo/recalculate", {"reason": None}).status == 202
+
+
+def test_the_cli_refuses_the_reason_the_api_refuses_before_sending_it(capsys):
+    from idleshare_cli.main import main
+
+    code = main(["recalc", "--cluster", "demo", "--reason", "a\u202eb", "--endpoint", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--reason: character 1 ('\\u202e') is not allowed" in err and "Traceback" not in err
