@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from devkit.scenario import StepReport, bound_of, is_accelerator
@@ -28,9 +29,13 @@ PREEMPTED_BY = {
 
 def _set_by(pool: dict[str, Any], team: str, flavor: str, resource: str, bound: str) -> str:
     """What set a limit, in parentheses after the amount: ``(50% q)`` — never ``140 %``, which reads as a
-    percentage when it is 140 units set by the percentage."""
-    d = (((pool.get("teams") or {}).get(team) or {}).get("why") or {}).get(flavor, {}).get(resource) or {}
+    percentage when it is 140 units set by the percentage. A limit with nothing to explain (all zero) has no
+    derivation: the percentage is the team's own, the same on every resource, read from any other of its."""
+    why = ((pool.get("teams") or {}).get(team) or {}).get("why") or {}
+    d = why.get(flavor, {}).get(resource) or {}
     pct = d.get("percent")
+    if pct is None:
+        pct = next((e["percent"] for per in why.values() for e in per.values() if e.get("percent") is not None), None)
     if bound == "percentage of quota":
         return f"({pct}% q)" if pct is not None else "(% q)"
     if bound == "percentage":
@@ -57,8 +62,13 @@ def _columns(pool: dict[str, Any], all_resources: bool) -> list[tuple[str, str]]
     return cols
 
 
-def _flavor_short(flavor: str) -> str:
-    return flavor.removeprefix("ml.").split(".")[0]
+def _flavor_short(flavor: str, among: Iterable[str] = ()) -> str:
+    """``p5`` for ``ml.p5.48xlarge``; the whole type (``g5.8xlarge``) when another of ``among`` is of its family,
+    so two instance types never share a column."""
+    family = flavor.removeprefix("ml.").split(".")[0]
+    if any(other != flavor and other.removeprefix("ml.").split(".")[0] == family for other in among):
+        return flavor.removeprefix("ml.")
+    return family
 
 
 def render_step(
@@ -87,20 +97,23 @@ def render_step(
         return "\n".join(lines)
 
     cols = _columns(pool, all_resources)
-    head = ["", *[f"{_flavor_short(f)} {short_resource(r)}" for f, r in cols]]
+    flavors = pool.get("flavors", [])
+    head = ["", *[f"{_flavor_short(f, flavors)} {short_resource(r)}" for f, r in cols]]
 
     def cell(table: str, f: str, r: str, src: dict[str, Any]) -> str:
         return str(src.get(table, {}).get(f, {}).get(r, "0"))
 
     rows = []
+    marked = False
     for label, table in (("capacity", "capacity"), ("allocated", "allocated"), ("unallocated", "unallocated")):
         row = [label]
         for f, r in cols:
             now = cell(table, f, r, pool)
             mark = "*" if prev_pool and cell(table, f, r, prev_pool) != now else ""
+            marked = marked or bool(mark)
             row.append(now + mark)
         rows.append(row)
-    lines.append("  pool" + (" (* changed)" if previous else ""))
+    lines.append("  pool" + (" (* changed)" if marked else ""))
     lines += _table(rows, head, "    ")
 
     team_rows = []
@@ -139,7 +152,7 @@ def render_step(
     lines += render_changes(report.kueue_changes, all_resources)
     lines += render_workloads(report)
     lines += render_fair_sharing(report, previous)
-    lines += render_usage(report.usage)
+    lines += render_usage(report.usage, previous.usage if previous else None)
     if report.mismatches:
         lines.append(f"  ✗ {len(report.mismatches)} of {report.checked} expectations failed:")
         lines += [f"    - {m}" for m in report.mismatches]
@@ -148,11 +161,14 @@ def render_step(
     return "\n".join(lines)
 
 
-def render_usage(usage: dict[str, Any]) -> list[str]:
+def render_usage(usage: dict[str, Any], previous: dict[str, Any] | None = None) -> list[str]:
     """The usage read back from Kueue beside the limits: per flavor accelerators in use, borrowed and idle (and
     idle while work waits); per team in use, borrowed and lent. Accelerators only (cpu and memory follow them).
-    What the sample could not read of Kueue's objects is named (left out of the lines above: a gap, not zero)."""
+    What the sample could not read of Kueue's objects is named (left out of the lines above: a gap, not zero).
+    Admitted work whose pods no node took is said once with its cause, then again only when it changes (``previous``:
+    the step before's sample), and once more when it is gone."""
     flavors = usage.get("flavors") or {}
+    among = list(flavors)
     rows = [
         (f, r, v)
         for f, per in sorted(flavors.items())
@@ -163,17 +179,18 @@ def render_usage(usage: dict[str, Any]) -> list[str]:
         f"    ? not read (a gap, never zero usage): {u.get('object')} {u.get('field')}: {u.get('problem')}"
         for u in usage.get("unreadable") or []
     ]
-    if not rows and not unread:
+    unbound = _unbound_lines(usage, previous, among)
+    if not rows and not unread and not unbound:
         return []
     out = ["  usage (read back from Kueue)"]
     for f, r, v in rows:
         out.append(
-            f"    {_flavor_short(f)} {short_resource(r)}: {v.get('inUse', '0')} of {v.get('capacity')} in use, "
+            f"    {_flavor_short(f, among)} {short_resource(r)}: {v.get('inUse', '0')} of {v.get('capacity')} in use, "
             f"{v.get('borrowed', '0')} borrowed, {v.get('idle', '0')} idle"
         )
     for team, t in sorted((usage.get("teams") or {}).items()):
         parts = [
-            f"{_flavor_short(f)} {short_resource(r)} in use {v.get('inUse', '0')}"
+            f"{_flavor_short(f, among)} {short_resource(r)} in use {v.get('inUse', '0')}"
             + (f", borrowed {v['borrowed']}" if v.get("borrowed", "0") != "0" else "")
             + (f", lent {v['lent']}" if v.get("lent", "0") != "0" else "")
             for f, per in sorted((t.get("flavors") or {}).items())
@@ -184,21 +201,39 @@ def render_usage(usage: dict[str, Any]) -> list[str]:
             out.append(f"    {team}: " + "; ".join(parts))
     for w in usage.get("idleWhilePending") or []:
         out.append(
-            f"    ! {w.get('idle')} {short_resource(str(w.get('resource')))} idle on {_flavor_short(str(w.get('flavor')))}"
+            f"    ! {w.get('idle')} {short_resource(str(w.get('resource')))} idle on {_flavor_short(str(w.get('flavor')), among)}"
             f" while {w.get('team')} waits" + (f": {w['cause']} — {w.get('why')}" if w.get("cause") else "")
         )
-    for u in usage.get("unbound") or []:
-        out.append(
-            f"    ! {u.get('pods')} pods of {u.get('team')}'s admitted work on {_flavor_short(str(u.get('flavor')))} have"
-            f" no node ({u.get('seconds')} s since admitted): {u.get('reason') or 'not placed'}"
-        )
+    out += unbound
     for a in usage.get("aboveLimit") or []:
         out.append(
             f"    ! {a.get('team')} borrows {a.get('borrowed')} {short_resource(str(a.get('resource')))} on "
-            f"{_flavor_short(str(a.get('flavor')))}, above its limit of {a.get('limit')} (lowered after Kueue admitted "
+            f"{_flavor_short(str(a.get('flavor')), among)}, above its limit of {a.get('limit')} (lowered after Kueue admitted "
             "the work; Kueue does not evict it)"
         )
     return out + unread
+
+
+def _unbound_lines(usage: dict[str, Any], previous: dict[str, Any] | None, among: list[str]) -> list[str]:
+    """Per (team, flavor): its unbound pods with the cause when new or when their count changed; nothing while the
+    same; a line when they are all placed (or gone)."""
+
+    def keyed(sample: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(str(u.get("team")), str(u.get("flavor"))): u for u in (sample or {}).get("unbound") or []}
+
+    now, before = keyed(usage), keyed(previous)
+    out = []
+    for (team, flavor), u in now.items():
+        if before.get((team, flavor), {}).get("pods") == u.get("pods"):
+            continue  # said already, with its cause
+        out.append(
+            f"    ! {u.get('pods')} pods of {team}'s admitted work on {_flavor_short(flavor, among)} have no node"
+            f" ({u.get('seconds')} s since admitted): Kueue admitted it within quota, but the Kubernetes scheduler"
+            f" places its pods on no node: {u.get('reason') or 'no reason given yet'}"
+        )
+    for team, flavor in before.keys() - now.keys():
+        out.append(f"    ✓ {team}'s admitted work on {_flavor_short(flavor, among)}: no pod without a node now")
+    return out
 
 
 def render_workloads(report: StepReport) -> list[str]:
@@ -218,7 +253,7 @@ def render_workloads(report: StepReport) -> list[str]:
         admitted = [w["name"] for w in ws if w["state"] == "Admitted"]
         if admitted:
             borrowed = [
-                f"{q} {short_resource(r)} on {_flavor_short(f)}"
+                f"{q} {short_resource(r)} on {_flavor_short(f, report.pool.get('flavors', []))}"
                 for f, per in sorted(report.borrowed.get(team, {}).items())
                 for r, q in sorted(per.items())
                 if r not in ("cpu", "memory")
@@ -280,7 +315,7 @@ def render_fair_sharing(report: StepReport, previous: StepReport | None = None) 
         per_resource = _resources(report.borrowed[team])
         weight = info.get("weight")
         where = ", ".join(
-            f"{q} {short_resource(r)} on {_flavor_short(f)} (limit {_limit(report, team, f, r)})"
+            f"{q} {short_resource(r)} on {_flavor_short(f, report.pool.get('flavors', []))} (limit {_limit(report, team, f, r)})"
             for f, per in sorted(report.borrowed[team].items())
             for r, q in sorted(per.items())
             if is_accelerator(r)

@@ -220,7 +220,7 @@ def load(path: str | Path) -> Scenario:
 def parse(doc: Mapping[str, Any], source: str, base: Path = REPO, reader: Reader | None = None) -> Scenario:
     from idleshare.parse.events import parse_event
     from idleshare.parse.nodes import parse_nodes
-    from idleshare.parse.quotas import parse_quotas, parse_scheduler_config
+    from idleshare.parse.quotas import parse_quotas, parse_scheduler_config, quota_documents
 
     _ref = (reader or Reader()).ref
     errors: list[FieldError] = []
@@ -261,11 +261,10 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO, reader: Reader
         nodes_doc = {"apiVersion": "v1", "kind": "List", "items": nodes_doc}
     parse_nodes(json.dumps(nodes_doc), nodes_src if nodes_src != source else f"{source}: nodes")
     quotas_doc, quotas_src = _ref(doc.get("quotas", []), base, source, "quotas")
-    if isinstance(quotas_doc, dict) and "ComputeQuotas" in quotas_doc:
-        quotas_doc = quotas_doc["ComputeQuotas"]
-    if not isinstance(quotas_doc, list):
-        raise InputError(source, [FieldError("quotas", "must be a list of compute quotas (or a file holding one)")])
-    parse_quotas(json.dumps(quotas_doc), quotas_src if quotas_src != source else f"{source}: quotas")
+    # every form `idleshare plan --quotas` reads (the AWS CLI's list-compute-quotas output among them), by its reader
+    quotas_doc = quota_documents(
+        json.loads(json.dumps(quotas_doc, default=str)), quotas_src if quotas_src != source else f"{source}: quotas"
+    )
     sc_doc = None
     if doc.get("schedulerConfig") is not None:
         sc_doc, sc_src = _ref(doc["schedulerConfig"], base, source, "schedulerConfig")
@@ -949,14 +948,21 @@ def bound_of(pool: Mapping[str, Any], team: str, flavor: str, resource: str) -> 
         return "disabled"
     if grant.get("strategy") != "LendAndBorrow":
         return "strategy"
-    # nothing to explain (no pool, no quota, no cap, limit 0): on the Quota basis the type is outside the quota
+    # nothing to explain (no pool, no quota, no cap, limit 0): on the Pool basis the pool set it; on the Quota basis
+    # the percentage of the quota did when the type is in the team's quota (the pool does not matter there: idle
+    # sharing switched off must not turn it into "not in quota"), else the type is outside the quota
     bases = {
         d.get("basis")
         for g in pool.get("teams", {}).values()
         for per in g.get("why", {}).values()
         for d in per.values()
     }
-    return "pool" if str(BorrowLimitBasis.POOL) in bases else "not in quota"
+    if str(BorrowLimitBasis.POOL) in bases:
+        return "pool"
+    in_quota = (
+        flavor in (grant.get("nominal") or {}) or (grant.get("bounds") or {}).get(flavor) == "percentage of quota"
+    )
+    return "percentage of quota" if in_quota else "not in quota"
 
 
 def check(

@@ -56,6 +56,9 @@ QUERY_VALUES: dict[str, str] = {
     "nan": "NaN",
     "infinity": "Infinity",
     "fraction": "1.5",
+    "whole-fraction": "1.0",  # pydantic read it as the integer 1
+    "plus-sign": "+1",
+    "fullwidth-digit": "\uff11",
     "lone-surrogate": "\ud800",
     "long": "x" * 10_000,
     "4-byte-letters": "\U0001d400" * 40,

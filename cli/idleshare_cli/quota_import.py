@@ -6,8 +6,10 @@ It reads SageMaker (``ListComputeQuotas``, every page, then ``DescribeComputeQuo
 scheduler config), and plans, per SageMaker quota: create it (a name idleshare lacks), update the fields that differ
 (with the version it read as ``TargetVersion``), or leave it (the same); the scheduler config likewise. It never
 deletes: a quota idleshare has and SageMaker does not is kept, and said so. A SageMaker quota being deleted or whose
-creation failed is skipped, with its Status. A SageMaker quota for a team that idleshare already governs under
-another quota name is a conflict: nothing is written until it is resolved. ``--dry-run`` prints the plan and writes
+creation failed is skipped, with its Status (the rule `plan` reads a quota file by), and so is one deleted between
+the List and its Describe; one whose Status is ``Updating`` or ``UpdateFailed`` is imported with a note saying so. A
+SageMaker quota for a team that idleshare already governs under another quota name, or two SageMaker quotas for one
+team, is a conflict (naming both): nothing is written until it is resolved. ``--dry-run`` prints the plan and writes
 nothing. Every write goes through the API's validation (and is validated locally with its request models first),
 and emits the API's change event, so a recompute follows each.
 """
@@ -22,15 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idleshare import pages
+from idleshare.parse import quotas
 from idleshare.service.admin import DEFAULT_SCHEDULER_CONFIG as SCHEDULER_DEFAULTS
 from idleshare_cli import quota, remote
 from idleshare_cli.main import CommandError, UsageError
 from idleshare_cli.scheduler_config import put_body
 
-ADOPTED_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
+ADOPTED_FIELDS = quotas.CREATE_FIELDS
 """The fields of a SageMaker quota that idleshare stores (CreateComputeQuota's, without ClusterArn and Tags)."""
-SKIPPED_STATUSES = frozenset({"Deleting", "Deleted", "CreateFailed", "CreateRollbackFailed"})
-"""SageMaker Statuses of quotas and scheduler configs that do not govern the cluster: not imported."""
+SKIPPED_STATUSES = quotas.SKIPPED_STATUSES
+"""SageMaker Statuses of quotas and scheduler configs that do not govern the cluster: not imported (the rule
+``idleshare plan`` reads a quota file by: :func:`idleshare.parse.quotas.governs`)."""
 # botocore's ClusterArn pattern (ListComputeQuotas' request): checked here so a typo is a usage error, not a stack
 _CLUSTER_ARN = re.compile(r"arn:aws[a-z\-]*:sagemaker:([a-z0-9\-]*):[0-9]{12}:cluster/[a-z0-9]{12}")
 
@@ -66,6 +70,7 @@ class SageMakerState:
     quotas: list[dict[str, Any]]  # each: the ADOPTED_FIELDS of DescribeComputeQuota
     skipped: list[tuple[str, str]]  # (quota name, why)
     scheduler_config: dict[str, Any] | None  # DescribeClusterSchedulerConfig's SchedulerConfig
+    notes: dict[str, str] = field(default_factory=dict)  # quota name -> what its Status means for the import
 
 
 def read_sagemaker(client: Any, cluster_arn: str) -> SageMakerState:
@@ -74,15 +79,22 @@ def read_sagemaker(client: Any, cluster_arn: str) -> SageMakerState:
 
     operation = "ListComputeQuotas"
     try:
-        quotas, skipped = [], []
+        found, skipped, notes = [], [], {}
         for page in client.get_paginator("list_compute_quotas").paginate(ClusterArn=cluster_arn):
             for summary in page["ComputeQuotaSummaries"]:
-                if summary.get("Status") in SKIPPED_STATUSES:
+                if not quotas.governs(summary.get("Status")):
                     skipped.append((summary["Name"], f"SageMaker Status {summary['Status']}"))
                     continue
                 operation = "DescribeComputeQuota"
-                described = client.describe_compute_quota(ComputeQuotaId=summary["ComputeQuotaId"])
-                quotas.append({k: described[k] for k in ADOPTED_FIELDS if k in described})
+                described = _describe(client, summary)
+                status = summary.get("Status") if described is None else described.get("Status")
+                if described is None or not quotas.governs(status):
+                    why = "deleted between List and Describe" if described is None else f"SageMaker Status {status}"
+                    skipped.append((summary["Name"], why))
+                    continue
+                if status in quotas.NOTED_STATUSES:
+                    notes[str(described["Name"])] = f"SageMaker Status {status}: {quotas.NOTED_STATUSES[status]}"
+                found.append({k: described[k] for k in ADOPTED_FIELDS if k in described})
         operation = "ListClusterSchedulerConfigs"
         configs = [
             summary
@@ -105,7 +117,19 @@ def read_sagemaker(client: Any, cluster_arn: str) -> SageMakerState:
         ) from None
     except BotoCoreError as exc:
         raise CommandError(f"sagemaker {operation}: {exc}") from None
-    return SageMakerState(quotas, skipped, scheduler)
+    return SageMakerState(found, skipped, scheduler, notes)
+
+
+def _describe(client: Any, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """DescribeComputeQuota of a listed quota; None when it is gone since the list (ResourceNotFound)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return dict(client.describe_compute_quota(ComputeQuotaId=summary["ComputeQuotaId"]))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ResourceNotFound":
+            return None
+        raise
 
 
 # ------------------------------------------------------------------------------------ the plan
@@ -139,11 +163,20 @@ def plan_import(
     base = ["clusters", cluster, "compute-quotas"]
     steps: list[Step] = []
     teams = {(q.get("ComputeQuotaTarget") or {}).get("TeamName"): name for name, q in current.items()}
+    by_team: dict[object, list[str]] = {}
+    for q in sagemaker.quotas:
+        by_team.setdefault((q.get("ComputeQuotaTarget") or {}).get("TeamName"), []).append(str(q["Name"]))
     for wanted in sorted(sagemaker.quotas, key=lambda q: str(q.get("Name"))):
         name = str(wanted["Name"])
         team = (wanted.get("ComputeQuotaTarget") or {}).get("TeamName")
         source = f"SageMaker quota {name}"
         have = current.get(name)
+        twins = sorted(by_team[team])
+        if len(twins) > 1:
+            detail = f"team {team} has {len(twins)} SageMaker quotas ({' and '.join(twins)}): one team, one quota"
+            steps.append(Step("conflict", "quota", name, detail))
+            continue
+        note = f"; {sagemaker.notes[name]}" if name in sagemaker.notes else ""
         if have is None:
             holder = teams.get(team)
             if holder is not None:
@@ -151,16 +184,16 @@ def plan_import(
                 steps.append(Step("conflict", "quota", name, detail))
                 continue
             steps.append(
-                Step("create", "quota", name, f"team {team}", "POST", base, quota._create_body(wanted, source))
+                Step("create", "quota", name, f"team {team}{note}", "POST", base, quota._create_body(wanted, source))
             )
             continue
         changed = [k for k in ADOPTED_FIELDS if k != "Name" and k in wanted and not _same(wanted[k], have.get(k))]
         if not changed:
-            steps.append(Step("unchanged", "quota", name, f"team {team}"))
+            steps.append(Step("unchanged", "quota", name, f"team {team}{note}"))
             continue
         patch = {k: wanted[k] for k in changed}
         body = quota._update_body(patch, source, name, have.get("ComputeQuotaVersion"))
-        detail = f"team {team}: {', '.join(changed)} (from version {have.get('ComputeQuotaVersion')})"
+        detail = f"team {team}: {', '.join(changed)} (from version {have.get('ComputeQuotaVersion')}){note}"
         steps.append(Step("update", "quota", name, detail, "PUT", [*base, name], body))
     for name, why in sorted(sagemaker.skipped):
         steps.append(Step("skip", "quota", name, why))

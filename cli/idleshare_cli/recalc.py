@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from idleshare.parse.requests import REASON_MAX as MAX_REASON
 from idleshare_cli import remote
 from idleshare_cli.main import CommandError, UsageError
 
 DEFAULT_WAIT = 300.0
 MAX_WAIT = 3600.0
-MAX_REASON = 1024
 FINAL = ("Done", "Failed")
 
 
@@ -43,8 +43,13 @@ def _wait(text: str) -> float:
 def recalc(args: argparse.Namespace) -> int:
     if not args.cluster.strip():
         raise UsageError("--cluster: must not be empty")
-    if args.reason is not None and len(args.reason) > MAX_REASON:
-        raise UsageError(f"--reason: at most {MAX_REASON} characters (got {len(args.reason)})")
+    if args.reason is not None:
+        from idleshare.parse.requests import Reason
+        from idleshare.parse.schema import problem
+
+        why = problem(args.reason, Reason)  # the API's rule: a Description's characters, at most 1024
+        if why is not None:
+            raise UsageError(f"--reason: {why}")
     api = remote.connect(args)
     body = {"reason": args.reason} if args.reason else None
     _, accepted = api.post(["clusters", args.cluster, "recalculate"], body)

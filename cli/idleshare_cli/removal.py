@@ -33,7 +33,9 @@ class Removal:
     """What an uninstall removes (or, in a dry run, would remove) and what it leaves, each sorted for reading."""
 
     removed: list[Manifest]  # idleshare's Kueue objects, in the order they are deleted
-    namespaces: list[Manifest]  # the namespaces labelled as idleshare's (it created them): kept, with their Jobs
+    namespaces: list[
+        Manifest
+    ]  # the namespaces labelled as idleshare's (created by it or by hand: never recorded): kept
     foreign: list[Manifest]  # labelled as idleshare's but not recorded as created by it (copies, ...): kept
     lost: list[Manifest] = field(default_factory=list)  # recorded, but its name now holds another object: kept
 

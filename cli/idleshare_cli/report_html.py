@@ -126,6 +126,8 @@ def render(
     body = [
         _header(pool, cluster, usage, generated_at),
         _flavors(pool, usage, note),
+        _shortfall(pool),
+        _unborrowable(pool, teams),
         _idle_while_pending(usage),
         _unbound(usage),
         _not_read(usage),
@@ -284,6 +286,78 @@ def _flavors(pool: Json, usage: Json | None, note: str | None) -> str:
         out.append("</div>")
     out.append(_flavor_table(pairs, capacity, used, allocated, unallocated, shortfall))
     return "\n".join(out) + "</section>"
+
+
+def _shortfall(pool: Json) -> str:
+    """Per flavor and resource where the quotas guarantee more than the eligible nodes hold: the amounts."""
+    shortfall = _dict(pool.get("shortfall"))
+    rows = [(f, r, q) for f, per in sorted(shortfall.items()) for r, q in sorted(_dict(per).items()) if amount(q)]
+    if not rows:
+        return ""
+    out = [
+        '<section id="shortfall"><h2>Shortfall: quotas guarantee more than the nodes hold</h2>',
+        '<p class="alert">Kueue admits only what the nodes hold: a team may wait within its own quota here, and '
+        "nothing of these is lent or borrowed.</p>",
+        '<table><tr><th>flavor</th><th>resource</th><th class="num">capacity</th>'
+        '<th class="num">guaranteed (nominal)</th><th class="num">short</th></tr>',
+    ]
+    for flavor, resource, short in rows:
+        out.append(
+            f'<tr data-shortfall="{e(flavor)}|{e(resource)}"><td>{e(flavor)}</td><td>{_res(resource)}</td>'
+            f"{_num(_get(pool.get('capacity'), flavor, resource), resource, 'shortCapacity', flavor=flavor, zero='0')}"
+            f"{_num(_get(pool.get('allocated'), flavor, resource), resource, 'shortGuaranteed', flavor=flavor, zero='0')}"
+            f"{_num(short, resource, 'short', flavor=flavor)}</tr>"
+        )
+    return "\n".join(out) + "</table></section>"
+
+
+def unborrowable_reason(pool: Json, teams: Mapping[str, Any], flavor: str, resource: str) -> str | None:
+    """Why no team may borrow the unallocated ``resource`` of ``flavor`` (docs/spec.md §2), or None: one may, or
+    nothing is unallocated."""
+    if not amount(_get(pool.get("unallocated"), flavor, resource)):
+        return None
+    grants = [_dict(g) for g in teams.values()]
+    if any(amount(_get(g.get("borrowingLimit"), flavor, resource)) for g in grants):
+        return None
+    if pool.get("idleResourceSharing") == "Disabled":
+        return "IdleResourceSharing is Disabled: the unallocated capacity is not lent"
+    borrowers = [
+        g for g in grants if g.get("strategy") == "LendAndBorrow" and g.get("activationState", "Enabled") == "Enabled"
+    ]
+    if not borrowers:
+        return "no team may borrow: none is LendAndBorrow with its quota enabled"
+    bases = {str(d.get("basis")) for g in grants for per in _dict(g.get("why")).values() for d in _dict(per).values()}
+    if "Pool" not in bases and not any(flavor in _dict(g.get("nominal")) for g in borrowers):
+        return (
+            f"Quota basis: a team borrows only on the instance types its quota names, and no borrowing team's quota "
+            f"names {flavor}"
+        )
+    return "every borrowing team's limit is 0 here (see why each limit is what it is)"
+
+
+def _unborrowable(pool: Json, teams: Mapping[str, Any]) -> str:
+    """Unallocated capacity that no team may borrow, with the reason (on the Quota basis: no borrowing team's quota
+    names the instance type)."""
+    unallocated = _dict(pool.get("unallocated"))
+    rows = [
+        (f, r, why)
+        for f, per in sorted(unallocated.items())
+        for r in sorted(_dict(per))
+        if is_accelerator(r) and (why := unborrowable_reason(pool, teams, f, r)) is not None
+    ]
+    if not rows:
+        return ""
+    out = [
+        '<section id="unborrowable"><h2>Capacity no team may borrow</h2>',
+        '<table><tr><th>flavor</th><th>resource</th><th class="num">unallocated</th><th>why</th></tr>',
+    ]
+    for flavor, resource, why in rows:
+        out.append(
+            f'<tr data-unborrowable="{e(flavor)}|{e(resource)}"><td>{e(flavor)}</td><td>{_res(resource)}</td>'
+            f"{_num(_get(unallocated, flavor, resource), resource, 'unborrowable', flavor=flavor)}"
+            f'<td data-field="unborrowableReason">{e(why)}</td></tr>'
+        )
+    return "\n".join(out) + "</table></section>"
 
 
 def _flavor_bar(

@@ -27,7 +27,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = remote.cluster_command(verbs, "set", "change the scheduler config (only what the flags name)", set_config)
     p.add_argument("--fair-share", choices=STATES, help="Kueue fair sharing between the teams' queues")
     p.add_argument(
-        "--idle-resource-sharing", choices=STATES, help="Disabled: no team borrows; the lendable pool is not lent"
+        "--idle-resource-sharing",
+        choices=STATES,
+        help="Disabled: the unallocated capacity (in no team's quota) is not lent; teams still borrow what"
+        " the lending teams leave unused (docs/spec.md §2)",
     )
     classes = p.add_mutually_exclusive_group()
     classes.add_argument(

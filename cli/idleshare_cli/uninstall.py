@@ -1,6 +1,7 @@
 """`idleshare uninstall --kubeconfig PATH [--context NAME] --cluster ID --table NAME [--dry-run]`: remove from a
 cluster the Kueue objects idleshare created (:mod:`idleshare_cli.removal`), with your kubeconfig's credentials, and
-say what it removed and what it left: the namespaces it created (never deleted: their Jobs), and objects labelled as
+say what it removed and what it left: the namespaces labelled as idleshare's (never deleted: their Jobs; never
+recorded, so it cannot say which it created and which were applied by hand), and objects labelled as
 idleshare's that it did not create (copies among them). What idleshare created is the cluster's ownership record in
 idleshare's table (the stack output ``TableName``; the table is kept by ``cdk destroy``), read with your AWS
 credentials (``--profile``/``--region``). Run it after ``cdk destroy`` (or after removing the cluster from the
@@ -98,8 +99,10 @@ def _print(cluster: str, removal: Any, *, dry_run: bool) -> None:
     if removal.namespaces:
         names = " ".join(_ref(o)["name"] for o in removal.namespaces)
         print(
-            f"\nKept {len(removal.namespaces)} namespace(s) idleshare created (deleting one deletes its Jobs): {names}\n"
-            f"  once their Jobs are done: kubectl delete namespace {names}"
+            f"\nKept {len(removal.namespaces)} namespace(s) labelled {MANAGED_BY_LABEL}={MANAGED_BY} (a namespace is"
+            " never recorded: whether idleshare created it or it was applied by hand, idleshare cannot tell;"
+            f" deleting one deletes its Jobs): {names}\n"
+            f"  once their Jobs are done, and if they are yours to remove: kubectl delete namespace {names}"
         )
     if removal.foreign:
         print(

@@ -71,7 +71,15 @@ FLAVORS: tuple[Flavor, ...] = (
     Flavor("ml.m5.2xlarge", 0.05, None),
 )
 
-_INELIGIBLE = ("NotReady", "Unschedulable", "Unhealthy", "UntoleratedTaint", "Deleting", "AcceleratorsNotReady")
+_INELIGIBLE = (
+    "NotReady",
+    "Unschedulable",
+    "Unhealthy",
+    "UntoleratedTaint",
+    "Deleting",
+    "AcceleratorsNotReady",
+    "NoReadyCondition",
+)
 _DEVICE_PLUGIN_RESOURCES = ("nvidia.com/", "aws.amazon.com/neuron")
 
 
@@ -84,7 +92,7 @@ def _node(flavor: Flavor, index: int, seed: int, ineligible: str | None, n_image
         zone=index % 3,
         mig=flavor.mig,
         mig_config=flavor.mig_config,
-        ready=ineligible != "NotReady",
+        ready=ineligible not in ("NotReady", "NoReadyCondition"),
         unschedulable=ineligible == "Unschedulable",
         health="UnschedulablePendingReboot" if ineligible == "Unhealthy" else "Schedulable",
         deleting=ineligible == "Deleting",
@@ -94,6 +102,8 @@ def _node(flavor: Flavor, index: int, seed: int, ineligible: str | None, n_image
         n_images=n_images,
         seed=seed,
     )
+    if ineligible == "NoReadyCondition":  # a node whose kubelet never posted its Ready condition
+        node["status"]["conditions"] = [c for c in node["status"]["conditions"] if c["type"] != "Ready"]
     if ineligible == "AcceleratorsNotReady":  # its device plugin has not registered: no accelerator reported yet
         for field in ("allocatable", "capacity"):
             resources = node["status"][field]

@@ -237,3 +237,58 @@ def test_scheduler_config_set_refuses_bad_flags_with_exit_2_and_send_nothing(api
     code, out, err = run(api, capsys, "scheduler-config", "set", "--cluster", "demo", *flags)
     assert code == 2 and out == "" and message in err and err.endswith("\n") and err.count("\n") == 1
     assert writes(api) == []
+
+
+def test_the_idle_sharing_help_says_teams_still_borrow_what_lenders_leave_unused(capsys):
+    # docs/spec.md §2: pool_i = [IdleResourceSharing Enabled] x unallocated + what the other teams lend
+    with pytest.raises(SystemExit):
+        main(["scheduler-config", "set", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "no team borrows" not in text
+    assert "teams still borrow what the lending teams leave unused" in text
+
+
+def test_a_quota_deleted_between_list_and_describe_is_skipped_saying_why(api, fake, sagemaker, capsys):
+    # Given SageMaker lists two quotas, and the second is gone by the time it is described
+    first, gone = sm.example_quotas()[:2]
+    sagemaker.add_response("list_compute_quotas", {"ComputeQuotaSummaries": [sm.summary(first), sm.summary(gone)]},
+                           {"ClusterArn": ARN})  # fmt: skip
+    sagemaker.add_response(
+        "describe_compute_quota", sm.describe_response(first), {"ComputeQuotaId": first["ComputeQuotaId"]}
+    )
+    sagemaker.add_client_error("describe_compute_quota", "ResourceNotFound", "Resource not found", 400,
+                               expected_params={"ComputeQuotaId": gone["ComputeQuotaId"]})  # fmt: skip
+    sagemaker.add_response(
+        "list_cluster_scheduler_configs", {"ClusterSchedulerConfigSummaries": []}, {"ClusterArn": ARN}
+    )
+    # When it is imported
+    code, out, err = import_(api, capsys)
+    # Then the first is created and the second skipped, saying why; no traceback
+    assert (code, err) == (0, ""), err
+    assert writes(api) == [("POST", "/clusters/demo/compute-quotas")] and set(fake.quotas) == {first["Name"]}
+    (line,) = [x for x in out.splitlines() if x.split()[:3] == ["skip", "quota", gone["Name"]]]
+    assert "deleted between List and Describe" in line
+
+
+@pytest.mark.parametrize("status", ["Updating", "UpdateFailed"])
+def test_a_quota_whose_update_is_in_flight_or_failed_is_imported_with_a_note(api, fake, sagemaker, capsys, status):
+    quotas = sm.example_quotas()
+    quotas[0]["Status"] = status
+    stub_cluster(sagemaker, quotas, None)
+    code, out, err = import_(api, capsys)
+    assert (code, err) == (0, ""), err
+    assert set(fake.quotas) == {q["Name"] for q in quotas}
+    (line,) = [x for x in out.splitlines() if x.split()[:3] == ["create", "quota", quotas[0]["Name"]]]
+    assert f"SageMaker Status {status}" in line
+    assert all("SageMaker Status" not in x for x in out.splitlines() if quotas[1]["Name"] in x)
+
+
+def test_two_sagemaker_quotas_for_one_team_are_refused_naming_both_and_nothing_is_written(api, fake, sagemaker, capsys):
+    quotas = sm.example_quotas()
+    team = quotas[0]["ComputeQuotaTarget"]["TeamName"]
+    twin = {**quotas[1], "ComputeQuotaTarget": {**quotas[1]["ComputeQuotaTarget"], "TeamName": team}}
+    stub_cluster(sagemaker, [quotas[0], twin, *quotas[2:]], None)
+    code, out, err = import_(api, capsys)
+    assert code == 1 and "2 conflict(s) above: nothing written" in err
+    assert f"team {team} has 2 SageMaker quotas ({' and '.join(sorted([quotas[0]['Name'], twin['Name']]))})" in out
+    assert writes(api) == [] and fake.quotas == {}

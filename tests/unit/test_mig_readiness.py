@@ -164,6 +164,7 @@ FIELD_EDITS: dict[str, Any] = {
     "instance_type": _label("node.kubernetes.io/instance-type", "ml.p4d.24xlarge"),
     "allocatable": lambda n: n["status"]["allocatable"].update({R1: "7"}),
     "ready": _status(conditions=[{"type": "Ready", "status": "False"}]),
+    "ready_condition": _status(conditions=[{"type": "MemoryPressure", "status": "False"}]),  # no Ready at all
     "unschedulable": lambda n: n["spec"].update(unschedulable=True),
     "deleting": lambda n: n["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z"),
     "health_status": _label("sagemaker.amazonaws.com/node-health-status", "Unschedulable"),

@@ -14,7 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from idleshare.domain.model import BETA_INSTANCE_TYPE_LABEL, HEALTH_LABEL, INSTANCE_TYPE_LABEL, Node, Taint
+from idleshare.domain.eligibility import exclusion_reason
+from idleshare.domain.model import (
+    BETA_INSTANCE_TYPE_LABEL,
+    DEFAULT_TOLERATED_TAINT_KEYS,
+    HEALTH_LABEL,
+    INSTANCE_TYPE_LABEL,
+    Node,
+    Taint,
+)
 from idleshare.parse import nodes as nodes_module
 from idleshare.parse.errors import MAX_ERRORS, InputError
 from idleshare.parse.nodes import cluster_node, node_from_dict, parse_nodes
@@ -130,18 +138,21 @@ def test_the_instance_type_label_and_its_beta_fallback(
 
 
 @pytest.mark.parametrize(
-    ("conditions", "ready"),
+    ("conditions", "ready", "reason"),
     [
-        ([{"type": "Ready", "status": "True"}], True),
-        ([{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "False"}], False),
-        ([{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}], False),
-        ([{"type": "DiskPressure", "status": "True"}], False),  # no Ready condition: not ready
-        ([], False),
+        ([{"type": "Ready", "status": "True"}], True, None),
+        ([{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "False"}], False, "NotReady"),
+        ([{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}], False, "NotReady"),
+        ([{"type": "DiskPressure", "status": "True"}], False, "NoReadyCondition"),  # no Ready condition at all
+        ([], False, "NoReadyCondition"),
     ],
 )
-def test_ready_is_the_ready_condition_being_true(conditions: list[dict[str, str]], ready: bool) -> None:
-    (n,) = parse_nodes([node("n", status={"allocatable": {}, "conditions": conditions})])
+def test_ready_is_the_ready_condition_being_true_and_none_at_all_is_its_own_reason(
+    conditions: list[dict[str, str]], ready: bool, reason: str | None
+) -> None:
+    (n,) = parse_nodes([node("n", status={"allocatable": {"nvidia.com/gpu": "8"}, "conditions": conditions})])
     assert n.ready is ready
+    assert exclusion_reason(n, DEFAULT_TOLERATED_TAINT_KEYS) == reason
 
 
 def test_cordon_deletion_health_and_taints_are_read() -> None:

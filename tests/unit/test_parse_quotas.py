@@ -669,3 +669,19 @@ def test_quota_files_are_read_each_by_its_own_name_and_one_team_has_one_quota_ac
         parse_quota_files([("a.json", json.dumps(a)), ("b.json", json.dumps(again))])
     assert twice.value.source == "b.json"
     assert "ComputeQuotaTarget.TeamName" in str(twice.value) and "a.json" in str(twice.value)
+
+
+@pytest.mark.parametrize("status", sorted(quotas.SKIPPED_STATUSES))
+def test_a_quota_that_no_longer_governs_is_left_out_as_quota_import_skips_it(status: str) -> None:
+    # Given what list-compute-quotas prints after a team's quota was replaced: the old one (its Status) and the new
+    from idleshare_cli import quota_import
+
+    old = {**MINIMAL, "Name": "batch-old", "Status": status}
+    new = {**MINIMAL, "Status": "Created"}
+    # When plan reads it
+    read = parse_quotas({"ComputeQuotaSummaries": [old, new]}, "quotas.json")
+    # Then only the governing one counts (and the old one is no second quota of the team), by the rule the import
+    # skips by
+    assert [q.name for q in read] == ["batch"]
+    assert not quotas.governs(status) and quotas.governs("Created") and quotas.governs(None)
+    assert quota_import.SKIPPED_STATUSES is quotas.SKIPPED_STATUSES

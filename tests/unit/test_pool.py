@@ -43,6 +43,7 @@ ELIGIBILITY_CASES = [
     ("deleting", node("n", deleting=True), ExclusionReason.DELETING),
     ("deleting wins over NotReady", node("n", deleting=True, ready=False), ExclusionReason.DELETING),
     ("NotReady", node("n", ready=False), ExclusionReason.NOT_READY),
+    ("no Ready condition at all", node("n", ready=False, ready_condition=False), ExclusionReason.NO_READY_CONDITION),
     ("NotReady wins over cordoned", node("n", ready=False, unschedulable=True), ExclusionReason.NOT_READY),
     ("cordoned", node("n", unschedulable=True), ExclusionReason.UNSCHEDULABLE),
     ("HyperPod unhealthy", node("n", health_status="Unschedulable"), ExclusionReason.UNHEALTHY),

@@ -25,6 +25,27 @@ def preview_blocks() -> list[str]:
     return re.findall(r"```bash\n(.*?)```", readme[start:end], re.S)
 
 
+AGENT = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "node-agent", "namespace": "kube-system"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "node-agent"}},
+        "template": {
+            "metadata": {"labels": {"app": "node-agent"}},
+            "spec": {"containers": [{"name": "agent", "image": "agent", "resources": {"requests": {"cpu": "500m"}}}]},
+        },
+    },
+}
+"""A DaemonSet on every node that does not taint it away (the m5s): what the deployed default subtracts."""
+
+
+def cluster_dump() -> dict[str, object]:
+    """``kubectl get nodes,daemonsets -A -o json`` of the example cluster with one DaemonSet."""
+    items = json.loads((REPO / "events/examples/nodes.json").read_text())["items"]
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": [*items, AGENT]}
+
+
 def fake(bin_dir: Path, name: str, expected_args: str, then: str) -> None:
     """An executable ``name`` that fails loudly unless called with ``expected_args``, and else runs ``then``."""
     script = bin_dir / name
@@ -42,9 +63,10 @@ def shell(tmp_path: Path):
     bin_dir, work = tmp_path / "bin", tmp_path / "work"
     bin_dir.mkdir()
     work.mkdir()
-    nodes = REPO / "events/examples/nodes.json"
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps(cluster_dump()))
     (tmp_path / "quotas.json").write_text(sagemaker_stub.list_compute_quotas_output())
-    fake(bin_dir, "kubectl", "get nodes -o json", f"cat {nodes}")
+    fake(bin_dir, "kubectl", "get nodes,daemonsets -A -o json", f"cat {nodes}")
     arn = sagemaker_stub.CLUSTER_ARN
     fake(bin_dir, "aws", f"sagemaker list-compute-quotas --cluster-arn {arn}", f"cat {tmp_path / 'quotas.json'}")
     for opener in ("open", "xdg-open"):
@@ -128,3 +150,14 @@ def test_the_deploy_steps_end_with_governed_teams_through_commands_the_cli_has()
     for words in commands:
         args = build_parser().parse_args([fill.get(w, w) for w in words[1:]])
         assert args.cluster == "ml-cluster" and callable(args.func)
+
+
+def test_the_recipes_dump_is_read_with_its_daemonsets_as_the_deployed_default_reads_them():
+    # Given the nodes and DaemonSets as the README's recipe dumps them
+    dump = json.dumps(cluster_dump()).encode()
+    nodes_only = (REPO / "events/examples/nodes.json").read_bytes()
+    # Then plan subtracts what the DaemonSet requests on each node it runs on (two m5s: 2 x 500m), as the recompute
+    with_agent, without = plan(dump, None)[0], plan(nodes_only, None)[0]
+    m5 = "ml.m5.2xlarge"
+    assert without.capacity[m5]["cpu"] - with_agent.capacity[m5]["cpu"] == 1
+    assert all(preview_blocks()[i].startswith("kubectl get nodes,daemonsets -A -o json > nodes.json") for i in (0, 1))

@@ -469,3 +469,48 @@ def test_everything_shown_is_escaped():
     assert "<img src=x" not in page and "<script>" not in page and "<b>bold" not in page and "<i>" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "NotReady &amp; &lt;gone&gt;" in page
     assert "http://" not in page and "https://" not in page and "src=" not in page.replace("src=x", "")
+
+
+def _shortfall_pool() -> dict[str, Any]:
+    p4d, p5, mig, gpu = "ml.p4d.24xlarge", "ml.p5.48xlarge", "nvidia.com/mig-1g.5gb", "nvidia.com/gpu"
+    why = {p5: {gpu: {"basis": "Quota", "bound": "percentage of quota", "percent": 50, "limit": "4"}}}
+    borrower = {"strategy": "LendAndBorrow", "activationState": "Enabled", "nominal": {p5: {gpu: "8"}},
+                "borrowingLimit": {p5: {gpu: "4"}}, "why": why}  # fmt: skip
+    lender = {"strategy": "DontLend", "activationState": "Enabled", "nominal": {p4d: {mig: "56"}}, "why": {}}
+    return {
+        "idleResourceSharing": "Enabled",
+        "capacity": {p5: {gpu: "16"}, p4d: {mig: "112"}},
+        "allocated": {p5: {gpu: "24"}, p4d: {mig: "56"}},
+        "unallocated": {p4d: {mig: "56"}},
+        "shortfall": {p5: {gpu: "8"}},
+        "teams": {"ml": borrower, "vision": lender},
+    }
+
+
+def test_the_report_shows_the_shortfall_per_flavor_with_its_amounts() -> None:
+    from idleshare_cli.report_html import render
+
+    page = render(_shortfall_pool())
+    row = page.split('<tr data-shortfall="ml.p5.48xlarge|nvidia.com/gpu">', 1)[1].split("</tr>", 1)[0]
+    assert 'data-field="shortCapacity" data-value="16"' in row and 'data-field="shortGuaranteed" data-value="24"' in row
+    assert 'data-field="short" data-value="8"' in row
+    assert "data-shortfall=" not in render({**_shortfall_pool(), "shortfall": {}})
+
+
+def test_the_report_names_capacity_no_team_may_borrow_on_the_quota_basis_and_why() -> None:
+    from idleshare_cli.report_html import render, unborrowable_reason
+
+    pool = _shortfall_pool()
+    page = render(pool)
+    row = page.split('<tr data-unborrowable="ml.p4d.24xlarge|nvidia.com/mig-1g.5gb">', 1)[1].split("</tr>", 1)[0]
+    assert 'data-value="56"' in row and "no borrowing team&#x27;s quota names ml.p4d.24xlarge" in row
+    # once a borrowing team's quota names it and gives it a limit, it is borrowable: not listed
+    ml = pool["teams"]["ml"]
+    ml["nominal"]["ml.p4d.24xlarge"] = {"nvidia.com/mig-1g.5gb": "8"}
+    ml["borrowingLimit"]["ml.p4d.24xlarge"] = {"nvidia.com/mig-1g.5gb": "4"}
+    assert unborrowable_reason(pool, pool["teams"], "ml.p4d.24xlarge", "nvidia.com/mig-1g.5gb") is None
+    # idle sharing off: the unallocated is not lent, said as such
+    off = {**_shortfall_pool(), "idleResourceSharing": "Disabled"}
+    assert "IdleResourceSharing is Disabled" in str(
+        unborrowable_reason(off, off["teams"], "ml.p4d.24xlarge", "nvidia.com/mig-1g.5gb")
+    )

@@ -111,3 +111,7 @@ def test_the_table_names_what_was_kept_and_why(capsys):
     assert f"Would remove {len(removal.removed)} object(s)" in out
     assert "did not record creating (copies of its objects among them)" in out and copied[2] in out
     assert "made anew by someone else" in out and lq["metadata"]["name"] in out
+    # the namespaces are said as what idleshare knows of them: labelled as its own, never recorded as created
+    (kept,) = [line for line in out.splitlines() if line.startswith("Kept") and "namespace(s)" in line]
+    assert "namespace(s) idleshare created" not in kept
+    assert "never recorded: whether idleshare created it or it was applied by hand, idleshare cannot tell" in kept

@@ -12,6 +12,7 @@ client come from ``idleshare.runtime.wiring`` on the first request (tests ``inst
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
@@ -20,6 +21,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.logging import correlation_paths
+from pydantic import BeforeValidator
 
 from idleshare import names, timings
 from idleshare.api.http import JSON, error_body, precheck, validation_errors
@@ -117,22 +119,36 @@ def _responses(*statuses: int) -> dict[int, OpenAPIResponse]:
 
 Cluster = Annotated[str, Path(description="idleshare's cluster id (GET /clusters lists them)", max_length=128)]
 QuotaName = Annotated[str, Path(description="the compute quota's Name", max_length=255)]
+
+
+def _digits_only(value: object) -> object:
+    """An integer query parameter as digits only: ``1.0``, ``+1``, `` 1`` or ``１`` are no version or count (pydantic
+    would read each as 1)."""
+    if isinstance(value, str) and not _DIGITS.fullmatch(value):
+        raise ValueError("must be an integer written in digits only (0-9)")
+    return value
+
+
+_DIGITS = re.compile(r"[0-9]+")
+Digits = BeforeValidator(_digits_only)
 TargetVersionQuery = Annotated[
     int | None,
+    Digits,
     Query(alias="TargetVersion", ge=0, le=MAX_INT32, description="only if still at this version (else 409)"),
 ]
 NextToken = Annotated[str | None, Query(alias="NextToken", max_length=8192, description="from the previous page")]
 TeamsLimit = Annotated[
-    int, Query(ge=1, le=GRANTS_PAGE_MAX, description=f"at most this many teams (1..{GRANTS_PAGE_MAX})")
+    int, Digits, Query(ge=1, le=GRANTS_PAGE_MAX, description=f"at most this many teams (1..{GRANTS_PAGE_MAX})")
 ]
 NodesLimit = Annotated[
-    int, Query(ge=1, le=EXCLUDED_PAGE_MAX, description=f"at most this many nodes (1..{EXCLUDED_PAGE_MAX})")
+    int, Digits, Query(ge=1, le=EXCLUDED_PAGE_MAX, description=f"at most this many nodes (1..{EXCLUDED_PAGE_MAX})")
 ]
 IssuesLimit = Annotated[
-    int, Query(ge=1, le=ISSUES_PAGE_MAX, description=f"at most this many issues (1..{ISSUES_PAGE_MAX})")
+    int, Digits, Query(ge=1, le=ISSUES_PAGE_MAX, description=f"at most this many issues (1..{ISSUES_PAGE_MAX})")
 ]
 UsageLimit = Annotated[
     int,
+    Digits,
     Query(ge=1, le=USAGE_PAGE_MAX, description=f"at most this many teams, or rows and gaps (1..{USAGE_PAGE_MAX})"),
 ]
 READ = _responses(200, 400, 404)
@@ -166,7 +182,7 @@ def list_quotas(
     cluster: Cluster,
     name_contains: Annotated[str | None, Query(alias="NameContains", min_length=1, max_length=63)] = None,
     activation_state: Annotated[Literal["Enabled", "Disabled"] | None, Query(alias="ActivationState")] = None,
-    max_results: Annotated[int, Query(alias="MaxResults", ge=1, le=QUOTAS_PAGE_MAX)] = QUOTAS_PAGE_MAX,
+    max_results: Annotated[int, Digits, Query(alias="MaxResults", ge=1, le=QUOTAS_PAGE_MAX)] = QUOTAS_PAGE_MAX,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
     return _admin().list_quotas(
@@ -270,7 +286,7 @@ def get_grant(cluster: Cluster, team: Annotated[str, Path(max_length=63)]) -> di
 @_read("/clusters/<cluster>/history", "Past generations, newest first", "pool")
 def get_history(
     cluster: Cluster,
-    limit: Annotated[int, Query(ge=1, le=HISTORY_PAGE_MAX)] = 20,
+    limit: Annotated[int, Digits, Query(ge=1, le=HISTORY_PAGE_MAX)] = 20,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
     return _admin().history(cluster, limit=limit, next_token=next_token)
@@ -309,7 +325,7 @@ def get_issues(cluster: Cluster, limit: IssuesLimit = ISSUES_PAGE_MAX, next_toke
 )
 def recalculate(
     cluster: Cluster,
-    wait_seconds: Annotated[int, Query(alias="waitSeconds", ge=0, le=timings.API_MAX_WAIT_SECONDS)] = 0,
+    wait_seconds: Annotated[int, Digits, Query(alias="waitSeconds", ge=0, le=timings.API_MAX_WAIT_SECONDS)] = 0,
     body: Annotated[RecalculateBody | None, Body()] = None,
 ) -> Response[Any]:
     request = None if body is None else requests.parse(requests.Recalculate, body)

@@ -21,7 +21,7 @@ def exclusion_reason(node: Node, tolerated_taint_keys: Iterable[str]) -> Exclusi
     if node.deleting:
         return ExclusionReason.DELETING
     if not node.ready:
-        return ExclusionReason.NOT_READY
+        return ExclusionReason.NOT_READY if node.ready_condition else ExclusionReason.NO_READY_CONDITION
     if node.unschedulable:
         return ExclusionReason.UNSCHEDULABLE
     if node.health_status is not None and node.health_status != "Schedulable":

@@ -53,7 +53,8 @@ class ExclusionReason(enum.StrEnum):
     UNREADABLE = "Unreadable"  # the API server's Node object could not be read: counted as nothing, named
     INVALID_INSTANCE_TYPE = "InvalidInstanceType"  # its instance-type label cannot name a ResourceFlavor
     DELETING = "Deleting"
-    NOT_READY = "NotReady"
+    NOT_READY = "NotReady"  # its Ready condition is False or Unknown
+    NO_READY_CONDITION = "NoReadyCondition"  # no Ready condition at all: the kubelet never posted one
     UNSCHEDULABLE = "Unschedulable"
     UNHEALTHY = "Unhealthy"
     UNTOLERATED_TAINT = "UntoleratedTaint"
@@ -108,6 +109,8 @@ class Node:
     instance_type: str | None
     allocatable: Resources
     ready: bool = True
+    ready_condition: bool = True
+    """Whether the node has a ``Ready`` condition at all (not ready without one: ``NoReadyCondition``)."""
     unschedulable: bool = False
     deleting: bool = False
     health_status: str | None = None

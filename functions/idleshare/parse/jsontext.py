@@ -9,6 +9,8 @@ encoded, stored or sent:
 - an integer of more than :data:`MAX_INT_DIGITS` digits (Python refuses to convert it: a ``ValueError`` that
   was a 500), a number with an exponent beyond :data:`MAX_EXPONENT` (its exact value, ``Fraction(Decimal("1e999999999"))``,
   is a billion digits);
+- a key given twice in one object (Python's ``json`` keeps the last: ``{"Name": "a", "Name": "b"}`` would be stored
+  as ``b`` while a reader that keeps the first sees ``a``), named with the key;
 - a string or a key holding a lone surrogate (``"\\ud800"``): valid JSON, but no UTF-8 can carry it, so it
   fails where it is encoded (SQS, DynamoDB, a hash, a log).
 
@@ -33,6 +35,23 @@ MAX_INT_DIGITS = 4300
 MAX_EXPONENT = 400
 """The largest decimal exponent of a number (either sign): no field idleshare reads needs one beyond 10^±400."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Repeated(dict):  # type: ignore[type-arg]
+    """An object that gave a key twice (the last kept, as ``json`` does): the keys, until the walk names them."""
+
+    __slots__ = ("repeated",)
+    repeated: list[str]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) == len(pairs):
+        return document
+    seen: set[str] = set()
+    out = _Repeated(document)
+    out.repeated = sorted({k for k, _ in pairs if k in seen or seen.add(k)})  # type: ignore[func-returns-value]
+    return out
 
 
 class _Unreadable:
@@ -92,6 +111,8 @@ def text_problems(document: object) -> list[FieldError]:
         elif isinstance(value, _Unreadable):
             errors.append(FieldError(_loc(path), value.why))
         elif isinstance(value, dict):
+            for key in getattr(value, "repeated", ()):
+                errors.append(FieldError(_loc([*path, _shown(key)]), "key given twice (each key once per object)"))
             for key, item in reversed(list(value.items())):
                 if isinstance(key, str) and _SURROGATE.search(key):
                     errors.append(FieldError(_loc([*path, _shown(key)]), "the key holds a lone surrogate"))
@@ -110,7 +131,9 @@ def decode(raw: bytes | bytearray | memoryview | str, source: str) -> Any:
         except UnicodeDecodeError as exc:
             raise InputError(source, [FieldError("", f"not UTF-8 text (byte {exc.start})")]) from None
     try:
-        document = json.loads(raw, parse_int=_int, parse_float=_float, parse_constant=_constant)
+        document = json.loads(
+            raw, parse_int=_int, parse_float=_float, parse_constant=_constant, object_pairs_hook=_object
+        )
     except json.JSONDecodeError as exc:
         raise InputError(
             source, [FieldError("", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")]

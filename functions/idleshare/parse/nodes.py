@@ -20,7 +20,8 @@ Decisions:
   anything the quantity grammar refuses are errors, and so is a fraction of an extended resource (``800m`` or
   ``0.5`` of ``nvidia.com/gpu``: the API server refuses one on a Node). Parsed strings are cached: a flavor's nodes
   share them;
-- ``ready`` is the ``Ready`` condition being ``"True"``; no Ready condition means not ready;
+- ``ready`` is the ``Ready`` condition being ``"True"``; no Ready condition means not ready, and
+  ``ready_condition`` False (``NoReadyCondition``, not ``NotReady``);
 - the instance type is ``node.kubernetes.io/instance-type``, else ``beta.kubernetes.io/instance-type``;
 - ``nvidia.com/mig.config.state`` (NVIDIA's MIG manager) is read as written, absent -> None;
 - two nodes with one name are an error.
@@ -152,7 +153,7 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
     read, kept = labels
     spec, status = raw.spec, raw.status
     allocatable: dict[str, Amount] = {}
-    ready = False
+    ready = ready_condition = False
     if status is not None:
         parsed = _allocatable(status.allocatable, where, errors)
         if parsed is None:
@@ -161,6 +162,7 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
         conditions = status.conditions
         if conditions:
             ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+            ready_condition = any(c.type == "Ready" for c in conditions)
     taints: tuple[Taint, ...] = ()
     unschedulable = False
     if spec is not None:
@@ -172,6 +174,7 @@ def _to_node(raw: _Node, where: str, errors: list[FieldError]) -> Node | None:
         instance_type=read.get(INSTANCE_TYPE_LABEL) or read.get(BETA_INSTANCE_TYPE_LABEL) or None,
         allocatable=allocatable,
         ready=ready,
+        ready_condition=ready_condition,
         unschedulable=unschedulable,
         deleting=meta.deletionTimestamp is not None,
         health_status=read.get(HEALTH_LABEL),

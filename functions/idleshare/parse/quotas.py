@@ -11,7 +11,8 @@ Each quota is in the ``CreateComputeQuota`` request shape or the ``DescribeCompu
 shape. Fields of those shapes that idleshare does not use (``ClusterArn``, ``ComputeQuotaId``,
 ``ComputeQuotaArn``, ``ComputeQuotaVersion``, ``Status``, ``CreationTime``, ``CreatedBy``, ``Tags``,
 ``Description``, ``FailureReason``, ``LastModifiedTime``, ``LastModifiedBy``) are accepted and
-ignored; any key that is in neither shape is an error (a misspelled ``ComputeQuotaConfg`` must not
+ignored — but a ``Status`` of :data:`SKIPPED_STATUSES` (``Deleted``, ``CreateFailed``, ...: what
+``list-compute-quotas`` still lists) leaves the quota out (:func:`governs`); any key that is in neither shape is an error (a misspelled ``ComputeQuotaConfg`` must not
 silently become "no quota"). ``ClusterArn`` is optional: a file describes one cluster.
 
 The Shapes below are botocore's ``ComputeQuotaConfig``, ``ComputeQuotaResourceConfig``,
@@ -315,6 +316,23 @@ SHAPES: dict[str, type[Shape]] = {
 
 
 # ------------------------------------------------------------------------------------------ the rules
+SKIPPED_STATUSES = frozenset({"Deleting", "Deleted", "CreateFailed", "CreateRollbackFailed"})
+"""SageMaker Statuses of a quota (or scheduler config) that does not govern the cluster: left out by every reader
+(`idleshare plan`, the scenarios, the recompute) and skipped by `idleshare quota import`, with its Status."""
+NOTED_STATUSES = {
+    "Updating": "an update is in flight in SageMaker: imported as SageMaker describes it now",
+    "UpdateFailed": "SageMaker's last update of it failed: imported as SageMaker describes it (its FailureReason:"
+    " aws sagemaker describe-compute-quota)",
+}
+"""SageMaker Statuses of a quota that governs, yet may not be what its admin last asked for: imported, with a note."""
+
+
+def governs(status: object) -> bool:
+    """Whether a quota of this SageMaker ``Status`` (None: none given, as in a Create request) governs the cluster:
+    the one rule `plan` and `quota import` both apply."""
+    return not (isinstance(status, str) and status in SKIPPED_STATUSES)
+
+
 def _duplicates(items: Sequence[_T], key: Callable[[_T], object]) -> list[tuple[int, int, _T]]:
     """(index, index of the first with the same key, item) for every repeat."""
     first: dict[object, int] = {}
@@ -345,11 +363,16 @@ def _one_per_name_and_team(items: Sequence[ComputeQuota], prefix: str | None) ->
     def path(index: int, rest: str) -> str:
         return f"{at(index)}.{rest}" if at(index) else rest
 
+    def governing(value: object, q: ComputeQuota) -> object:
+        """The key of a quota that governs; one of its own for a deleted or failed one (a team's old quota beside
+        its new one, as ``list-compute-quotas`` lists them, is no duplicate)."""
+        return value if governs(q.Status) else (id(q),)
+
     errors = [
         FieldError(path(i, "Name"), f"duplicate quota name {show(q.Name)} (also {at(j)})")
-        for i, j, q in _duplicates(items, lambda q: q.Name)
+        for i, j, q in _duplicates(items, lambda q: governing(q.Name, q))
     ]
-    for i, j, q in _duplicates(items, lambda q: q.ComputeQuotaTarget.TeamName):
+    for i, j, q in _duplicates(items, lambda q: governing(q.ComputeQuotaTarget.TeamName, q)):
         errors.append(
             FieldError(
                 path(i, "ComputeQuotaTarget.TeamName"),
@@ -386,7 +409,25 @@ def parse_quotas(raw: bytes | str | object, source: str = "quotas") -> tuple[mod
     errors = _one_per_name_and_team(items, prefix)
     if errors:
         raise InputError(source, capped(errors))
-    return tuple(item.domain() for item in items)
+    return tuple(item.domain() for item in items if governs(item.Status))
+
+
+CREATE_FIELDS = ("Name", "Description", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
+"""The fields of a quota that idleshare stores: ``CreateComputeQuota``'s, without ``ClusterArn`` and ``Tags``."""
+
+
+def quota_documents(raw: bytes | str | object, source: str = "quotas") -> list[dict[str, Any]]:
+    """The quotas of any document :func:`parse_quotas` accepts (an array, a list response such as the AWS CLI's
+    ``list-compute-quotas`` output, one ``describe-compute-quota``), checked by it, as JSON values in the
+    ``CreateComputeQuota`` shape (:data:`CREATE_FIELDS`): the governing ones (:func:`governs`), to be stored.
+
+    Raises :class:`InputError` as :func:`parse_quotas` does."""
+    parse_quotas(raw, source)
+    document = decode(raw, source)
+    if isinstance(document, dict) and ("ComputeQuotas" in document or "ComputeQuotaSummaries" in document):
+        document = document.get("ComputeQuotas") or document.get("ComputeQuotaSummaries") or []
+    items: list[dict[str, Any]] = document if isinstance(document, list) else [document]  # type: ignore[list-item]
+    return [{k: q[k] for k in CREATE_FIELDS if k in q} for q in items if governs(q.get("Status"))]
 
 
 def parse_quota_files(files: Sequence[tuple[str, bytes | str]]) -> tuple[model.Quota, ...]:

@@ -23,9 +23,9 @@ from typing import Annotated, Any, ClassVar, Generic, TypeVar
 from msgspec import UNSET, Meta, UnsetType
 
 from idleshare.domain.naming import priority_class_name_problem
-from idleshare.parse.errors import FieldError, InputError
+from idleshare.parse.errors import MAX_ERRORS, FieldError, InputError, capped
 from idleshare.parse.quotas import Activation, ComputeQuotaConfig, ComputeQuotaTarget, EntityName, SchedulerConfig
-from idleshare.parse.schema import Path, Shape, Text, convert, problem, show
+from idleshare.parse.schema import NULL, Path, Shape, Text, convert, loc, problem, show
 
 __all__ = [
     "Accepted",
@@ -74,6 +74,13 @@ class Description(Text):
         return not unicodedata.category(char).startswith("C")
 
 
+class Reason(Description):
+    """A recalculation's ``reason``: the character rule of a Description (no control or format character: a bidi
+    override such as U+202E would reorder what a log or the console shows), at most 1024 characters."""
+
+    max_length = REASON_MAX
+
+
 class TagKey(Text):
     """TagKey: 1 to 128 characters of ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*``."""
 
@@ -95,6 +102,19 @@ class Tag(Shape):
     Value: TagValue
 
 
+def _tag_problems(tags: list[Tag]) -> list[tuple[Path, str]]:
+    """What SageMaker's TagList refuses beyond its pattern: a key twice, a key of AWS's reserved ``aws:`` prefix."""
+    out: list[tuple[Path, str]] = []
+    first: dict[str, int] = {}
+    for i, tag in enumerate(tags):
+        if tag.Key.lower().startswith("aws:"):
+            out.append((("Tags", i, "Key"), f"{show(tag.Key)}: the aws: prefix is reserved for AWS's own tags"))
+        if tag.Key in first:
+            out.append((("Tags", i, "Key"), f"tag key {show(tag.Key)} given twice (also Tags[{first[tag.Key]}])"))
+        first.setdefault(tag.Key, i)
+    return out
+
+
 Version = Annotated[int, Meta(ge=0, le=MAX_INT32)]
 """botocore's Integer: the version a write expects (a stale one is a 409)."""
 TagList = Annotated[list[Tag], Meta(max_length=50)]
@@ -107,6 +127,8 @@ class Request(Shape, kw_only=True):
 
     REFUSED: ClassVar[Mapping[str, str]] = _REFUSED
     TITLE: ClassVar[str]
+    NULLABLE: ClassVar[frozenset[str]] = frozenset()
+    """The top-level fields a null may stand for (none else, at any depth: SageMaker's shapes have no null)."""
 
 
 class CreateQuota(Request, kw_only=True):
@@ -120,6 +142,9 @@ class CreateQuota(Request, kw_only=True):
     ComputeQuotaTarget: ComputeQuotaTarget
     ActivationState: Activation | UnsetType = UNSET
     Tags: TagList | UnsetType = UNSET
+
+    def rules(self) -> list[tuple[Path, str]]:
+        return [] if isinstance(self.Tags, UnsetType) else _tag_problems(self.Tags)
 
 
 class UpdateQuota(Request, kw_only=True):
@@ -172,7 +197,9 @@ class Recalculate(Request, kw_only=True):
 
     TITLE = "Recalculate"
 
-    reason: Annotated[str, Meta(max_length=REASON_MAX)] | None = None
+    NULLABLE: ClassVar[frozenset[str]] = frozenset({"reason"})
+
+    reason: Reason | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +219,27 @@ def parse(model: type[R], body: object) -> Accepted[R]:
     """``body`` as a ``model`` request, or :class:`InputError` naming every offending field."""
     if not isinstance(body, Mapping):
         raise InputError(SOURCE, [FieldError("", f"expected a JSON object (got {show(body)})")])
-    return Accepted(convert(dict(body), model, SOURCE), body)
+    accepted = Accepted(convert(dict(body), model, SOURCE), body)
+    nulls = [FieldError(loc(path), NULL) for path in _nulls(body, model.NULLABLE)]
+    if nulls:
+        raise InputError(SOURCE, capped(nulls))
+    return accepted
+
+
+def _nulls(body: Mapping[str, Any], nullable: frozenset[str]) -> list[Path]:
+    """Where ``body`` holds a null, but its top-level ``nullable`` fields: a field the quota Shapes read from a file
+    as "not given" (``FairShare: null``) would be stored as null, and read back as what?"""
+    out: list[Path] = []
+    stack: list[tuple[Path, object]] = [((k,), v) for k, v in reversed(list(body.items())) if k not in nullable]
+    while stack and len(out) <= MAX_ERRORS:
+        path, value = stack.pop()
+        if value is None:
+            out.append(path)
+        elif isinstance(value, Mapping):
+            stack.extend(((*path, k), v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(value))))
+    return out
 
 
 def name_problem(name: str) -> str | None:
