@@ -32,6 +32,7 @@ __all__ = [
     "CreateQuota",
     "FieldError",
     "InputError",
+    "Pause",
     "Recalculate",
     "Request",
     "SchedulerConfigRequest",
@@ -171,6 +172,15 @@ class Recalculate(Request, kw_only=True):
     """A recalculation request: why (it goes on idleshare's bus with the request id)."""
 
     TITLE = "Recalculate"
+
+    reason: Annotated[str, Meta(max_length=REASON_MAX)] | None = None
+
+
+class Pause(Request, kw_only=True):
+    """Pause or resume a cluster's governance: why (recorded with the pause / resume, the same bound as
+    :class:`Recalculate`'s)."""
+
+    TITLE = "Pause"
 
     reason: Annotated[str, Meta(max_length=REASON_MAX)] | None = None
 
