@@ -40,13 +40,18 @@ def _wait(text: str) -> float:
     return value
 
 
-def recalc(args: argparse.Namespace) -> int:
+def reason_body(args: argparse.Namespace) -> dict[str, str] | None:
+    """The body carrying ``--reason`` (None: none given), ``--cluster`` and ``--reason`` checked (UsageError)."""
     if not args.cluster.strip():
         raise UsageError("--cluster: must not be empty")
     if args.reason is not None and len(args.reason) > MAX_REASON:
         raise UsageError(f"--reason: at most {MAX_REASON} characters (got {len(args.reason)})")
+    return {"reason": args.reason} if args.reason else None
+
+
+def recalc(args: argparse.Namespace) -> int:
+    body = reason_body(args)
     api = remote.connect(args)
-    body = {"reason": args.reason} if args.reason else None
     _, accepted = api.post(["clusters", args.cluster, "recalculate"], body)
     request_id = accepted.get("requestId") if isinstance(accepted, dict) else None
     if not isinstance(request_id, str) or not request_id:
