@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from devkit.lambda_context import LambdaContext
 from idleshare.adapters.ports import (
-    PAUSE_LOG_MAX,
     ClusterRecord,
     PauseState,
     PoolRecord,
@@ -41,6 +40,7 @@ from idleshare.errors import (
 )
 from idleshare.runtime import wiring
 from idleshare.service.batch import RecomputeBatch
+from idleshare.table import PAUSE_LOG_MAX
 
 
 class FakeStore:

@@ -39,6 +39,7 @@ RECEIPT_PREFIX = "RECALC#"
 WATCH_SK = "WATCH"
 WATCH_NODES_SK = "WATCH#NODES"
 PAUSE_SK = "PAUSE"  # the cluster paused or governed, who, when, why, and the pause/resume log (docs/spec.md §3)
+PAUSE_LOG_MAX = 50  # the pause / resume entries the PAUSE item keeps (the oldest go first)
 OWNED_SK = "OWNED"  # the uids of the objects idleshare created in the cluster (docs/spec.md §3, "Ownership")
 PART_PREFIX = "PART#"  # the parts of a document too large for one item: PART#<owner sk>#<index:03d>
 # Usage read back from Kueue: the latest sample, hourly and daily accumulations (chargeback).

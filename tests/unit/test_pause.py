@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from idleshare import names
-from idleshare.adapters.ports import PAUSE_LOG_MAX, PauseEntry, PauseState
+from idleshare.adapters.ports import PauseEntry, PauseState
 from idleshare.errors import ConflictError
 from idleshare.parse.requests import REASON_MAX
 from idleshare.service.recompute import PAUSED, Recomputer
+from idleshare.table import PAUSE_LOG_MAX
 from tests.admin_api import World, call
 from tests.builders import k8s_node, quota_body
 from tests.fakes import FakePublisher

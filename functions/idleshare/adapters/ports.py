@@ -98,10 +98,6 @@ class RecalculationReceipt:
     completed_at: str = ""
 
 
-PAUSE_LOG_MAX = 50
-"""How many pause / resume entries a cluster's ``PAUSE`` item keeps (the oldest go first)."""
-
-
 @dataclass(frozen=True, slots=True)
 class PauseEntry:
     """One pause or resume of a cluster (``action`` ``Paused`` | ``Resumed``), in the history of its governance."""
@@ -116,7 +112,7 @@ class PauseEntry:
 class PauseState:
     """Whether idleshare governs a cluster now (``CLUSTER#<id>`` / ``PAUSE``; docs/spec.md §3, "Pause"): ``paused``
     since ``since`` by ``by`` for ``reason`` (of the last pause or resume), how many recomputes were skipped while
-    paused and when the last was, and the last :data:`PAUSE_LOG_MAX` entries (oldest first). No item: governed."""
+    paused and when the last was, and the last :data:`idleshare.table.PAUSE_LOG_MAX` entries (oldest first). No item: governed."""
 
     cluster_id: str
     paused: bool

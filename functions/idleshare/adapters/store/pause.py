@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from idleshare.adapters.ports import PAUSE_LOG_MAX, PauseEntry, PauseState
+from idleshare.adapters.ports import PauseEntry, PauseState
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.items import StoredItem, clip
 from idleshare.errors import ConflictError
-from idleshare.table import PAUSE_SK, PK, SK, cluster_pk
+from idleshare.table import PAUSE_LOG_MAX, PAUSE_SK, PK, SK, cluster_pk
 
 
 class PauseSwitch(TableAccess):
