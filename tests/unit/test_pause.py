@@ -9,14 +9,16 @@ from typing import Any
 import pytest
 
 from idleshare import names
-from idleshare.adapters.ports import PauseEntry, PauseState
-from idleshare.errors import ConflictError
+from idleshare.adapters.ports import ClusterRecord, PauseEntry, PauseState
+from idleshare.adapters.store import DynamoStore
+from idleshare.errors import ConflictError, PermanentError
 from idleshare.parse.requests import REASON_MAX
+from idleshare.service.admin import Admin
 from idleshare.service.recompute import PAUSED, Recomputer
 from idleshare.table import PAUSE_LOG_MAX
 from tests.admin_api import World, call
 from tests.builders import k8s_node, quota_body
-from tests.fakes import FakePublisher
+from tests.fakes import FakePublisher, FakeStore
 
 ADMIN = "arn:aws:iam::111122223333:user/admin"  # the caller tests.builders.proxy_event signs as
 
@@ -123,3 +125,27 @@ def test_the_store_keeps_the_last_entries_only_and_refuses_a_lost_race(world: Wo
     world.store.record_paused_skip("demo", "t")  # resumed: nothing counted
     resumed = world.store.get_pause("demo")
     assert resumed is not None and not resumed.paused and resumed.skipped == 0
+
+
+# ------------------------------------------------------------------------------- the service over the fakes
+def test_a_resume_without_a_bus_is_refused_before_anything_is_stored() -> None:
+    store = FakeStore([ClusterRecord("demo", "demo-eks")])
+    Admin(store, None).pause("demo", None, ADMIN)  # a pause publishes nothing: a read-only wiring may pause
+    writes = store.writes
+    with pytest.raises(PermanentError, match="no event bus"):
+        Admin(store, None).resume("demo", None, ADMIN)
+    paused = store.get_pause("demo")
+    assert store.writes == writes and paused is not None and paused.paused
+
+
+def test_a_pause_that_loses_a_race_is_a_409_and_the_winner_stands(world: World) -> None:
+    class Racing(DynamoStore):
+        def set_pause(self, state: PauseState, *, was_paused: bool) -> None:
+            world.store.set_pause(PauseState("demo", True, "t0", "arn:other", "theirs"), was_paused=False)
+            super().set_pause(state, was_paused=was_paused)
+
+    world.deps.store = Racing(world.table)
+    reply = call("POST", "/clusters/demo/pause", {"reason": "mine"})
+    assert reply.status == 409 and "meanwhile" in reply.body["message"]
+    stored = world.store.get_pause("demo")
+    assert stored is not None and (stored.by, stored.reason) == ("arn:other", "theirs")
