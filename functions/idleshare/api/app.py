@@ -2,7 +2,7 @@
 
 The routes (docs/operations.md, "Admin HTTP API"): compute quotas in SageMaker's shapes,
 the scheduler config, the read side (pool, grants with their derivation, history, excluded nodes) and
-recalculation requests with their receipts; ``/openapi.json`` and ``/swagger`` serve the generated
+recalculation requests with their receipts, pausing and resuming a cluster; ``/openapi.json`` and ``/swagger`` serve the generated
 OpenAPI document. Each route is one call into :class:`idleshare.service.admin.Admin`; errors are mapped
 to statuses here, once (:mod:`idleshare.api.http` has the body shape), never a traceback to the caller.
 
