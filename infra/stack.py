@@ -34,13 +34,13 @@ RECOMPUTE_TABLE = (
     "dynamodb:GetItem",  # the cluster, the pool, the scheduler config
     "dynamodb:Query",  # the quotas
     "dynamodb:PutItem",  # recalculation receipts
-    "dynamodb:UpdateItem",  # apply status, read failures
+    "dynamodb:UpdateItem",  # apply status, read failures, the recomputes a paused cluster skipped
     "dynamodb:DeleteItem",  # the pool's parts a larger generation left (in put_pool's transaction)
 )
 API_TABLE = (
     "dynamodb:GetItem",
     "dynamodb:Query",
-    "dynamodb:PutItem",  # quotas and their team guards (transactions), the scheduler config
+    "dynamodb:PutItem",  # quotas and their team guards (transactions), the scheduler config, the pause switch
     "dynamodb:DeleteItem",  # deleting them
 )
 # the registry entries of a cluster in one transaction; a renamed cluster's old lookups deleted in it; a cluster

@@ -38,6 +38,8 @@ class FakeAdminApi:
         self.receipt_polls: dict[str, int] = {}
         self.fail_next: list[int] = []  # statuses to answer before serving normally
         self.grant_generations: list[int] = []  # the generation of each page of GET grants in turn (then 7)
+        self.pause: dict[str, Any] = {"paused": False}  # the pause switch as GET pool's ``pause`` shows it
+        self.pauses: list[dict[str, Any]] = []  # the pause / resume entries, newest first (GET history's first page)
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self.fail_next:
@@ -66,7 +68,9 @@ class FakeAdminApi:
             bounded["teams"] = {t: self.pool["teams"][t] for t in teams}
             route = f"/clusters/{cluster}/grants"
             bounded["teamsSummary"] = {"total": len(self.pool["teams"]), "shown": len(teams), "route": route}
-            return self.reply(200, {**head, **status, **self.pool, **bounded})
+            return self.reply(
+                200, {**head, **status, **self.pool, **bounded, "pause": {"cluster": cluster, **self.pause}}
+            )
         if (method, what) == ("GET", "excluded-nodes"):
             names_ = sorted(self.pool["excludedNodes"])
             token = query.get("NextToken", "0")
@@ -93,7 +97,10 @@ class FakeAdminApi:
             start = int(query.get("NextToken", "10"))
             limit = min(int(query.get("limit", "20")), self.PAGE)
             gens = [{"generation": g, "computedAt": f"t{g}", "summary": f"gen {g}"} for g in range(start, 0, -1)]
-            return self.page({"generations": gens[:limit]}, str(start - limit) if len(gens) > limit else None)
+            page = {"generations": gens[:limit]} | ({} if "NextToken" in query else {"pauses": self.pauses})
+            return self.page(page, str(start - limit) if len(gens) > limit else None)
+        if method == "POST" and what in ("pause", "resume"):
+            return self.switch(cluster, what == "pause", (body or {}).get("reason") or "")
         if (method, what) == ("POST", "recalculate"):
             request_id = f"req-{len(self.receipt_polls) + 1}"
             self.receipt_polls[request_id] = 0
@@ -107,6 +114,19 @@ class FakeAdminApi:
             receipt.update({"changed": True} if self.receipt_status == "Done" else {"message": "kube API down"})
             return self.reply(200, receipt)
         return self.reply(404, {"message": "no route"})
+
+    def switch(self, cluster: str, pause: bool, reason: str) -> dict[str, Any]:
+        """POST pause / resume as the real API answers: the state; unchanged when it already was (no entry)."""
+        if self.pause["paused"] == pause:
+            return self.reply(200, {"cluster": cluster, **self.pause, "changed": False})
+        at = f"2026-12-01T1{len(self.pauses)}:00:00+00:00"
+        self.pause = {"paused": pause, "since": at, "by": "arn:aws:iam::111122223333:user/admin", "reason": reason}
+        if pause:
+            self.pause.update(skippedRecomputes=0, lastSkippedAt=None)
+        self.pauses.insert(0, {"action": "Paused" if pause else "Resumed", "at": at, "by": self.pause["by"]})
+        self.pauses[0]["reason"] = reason
+        answer = {"cluster": cluster, **self.pause, "changed": True} | ({} if pause else {"requestId": "req-resume"})
+        return self.reply(200, answer)
 
     def quota(self, method: str, cluster: str, name: str | None, query: dict[str, str], body: Any) -> dict[str, Any]:
         if name is None and method == "POST":

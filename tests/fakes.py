@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from devkit.lambda_context import LambdaContext
 from idleshare.adapters.ports import (
     ClusterRecord,
+    PauseState,
     PoolRecord,
     RecalculationReceipt,
     StoredQuota,
@@ -39,6 +40,7 @@ from idleshare.errors import (
 )
 from idleshare.runtime import wiring
 from idleshare.service.batch import RecomputeBatch
+from idleshare.table import PAUSE_LOG_MAX
 
 
 class FakeStore:
@@ -64,6 +66,7 @@ class FakeStore:
         self.days: dict[tuple[str, str], UsageBucket] = {}
         self.conflict = False
         self.owned: dict[str, Record] = {}  # the ownership record per cluster (get_owned / put_owned)
+        self.pauses: dict[str, PauseState] = {}  # the pause switch per cluster (get_pause / set_pause)
 
     # -- Store ----------------------------------------------------------------------------------------
 
@@ -208,6 +211,22 @@ class FakeStore:
 
     def get_receipt(self, cluster_id: str, request_id: str) -> RecalculationReceipt | None:
         return self.receipts.get((cluster_id, request_id))
+
+    def get_pause(self, cluster_id: str) -> PauseState | None:
+        return self.pauses.get(cluster_id)
+
+    def set_pause(self, state: PauseState, *, was_paused: bool) -> None:
+        current = self.pauses.get(state.cluster_id)
+        if (current.paused if current else False) != was_paused:
+            raise ConflictError(f"cluster {state.cluster_id!r} was paused or resumed meanwhile", operation="set_pause")
+        self.pauses[state.cluster_id] = replace(state, log=state.log[-PAUSE_LOG_MAX:])
+        self.writes += 1
+
+    def record_paused_skip(self, cluster_id: str, at: str) -> None:
+        current = self.pauses.get(cluster_id)
+        if current is not None and current.paused:
+            self.pauses[cluster_id] = replace(current, skipped=current.skipped + 1, last_skipped_at=at)
+            self.writes += 1
 
     # -- WatchStore -----------------------------------------------------------------------------------
 

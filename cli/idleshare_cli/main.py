@@ -93,7 +93,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 # Command modules besides `plan`: each has ``register(subparsers)`` adding its sub-commands, whose
 # ``func(args) -> int`` raises InputError/UsageError (exit 2) or idleshare_cli.main.CommandError (exit 1).
-COMMAND_MODULES = ("quota", "scheduler_config", "pool", "recalc", "replay", "report", "usage", "uninstall")
+COMMAND_MODULES = ("quota", "scheduler_config", "pool", "recalc", "pause", "replay", "report", "usage", "uninstall")
 
 
 class CommandError(Exception):

@@ -12,7 +12,7 @@ from idleshare.domain.model import is_accelerator
 from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
 from idleshare_cli import remote
 from idleshare_cli.main import CommandError, UsageError
-from idleshare_cli.present import human_text, kueue_api_text, short_resource
+from idleshare_cli.present import human_text, kueue_api_text, paused_text, short_resource
 
 GRANTS_ATTEMPTS = 3  # reads of every page when a recompute lands between two of them
 # What GET pool shows only the first of: (its summary, the route that pages them, the key, its JSON type, a page)
@@ -126,6 +126,7 @@ def history(args: argparse.Namespace) -> int:
         raise UsageError(f"--limit: must be between 1 and {HISTORY_LIMIT_MAX} (got {args.limit})")
     api = remote.connect(args)
     generations: list[Any] = []
+    pauses: list[Any] = []
     token: str | None = None
     while len(generations) < args.limit:
         query: dict[str, object] = {"limit": min(pages.HISTORY_PAGE_MAX, args.limit - len(generations))}
@@ -136,10 +137,12 @@ def history(args: argparse.Namespace) -> int:
         if not isinstance(found, list):
             raise CommandError(f"GET /{'/'.join([*path, 'history'])}: unexpected response: no generations list")
         generations.extend(found)
+        if not token and isinstance(page.get("pauses"), list):  # the first page names the pauses and resumes
+            pauses = page["pauses"]
         token = page.get("NextToken")
         if not token or not found:
             break
-    data = {"cluster": args.cluster, "generations": generations[: args.limit]}
+    data = {"cluster": args.cluster, "generations": generations[: args.limit], "pauses": pauses}
     remote.emit(args, data, history_text)
     return 0
 
@@ -173,6 +176,14 @@ def show_text(pool: dict[str, Any]) -> str:
     if pool.get("readFailure"):
         head.append(("Last read failure", pool["readFailure"]))
     sections: list[str] = []
+    paused = paused_text(pool.get("pause"))
+    if paused is not None:
+        skipped = pool["pause"].get("skippedRecomputes") or 0
+        sections += [
+            f"PAUSED: {paused}; {skipped} recompute(s) skipped. idleshare writes nothing to this cluster: what "
+            f"follows is the pool as it was. `idleshare resume --cluster {pool.get('cluster')}` governs it again.",
+            "",
+        ]
     if pool.get("summary"):
         sections += [str(pool["summary"]), ""]
     sections += [f"{key + ':':<21}{'-' if value in (None, '') else value}" for key, value in head]
@@ -308,6 +319,11 @@ def history_text(data: dict[str, Any]) -> str:
         summary = str(g.get("summary") or "")
         summary = summary if len(summary) <= SUMMARY_WIDTH else summary[: SUMMARY_WIDTH - 3] + "..."
         rows.append([g.get("generation"), g.get("computedAt"), changes_text(g.get("changes")), summary])
-    return f"Cluster {data.get('cluster')}: {len(rows)} generation(s), newest first\n\n" + remote.table(
+    text = f"Cluster {data.get('cluster')}: {len(rows)} generation(s), newest first\n\n" + remote.table(
         rows, ["GENERATION", "COMPUTED AT", "CHANGES", "SUMMARY"]
     )
+    pauses = [p for p in data.get("pauses") or [] if isinstance(p, dict)]
+    if pauses:
+        rows = [[p.get("action"), p.get("at"), p.get("by"), p.get("reason") or "-"] for p in pauses]
+        text += "\n\nPauses and resumes, newest first\n" + remote.table(rows, ["ACTION", "AT", "BY", "REASON"])
+    return text

@@ -156,3 +156,11 @@ def kueue_api_text(found: Any) -> str:
     parts = [f"{', '.join(sorted(kinds))} {v}" for v, kinds in sorted(versions.items()) if v != common]
     written = f"kueue.x-k8s.io/{common}" + (f"; {'; '.join(parts)}" if parts else "")
     return f"{found.get('kueue') or '?'} ({written})"
+
+
+def paused_text(state: Any) -> str | None:
+    """``paused since … by … (reason)`` for a paused cluster's state (GET pool's ``pause``), else None."""
+    if not isinstance(state, dict) or state.get("paused") is not True:
+        return None
+    text = f"paused since {state.get('since') or '?'} by {state.get('by') or '?'}"
+    return text + (f" ({state['reason']})" if state.get("reason") else "")

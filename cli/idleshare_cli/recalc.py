@@ -40,7 +40,8 @@ def _wait(text: str) -> float:
     return value
 
 
-def recalc(args: argparse.Namespace) -> int:
+def reason_body(args: argparse.Namespace) -> dict[str, str] | None:
+    """The body carrying ``--reason`` (None: none given), ``--cluster`` and ``--reason`` checked (UsageError)."""
     if not args.cluster.strip():
         raise UsageError("--cluster: must not be empty")
     if args.reason is not None:
@@ -50,8 +51,12 @@ def recalc(args: argparse.Namespace) -> int:
         why = problem(args.reason, Reason)  # the API's rule: a Description's characters, at most 1024
         if why is not None:
             raise UsageError(f"--reason: {why}")
+    return {"reason": args.reason} if args.reason else None
+
+
+def recalc(args: argparse.Namespace) -> int:
+    body = reason_body(args)
     api = remote.connect(args)
-    body = {"reason": args.reason} if args.reason else None
     _, accepted = api.post(["clusters", args.cluster, "recalculate"], body)
     request_id = accepted.get("requestId") if isinstance(accepted, dict) else None
     if not isinstance(request_id, str) or not request_id:

@@ -27,7 +27,7 @@ from idleshare.domain.model import is_accelerator
 from idleshare.domain.pool import BASIS_RULE, BOUND_MEANING
 from idleshare.domain.quantity import QuantityError, exact, format_quantity, parse_quantity
 from idleshare.domain.usage import parse_time
-from idleshare_cli.present import human_text, kueue_api_text, short_resource
+from idleshare_cli.present import human_text, kueue_api_text, paused_text, short_resource
 
 # The page fetches nothing, and says so to the browser: no script runs, nothing loads from anywhere.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -194,6 +194,12 @@ def _header(pool: Json, cluster: str, usage: Json | None, generated_at: str | No
         out.append(f'<p class="summary">{e(pool["summary"])}</p>')
     if pool.get("readFailure"):
         out.append(f'<p class="alert">Last read failure: {e(pool["readFailure"])}</p>')
+    paused = paused_text(pool.get("pause"))
+    if paused is not None:
+        out.append(
+            f'<p class="alert" data-field="pause"><b>Paused</b>: {e(paused)}. idleshare writes nothing to this '
+            "cluster: the pool below is as it was when it was paused.</p>"
+        )
     return "\n".join(out) + "</header>"
 
 

@@ -38,6 +38,8 @@ HISTORY_PREFIX = "HISTORY#"
 RECEIPT_PREFIX = "RECALC#"
 WATCH_SK = "WATCH"
 WATCH_NODES_SK = "WATCH#NODES"
+PAUSE_SK = "PAUSE"  # the cluster paused or governed, who, when, why, and the pause/resume log (docs/spec.md §3)
+PAUSE_LOG_MAX = 50  # the pause / resume entries the PAUSE item keeps (the oldest go first)
 OWNED_SK = "OWNED"  # the uids of the objects idleshare created in the cluster (docs/spec.md §3, "Ownership")
 PART_PREFIX = "PART#"  # the parts of a document too large for one item: PART#<owner sk>#<index:03d>
 # Usage read back from Kueue: the latest sample, hourly and daily accumulations (chargeback).
@@ -77,6 +79,11 @@ ITEMS: tuple[ItemKind, ...] = (
     ),
     ItemKind(CLUSTER_PK, f"{HISTORY_PREFIX}<generation:010d>", "a past generation, append-only, with `ttl`"),
     ItemKind(CLUSTER_PK, f"{RECEIPT_PREFIX}<request id>", "the receipt of an explicit recalculation request"),
+    ItemKind(
+        CLUSTER_PK,
+        PAUSE_SK,
+        "paused or not: since when, by whom, why, the recomputes skipped, the last pause / resume entries",
+    ),
     ItemKind(CLUSTER_PK, WATCH_SK, "the node watcher's claim (lease, owner) and bookmark (resource version)"),
     ItemKind(CLUSTER_PK, WATCH_NODES_SK, "the node watcher's saved node views"),
     ItemKind(

@@ -350,7 +350,7 @@ def test_clusters_are_listed_and_what_is_not_there_is_404_naming_it(world: World
     for path in ("pool", "grants", "grants/a", "excluded-nodes"):
         reply = call("GET", f"/clusters/demo/{path}")
         assert reply.status == 404 and "demo" in reply.body["message"], path
-    assert call("GET", "/clusters/demo/history").body == {"cluster": "demo", "generations": []}
+    assert call("GET", "/clusters/demo/history").body == {"cluster": "demo", "generations": [], "pauses": []}
     # and a pool that could never be read says why
     world.store.record_read_failure("demo", "RetryableError: connection refused")
     reply = call("GET", "/clusters/demo/pool")
@@ -481,6 +481,8 @@ CONTRACT_ROUTES = {("get", "/clusters")} | {  # under /clusters/{cluster}/: the 
         "issues": "get",
         "recalculate": "post",
         "recalculations/{request_id}": "get",
+        "pause": "post",  # the pause switch (docs/spec.md §3, "Pause")
+        "resume": "post",
     }.items()
     for method in methods.split()
 }

@@ -39,6 +39,8 @@ SAMPLES: dict[tuple[str, str], Any] = {
         }
     },
     ("post", "/clusters/{cluster}/recalculate"): {"reason": "hostile"},
+    ("post", "/clusters/{cluster}/pause"): {"reason": "hostile"},
+    ("post", "/clusters/{cluster}/resume"): {"reason": "hostile"},
 }
 # Parameters that only mean something together: the hostile one is sent with a valid partner.
 PARTNERS = {"from": {"to": "2026-01-02T00:00:00Z"}, "to": {"from": "2026-01-01T00:00:00Z"}}

@@ -14,7 +14,15 @@ from moto import mock_aws
 
 from devkit import docgen
 from idleshare import table
-from idleshare.adapters.ports import ClusterRecord, PoolRecord, RecalculationReceipt, UsageBucket, UsageCursor
+from idleshare.adapters.ports import (
+    ClusterRecord,
+    PauseEntry,
+    PauseState,
+    PoolRecord,
+    RecalculationReceipt,
+    UsageBucket,
+    UsageCursor,
+)
 from idleshare.adapters.store import DynamoStore
 from idleshare.domain.ownership import Record
 from tests.aws_env import all_items, create_table, fake_aws_env
@@ -46,6 +54,9 @@ def every_kind_written() -> set[tuple[str, str]]:
         big = {"noise": noise(700_000)}  # two parts compressed: POOL's and HISTORY's
         store.put_pool(PoolRecord("c1", 1, "d1", big, T0.isoformat()), expected_generation=0)
         store.put_receipt(RecalculationReceipt("c1", "r-1", "Done", 1, True))
+        store.set_pause(
+            PauseState("c1", paused=True, log=(PauseEntry("Paused", T0.isoformat(), "arn:x"),)), was_paused=False
+        )
         lease = store.claim_watch("c1", "inv-1").lease
         store.save_watch("c1", lease, "10", {f"node-{i}": {"noise": noise(2_000)} for i in range(400)})
         cursor = UsageCursor("c1", T0.isoformat(), T0.isoformat(), {"teams": {}})

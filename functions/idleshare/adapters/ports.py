@@ -99,6 +99,32 @@ class RecalculationReceipt:
 
 
 @dataclass(frozen=True, slots=True)
+class PauseEntry:
+    """One pause or resume of a cluster (``action`` ``Paused`` | ``Resumed``), in the history of its governance."""
+
+    action: str
+    at: str  # ISO 8601 UTC
+    by: str  # the caller's identity (the IAM ARN the admin API saw)
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PauseState:
+    """Whether idleshare governs a cluster now (``CLUSTER#<id>`` / ``PAUSE``; docs/spec.md §3, "Pause"): ``paused``
+    since ``since`` by ``by`` for ``reason`` (of the last pause or resume), how many recomputes were skipped while
+    paused and when the last was, and the last :data:`idleshare.table.PAUSE_LOG_MAX` entries (oldest first). No item: governed."""
+
+    cluster_id: str
+    paused: bool
+    since: str = ""
+    by: str = ""
+    reason: str = ""
+    skipped: int = 0
+    last_skipped_at: str = ""
+    log: tuple[PauseEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class WatchBookmark:
     """Where a cluster's node watcher resumes (``CLUSTER#<id>`` / ``WATCH`` and ``WATCH#NODES``).
 
@@ -250,6 +276,14 @@ class Store(Protocol):
 
     def get_receipt(self, cluster_id: str, request_id: str) -> RecalculationReceipt | None: ...
 
+    def get_pause(self, cluster_id: str) -> PauseState | None:
+        """Whether the cluster is paused (None: never paused: governed)."""
+        ...
+
+    def record_paused_skip(self, cluster_id: str, at: str) -> None:
+        """Count a recompute skipped because the cluster is paused (a no-op once it is resumed)."""
+        ...
+
     def get_owned(self, cluster_id: str) -> Record | None:
         """The record of what idleshare created in the cluster (uids by identity; docs/spec.md §3, "Ownership"), or
         None when none was ever stored (then the once-only adoption rule applies)."""
@@ -261,7 +295,17 @@ class Store(Protocol):
         ...
 
 
-class AdminStore(Store, Protocol):
+class PauseStore(Protocol):
+    """The pause switch the admin API turns (``adapters/store/pause.py``)."""
+
+    def get_pause(self, cluster_id: str) -> PauseState | None: ...
+    def set_pause(self, state: PauseState, *, was_paused: bool) -> None:
+        """Store ``state`` (its last log entry the change) only if the cluster's paused flag is still ``was_paused``
+        (False: also no item yet); else ConflictError (operation ``set_pause``)."""
+        ...
+
+
+class AdminStore(Store, PauseStore, Protocol):
     """The write and read side the admin API needs beyond what the pipeline uses (DynamoStore)."""
 
     def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> StoredQuota: ...

@@ -2,7 +2,7 @@
 
 The routes (docs/operations.md, "Admin HTTP API"): compute quotas in SageMaker's shapes,
 the scheduler config, the read side (pool, grants with their derivation, history, excluded nodes) and
-recalculation requests with their receipts; ``/openapi.json`` and ``/swagger`` serve the generated
+recalculation requests with their receipts, pausing and resuming a cluster; ``/openapi.json`` and ``/swagger`` serve the generated
 OpenAPI document. Each route is one call into :class:`idleshare.service.admin.Admin`; errors are mapped
 to statuses here, once (:mod:`idleshare.api.http` has the body shape), never a traceback to the caller.
 
@@ -25,7 +25,7 @@ from pydantic import BeforeValidator
 
 from idleshare import names, timings
 from idleshare.api.http import JSON, error_body, precheck, validation_errors
-from idleshare.api.schemas import CreateQuotaBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
+from idleshare.api.schemas import CreateQuotaBody, PauseBody, RecalculateBody, SchedulerConfigBody, UpdateQuotaBody
 from idleshare.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -340,6 +340,35 @@ def recalculate(
 )
 def get_recalculation(cluster: Cluster, request_id: Annotated[str, Path(max_length=128)]) -> dict[str, Any]:
     return _admin().receipt(cluster, request_id)
+
+
+# ------------------------------------------------------------------------------------------- pause
+def _caller() -> str:
+    """Who is calling: the IAM identity API Gateway authorized (``precheck`` refused a request without one)."""
+    identity = app.current_event.raw_event.get("requestContext", {}).get("identity") or {}
+    return str(identity.get("userArn") or identity.get("caller") or "unknown")
+
+
+def _pause_route(path: str, summary: str) -> Callable[[F], F]:
+    return app.post(path, summary=summary, tags=["pause"], responses=_responses(200, 400, 404, 409, 413, 422))
+
+
+@_pause_route(
+    "/clusters/<cluster>/pause",
+    "Stop governing the cluster, leaving its Kueue objects as they are (a paused cluster: its state, unchanged)",
+)
+def pause(cluster: Cluster, body: Annotated[PauseBody | None, Body()] = None) -> dict[str, Any]:
+    request = None if body is None else requests.parse(requests.Pause, body)
+    return _admin().pause(cluster, request, _caller())
+
+
+@_pause_route(
+    "/clusters/<cluster>/resume",
+    "Govern the cluster again: a recompute is requested at once (requestId: its receipt)",
+)
+def resume(cluster: Cluster, body: Annotated[PauseBody | None, Body()] = None) -> dict[str, Any]:
+    request = None if body is None else requests.parse(requests.Pause, body)
+    return _admin().resume(cluster, request, _caller())
 
 
 # ------------------------------------------------------------------------------------------- usage

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any
 
-from idleshare.parse.requests import CreateQuota, Recalculate, Request, SchedulerConfigRequest, UpdateQuota
+from idleshare.parse.requests import CreateQuota, Pause, Recalculate, Request, SchedulerConfigRequest, UpdateQuota
 from idleshare.parse.schema import json_schema
 
 
@@ -35,3 +35,4 @@ CreateQuotaBody = Annotated[dict[str, Any], DocSchema(CreateQuota)]
 UpdateQuotaBody = Annotated[dict[str, Any], DocSchema(UpdateQuota)]
 SchedulerConfigBody = Annotated[dict[str, Any], DocSchema(SchedulerConfigRequest)]
 RecalculateBody = Annotated[dict[str, Any], DocSchema(Recalculate)]
+PauseBody = Annotated[dict[str, Any], DocSchema(Pause)]

@@ -32,6 +32,7 @@ __all__ = [
     "CreateQuota",
     "FieldError",
     "InputError",
+    "Pause",
     "Recalculate",
     "Request",
     "SchedulerConfigRequest",
@@ -200,6 +201,15 @@ class Recalculate(Request, kw_only=True):
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"reason"})
 
     reason: Reason | None = None
+
+
+class Pause(Request, kw_only=True):
+    """Pause or resume a cluster's governance: why (recorded with the pause / resume, the same bound as
+    :class:`Recalculate`'s)."""
+
+    TITLE = "Pause"
+
+    reason: Annotated[str, Meta(max_length=REASON_MAX)] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sized
 from dataclasses import KW_ONLY, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from idleshare import names, pages, timings
@@ -33,6 +34,8 @@ from idleshare.adapters.ports import (
     AdminStore,
     ClusterRecord,
     EventPublisher,
+    PauseEntry,
+    PauseState,
     PoolRecord,
     RecalculationReceipt,
     StoredQuota,
@@ -53,7 +56,15 @@ from idleshare.pages import (
 )
 from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.quotas import SchedulerConfig
-from idleshare.parse.requests import SOURCE, Accepted, CreateQuota, Recalculate, SchedulerConfigRequest, UpdateQuota
+from idleshare.parse.requests import (
+    SOURCE,
+    Accepted,
+    CreateQuota,
+    Pause,
+    Recalculate,
+    SchedulerConfigRequest,
+    UpdateQuota,
+)
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +151,26 @@ def receipt_json(receipt: RecalculationReceipt) -> dict[str, Any]:
         "message": receipt.message,
         "completedAt": receipt.completed_at,
     }
+
+
+def pause_json(cluster_id: str, state: PauseState | None) -> dict[str, Any]:
+    """The pause switch as the API answers it (``paused`` False and nothing else: never paused)."""
+    if state is None:
+        return {"cluster": cluster_id, "paused": False}
+    out: dict[str, Any] = {
+        "cluster": cluster_id,
+        "paused": state.paused,
+        "since": state.since,
+        "by": state.by,
+        "reason": state.reason,
+    }
+    if state.paused:
+        out.update(skippedRecomputes=state.skipped, lastSkippedAt=state.last_skipped_at or None)
+    return out
+
+
+def pause_entry_json(entry: PauseEntry) -> dict[str, Any]:
+    return {"action": entry.action, "at": entry.at, "by": entry.by, "reason": entry.reason}
 
 
 # ----------------------------------------------------------------------------------- the team
@@ -283,6 +314,7 @@ class Admin:
     sleep: Callable[[float], None] = time.sleep
     poll_interval: float = 0.5
     new_request_id: Callable[[], str] = lambda: str(uuid.uuid4())
+    now: Callable[[], str] = lambda: datetime.now(UTC).isoformat(timespec="seconds")
 
     # ------------------------------------------------------------------------------- plumbing
     def cluster(self, cluster_id: str) -> ClusterRecord:
@@ -468,6 +500,7 @@ class Admin:
             out["headroom"] = {**headroom, "nodes": shown_nodes, "total": len(nodes), "shown": len(shown_nodes)}
         if record.extra.get("summary"):
             out["summary"] = record.extra["summary"]
+        out["pause"] = pause_json(cluster_id, self.store.get_pause(cluster_id))
         return out
 
     def grants(self, cluster_id: str, *, limit: int = GRANTS_PAGE_MAX, next_token: str | None = None) -> dict[str, Any]:
@@ -537,7 +570,8 @@ class Admin:
     def history(
         self, cluster_id: str, *, limit: int = DEFAULT_HISTORY_LIMIT, next_token: str | None = None
     ) -> dict[str, Any]:
-        """Past generations, newest first, with what changed in each (pools left out: GET pool has it)."""
+        """Past generations, newest first, with what changed in each (pools left out: GET pool has it); the first
+        page also lists the cluster's pauses and resumes (``pauses``, newest first)."""
         self.cluster(cluster_id)
         token = decode_token(next_token)
         before = token.get("before") if token else None
@@ -555,6 +589,9 @@ class Admin:
             generations.append(item)
         shown, cut = pages.take(generations, limit)  # by size too: a generation's changes can be long
         out: dict[str, Any] = {"cluster": cluster_id, "generations": shown}
+        if token is None:  # the first page: the pauses and resumes, newest first (a few, bounded by the store)
+            state = self.store.get_pause(cluster_id)
+            out["pauses"] = [pause_entry_json(e) for e in reversed(state.log)] if state is not None else []
         if (cut or len(entries) == limit) and shown and shown[-1]["generation"] > 1:
             out["NextToken"] = encode_token({"before": shown[-1]["generation"]})
         return out
@@ -585,6 +622,47 @@ class Admin:
             if remaining <= 0:
                 return RecalcAnswer(False, requested)
             self.sleep(min(self.poll_interval, remaining))
+
+    # -------------------------------------------------------------------------------- pause
+    def pause(self, cluster_id: str, request: Accepted[Pause] | None, caller: str) -> dict[str, Any]:
+        """Stop governing the cluster (docs/spec.md §3, "Pause"): recorded with ``caller`` and the reason; a paused
+        cluster's answer is its current state, nothing written (``changed`` False)."""
+        return self._switch(cluster_id, request, caller, pause=True)
+
+    def resume(self, cluster_id: str, request: Accepted[Pause] | None, caller: str) -> dict[str, Any]:
+        """Govern the cluster again and request a recompute at once (``Recalculation Requested``, its ``requestId``
+        in the answer, the receipt at GET recalculations/{requestId}); a governed cluster's answer is its state."""
+        return self._switch(cluster_id, request, caller, pause=False)
+
+    def _switch(self, cluster_id: str, request: Accepted[Pause] | None, caller: str, *, pause: bool) -> dict[str, Any]:
+        self.cluster(cluster_id)
+        current = self.store.get_pause(cluster_id)
+        was_paused = current.paused if current is not None else False
+        if was_paused == pause:
+            return {**pause_json(cluster_id, current), "changed": False}
+        publisher = None if pause else self._writable()  # checked before anything is written
+        reason = (request.fields.reason if request is not None else None) or ""
+        at = self.now()
+        entry = PauseEntry("Paused" if pause else "Resumed", at, caller, reason)
+        state = PauseState(
+            cluster_id,
+            paused=pause,
+            since=at,
+            by=caller,
+            reason=reason,
+            log=(current.log if current is not None else ()) + (entry,),
+        )
+        self.store.set_pause(state, was_paused=was_paused)
+        out = {**pause_json(cluster_id, state), "changed": True}
+        if publisher is not None:
+            request_id = self.new_request_id()
+            self._publish(
+                publisher,
+                names.DT_RECALC_REQUESTED,
+                {"cluster": cluster_id, "requestId": request_id, "reason": "resumed through the admin API"},
+            )
+            out["requestId"] = request_id
+        return out
 
     def receipt(self, cluster_id: str, request_id: str) -> dict[str, Any]:
         self.cluster(cluster_id)

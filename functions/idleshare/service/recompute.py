@@ -79,6 +79,10 @@ FOREIGN_OBJECT = "ForeignObject"
 """The named issue of an object of a name idleshare wants that idleshare did not create (apply status
 ``Conflict``): never written, never deleted, whatever the cluster's field ownership."""
 
+PAUSED = "Paused"
+"""``Outcome.dropped`` of a recompute of a paused cluster: nothing read from the cluster, nothing written to it, no
+generation; only the count of skipped recomputes (docs/spec.md §3, "Pause")."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Truth:
@@ -213,6 +217,8 @@ class Recomputer:
     def acknowledge(self, request_id: str, outcome: Outcome) -> None:
         """The Done receipt of ``request_id``, answered by ``outcome`` (also when a burst coalesced it)."""
         summary = outcome.result.summary() if outcome.result is not None else ""
+        if outcome.dropped == PAUSED:
+            summary = f"skipped: cluster {outcome.cluster_id} is paused (POST /clusters/{outcome.cluster_id}/resume)"
         self.store.put_receipt(
             RecalculationReceipt(
                 cluster_id=outcome.cluster_id,
@@ -247,6 +253,12 @@ class Recomputer:
         cluster = self.store.get_cluster(cluster_id)
         if cluster is None:  # removed since the event was routed: retrying cannot help, nothing to write
             return Outcome(cluster_id, 0, False, dropped="UnknownCluster")
+        pause = self.store.get_pause(cluster_id)
+        if pause is not None and pause.paused:  # nothing read from the cluster, nothing written but the count
+            self.store.record_paused_skip(cluster_id, self.clock().isoformat())
+            previous = self.store.get_pool(cluster_id)
+            log.info("recompute skipped: cluster %s is paused (since %s by %s)", cluster_id, pause.since, pause.by)
+            return Outcome(cluster_id, previous.generation if previous else 0, False, dropped=PAUSED)
         kube = self.kube_for(cluster)
         # The cluster's Kueue objects, read on a thread of their own while the nodes are (both wait mostly on the
         # API server), from the first page of nodes on (it proved the token: an expired one is renewed once, by the

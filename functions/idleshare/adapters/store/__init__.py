@@ -4,7 +4,7 @@
 :class:`DynamoStore` is composed of one part per concern, each a module of this package: ``registry``
 (clusters), ``policies`` (quotas, scheduler config), ``pools`` (pool, history, apply status, read failures,
 receipts) and ``watch`` (the node watcher's bookmark), over ``base`` (the table and each call's plumbing),
-``owned`` (what idleshare created in each cluster), ``items`` (the item codec) and ``errors`` (the store's errors and the translation of DynamoDB's).
+``owned`` (what idleshare created in each cluster), ``pause`` (the pause switch), ``items`` (the item codec) and ``errors`` (the store's errors and the translation of DynamoDB's).
 
 Item layout (every attribute name below is the stored one; ``ttl`` is the table's TTL attribute)::
 
@@ -28,6 +28,8 @@ Item layout (every attribute name below is the stored one; ``ttl`` is the table'
                                                  index, [generation], [ttl: a history entry's]
     CLUSTER#<id>      RECALC#<request id>        request_id, status, generation, changed, message,
                                                  completed_at, ttl (epoch seconds): a recalculation receipt
+    CLUSTER#<id>      PAUSE                      paused (bool), since, by, reason, skipped, last_skipped_at,
+                                                 log (JSON text: the last pause / resume entries) (:mod:`.pause`)
     CLUSTER#<id>      WATCH                      lease (int >= 1), watch_owner, claimed_at, rv, saved_at: the node
                                                  watcher's bookmark (claim_watch / save_watch)
     CLUSTER#<id>      WATCH#NODES                nodes (binary: zlib JSON, each node's view) | nodes_parts +
@@ -74,6 +76,7 @@ from __future__ import annotations
 from idleshare.adapters.store.errors import TransactionCancelledError, translate
 from idleshare.adapters.store.items import COMPRESS_ABOVE, ITEM_BUDGET, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE
 from idleshare.adapters.store.owned import OwnedRecords
+from idleshare.adapters.store.pause import PauseSwitch
 from idleshare.adapters.store.policies import Policies
 from idleshare.adapters.store.pools import RECEIPT_TTL_SECONDS, Pools
 from idleshare.adapters.store.registry import ClusterRegistry
@@ -97,5 +100,5 @@ __all__ = [
 ]
 
 
-class DynamoStore(ClusterRegistry, Policies, Pools, WatchBookmarks, UsageHistory, OwnedRecords):
+class DynamoStore(ClusterRegistry, Policies, Pools, WatchBookmarks, UsageHistory, OwnedRecords, PauseSwitch):
     """The :class:`~idleshare.adapters.ports.Store` on one DynamoDB table (boto3 ``Table`` resource)."""
