@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from idleshare.parse.requests import REASON_MAX as MAX_REASON
 from idleshare_cli import remote
 from idleshare_cli.main import CommandError
 from idleshare_cli.present import paused_text
-from idleshare_cli.recalc import MAX_REASON, reason_body
+from idleshare_cli.recalc import reason_body
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
