@@ -20,19 +20,11 @@ from idleshare import names, timings
 PERIOD = Duration.minutes(5)
 NS = names.METRICS_NAMESPACE
 # Every gauge also carries Powertools' `service` dimension (handlers/recompute.py sets it): a SCHEMA() query
-# matches only metrics with exactly its dimensions.
-GAUGE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, "service")
+# matches only metrics with exactly its dimensions. No team and no flavor dimension: the number of metrics (the bill)
+# is bounded whatever the teams and flavors (per team and flavor: the usage API, the pool, the `team usage` log).
+GAUGE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_RESOURCE, "service")
 EXCLUDED_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_REASON, "service")
-ISSUE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_ISSUE, "service")
-# Usage, emitted by the node watcher's invocation every minute: per team and flavor, per team, per flavor.
-TEAM_DIMS = (
-    names.METRIC_DIM_CLUSTER,
-    names.METRIC_DIM_TEAM,
-    names.METRIC_DIM_FLAVOR,
-    names.METRIC_DIM_RESOURCE,
-    "service",
-)
-TEAM_ONLY_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_TEAM, "service")
+ISSUE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_SEVERITY, "service")
 CLUSTER_DIMS = (names.METRIC_DIM_CLUSTER, "service")
 USAGE_PERIOD = Duration.minutes(1)
 
@@ -56,46 +48,37 @@ def search_graph(title: str, metric: str, dims: tuple[str, ...], label: str) -> 
 Graph = tuple[str, str, tuple[str, ...], str]  # search_graph's title, metric, dimensions, label
 POOL_GRAPHS: tuple[tuple[Graph, Graph], ...] = (
     (
-        ("Unallocated capacity per flavor (the cohort's own)", names.METRIC_UNALLOCATED, GAUGE_DIMS, "unallocated"),
         (
-            "Teams' borrowing limits added up per flavor (each bounds one team: the sum can exceed the pool)",
-            names.METRIC_BORROW_LIMIT_SUM,
+            "Unallocated capacity per accelerator (the cohort's own)",
+            names.METRIC_UNALLOCATED,
             GAUGE_DIMS,
-            "sum of borrowing limits",
+            "unallocated",
         ),
+        ("Shortfall per accelerator (none: no line)", names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall"),
     ),
     (
-        ("Shortfall per flavor", names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall"),
         ("Excluded nodes by reason", names.METRIC_EXCLUDED_NODES, EXCLUDED_DIMS, "excluded"),
-    ),
-    (
         (
-            "The pool's issues by name (a quota, the Kueue it writes for)",
+            "The pool's issues by severity (which: GET /clusters/{c}/pool)",
             names.METRIC_POOL_ISSUES,
             ISSUE_DIMS,
             "issues",
         ),
-        (
-            "Objects left to another field manager",
-            names.METRIC_FOREIGN_FIELD_MANAGER,
-            (names.METRIC_DIM_CLUSTER, "service"),
-            "objects",
-        ),
+    ),
+    (
+        ("Objects left to another field manager", names.METRIC_FOREIGN_FIELD_MANAGER, CLUSTER_DIMS, "objects"),
+        ("Objects the API server refused", names.METRIC_OBJECTS_REFUSED, CLUSTER_DIMS, "refused"),
     ),
 )
 """The pool as the recompute last wrote it, two graphs a row."""
 USAGE_GRAPHS: tuple[tuple[Graph, Graph], ...] = (
     (
-        ("Accelerators in use per team and flavor", names.METRIC_TEAM_IN_USE, TEAM_DIMS, "in use"),
-        ("Accelerators borrowed per team and flavor", names.METRIC_TEAM_BORROWED, TEAM_DIMS, "borrowed"),
+        ("Idle accelerators", names.METRIC_FLAVOR_IDLE, GAUGE_DIMS, "idle"),
+        ("Borrowed accelerators", names.METRIC_FLAVOR_BORROWED, GAUGE_DIMS, "borrowed"),
     ),
     (
-        ("Pending workloads per team", names.METRIC_TEAM_PENDING_WORKLOADS, TEAM_ONLY_DIMS, "pending"),
         ("Idle accelerators while work is pending", names.METRIC_IDLE_WHILE_PENDING, GAUGE_DIMS, "idle+pending"),
-    ),
-    (
-        ("Idle accelerators per flavor", names.METRIC_FLAVOR_IDLE, GAUGE_DIMS, "idle"),
-        ("Borrowed accelerators per flavor", names.METRIC_FLAVOR_BORROWED, GAUGE_DIMS, "borrowed"),
+        ("Usage samples that failed", names.METRIC_USAGE_SAMPLE_FAILURES, CLUSTER_DIMS, "failed"),
     ),
     (
         ("Admitted pods no node has taken", names.METRIC_UNBOUND_PODS, CLUSTER_DIMS, "unbound pods"),
@@ -123,7 +106,7 @@ def emf_metric(metric: str, statistic: str, dims: dict[str, str] | None = None, 
 
 
 def cluster_max(metric: str, cluster_id: str, label: str, period: Duration) -> cw.MathExpression:
-    """Metrics Insights: the largest ``metric`` of any flavor/resource of one cluster (alarmable)."""
+    """Metrics Insights: the largest ``metric`` of any resource of one cluster (alarmable)."""
     schema = ", ".join(('"' + NS + '"', *GAUGE_DIMS))
     return cw.MathExpression(
         expression=f"SELECT MAX({metric}) FROM SCHEMA({schema}) WHERE {names.METRIC_DIM_CLUSTER} = '{cluster_id}'",
