@@ -14,6 +14,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from idleshare import names
 from idleshare.domain.coexistence import DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE
 from idleshare.domain.model import is_accelerator
+from idleshare.metric_specs import spec
 from idleshare.runtime.observability import logger, metrics
 from idleshare.service.batch import BatchEvents
 
@@ -172,18 +173,26 @@ def _accelerator_gauges(cluster_id: str, result: PoolResult) -> None:
         trouble(cluster_id, names.METRIC_SHORTFALL, shortfall[r], resource=r)
 
 
-def trouble(cluster_id: str, name: str, value: float, *, unit: MetricUnit = MetricUnit.Count, **dims: str) -> None:
-    """A gauge of something wrong, emitted only when above 0: missing data is all is well (its alarm treats
-    missing data as not breaching), and a healthy cluster pays for no such metric."""
+def trouble(cluster_id: str, name: str, value: float, **dims: str) -> None:
+    """A gauge of something wrong (declared ``when_positive``), emitted only when above 0: missing data is all is
+    well (its alarm treats missing data as not breaching), and a healthy cluster pays for no such metric."""
+    if not spec(name).when_positive:
+        raise ValueError(f"metric {name!r} is not declared when_positive (idleshare.metric_specs)")
     if value > 0:
-        gauge(cluster_id, name, value, unit=unit, **dims)
+        gauge(cluster_id, name, value, **dims)
 
 
-def gauge(cluster_id: str, name: str, value: float, *, unit: MetricUnit = MetricUnit.Count, **dims: str) -> None:
-    """One metric of the cluster with exactly the dimensions the dashboard's and alarms' SCHEMA() name
-    (infra/constructs/observability.py and watcher.py): Powertools adds ``service`` from POWERTOOLS_SERVICE_NAME when it is
-    set, so it is always set here."""
+def gauge(cluster_id: str, name: str, value: float, **dims: str) -> None:
+    """One metric of the cluster with exactly its declared dimensions and unit (``idleshare.metric_specs``: what the
+    dashboard's and alarms' SCHEMA() name); other dimensions are a bug, refused. Powertools adds ``service`` from
+    POWERTOOLS_SERVICE_NAME when it is set, so it is always set here."""
     from aws_lambda_powertools.metrics import single_metric
+
+    declared = spec(name)
+    given = {names.METRIC_DIM_CLUSTER, *dims}
+    if given != set(declared.dims):
+        raise ValueError(f"metric {name!r} emitted with dimensions {sorted(given)}, declared {list(declared.dims)}")
+    unit = MetricUnit(declared.unit)
 
     with single_metric(
         name=name,
@@ -219,7 +228,7 @@ def emit_watch(report: WatchReport) -> None:
         logger.warning("node watch had failures", extra={**extra, "failures": report.failures[:10]})
     else:
         logger.info("node watch handed over", extra=extra)
-    gauge(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds, unit=MetricUnit.Seconds)
+    gauge(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds)
     gauge(report.cluster_id, names.METRIC_NODE_CHANGES_PUBLISHED, report.published)
     trouble(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
     trouble(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
@@ -316,7 +325,7 @@ def _unbound_usage(sample: UsageSample) -> None:
         return
     trouble(cid, names.METRIC_UNBOUND_PODS, float(sample.unbound_pods()))
     oldest = sample.oldest_unbound_seconds()
-    trouble(cid, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, float(oldest), unit=MetricUnit.Seconds)
+    trouble(cid, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, float(oldest))
     if sample.unbound:
         _warn_rows("admitted pods no node has taken", cid, "unbound", [
             {"team": u.team, "flavor": u.flavor, "pods": u.pods, "workloads": u.workloads,
