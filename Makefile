@@ -8,7 +8,7 @@ RUN := $(UV) run --frozen
 PYTEST_WORKERS ?= 2
 
 .PHONY: help bootstrap sync npm kube-stack browser demo test compat coverage lint unit kube integration deploy-check infra synth docs \
-	bench bench-scale release clean
+	bench cost bench-scale release clean
 
 # `make help` lists every target a user runs: each target's line carries its `## ` text (tests/unit/test_makefile.py
 # holds every .PHONY target to it).
@@ -107,8 +107,13 @@ synth: sync npm ## npx cdk synth, offline, on the config cdk.json names
 docs: sync ## regenerate the documents' generated sections (the deployed stack, the table's items)
 	$(RUN) python -m devkit.docgen
 
-bench: sync npm kube-stack ## benchmarks (ratios against floors measured in the same run)
+bench: sync npm kube-stack ## benchmarks (ratios against floors measured in the same run; `make cost` included)
 	$(RUN) python tests/bench/bench_all.py
+
+# A simulated day per cluster through the real handlers, counted at the AWS boundaries, priced by
+# tests/bench/prices.json (tests/bench/bench_cost.py; docs/benchmarks.md, "What it costs").
+cost: sync npm ## the bill per cluster-month at 5,000 nodes / 200 teams, line by line (also in `make bench`)
+	$(RUN) python tests/bench/bench_cost.py
 
 # Not CI: 20k, 50k and 100k real-shaped nodes on the real apiserver (tests/bench/bench_scale.py; docs/benchmarks.md).
 bench-scale: sync npm kube-stack ## not CI: 20k, 50k and 100k real-shaped nodes on the real apiserver

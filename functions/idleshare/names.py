@@ -99,24 +99,25 @@ API_MAX_BODY_BYTES = 64 * 1024  # larger request bodies are refused with 413 bef
 
 METRICS_NAMESPACE = "idleshare"
 METRIC_DIM_CLUSTER = "cluster"
-METRIC_DIM_FLAVOR = "flavor"
 METRIC_DIM_RESOURCE = "resource"
 METRIC_DIM_REASON = "reason"
-METRIC_DIM_TEAM = "team"
-METRIC_DIM_ISSUE = "issue"
+METRIC_DIM_SEVERITY = "severity"
 
 # The router (counts).
 METRIC_EVENTS_DROPPED = "EventsDropped"  # inbound events malformed or naming no governed cluster
 METRIC_RECOMPUTES_REQUESTED = "RecomputesRequested"  # clusters a routed event asked a recompute of
 
-# The recompute: the pool, per (cluster, flavor, resource), accelerators only.
+# The number of metrics is bounded and independent of the teams and flavors (docs/operations.md, what bounds the
+# bill): no team dimension, no flavor dimension (summed over the flavors; MIG profiles folded as nvidia.com/mig-*);
+# the per-team and per-flavor figures are in the usage API, the pool document and the ``team usage`` log line.
+# Trouble gauges (marked "when > 0") are emitted only when above 0: their alarms treat missing data as fine.
+# The recompute: the pool, per (cluster, resource), accelerators only.
 METRIC_UNALLOCATED = "Unallocated"  # capacity no quota's nominal takes: the cohort's own, the lendable pool's base
-METRIC_SHORTFALL = "Shortfall"  # nominal quota granted beyond the eligible nodes' capacity
-METRIC_BORROW_LIMIT_SUM = "BorrowLimitSum"  # the teams' borrowing limits added up: each bounds one team, so the
-# sum can exceed what there is to borrow (Unallocated plus what the teams lend)
+METRIC_SHORTFALL = "Shortfall"  # nominal quota granted beyond the eligible nodes' capacity (when > 0)
 METRIC_EXCLUDED_NODES = "ExcludedNodes"  # per (cluster, reason)
-METRIC_POOL_ISSUES = "PoolIssues"  # per (cluster, issue): the pool's named issues (a quota, the Kueue it writes for)
+METRIC_POOL_ISSUES = "PoolIssues"  # per (cluster, severity): the pool's named issues (codes: the pool, the log)
 METRIC_UNGOVERNED_FLAVORS = "UngovernedFlavors"  # per cluster: flavors past Kueue's limits, in no Kueue object
+# (when > 0, as the four below and QuotaOverridden)
 METRIC_FOREIGN_FIELD_MANAGER = "ForeignFieldManagerConflicts"  # objects left to another field manager (cluster)
 METRIC_FOREIGN_OBJECTS = "ForeignObjects"  # objects of a name idleshare wants that it did not create (cluster)
 METRIC_FIELD_MANAGER_FIGHTS = "FieldManagerFights"  # objects another field manager keeps rewriting, which idleshare
@@ -138,16 +139,15 @@ METRIC_RECORDS_HANDED_BACK = "RecordsHandedBack"  # failed records made visible 
 # The node watcher, per cluster.
 METRIC_NODE_WATCH_SECONDS = "NodeWatchSeconds"  # seconds the watch was held: the "watch not running" alarm
 METRIC_NODE_CHANGES_PUBLISHED = "NodeChangesPublished"  # Node Changed events put on the bus
-METRIC_NODE_WATCH_FAILURES = "NodeWatchFailures"  # failed watch requests, publishes, checkpoints, invocations
-METRIC_NODE_WATCH_RELISTS = "NodeWatchRelists"  # 410 Gone (or no bookmark): listed again, watched afresh
+METRIC_NODE_WATCH_FAILURES = "NodeWatchFailures"  # failed watch requests, publishes, checkpoints, invocations (when
+# > 0)
+METRIC_NODE_WATCH_RELISTS = "NodeWatchRelists"  # 410 Gone (or no bookmark): listed again, watched afresh (when > 0)
 
-# Usage read back from Kueue every minute (accelerators only).
-METRIC_TEAM_IN_USE = "TeamInUse"  # per (cluster, team, flavor, resource)
-METRIC_TEAM_BORROWED = "TeamBorrowed"  # per (cluster, team, flavor, resource): in use beyond its nominal quota
-METRIC_TEAM_PENDING_WORKLOADS = "TeamPendingWorkloads"  # per (cluster, team)
-METRIC_FLAVOR_IDLE = "Idle"  # per (cluster, flavor, resource): capacity no workload uses
-METRIC_FLAVOR_BORROWED = "Borrowed"  # per (cluster, flavor, resource): the teams' borrowed, added up
-METRIC_IDLE_WHILE_PENDING = "IdleWhilePending"  # per (cluster, flavor, resource): idle while a team waits for it
+# Usage read back from Kueue every minute (accelerators only; per team: the ``team usage`` log line, the usage API).
+METRIC_FLAVOR_IDLE = "Idle"  # per (cluster, resource): capacity no workload uses
+METRIC_FLAVOR_BORROWED = "Borrowed"  # per (cluster, resource): the teams' borrowed, added up
+METRIC_IDLE_WHILE_PENDING = "IdleWhilePending"  # per (cluster, resource): idle while a team waits for it (when > 0)
 METRIC_USAGE_SAMPLE_FAILURES = "UsageSampleFailures"  # per cluster
-METRIC_UNBOUND_PODS = "UnboundPods"  # per cluster: pods of admitted workloads no node has taken
+METRIC_UNBOUND_PODS = "UnboundPods"  # per cluster: pods of admitted workloads no node has taken (when > 0)
 METRIC_UNBOUND_PODS_OLDEST_SECONDS = "UnboundPodsOldestSeconds"  # per cluster: since the oldest of them was admitted
+# (when > 0)

@@ -15,26 +15,19 @@ from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 
 from constructs import Construct
-from idleshare import names, timings
+from idleshare import names
+from idleshare.metric_specs import Alarm, spec
 
 PERIOD = Duration.minutes(5)
 NS = names.METRICS_NAMESPACE
 # Every gauge also carries Powertools' `service` dimension (handlers/recompute.py sets it): a SCHEMA() query
-# matches only metrics with exactly its dimensions.
-GAUGE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, "service")
-EXCLUDED_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_REASON, "service")
-ISSUE_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_ISSUE, "service")
-# Usage, emitted by the node watcher's invocation every minute: per team and flavor, per team, per flavor.
-TEAM_DIMS = (
-    names.METRIC_DIM_CLUSTER,
-    names.METRIC_DIM_TEAM,
-    names.METRIC_DIM_FLAVOR,
-    names.METRIC_DIM_RESOURCE,
-    "service",
-)
-TEAM_ONLY_DIMS = (names.METRIC_DIM_CLUSTER, names.METRIC_DIM_TEAM, "service")
-CLUSTER_DIMS = (names.METRIC_DIM_CLUSTER, "service")
-USAGE_PERIOD = Duration.minutes(1)
+# matches only metrics with exactly its dimensions. No team and no flavor dimension: the number of metrics (the bill)
+# is bounded whatever the teams and flavors (per team and flavor: the usage API, the pool, the `team usage` log).
+# The dimensions are the metrics' declarations' (idleshare.metric_specs), never typed again here.
+GAUGE_DIMS = spec(names.METRIC_UNALLOCATED).schema_dims
+EXCLUDED_DIMS = spec(names.METRIC_EXCLUDED_NODES).schema_dims
+ISSUE_DIMS = spec(names.METRIC_POOL_ISSUES).schema_dims
+CLUSTER_DIMS = spec(names.METRIC_UNBOUND_PODS).schema_dims
 
 
 def search(metric: str, dims: tuple[str, ...], label: str) -> cw.MathExpression:
@@ -56,46 +49,37 @@ def search_graph(title: str, metric: str, dims: tuple[str, ...], label: str) -> 
 Graph = tuple[str, str, tuple[str, ...], str]  # search_graph's title, metric, dimensions, label
 POOL_GRAPHS: tuple[tuple[Graph, Graph], ...] = (
     (
-        ("Unallocated capacity per flavor (the cohort's own)", names.METRIC_UNALLOCATED, GAUGE_DIMS, "unallocated"),
         (
-            "Teams' borrowing limits added up per flavor (each bounds one team: the sum can exceed the pool)",
-            names.METRIC_BORROW_LIMIT_SUM,
+            "Unallocated capacity per accelerator (the cohort's own)",
+            names.METRIC_UNALLOCATED,
             GAUGE_DIMS,
-            "sum of borrowing limits",
+            "unallocated",
         ),
+        ("Shortfall per accelerator (none: no line)", names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall"),
     ),
     (
-        ("Shortfall per flavor", names.METRIC_SHORTFALL, GAUGE_DIMS, "shortfall"),
         ("Excluded nodes by reason", names.METRIC_EXCLUDED_NODES, EXCLUDED_DIMS, "excluded"),
-    ),
-    (
         (
-            "The pool's issues by name (a quota, the Kueue it writes for)",
+            "The pool's issues by severity (which: GET /clusters/{c}/pool)",
             names.METRIC_POOL_ISSUES,
             ISSUE_DIMS,
             "issues",
         ),
-        (
-            "Objects left to another field manager",
-            names.METRIC_FOREIGN_FIELD_MANAGER,
-            (names.METRIC_DIM_CLUSTER, "service"),
-            "objects",
-        ),
+    ),
+    (
+        ("Objects left to another field manager", names.METRIC_FOREIGN_FIELD_MANAGER, CLUSTER_DIMS, "objects"),
+        ("Objects the API server refused", names.METRIC_OBJECTS_REFUSED, CLUSTER_DIMS, "refused"),
     ),
 )
 """The pool as the recompute last wrote it, two graphs a row."""
 USAGE_GRAPHS: tuple[tuple[Graph, Graph], ...] = (
     (
-        ("Accelerators in use per team and flavor", names.METRIC_TEAM_IN_USE, TEAM_DIMS, "in use"),
-        ("Accelerators borrowed per team and flavor", names.METRIC_TEAM_BORROWED, TEAM_DIMS, "borrowed"),
+        ("Idle accelerators", names.METRIC_FLAVOR_IDLE, GAUGE_DIMS, "idle"),
+        ("Borrowed accelerators", names.METRIC_FLAVOR_BORROWED, GAUGE_DIMS, "borrowed"),
     ),
     (
-        ("Pending workloads per team", names.METRIC_TEAM_PENDING_WORKLOADS, TEAM_ONLY_DIMS, "pending"),
         ("Idle accelerators while work is pending", names.METRIC_IDLE_WHILE_PENDING, GAUGE_DIMS, "idle+pending"),
-    ),
-    (
-        ("Idle accelerators per flavor", names.METRIC_FLAVOR_IDLE, GAUGE_DIMS, "idle"),
-        ("Borrowed accelerators per flavor", names.METRIC_FLAVOR_BORROWED, GAUGE_DIMS, "borrowed"),
+        ("Usage samples that failed", names.METRIC_USAGE_SAMPLE_FAILURES, CLUSTER_DIMS, "failed"),
     ),
     (
         ("Admitted pods no node has taken", names.METRIC_UNBOUND_PODS, CLUSTER_DIMS, "unbound pods"),
@@ -123,7 +107,7 @@ def emf_metric(metric: str, statistic: str, dims: dict[str, str] | None = None, 
 
 
 def cluster_max(metric: str, cluster_id: str, label: str, period: Duration) -> cw.MathExpression:
-    """Metrics Insights: the largest ``metric`` of any flavor/resource of one cluster (alarmable)."""
+    """Metrics Insights: the largest ``metric`` of any resource of one cluster (alarmable)."""
     schema = ", ".join(('"' + NS + '"', *GAUGE_DIMS))
     return cw.MathExpression(
         expression=f"SELECT MAX({metric}) FROM SCHEMA({schema}) WHERE {names.METRIC_DIM_CLUSTER} = '{cluster_id}'",
@@ -131,6 +115,16 @@ def cluster_max(metric: str, cluster_id: str, label: str, period: Duration) -> c
         period=period,
         using_metrics={},
     )
+
+
+def _alarm_of(metric: str) -> Alarm:
+    declared = spec(metric).alarm
+    assert declared is not None, f"metric {metric} declares no alarm (idleshare.metric_specs)"
+    return declared
+
+
+def _minutes(alarm: Alarm) -> int:
+    return alarm.periods * alarm.period_seconds // 60
 
 
 class Observability(Construct):
@@ -194,13 +188,14 @@ class Observability(Construct):
     ) -> list[cw.Alarm]:
         """``<prefix>-<cluster>`` for each cluster: the recompute's per-cluster gauge ``metric`` above 0 (EMF: the
         cluster, and Powertools' own service dimension). ``description`` names the cluster as ``{cluster}``."""
+        declared = _alarm_of(metric)
         return [
             self._alarm(
                 f"{prefix}-{cluster_id}",
                 description.replace("{cluster}", cluster_id),
                 emf_metric(metric, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
-                above=0,
-                periods=1,
+                above=int(declared.threshold),
+                periods=declared.periods,
             )
             for cluster_id in cluster_ids
         ]
@@ -242,14 +237,19 @@ class Observability(Construct):
 
     def _cluster_alarms(self, cluster_ids: list[str]) -> None:
         """One alarm per cluster for each of: shortfall, another field manager, a fight, a foreign object, a refused
-        object, a quota overridden by an orchestrator, accelerators idle while work is pending, pods no node has taken."""
+        object, a quota overridden by an orchestrator, accelerators idle while work is pending, pods no node has taken.
+        Thresholds and windows: the metrics' declarations (``idleshare.metric_specs``)."""
+        shortfall, idle, unbound = (
+            _alarm_of(m)
+            for m in (names.METRIC_SHORTFALL, names.METRIC_IDLE_WHILE_PENDING, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS)
+        )
         self.shortfall_alarms = [
             self._alarm(
                 f"ShortfallAlarm-{cluster_id}",
                 f"Cluster {cluster_id}: quotas allocate more than the eligible nodes provide",
                 cluster_max(names.METRIC_SHORTFALL, cluster_id, f"max shortfall {cluster_id}", PERIOD),
-                above=0,
-                periods=3,
+                above=int(shortfall.threshold),
+                periods=shortfall.periods,
             )
             for cluster_id in cluster_ids
         ]
@@ -301,17 +301,20 @@ class Observability(Construct):
         self.idle_while_pending_alarms = [
             self._alarm(
                 f"IdleWhilePendingAlarm-{cluster_id}",
-                f"Cluster {cluster_id}: accelerators idle in a flavor for {timings.IDLE_WHILE_PENDING_ALARM_MINUTES} "
+                f"Cluster {cluster_id}: accelerators idle in a flavor for {_minutes(idle)} "
                 "minutes while a team's workloads asking for that flavor are pending (the waste idleshare exists to "
                 "remove). Which team, flavor, Kueue pending reason and the cause idleshare names (cause/why: the bound "
                 "of its limit, above limit, no free capacity): GET /clusters/{c}/usage (idleWhilePending), "
                 "`idleshare usage --cluster c`, or the node watcher's log line 'accelerators idle while work is "
                 "pending'; the metric's dimensions name the flavor and resource",
                 cluster_max(
-                    names.METRIC_IDLE_WHILE_PENDING, cluster_id, f"idle while pending {cluster_id}", USAGE_PERIOD
+                    names.METRIC_IDLE_WHILE_PENDING,
+                    cluster_id,
+                    f"idle while pending {cluster_id}",
+                    Duration.seconds(idle.period_seconds),
                 ),
-                above=0,
-                periods=timings.IDLE_WHILE_PENDING_ALARM_MINUTES,
+                above=int(idle.threshold),
+                periods=idle.periods,
             )
             for cluster_id in cluster_ids
         ]
@@ -319,15 +322,15 @@ class Observability(Construct):
         self.unbound_pods_alarms = [
             self._alarm(
                 f"UnboundPodsAlarm-{cluster_id}",
-                f"Cluster {cluster_id}: a workload Kueue admitted {timings.UNBOUND_PODS_ALARM_MINUTES} minutes ago or "
+                f"Cluster {cluster_id}: a workload Kueue admitted {int(unbound.threshold) // 60} minutes ago or "
                 "more still has pods no node has taken: Kueue counted their quota, the scheduler found no node (the "
                 "pool overstates what pods can get: DaemonSets and other pods hold part of each node, or a node is "
                 "gone). Which team, flavor, how many pods and the scheduler's reason: GET /clusters/{c}/usage "
                 "(unbound), `idleshare usage --cluster c`, or the node watcher's log line 'admitted pods no node has "
                 "taken'",
                 emf_metric(names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, "Maximum", {names.METRIC_DIM_CLUSTER: cluster_id}),
-                above=timings.UNBOUND_PODS_ALARM_MINUTES * 60,
-                periods=1,
+                above=int(unbound.threshold),
+                periods=unbound.periods,
             )
             for cluster_id in cluster_ids
         ]

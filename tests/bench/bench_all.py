@@ -15,10 +15,12 @@
 7. health (``bench_watcher.py --health``): a HyperPod node health event to the new pool in Kueue
    (router, queue, recompute, the real apiserver), median / p95 vs the window;
 8. recovery (``bench_recovery.py``): for each fault class, fault end -> the right borrowingLimit in the
-   ClusterQueue on the deployed queue's semantics, vs the coalescing window + 30 s.
+   ClusterQueue on the deployed queue's semantics, vs the coalescing window + 30 s;
+9. cost (``bench_cost.py``, also ``make cost``): a simulated day per cluster at 5,000 nodes / 200 teams through the
+   real handlers, counted at the AWS boundaries and priced (``prices.json``): USD per cluster-month vs $12.
 
 One DynamoDB Local serves 2-5; one real stack (``devkit.kube.stack``) serves 2-4, emptied before each. Usage: ``uv run python tests/bench/bench_all.py [--quick] [--only NAME ...]``
-(NAME: engine, coldstart, recompute, memory, burst, watcher, health, recovery; ``--quick``: small sizes, for a smoke run).
+(NAME: engine, coldstart, recompute, memory, burst, watcher, health, recovery, cost; ``--quick``: small sizes, for a smoke run).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench import bench_common as bc
 
-BENCHES = ("engine", "coldstart", "recompute", "memory", "burst", "watcher", "health", "recovery")
+BENCHES = ("engine", "coldstart", "recompute", "memory", "burst", "watcher", "health", "recovery", "cost")
 
 
 def main(argv: list[str]) -> int:
@@ -85,6 +87,10 @@ def main(argv: list[str]) -> int:
         from tests.bench import bench_watcher
 
         bench_watcher.run(report, quick=quick, trigger="health")
+    if "cost" in only:
+        from tests.bench import bench_cost
+
+        bench_cost.run(report, quick=quick)
 
     print()
     print(f"idleshare benchmarks — {bc.machine()}; {time.perf_counter() - started:.0f} s")

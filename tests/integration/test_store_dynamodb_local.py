@@ -152,7 +152,7 @@ def test_read_failure_first_then_first_pool(store: DynamoStore) -> None:
     assert got is not None and got.generation == 1 and got.read_failure == ""
 
 
-@pytest.mark.parametrize("teams", [500, 6000])  # ~50 KB stored as JSON text; ~600 KB stored compressed
+@pytest.mark.parametrize("teams", [500, 6000])  # ~50 KB and ~600 KB of JSON, both above COMPRESS_ABOVE: stored xz
 def test_a_large_pool_round_trips(store: DynamoStore, ddb_table: Any, teams: int) -> None:
     pool = {
         "teams": {
@@ -167,7 +167,7 @@ def test_a_large_pool_round_trips(store: DynamoStore, ddb_table: Any, teams: int
     assert got is not None and got.pool == pool
     assert store.list_history(C)[0].pool == pool
     item = ddb_table.get_item(Key={"pk": "CLUSTER#c1", "sk": "POOL"})["Item"]
-    assert item["pool_encoding"] == ("json" if size <= COMPRESS_ABOVE else "zlib")
+    assert size > COMPRESS_ABOVE and item["pool_encoding"] == "xz"
 
 
 def test_a_missing_table_is_a_permanent_error_naming_it(ddb_resource: Any) -> None:

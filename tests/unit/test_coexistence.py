@@ -164,7 +164,7 @@ def test_the_recompute_names_them_in_the_pool_counts_them_and_keeps_writing_its_
     }
 
 
-def test_a_failed_read_keeps_the_last_findings_and_the_gauge_is_zero_once_gone(cluster, monkeypatch, capsys):
+def test_a_failed_read_keeps_the_last_findings_and_the_gauge_is_gone_once_cleared(cluster, monkeypatch, capsys):
     _, kube, _, r = cluster
     r.recompute("demo")
     key = ("ClusterQueue", "", "hyperpod-ns-a-clusterqueue")
@@ -175,15 +175,18 @@ def test_a_failed_read_keeps_the_last_findings_and_the_gauge_is_zero_once_gone(c
     again = r.recompute("demo")
     assert not again.changed and again.generation == first.generation
     assert DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE in {i.code for i in again.result.issues}
-    # When it reads again and the status is cleared: the issue is gone and the gauge says 0 (the alarm clears)
+    # When it reads again and the status is cleared: the issue is gone and so is the gauge (a trouble gauge is
+    # emitted only above 0; its alarm treats missing data as not breaching: it clears)
     monkeypatch.undo()
     del kube.objects[key]["status"]
     capsys.readouterr()
     cleared = r.recompute("demo")
     assert cleared.changed and DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE not in {i.code for i in cleared.result.issues}
     emit_recompute(cleared)
+    assert [d for d in emf_documents(capsys.readouterr().out) if names.METRIC_QUOTA_OVERRIDDEN in d] == []
+    emit_recompute(first)
     (gauge,) = [d for d in emf_documents(capsys.readouterr().out) if names.METRIC_QUOTA_OVERRIDDEN in d]
-    assert gauge[names.METRIC_QUOTA_OVERRIDDEN] == [0.0]
+    assert gauge[names.METRIC_QUOTA_OVERRIDDEN] == [1.0]
 
 
 # -- the adapter's projection, on an API server answer of v0.20's shape ----------------------------------

@@ -289,7 +289,8 @@ def test_every_metric_carries_exactly_the_dimensions_the_dashboard_and_alarms_qu
     emitted = emitted_metrics(capsys, outcome)
     dims = {m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]: sorted(m["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0])
             for m in emitted}  # fmt: skip
-    assert all(dims[name] == sorted(GAUGE_DIMS) for name in ("Unallocated", "Shortfall", "BorrowLimitSum")), dims
+    assert dims[names.METRIC_UNALLOCATED] == sorted(GAUGE_DIMS), dims
+    assert names.METRIC_SHORTFALL not in dims  # no shortfall: a trouble gauge is emitted only above 0
     assert dims["ExcludedNodes"] == sorted(EXCLUDED_DIMS)
     assert dims[names.METRIC_FOREIGN_FIELD_MANAGER] == sorted([names.METRIC_DIM_CLUSTER, "service"])
     (foreign,) = [m for m in emitted if names.METRIC_FOREIGN_FIELD_MANAGER in m]

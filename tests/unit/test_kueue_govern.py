@@ -172,9 +172,9 @@ def test_the_flavors_left_out_are_a_gauge_per_cluster(capsys) -> None:
     from idleshare.service.recompute import Outcome
     from tests.fakes import emf_documents
 
-    for fleet, expected in ((66, [3.0]), (10, [0.0])):
+    for fleet, expected in ((66, [("c1", [3.0])]), (10, [])):  # none left out: no gauge (its alarm: missing is fine)
         result, _ = _written(_pool([*nodes("p5", P5, 2), *cpu_fleet(fleet)], [quota("a", entry(P5, count=1))]))
         capsys.readouterr()
         emit_recompute(Outcome("c1", 1, True, result=result))
         gauges = [r for r in emf_documents(capsys.readouterr().out) if names.METRIC_UNGOVERNED_FLAVORS in r]
-        assert [(r[names.METRIC_DIM_CLUSTER], r[names.METRIC_UNGOVERNED_FLAVORS]) for r in gauges] == [("c1", expected)]
+        assert [(r[names.METRIC_DIM_CLUSTER], r[names.METRIC_UNGOVERNED_FLAVORS]) for r in gauges] == expected

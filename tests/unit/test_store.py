@@ -414,9 +414,9 @@ def test_a_pool_is_plain_json_when_small_and_compressed_binary_in_one_item_when_
     pool = {"teams": {f"team-{i:05d}": {"nominal": {"ml.p5.48xlarge": {"nvidia.com/gpu": i}}} for i in range(9000)}}
     assert len(json.dumps(pool)) > 500_000
     store.put_pool(pool_record(2, pool=pool), expected_generation=1)
-    # Then the POOL item holds it zlib-compressed in a binary attribute, in one item: no parts
+    # Then the POOL item holds it xz-compressed in a binary attribute, in one item: no parts
     item = raw_item(table, "CLUSTER#c1", "POOL")
-    assert item["pool_encoding"] == "zlib"
+    assert item["pool_encoding"] == "xz"  # xz: half the WRU of zlib on every change
     assert isinstance(item["pool"].value, bytes) and len(item["pool"].value) < PART_SIZE
     assert "pool_parts" not in item and part_keys(table, "POOL") == [] and part_keys(table, "HISTORY") == []
     assert store.get_pool(C).pool == pool
@@ -431,7 +431,7 @@ def test_a_large_pool_is_split_into_parts_and_a_larger_ones_leftovers_go_next_wr
     # Then the POOL and HISTORY items reference two parts each, under keys no other prefix matches
     item = raw_item(table, "CLUSTER#c1", "POOL")
     history = raw_item(table, "CLUSTER#c1", "HISTORY#0000000001")
-    assert (item["pool_encoding"], item["pool_parts"], "pool" in item) == ("zlib", 2, False)
+    assert (item["pool_encoding"], item["pool_parts"], "pool" in item) == ("xz", 2, False)
     assert history["pool_parts"] == 2 and history["pool_sha256"] == item["pool_sha256"]
     assert part_keys(table, "POOL") == ["PART#POOL#000", "PART#POOL#001"]
     assert part_keys(table, "HISTORY") == ["PART#HISTORY#0000000001#000", "PART#HISTORY#0000000001#001"]
@@ -527,6 +527,25 @@ def test_a_pool_read_that_interleaves_with_a_newer_generation_reads_again(store,
     # When the reader reads the pool, then it gets generation 2 whole (not a mix, not an error)
     got = reader.get_pool(C)
     assert (got.generation, got.pool) == (2, second) and len(calls) == 2
+
+
+def test_a_pool_an_earlier_version_stored_zlib_compressed_is_still_read(store, table):
+    # Given a POOL item as the versions before xz wrote it: zlib binary inline, encoding "zlib"
+    document = {"unallocated": {"ml.p5.48xlarge": {"nvidia.com/gpu": "8"}}}
+    blob = zlib.compress(json.dumps(document).encode())
+    table.put_item(Item={"pk": "CLUSTER#c1", "sk": "POOL", **pool_item(pool=blob, pool_encoding="zlib")})
+    # When it is read, then the document is the one stored
+    assert store.get_pool(C).pool == document
+
+
+def test_an_xz_pool_is_smaller_than_zlib_and_its_stored_size_is_what_the_item_limit_checks():
+    from idleshare.adapters.store.items import MAX_POOL_PARTS, pack
+
+    pool = {"teams": {f"team-{i:03d}": {"nominal": {"f": {"r": i % 7}}, "lend": {"f": {"r": 0}}} for i in range(3000)}}
+    xz = pack(pool, "pool", max_parts=MAX_POOL_PARTS, operation="t", xz=True)
+    z = pack(pool, "pool", max_parts=MAX_POOL_PARTS, operation="t")
+    assert xz.encoding == "xz" and z.encoding == "zlib"
+    assert isinstance(xz.inline, bytes) and isinstance(z.inline, bytes) and len(xz.inline) < len(z.inline)
 
 
 @pytest.mark.parametrize("encoding", ["zlib+base64", "gzip", ""])

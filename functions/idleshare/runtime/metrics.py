@@ -6,7 +6,7 @@ The gauges carry exactly the dimensions the dashboard's and the alarms' ``SCHEMA
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -14,6 +14,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from idleshare import names
 from idleshare.domain.coexistence import DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE
 from idleshare.domain.model import is_accelerator
+from idleshare.metric_specs import spec
 from idleshare.runtime.observability import logger, metrics
 from idleshare.service.batch import BatchEvents
 
@@ -97,16 +98,21 @@ def emit_recompute(outcome: Outcome) -> None:
     _accelerator_gauges(outcome.cluster_id, result)
     for reason, count in Counter(str(r) for r in result.excluded_nodes.values()).items():
         gauge(outcome.cluster_id, names.METRIC_EXCLUDED_NODES, float(count), reason=reason)
-    for code, count in Counter(issue.code for issue in result.issues).items():
-        gauge(outcome.cluster_id, names.METRIC_POOL_ISSUES, float(count), issue=code)
-    gauge(outcome.cluster_id, names.METRIC_UNGOVERNED_FLAVORS, float(len(result.ungoverned_flavors)))
-    # cluster + service exactly (the alarm's dimensions), whether or not POWERTOOLS_SERVICE_NAME is set
-    gauge(outcome.cluster_id, names.METRIC_FOREIGN_FIELD_MANAGER, float(len(outcome.conflicts)))
-    gauge(outcome.cluster_id, names.METRIC_FOREIGN_OBJECTS, float(len(outcome.foreign)))
-    gauge(outcome.cluster_id, names.METRIC_FIELD_MANAGER_FIGHTS, float(len(outcome.fights)))
-    gauge(outcome.cluster_id, names.METRIC_OBJECTS_REFUSED, float(len(outcome.refused) + len(outcome.waiting)))
+    # per severity, not per issue code: the codes are in the pool document and the log line (bounded metrics)
+    for severity, count in Counter(issue.severity for issue in result.issues).items():
+        gauge(outcome.cluster_id, names.METRIC_POOL_ISSUES, float(count), severity=severity)  # METRIC_DIM_SEVERITY
+    # trouble gauges: emitted only when above 0 (their alarms treat missing data as not breaching), so a healthy
+    # cluster pays nothing for them; cluster + service exactly (the alarms' dimensions)
     overridden = sum(1 for issue in result.issues if issue.code == DYNAMIC_QUOTA_ORCHESTRATOR_ACTIVE)
-    gauge(outcome.cluster_id, names.METRIC_QUOTA_OVERRIDDEN, float(overridden))
+    for name, value in (
+        (names.METRIC_UNGOVERNED_FLAVORS, len(result.ungoverned_flavors)),
+        (names.METRIC_FOREIGN_FIELD_MANAGER, len(outcome.conflicts)),
+        (names.METRIC_FOREIGN_OBJECTS, len(outcome.foreign)),
+        (names.METRIC_FIELD_MANAGER_FIGHTS, len(outcome.fights)),
+        (names.METRIC_OBJECTS_REFUSED, len(outcome.refused) + len(outcome.waiting)),
+        (names.METRIC_QUOTA_OVERRIDDEN, overridden),
+    ):
+        trouble(outcome.cluster_id, name, float(value))
 
 
 def _warn_left_alone(outcome: Outcome) -> None:
@@ -136,29 +142,57 @@ def _warn_left_alone(outcome: Outcome) -> None:
         )
 
 
+def metric_resource(resource: str) -> str:
+    """The ``resource`` dimension of an accelerator resource: its name, every MIG profile folded into
+    ``nvidia.com/mig-*`` (the number of metrics is bounded by the kinds of accelerator, not the profiles)."""
+    return MIG_FOLDED if resource.startswith(MIG_PREFIX) else resource
+
+
+MIG_PREFIX = "nvidia.com/mig-"
+MIG_FOLDED = MIG_PREFIX + "*"
+
+
 def _accelerator_gauges(cluster_id: str, result: PoolResult) -> None:
-    """Per accelerator flavor and resource with capacity or a shortfall: unallocated, shortfall and the teams'
-    borrowing limits summed."""
+    """Per accelerator resource (summed over the flavors: per-flavor figures are in the pool document) with
+    capacity or a shortfall: unallocated, and the shortfall when there is one."""
+    unallocated: defaultdict[str, float] = defaultdict(float)
+    shortfall: defaultdict[str, float] = defaultdict(float)
+    seen: set[str] = set()
     for flavor in result.flavors:
         for resource in result.resources:
             if not is_accelerator(resource):
                 continue
             if not result.capacity[flavor][resource] and not result.shortfall[flavor][resource]:
                 continue
-            borrow_limits = sum(float(g.borrowing_limit[flavor][resource]) for g in result.teams.values())
-            for name, value in (
-                (names.METRIC_UNALLOCATED, float(result.unallocated[flavor][resource])),
-                (names.METRIC_SHORTFALL, float(result.shortfall[flavor][resource])),
-                (names.METRIC_BORROW_LIMIT_SUM, borrow_limits),
-            ):
-                gauge(cluster_id, name, value, flavor=flavor, resource=resource)
+            r = metric_resource(resource)
+            seen.add(r)
+            unallocated[r] += float(result.unallocated[flavor][resource])
+            shortfall[r] += float(result.shortfall[flavor][resource])
+    for r in sorted(seen):
+        gauge(cluster_id, names.METRIC_UNALLOCATED, unallocated[r], resource=r)
+        trouble(cluster_id, names.METRIC_SHORTFALL, shortfall[r], resource=r)
 
 
-def gauge(cluster_id: str, name: str, value: float, *, unit: MetricUnit = MetricUnit.Count, **dims: str) -> None:
-    """One metric of the cluster with exactly the dimensions the dashboard's and alarms' SCHEMA() name
-    (infra/constructs/observability.py and watcher.py): Powertools adds ``service`` from POWERTOOLS_SERVICE_NAME when it is
-    set, so it is always set here."""
+def trouble(cluster_id: str, name: str, value: float, **dims: str) -> None:
+    """A gauge of something wrong (declared ``when_positive``), emitted only when above 0: missing data is all is
+    well (its alarm treats missing data as not breaching), and a healthy cluster pays for no such metric."""
+    if not spec(name).when_positive:
+        raise ValueError(f"metric {name!r} is not declared when_positive (idleshare.metric_specs)")
+    if value > 0:
+        gauge(cluster_id, name, value, **dims)
+
+
+def gauge(cluster_id: str, name: str, value: float, **dims: str) -> None:
+    """One metric of the cluster with exactly its declared dimensions and unit (``idleshare.metric_specs``: what the
+    dashboard's and alarms' SCHEMA() name); other dimensions are a bug, refused. Powertools adds ``service`` from
+    POWERTOOLS_SERVICE_NAME when it is set, so it is always set here."""
     from aws_lambda_powertools.metrics import single_metric
+
+    declared = spec(name)
+    given = {names.METRIC_DIM_CLUSTER, *dims}
+    if given != set(declared.dims):
+        raise ValueError(f"metric {name!r} emitted with dimensions {sorted(given)}, declared {list(declared.dims)}")
+    unit = MetricUnit(declared.unit)
 
     with single_metric(
         name=name,
@@ -194,15 +228,15 @@ def emit_watch(report: WatchReport) -> None:
         logger.warning("node watch had failures", extra={**extra, "failures": report.failures[:10]})
     else:
         logger.info("node watch handed over", extra=extra)
-    gauge(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds, unit=MetricUnit.Seconds)
+    gauge(report.cluster_id, names.METRIC_NODE_WATCH_SECONDS, report.watched_seconds)
     gauge(report.cluster_id, names.METRIC_NODE_CHANGES_PUBLISHED, report.published)
-    gauge(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
-    gauge(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
+    trouble(report.cluster_id, names.METRIC_NODE_WATCH_FAILURES, len(report.failures))
+    trouble(report.cluster_id, names.METRIC_NODE_WATCH_RELISTS, report.relists)
 
 
 def emit_usage(sample: UsageSample) -> None:
-    """A usage sample's gauges (accelerators only): per team and flavor in use and borrowed, per team pending
-    workloads, per flavor idle, borrowed and idle while pending; and a log line naming each team that waits
+    """A usage sample's gauges (accelerators only, per resource: idle, borrowed, idle while pending when some), its
+    ``team usage`` log line (per team in use, borrowed, pending workloads); and a log line naming each team that waits
     while its flavor is idle, with Kueue's reason (the IdleWhilePending alarm's context). What the sample could not
     read has no gauge (a gap, never a 0): a log line names each such value."""
     cid = sample.cluster_id
@@ -226,36 +260,54 @@ def emit_usage(sample: UsageSample) -> None:
 
 
 def _team_usage(sample: UsageSample) -> None:
-    """Per team its pending workloads (when read) and, per accelerator flavor and resource, in use and borrowed."""
-    cid = sample.cluster_id
-    dim_f, dim_r, dim_t = names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE, names.METRIC_DIM_TEAM
-    for team, usage in sample.teams.items():
-        team_dims: dict[str, Any] = {dim_t: team}
-        if usage.pending is not None:  # unreadable: no gauge (a gap), never a 0
-            gauge(cid, names.METRIC_TEAM_PENDING_WORKLOADS, float(usage.pending), **team_dims)
-        for flavor, per in usage.in_use.items():
-            for resource, used in per.items():
-                if not is_accelerator(resource):
-                    continue
-                dims: dict[str, Any] = {dim_t: team, dim_f: flavor, dim_r: resource}
-                gauge(cid, names.METRIC_TEAM_IN_USE, float(used), **dims)
-                gauge(cid, names.METRIC_TEAM_BORROWED, float(usage.borrowed[flavor][resource]), **dims)
+    """One ``team usage`` log line: per team its pending workloads (when read) and, per accelerator flavor and
+    resource in use, in use and borrowed. Not metrics: a metric per team would make the bill grow with the teams
+    (the usage API and ``idleshare usage`` keep the history; CloudWatch Logs Insights queries the line)."""
+    rows: list[dict[str, Any]] = []
+    for team, usage in sorted(sample.teams.items()):
+        row: dict[str, Any] = {"team": team}
+        if usage.pending is not None:  # unreadable: left out (a gap), never a 0
+            row["pending"] = usage.pending
+        in_use = {
+            f"{flavor}/{resource}": [str(used), str(usage.borrowed[flavor][resource])]
+            for flavor, per in usage.in_use.items()
+            for resource, used in per.items()
+            if is_accelerator(resource) and (used or usage.borrowed[flavor][resource])
+        }
+        if in_use:
+            row["inUseBorrowed"] = in_use
+        rows.append(row)
+    if rows:
+        logger.info(TEAM_USAGE_LOG, extra={"cluster": sample.cluster_id, "teams": rows})
+
+
+TEAM_USAGE_LOG = "team usage"
+"""The message of the per-team usage log line (``teams``: team, pending, ``inUseBorrowed`` per flavor/resource:
+[in use, borrowed])."""
 
 
 def _flavor_usage(sample: UsageSample) -> None:
-    """Per accelerator flavor and resource with capacity or use: idle, borrowed and idle while pending; and the
-    warning naming each team that waits while its flavor is idle."""
+    """Per accelerator resource with capacity or use (summed over the flavors, MIG profiles folded): idle, borrowed
+    and, when some, idle while pending; and the warning naming each team that waits while its flavor is idle."""
     cid = sample.cluster_id
-    dim_f, dim_r = names.METRIC_DIM_FLAVOR, names.METRIC_DIM_RESOURCE
     waiting: dict[tuple[str, str], float] = {(i.flavor, i.resource): float(i.idle) for i in sample.idle_while_pending}
+    idle: defaultdict[str, float] = defaultdict(float)
+    borrowed: defaultdict[str, float] = defaultdict(float)
+    pending: defaultdict[str, float] = defaultdict(float)
+    seen: set[str] = set()
     for flavor, usages in sample.flavors.items():
         for resource, fu in usages.items():
             if not is_accelerator(resource) or not (fu.capacity or fu.in_use):
                 continue
-            dims: dict[str, Any] = {dim_f: flavor, dim_r: resource}
-            gauge(cid, names.METRIC_FLAVOR_IDLE, float(fu.idle), **dims)
-            gauge(cid, names.METRIC_FLAVOR_BORROWED, float(fu.borrowed), **dims)
-            gauge(cid, names.METRIC_IDLE_WHILE_PENDING, waiting.get((flavor, resource), 0.0), **dims)
+            r = metric_resource(resource)
+            seen.add(r)
+            idle[r] += float(fu.idle)
+            borrowed[r] += float(fu.borrowed)
+            pending[r] += waiting.get((flavor, resource), 0.0)
+    for r in sorted(seen):
+        gauge(cid, names.METRIC_FLAVOR_IDLE, idle[r], resource=r)
+        gauge(cid, names.METRIC_FLAVOR_BORROWED, borrowed[r], resource=r)
+        trouble(cid, names.METRIC_IDLE_WHILE_PENDING, pending[r], resource=r)
     if sample.idle_while_pending:
         _warn_rows("accelerators idle while work is pending", cid, "idleWhilePending", [
             {"team": i.team, "flavor": i.flavor, "resource": i.resource, "idle": str(i.idle), "pendingReason": i.reason,
@@ -271,9 +323,9 @@ def _unbound_usage(sample: UsageSample) -> None:
     if sample.unbound is None:
         logger.warning("unbound pods not read", extra={"cluster": cid, "error": sample.unbound_error})
         return
-    gauge(cid, names.METRIC_UNBOUND_PODS, float(sample.unbound_pods()))
+    trouble(cid, names.METRIC_UNBOUND_PODS, float(sample.unbound_pods()))
     oldest = sample.oldest_unbound_seconds()
-    gauge(cid, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, float(oldest), unit=MetricUnit.Seconds)
+    trouble(cid, names.METRIC_UNBOUND_PODS_OLDEST_SECONDS, float(oldest))
     if sample.unbound:
         _warn_rows("admitted pods no node has taken", cid, "unbound", [
             {"team": u.team, "flavor": u.flavor, "pods": u.pods, "workloads": u.workloads,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import re
 import secrets
 import string
@@ -27,7 +28,8 @@ from typing import Any, NoReturn
 from idleshare.errors import PermanentError
 from idleshare.table import PK, SK, part_sk
 
-COMPRESS_ABOVE = 64_000  # bytes of pool JSON above which it is stored compressed (binary)
+COMPRESS_ABOVE = 1_000  # bytes of pool JSON above which it is stored compressed (binary): a 5k-node pool's
+# 58 KB of JSON is ~6 KB compressed, and it is written twice (POOL, HISTORY) in a transaction per change: WRU per KB
 ITEM_LIMIT = 409_600  # DynamoDB's item size limit (400 KB), attribute names and values
 ITEM_BUDGET = 400_000  # every item this store writes stays under this (checked before each write)
 PART_SIZE = 300_000  # bytes of compressed document one item carries (inline, or per part item)
@@ -38,6 +40,10 @@ MAX_WATCH_PARTS = 12  # the watcher's node views, once per transaction: 12 x 300
 MAX_MESSAGE = 2_000  # apply / read-failure messages are cut to this many characters
 ENCODING_JSON = "json"  # pool: JSON text
 ENCODING_ZLIB_BINARY = "zlib"  # pool: zlib, binary, inline or in parts
+ENCODING_XZ_BINARY = "xz"  # pool: xz (LZMA), binary, inline or in parts: half zlib's size on a pool document, whose
+# POOL and HISTORY items are written (and the POOL item updated) on every change, each billed per KB
+XZ_MAGIC = b"\xfd7zXZ\x00"
+XZ_PRESET = 6 | lzma.PRESET_EXTREME
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 ID_PATTERN = re.compile(r"^[a-z0-9]{12}$")  # quota and scheduler config ids
 
@@ -137,18 +143,18 @@ class StoredItem:
     def document(self, attr: str, blob: bytes) -> dict[str, Any]:
         """A compressed document's JSON object (``blob``: the inline attribute or the parts joined)."""
         try:
-            value = json.loads(zlib.decompress(blob))
-        except (ValueError, zlib.error) as exc:
-            self.corrupt(f"attribute {attr!r} is not zlib-compressed JSON ({exc})")
+            value = json.loads(lzma.decompress(blob) if blob.startswith(XZ_MAGIC) else zlib.decompress(blob))
+        except (ValueError, zlib.error, lzma.LZMAError) as exc:
+            self.corrupt(f"attribute {attr!r} is not zlib- or xz-compressed JSON ({exc})")
         if not isinstance(value, dict):
             self.corrupt(f"attribute {attr!r} must hold a JSON object")
         return value
 
     def pool(self, parts: bytes | None = None) -> dict[str, Any]:
-        """The pool document: JSON text, or zlib binary inline or (``parts``: the parts joined, :func:`unpack`) in
-        part items; any other ``pool_encoding`` is corrupt."""
+        """The pool document: JSON text, or zlib or xz binary inline or (``parts``: the parts joined,
+        :func:`unpack`) in part items; any other ``pool_encoding`` is corrupt."""
         encoding = self.get_str("pool_encoding", ENCODING_JSON)
-        if encoding == ENCODING_ZLIB_BINARY:
+        if encoding in (ENCODING_ZLIB_BINARY, ENCODING_XZ_BINARY):
             return self.document("pool", parts if parts is not None else self.get_bytes("pool"))
         if encoding != ENCODING_JSON:
             self.corrupt(f"unknown pool_encoding {encoding!r}")
@@ -169,6 +175,9 @@ class Packed:
     inline: str | bytes | None
     parts: tuple[bytes, ...] = ()
     sha256: str = ""
+    encoding: str = ENCODING_ZLIB_BINARY
+    """How the bytes are compressed (:data:`ENCODING_ZLIB_BINARY` or :data:`ENCODING_XZ_BINARY`); JSON text when
+    ``inline`` is a string."""
 
     def owner_attributes(self, attr: str) -> dict[str, Any]:
         """What the owner item holds: ``attr`` inline, or ``<attr>_parts`` and ``<attr>_sha256``."""
@@ -177,16 +186,20 @@ class Packed:
         return {f"{attr}_parts": len(self.parts), f"{attr}_sha256": self.sha256}
 
 
-def pack(document: Mapping[str, Any], what: str, *, max_parts: int, operation: str, text_below: int = 0) -> Packed:
-    """``document`` as stored: JSON text when at most ``text_below`` bytes, else zlib-compressed, inline when the
-    compressed bytes fit in :data:`PART_SIZE`, else in parts; more than ``max_parts`` parts is refused (413)."""
+def pack(
+    document: Mapping[str, Any], what: str, *, max_parts: int, operation: str, text_below: int = 0, xz: bool = False
+) -> Packed:
+    """``document`` as stored: JSON text when at most ``text_below`` bytes, else zlib-compressed (``xz``: xz), inline
+    when the compressed bytes fit in :data:`PART_SIZE`, else in parts; more than ``max_parts`` parts is refused (413).
+    The limits apply to the stored (compressed) size."""
     text = to_json(document, what)
     raw = text.encode("utf-8")
     if len(raw) <= text_below:
         return Packed(text)
-    blob = zlib.compress(raw, 6)
+    blob = lzma.compress(raw, preset=XZ_PRESET) if xz else zlib.compress(raw, 6)
+    encoding = ENCODING_XZ_BINARY if xz else ENCODING_ZLIB_BINARY
     if len(blob) <= PART_SIZE:
-        return Packed(blob)
+        return Packed(blob, encoding=encoding)
     parts = tuple(blob[i : i + PART_SIZE] for i in range(0, len(blob), PART_SIZE))
     if len(parts) > max_parts:
         raise PermanentError(
@@ -196,7 +209,7 @@ def pack(document: Mapping[str, Any], what: str, *, max_parts: int, operation: s
             operation=operation,
             status=413,
         )
-    return Packed(None, parts, hashlib.sha256(blob).hexdigest())
+    return Packed(None, parts, hashlib.sha256(blob).hexdigest(), encoding)
 
 
 def part_items(pk: str, owner_sk: str, packed: Packed, **attributes: Any) -> list[dict[str, Any]]:

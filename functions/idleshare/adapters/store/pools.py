@@ -17,7 +17,6 @@ from idleshare.adapters.store.errors import TransactionCancelledError
 from idleshare.adapters.store.items import (
     COMPRESS_ABOVE,
     ENCODING_JSON,
-    ENCODING_ZLIB_BINARY,
     MAX_POOL_PARTS,
     Packed,
     StoredItem,
@@ -94,7 +93,9 @@ class Pools(TableAccess):
         op = "put_pool"
         _check_succession(record, expected_generation, op)
         cid = record.cluster_id
-        packed = pack(record.pool, f"pool of {cid}", max_parts=MAX_POOL_PARTS, operation=op, text_below=COMPRESS_ABOVE)
+        packed = pack(
+            record.pool, f"pool of {cid}", max_parts=MAX_POOL_PARTS, operation=op, text_below=COMPRESS_ABOVE, xz=True
+        )
         extra = side_json(record.extra, f"extra of the pool of {cid}", op)
         outbox = None if record.outbox is None else side_json(record.outbox, f"outbox of the pool of {cid}", op)
         now = self.clock()
@@ -389,7 +390,7 @@ def _pool_and_history_items(
     common = {
         "generation": record.generation,
         "digest": record.digest,
-        "pool_encoding": ENCODING_JSON if isinstance(packed.inline, str) else ENCODING_ZLIB_BINARY,
+        "pool_encoding": ENCODING_JSON if isinstance(packed.inline, str) else packed.encoding,
         **packed.owner_attributes("pool"),
         "computed_at": record.computed_at,
         "extra": extra,

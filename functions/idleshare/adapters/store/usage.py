@@ -17,6 +17,7 @@ duplicate or overlapping invocation adds nothing twice (it gets :class:`Conflict
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -72,8 +73,16 @@ def merge_gaps(
     return tuple(out)
 
 
-def _rows_json(rows: Mapping[UsageKey, tuple[Fraction, Fraction]]) -> str:
-    return json.dumps([[t, f, r, str(a), str(b)] for (t, f, r), (a, b) in sorted(rows.items())], separators=(",", ":"))
+def _rows_json(rows: Mapping[UsageKey, tuple[Fraction, Fraction]]) -> bytes:
+    """The rows as stored: zlib-compressed JSON (binary; an hour's bucket is rewritten every minute, billed per KB).
+    Read back: :meth:`UsageStore._bucket`, which also reads the JSON text earlier versions wrote."""
+    text = json.dumps([[t, f, r, str(a), str(b)] for (t, f, r), (a, b) in sorted(rows.items())], separators=(",", ":"))
+    return zlib.compress(text.encode(), 6)
+
+
+def _stored_rows(item: StoredItem) -> Any:
+    raw = item.raw.get("rows", "[]")
+    return json.loads(raw if isinstance(raw, str) else zlib.decompress(item.get_bytes("rows")))
 
 
 def _ttl(days: int, start: datetime) -> int:
@@ -147,12 +156,9 @@ class UsageHistory(TableAccess):
 
     def _bucket(self, item: StoredItem, start: str) -> UsageBucket:
         try:
-            rows = {
-                (str(t), str(f), str(r)): (Fraction(a), Fraction(b))
-                for t, f, r, a, b in json.loads(item.get_str("rows", "[]"))
-            }
+            rows = {(str(t), str(f), str(r)): (Fraction(a), Fraction(b)) for t, f, r, a, b in _stored_rows(item)}
             gaps = tuple((str(s), str(e), str(why)) for s, e, why in json.loads(item.get_str("gaps", "[]")))
-        except (ValueError, TypeError, ZeroDivisionError) as exc:
+        except (ValueError, TypeError, ZeroDivisionError, zlib.error) as exc:
             item.corrupt(f"usage rows or gaps unreadable: {exc}")
         return UsageBucket(start=start, rows=rows, gaps=gaps)
 
