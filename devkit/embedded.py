@@ -43,7 +43,7 @@ from devkit.kube.client import Kube
 from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare import table as schema
-from idleshare.domain.model import DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
+from idleshare.domain.model import DEFAULT_ADMISSION_POLICY, DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
 
 REGION = "us-east-1"
 TABLE_NAME = "idleshare-local"
@@ -128,6 +128,7 @@ class ClusterSpec:
     hyperpod_cluster_arn: str = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
     borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
     headroom: Headroom = DEFAULT_HEADROOM
+    admission_policy: bool = DEFAULT_ADMISSION_POLICY
 
 
 @dataclass
@@ -265,6 +266,7 @@ class Embedded:
                 c.hyperpod_cluster_arn,
                 borrow_limit_basis=c.borrow_limit_basis,
                 headroom=c.headroom,
+                admission_policy=c.admission_policy,
             )
         )
         # The node watcher, as deployed: its first pass lists the nodes and publishes nothing (a baseline)

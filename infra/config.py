@@ -15,10 +15,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 
 from idleshare import timings
-from idleshare.domain.model import DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
+from idleshare.domain.model import DEFAULT_ADMISSION_POLICY, DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
 from idleshare.domain.naming import namespace_prefix_problem
 
 CONTEXT_KEY = "idleshare"
@@ -98,6 +98,9 @@ class ClusterConfig(_Strict):
     """Which pods that are not Kueue's reduce a node's allocatable before the pool: off, daemonsets (the DaemonSets that
     will run on it; the default), all (also the bound pods neither a DaemonSet's nor Kueue's: a cluster-wide pod list
     per recompute); docs/spec.md §2."""
+    admission_policy: StrictBool = DEFAULT_ADMISSION_POLICY
+    """Whether idleshare writes its admission policy (a Job in a team's namespace must name its team's LocalQueue);
+    off for a cluster whose own policy does this; docs/spec.md §3."""
     vpc: VpcConfig | None = None
 
     @field_validator("prefix")
@@ -180,6 +183,7 @@ class IdleshareConfig(_Strict):
                         "field_ownership",
                         "borrow_limit_basis",
                         "headroom",
+                        "admission_policy",
                     }
                 )
                 for c in self.clusters

@@ -105,3 +105,28 @@ def test_an_update_may_not_take_the_label_away_and_leaves_a_job_from_before_the_
     assert "hyperpod-ns-alpha-localqueue" in answer["message"]
     for name in ("from-before",):
         kube_stack.request("DELETE", f"{jobs}/{name}")
+
+
+def test_switched_off_for_a_cluster_idleshare_deletes_its_policy_and_the_api_server_takes_any_job(
+    make_cluster: Any, kube_stack: KubeStack
+) -> None:
+    import dataclasses
+
+    # Given a governed team, the policy in force
+    cluster: Cluster = make_cluster(p5_nodes(2))
+    cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=50))
+    probe = unlabelled(wl.batch_job("alpha", "x", {GPU: 1}), "probe")
+    assert refused_once_in_force(kube_stack, probe)[0] in (403, 422)
+    # When the cluster's admission_policy is switched off (the registry, as a deploy of the config writes it)
+    store, cid = cluster.pipeline.store, cluster.spec.cluster_id
+    store.put_cluster(dataclasses.replace(store.get_cluster(cid), admission_policy=False))
+    cluster.recalculate()
+    # Then both objects are gone, named in the apply status, and a Job without the label is taken again
+    for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+        assert kube_stack.request("GET", f"{ADMISSION}/{plural}/{POLICY_NAME}")[0] == 404
+    pool = store.get_pool(cid)
+    assert pool is not None and f"ValidatingAdmissionPolicy/{POLICY_NAME}" in (pool.apply_message or ""), pool
+    deadline = time.monotonic() + 20
+    while (answered := post_job(kube_stack, probe))[0] != 201 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert answered[0] == 201, answered

@@ -66,6 +66,7 @@ def test_defaults_for_a_minimal_config() -> None:
     assert config.alarm_email is None
     assert json.loads(config.clusters_env()) == [
         {
+            "admission_policy": True,
             "borrow_limit_basis": "Quota",
             "eks_cluster_name": "c1",
             "field_ownership": "Respect",
@@ -215,3 +216,13 @@ def test_app_prints_the_error_and_exits_2_without_traceback(tmp_path: Path) -> N
     assert proc.returncode == 2, proc.stderr
     assert "idleshare.clusters.0.eks_cluster_name" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_clusters_admission_policy_switch_reaches_the_lambdas_cluster_records() -> None:
+    config = parse_config(
+        {"clusters": [_cluster(admission_policy=False), _cluster(id="c2", eks_cluster_name="c2-eks")]}
+    )
+    records = parse_clusters(config.clusters_env())
+    assert [(r.cluster_id, r.admission_policy) for r in records] == [("c1", False), ("c2", True)]
+    with pytest.raises(Exception, match="admission_policy"):
+        parse_config({"clusters": [_cluster(admission_policy="off")]})

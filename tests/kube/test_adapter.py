@@ -673,3 +673,10 @@ def test_headroom_reads_each_objects_uid_and_its_owner_references_whole(kube, ad
         kube.request("DELETE", "/api/v1/namespaces/default/pods/hr-pod", params={"gracePeriodSeconds": "0"},
                      ok=(200, 202, 404))  # fmt: skip
         kube.delete("DaemonSet", "hr-agent", "default")
+
+
+def test_deleting_an_admission_policy_already_gone_is_fine_and_reads_no_kueue_version(adapter):
+    # a kind outside Kueue's group has no served version to look up again after its 404
+    for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+        assert adapter.delete({"kind": kind, "metadata": {"name": "idleshare-absent"}}) is None
+        assert adapter.get_managed(kind, "", "idleshare-absent") is None

@@ -146,3 +146,11 @@ def test_a_lambda_without_its_configuration_fails_at_cold_start_naming_it_and_th
     )
     out = _cold_start(names.ROUTER_HANDLER, own(names.ROUTER_HANDLER), code)
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
+
+
+def test_each_clusters_admission_policy_switch_is_read_and_on_without_one() -> None:
+    raw = json.dumps([DEMO | {"admission_policy": False}, {"id": "c2", "eks_cluster_name": "e2"}])
+    got = [(c.cluster_id, c.admission_policy) for c in env_module.parse_clusters(raw)]
+    assert got == [("demo", False), ("c2", True)]
+    with pytest.raises(env_module.EnvError, match=r"\[0\]\.admission_policy: must be true or false"):
+        env_module.parse_clusters(json.dumps([DEMO | {"admission_policy": "no"}]))

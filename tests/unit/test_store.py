@@ -838,3 +838,15 @@ def test_a_recompute_over_an_invalid_stored_body_keeps_pool_and_kueue_and_names_
         store.update_quota(C, "team-a-quota", builders.quota_body("team-a", 8), target_version=1)
     recomputer.recompute(C)
     assert (store.get_pool(C).read_failure, store.get_pool(C).generation) == ("", 1)
+
+
+def test_a_clusters_admission_policy_switch_round_trips_and_an_item_written_before_it_reads_as_on(store, table):
+    store.put_cluster(ClusterRecord("c1", "eks-a", admission_policy=False))
+    assert store.get_cluster("c1").admission_policy is False
+    keys = [{PK: schema.cluster_pk("c1"), SK: schema.META_SK}, {PK: schema.REGISTRY_PK, SK: schema.cluster_pk("c1")}]
+    for k in keys:
+        table.update_item(Key=k, UpdateExpression="REMOVE admission_policy")
+    assert store.get_cluster("c1").admission_policy is True
+    table.update_item(Key=keys[0], UpdateExpression="SET admission_policy = :v", ExpressionAttributeValues={":v": "no"})
+    with pytest.raises(Exception, match="admission_policy"):
+        store.get_cluster("c1")

@@ -934,7 +934,10 @@ class LightkubeCluster:
     def _served(self, kind: str, call: Callable[[kueue_versions.KueueApi], T]) -> T:
         """``call(api)`` in the versions kept; when it answers 404 (:class:`NotFoundError`: the version may no longer
         be served, Kueue upgraded or rolled back), discovery is read again and, if ``kind`` is now served in another
-        version, ``call`` is made once more in it; else the 404 is raised as it was."""
+        version, ``call`` is made once more in it; else the 404 is raised as it was. A kind not of Kueue's group (the
+        admission policy's) has no version to discover: its 404 is raised as it is."""
+        if not _is_kueue(kind):
+            return call(kueue_versions.HUB_ONLY)
         api = self.kueue_api()
         try:
             return call(api)
@@ -953,7 +956,7 @@ class LightkubeCluster:
         ``kind`` is the API server's fault: :class:`PermanentError` naming it."""
         obj.setdefault("kind", kind)
         if not _is_kueue(kind):
-            obj.setdefault("apiVersion", "v1")
+            obj.setdefault("apiVersion", KINDS[kind][0] if kind in KINDS else "v1")
             return obj
         obj.setdefault("apiVersion", self.kueue_api().api_version(kind))
         try:

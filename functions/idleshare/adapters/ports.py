@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from idleshare.domain.kueue_versions import KueueApi
 from idleshare.domain.model import (
+    DEFAULT_ADMISSION_POLICY,
     DEFAULT_COHORT_NAME,
     DEFAULT_HEADROOM,
     DEFAULT_NAMESPACE_PREFIX,
@@ -49,6 +50,8 @@ class ClusterRecord:
     headroom: Headroom = DEFAULT_HEADROOM
     """Which pods that are not Kueue's reduce a node's allocatable: ``off``, ``daemonsets`` (the default), ``all``
     (docs/spec.md §2, "Headroom")."""
+    admission_policy: bool = DEFAULT_ADMISSION_POLICY
+    """Whether idleshare writes its admission policy in this cluster (docs/spec.md §3, "Admission policy")."""
 
 
 @dataclass(frozen=True, slots=True)

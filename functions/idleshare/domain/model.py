@@ -86,6 +86,8 @@ class Headroom(enum.StrEnum):
 
 DEFAULT_HEADROOM = Headroom.DAEMONSETS
 """The one default of the per-cluster headroom setting (decisions.md says why)."""
+DEFAULT_ADMISSION_POLICY = True
+"""The one default of the per-cluster admission policy switch: on (docs/spec.md §3, "Admission policy")."""
 
 
 class Strategy(enum.StrEnum):
@@ -273,7 +275,7 @@ class Settings:
     default_borrow_limit: int = 50
     borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
     headroom: Headroom = DEFAULT_HEADROOM
-    admission_policy: bool = True
+    admission_policy: bool = DEFAULT_ADMISSION_POLICY
     """Whether idleshare writes its admission policy (``domain.admission``) in this cluster."""
 
 

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 
 from idleshare import names, timings
 from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
-from idleshare.domain.model import DEFAULT_HEADROOM, DEFAULT_NAMESPACE_PREFIX, BorrowLimitBasis, Headroom
+from idleshare.domain.model import (
+    DEFAULT_ADMISSION_POLICY,
+    DEFAULT_HEADROOM,
+    DEFAULT_NAMESPACE_PREFIX,
+    BorrowLimitBasis,
+    Headroom,
+)
 from idleshare.domain.naming import namespace_prefix_problem
 
 HANDLER_VARIABLE = "_HANDLER"  # set by the Lambda runtime: the function's handler string
@@ -90,6 +96,14 @@ def _headroom(value: object, where: str) -> Headroom:
     return Headroom(str(value))
 
 
+def _flag(value: object, where: str) -> bool:
+    if value is None:
+        return DEFAULT_ADMISSION_POLICY
+    if not isinstance(value, bool):
+        raise EnvError(f"{where}: must be true or false (got {value!r})")
+    return value
+
+
 def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
     """``IDLESHARE_CLUSTERS``: the CDK config's clusters as JSON (``infra/config.py: clusters_env``)."""
     var = names.ENV_CLUSTERS
@@ -116,6 +130,7 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
                 field_ownership=_ownership(item.get("field_ownership"), f"{var}[{i}].field_ownership"),
                 borrow_limit_basis=_basis(item.get("borrow_limit_basis"), f"{var}[{i}].borrow_limit_basis"),
                 headroom=_headroom(item.get("headroom"), f"{var}[{i}].headroom"),
+                admission_policy=_flag(item.get("admission_policy"), f"{var}[{i}].admission_policy"),
             )
         )
     ids = [c.cluster_id for c in out]

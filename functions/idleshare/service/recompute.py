@@ -196,6 +196,7 @@ class Recomputer:
             namespace_prefix=cluster.namespace_prefix,
             borrow_limit_basis=cluster.borrow_limit_basis,
             headroom=cluster.headroom,
+            admission_policy=cluster.admission_policy,
         )
         tolerated = self.tolerated_taint_keys
         return base if tolerated is None else replace(base, tolerated_taint_keys=tolerated)

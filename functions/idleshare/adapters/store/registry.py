@@ -13,7 +13,7 @@ from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterReco
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
 from idleshare.adapters.store.items import StoredItem, attribute_values, require_name
-from idleshare.domain.model import DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
+from idleshare.domain.model import DEFAULT_ADMISSION_POLICY, DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
 from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
 from idleshare.errors import AlreadyExistsError, PermanentError
 from idleshare.table import ARN_PREFIX, CLUSTER_PREFIX, EKS_PREFIX, META_SK, PK, REGISTRY_PK, SK, cluster_pk
@@ -57,6 +57,7 @@ def _attributes(cluster: ClusterRecord, cid: str, eks: str, arn: str | None, *, 
         "field_ownership": cluster.field_ownership,
         "borrow_limit_basis": str(cluster.borrow_limit_basis),
         "headroom": str(cluster.headroom),
+        "admission_policy": cluster.admission_policy,
         "updated_at": updated_at,
     }
     if arn is not None:
@@ -211,7 +212,18 @@ class ClusterRegistry(TableAccess):
             field_ownership=item.get_opt_str("field_ownership") or RESPECT,
             borrow_limit_basis=_basis(item.get_opt_str("borrow_limit_basis")),
             headroom=_headroom(item.get_opt_str("headroom")),
+            admission_policy=_admission(item),
         )
+
+
+def _admission(item: StoredItem) -> bool:
+    """A registry item written before the setting existed has none: the default."""
+    stored = item.raw.get("admission_policy")
+    if stored is None:
+        return DEFAULT_ADMISSION_POLICY
+    if not isinstance(stored, bool):
+        item.corrupt(f"attribute 'admission_policy' must be a boolean (got {type(stored).__name__})")
+    return bool(stored)
 
 
 def _headroom(stored: str | None) -> Headroom:
