@@ -92,6 +92,12 @@ WATCHER_FUNCTION_TIMEOUT_SECONDS = 90
 """The watcher function's timeout: the watch is held until :data:`WATCHER_STOP_BEFORE_SECONDS` before it."""
 WATCHER_STOP_BEFORE_SECONDS = 10
 """Left for the last publish and checkpoint."""
+NODE_WATCH_MAX_SECONDS = WATCHER_FUNCTION_TIMEOUT_SECONDS - WATCHER_STOP_BEFORE_SECONDS
+"""The longest a watcher invocation can hold the node watch (the function's timeout allows no more)."""
+DEFAULT_NODE_WATCH_SECONDS = 10
+"""How long each minute's watcher invocation holds the node watch (a cluster's ``node_watch_seconds``), then stores
+its resourceVersion and returns; the next invocation resumes from it. Short: a node change is seen up to ~a minute
+late, billed ~10 s a minute; up to :data:`NODE_WATCH_MAX_SECONDS`: seen at once, billed ~the whole minute."""
 WATCHER_MEMORY_MB = 512
 """The node watcher function's memory. Measured (``make bench-scale``): its relist pass (every node's view, the saved
 views, the checkpoint) peaked at 338 MB at 100,000 nodes and 277 MB at 20,000 before its relist kept views only: over

@@ -35,8 +35,9 @@ from infra.constructs.events import invoke_role, invoke_schedule
 # Query; DeleteItem removes the parts a smaller checkpoint no longer uses.
 TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem")
 ALARM_PERIOD = Duration.minutes(timings.WATCHER_ALARM_MINUTES)
-# Seconds of watch expected per alarm period: ~60 per minute; below half of it the watch is not running.
-ALARM_THRESHOLD = timings.WATCHER_ALARM_MINUTES * 60 / 2
+# Seconds of watch expected per alarm period: the hold (a cluster's node_watch_seconds, the default until the
+# setting reaches the CDK config) per minute; below half of it the watch is not running.
+ALARM_THRESHOLD = timings.WATCHER_ALARM_MINUTES * timings.DEFAULT_NODE_WATCH_SECONDS / 2
 
 
 class NodeWatcher(Construct):

@@ -368,7 +368,11 @@ def test_every_alarm_watches_a_dlq_a_function_or_a_metric_idleshare_emits(public
         (f"{names.METRIC_FIELD_MANAGER_FIGHTS} {cluster}", 0, above),
         (f"{names.METRIC_QUOTA_OVERRIDDEN} {cluster}", 0, above),
         (f"{names.METRIC_UNBOUND_PODS_OLDEST_SECONDS} {cluster}", timings.UNBOUND_PODS_ALARM_MINUTES * 60, at_least),
-        (f"{names.METRIC_NODE_WATCH_SECONDS} {cluster}", timings.WATCHER_ALARM_MINUTES * 60 / 2, below),
+        (
+            f"{names.METRIC_NODE_WATCH_SECONDS} {cluster}",
+            timings.WATCHER_ALARM_MINUTES * timings.DEFAULT_NODE_WATCH_SECONDS / 2,
+            below,
+        ),
     }
 
 

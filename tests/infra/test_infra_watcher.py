@@ -29,7 +29,7 @@ def test_one_schedule_per_cluster_which_the_function_outlives(public: Any) -> No
     assert sorted(json.loads(s["Target"]["Input"])["cluster"] for s in schedules) == sorted(cluster_ids)
     for s in schedules:
         assert s["Target"]["Arn"] == {"Fn::GetAtt": [logical, "Arn"]}
-        # invocations overlap and hand over without a gap: each watches longer than the schedule's period
+        # the timeout allows a hold longer than the schedule's period (node_watch_seconds up to its maximum)
         (minutes,) = re.fullmatch(r"rate\((\d+) minutes?\)", s["ScheduleExpression"]).groups()
         assert fn["Properties"]["Timeout"] - timings.WATCHER_STOP_BEFORE_SECONDS > 60 * int(minutes)
 

@@ -11,6 +11,7 @@ import pytest
 
 from devkit.lambda_context import LambdaContext
 from idleshare import names, timings
+from idleshare.adapters.ports import ClusterRecord
 from idleshare.handlers import watcher as handler_module
 from idleshare.runtime import wiring
 from tests.fakes import FakeKube, FakePublisher, FakeStore, emf_documents
@@ -76,3 +77,41 @@ def test_publishing_stops_in_time_for_the_last_checkpoint(installed):
     assert elapsed <= remaining - timings.WATCHER_CHECKPOINT_RESERVE_SECONDS + 1
     assert stuck.calls == 1 and out["failures"] >= 1 and out["published"] == 0
     assert installed.store.saves == [] and installed.store.rv == "10"
+
+
+@pytest.mark.parametrize(
+    ("hold", "remaining", "expected"),
+    [
+        # the cluster's hold, when the invocation has time for it
+        (timings.DEFAULT_NODE_WATCH_SECONDS, 75.0, float(timings.DEFAULT_NODE_WATCH_SECONDS)),
+        (timings.NODE_WATCH_MAX_SECONDS, 75.0, 75.0 - timings.WATCHER_STOP_BEFORE_SECONDS),
+        # less when the invocation's timeout allows less, never negative
+        (30, timings.WATCHER_STOP_BEFORE_SECONDS + 4.0, 4.0),
+        (30, timings.WATCHER_STOP_BEFORE_SECONDS - 3.0, 0.0),
+    ],
+)
+def test_the_watch_is_held_the_clusters_node_watch_seconds_or_what_the_timeout_allows(
+    hold: int, remaining: float, expected: float
+) -> None:
+    cluster = ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", node_watch_seconds=hold)
+    assert handler_module.watch_hold_seconds(cluster, remaining) == pytest.approx(expected)
+
+
+def test_a_cluster_holds_the_default_node_watch_seconds_when_none_is_set() -> None:
+    cluster = ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1")
+    assert cluster.node_watch_seconds == timings.DEFAULT_NODE_WATCH_SECONDS
+    assert handler_module.watch_hold_seconds(cluster, 75.0) == timings.DEFAULT_NODE_WATCH_SECONDS
+
+
+@pytest.mark.parametrize("bad", [0, -1, timings.NODE_WATCH_MAX_SECONDS + 1, 2.5, True, "10", None])
+def test_node_watch_seconds_outside_its_bounds_is_refused_naming_the_field(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"^node_watch_seconds: .*from 1 to "):
+        ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", node_watch_seconds=bad)  # type: ignore[arg-type]
+
+
+def test_the_longest_hold_is_what_the_watcher_timeout_allows() -> None:
+    assert (
+        timings.NODE_WATCH_MAX_SECONDS == timings.WATCHER_FUNCTION_TIMEOUT_SECONDS - timings.WATCHER_STOP_BEFORE_SECONDS
+    )
+    ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", node_watch_seconds=timings.NODE_WATCH_MAX_SECONDS)
+    ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", node_watch_seconds=1)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
+from idleshare import timings
 from idleshare.domain.kueue_versions import KueueApi
 from idleshare.domain.model import (
     DEFAULT_ADMISSION_POLICY,
@@ -52,6 +53,21 @@ class ClusterRecord:
     (docs/spec.md §2, "Headroom")."""
     admission_policy: bool = DEFAULT_ADMISSION_POLICY
     """Whether idleshare writes its admission policy in this cluster (docs/spec.md §3, "Admission policy")."""
+    node_watch_seconds: int = timings.DEFAULT_NODE_WATCH_SECONDS
+    """How long each minute's watcher invocation holds this cluster's node watch (1 ..
+    ``timings.NODE_WATCH_MAX_SECONDS``); the watcher's deadline is the smaller of it and what its timeout allows."""
+
+    def __post_init__(self) -> None:
+        check_node_watch_seconds(self.node_watch_seconds)
+
+
+def check_node_watch_seconds(value: object) -> None:
+    """Refuse a ``node_watch_seconds`` outside 1 .. ``timings.NODE_WATCH_MAX_SECONDS``, naming the field."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= timings.NODE_WATCH_MAX_SECONDS:
+        raise ValueError(
+            f"node_watch_seconds: must be a whole number of seconds from 1 to {timings.NODE_WATCH_MAX_SECONDS} "
+            f"(got {value!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Node watcher Lambda: holds a watch on one governed cluster's nodes for this invocation.
 
 EventBridge Scheduler invokes it every minute per cluster with ``{"cluster": "<id>"}``; the watch is held
-until ``timings.WATCHER_STOP_BEFORE_SECONDS`` before the function's timeout, and the next invocation takes it
+for the cluster's ``node_watch_seconds`` (at most until ``timings.WATCHER_STOP_BEFORE_SECONDS`` before the
+function's timeout), and the next invocation takes it
 over from the last checkpoint (``service/watcher.py``). Waiting for its publishes is bounded by the time the
 invocation has left, less ``timings.WATCHER_CHECKPOINT_RESERVE_SECONDS`` for the last checkpoint: events not
 on the bus by then are not checkpointed, and the next invocation publishes them again. Every invocation reports, per cluster, how long the
@@ -46,7 +47,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             kube,
             deps.store,
             deps.publisher,
-            deadline=now + max(0.0, remaining - timings.WATCHER_STOP_BEFORE_SECONDS),
+            deadline=now + watch_hold_seconds(cluster, remaining),
             owner=str(getattr(context, "aws_request_id", "") or "local"),
             publish_time_left=lambda: publish_until - time.monotonic(),
         )
@@ -55,6 +56,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise
     emit_watch(report)
     return report.summary()
+
+
+def watch_hold_seconds(cluster: ClusterRecord, remaining: float) -> float:
+    """How long this invocation holds the watch: the cluster's ``node_watch_seconds``, or less if the invocation's
+    remaining time (less ``timings.WATCHER_STOP_BEFORE_SECONDS``) allows less."""
+    return max(0.0, min(float(cluster.node_watch_seconds), remaining - timings.WATCHER_STOP_BEFORE_SECONDS))
 
 
 def sample_usage_once(cluster: ClusterRecord, kube: UsageSource, store: UsageHistoryStore) -> None:
