@@ -15,7 +15,16 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from idleshare import timings
 from idleshare.domain.model import DEFAULT_ADMISSION_POLICY, DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
@@ -98,6 +107,11 @@ class ClusterConfig(_Strict):
     """Which pods that are not Kueue's reduce a node's allocatable before the pool: off, daemonsets (the DaemonSets that
     will run on it; the default), all (also the bound pods neither a DaemonSet's nor Kueue's: a cluster-wide pod list
     per recompute); docs/spec.md §2."""
+    node_watch_seconds: StrictInt = Field(
+        default=timings.DEFAULT_NODE_WATCH_SECONDS, ge=1, le=timings.NODE_WATCH_MAX_SECONDS
+    )
+    """How long each minute's node watcher invocation holds this cluster's watch (cost against how late a node change
+    is seen: docs/operations.md)."""
     admission_policy: StrictBool = DEFAULT_ADMISSION_POLICY
     """Whether idleshare writes its admission policy (a Job in a team's namespace must name its team's LocalQueue);
     off for a cluster whose own policy does this; docs/spec.md §3."""
@@ -184,6 +198,7 @@ class IdleshareConfig(_Strict):
                         "borrow_limit_basis",
                         "headroom",
                         "admission_policy",
+                        "node_watch_seconds",
                     }
                 )
                 for c in self.clusters

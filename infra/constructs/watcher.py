@@ -35,9 +35,16 @@ from infra.constructs.events import invoke_role, invoke_schedule
 # Query; DeleteItem removes the parts a smaller checkpoint no longer uses.
 TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem")
 ALARM_PERIOD = Duration.minutes(timings.WATCHER_ALARM_MINUTES)
-# Seconds of watch expected per alarm period: the hold (a cluster's node_watch_seconds, the default until the
-# setting reaches the CDK config) per minute; below half of it the watch is not running.
-ALARM_THRESHOLD = timings.WATCHER_ALARM_MINUTES * timings.DEFAULT_NODE_WATCH_SECONDS / 2
+
+
+def alarm_threshold(node_watch_seconds: int) -> float:
+    """Seconds of watch expected per alarm period: the cluster's hold (``node_watch_seconds``) per minute; below half
+    of it the watch is not running."""
+    return timings.WATCHER_ALARM_MINUTES * node_watch_seconds / 2
+
+
+ALARM_THRESHOLD = alarm_threshold(timings.DEFAULT_NODE_WATCH_SECONDS)
+"""The threshold of a cluster on the default hold (the dashboard's annotation)."""
 
 
 class NodeWatcher(Construct):
@@ -99,7 +106,8 @@ class NodeWatcher(Construct):
 
         action = cw_actions.SnsAction(topic)
         self.not_running_alarms = []
-        for cluster_id in ids:
+        for cluster in clusters:
+            cluster_id = cluster.id
             alarm = cw.Alarm(
                 self,
                 f"WatchNotRunning-{cluster_id}",
@@ -109,7 +117,7 @@ class NodeWatcher(Construct):
                     "the scheduled recompute. See the node watcher's logs (NodeWatchFailures)."
                 ),
                 metric=metric(names.METRIC_NODE_WATCH_SECONDS, cluster_id, label=False),
-                threshold=ALARM_THRESHOLD,
+                threshold=alarm_threshold(cluster.node_watch_seconds),
                 evaluation_periods=2,
                 datapoints_to_alarm=2,
                 comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,

@@ -73,6 +73,7 @@ def test_defaults_for_a_minimal_config() -> None:
             "headroom": "daemonsets",
             "hyperpod_cluster_arn": None,
             "id": "c1",
+            "node_watch_seconds": timings.DEFAULT_NODE_WATCH_SECONDS,
             "prefix": None,
         }
     ]
@@ -226,3 +227,19 @@ def test_a_clusters_admission_policy_switch_reaches_the_lambdas_cluster_records(
     assert [(r.cluster_id, r.admission_policy) for r in records] == [("c1", False), ("c2", True)]
     with pytest.raises(Exception, match="admission_policy"):
         parse_config({"clusters": [_cluster(admission_policy="off")]})
+
+
+def test_a_clusters_node_watch_hold_reaches_the_lambdas_and_sets_its_alarm() -> None:
+    from idleshare import timings
+    from infra.constructs.watcher import alarm_threshold
+
+    config = parse_config({"clusters": [_cluster(node_watch_seconds=40), _cluster(id="c2", eks_cluster_name="c2-eks")]})
+    records = parse_clusters(config.clusters_env())
+    assert [(r.cluster_id, r.node_watch_seconds) for r in records] == [
+        ("c1", 40),
+        ("c2", timings.DEFAULT_NODE_WATCH_SECONDS),
+    ]
+    assert alarm_threshold(40) == timings.WATCHER_ALARM_MINUTES * 40 / 2  # half of what a running watch holds
+    for bad in (0, timings.NODE_WATCH_MAX_SECONDS + 1, "10", 2.5):
+        with pytest.raises(Exception, match="node_watch_seconds"):
+            parse_config({"clusters": [_cluster(node_watch_seconds=bad)]})

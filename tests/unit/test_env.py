@@ -154,3 +154,14 @@ def test_each_clusters_admission_policy_switch_is_read_and_on_without_one() -> N
     assert got == [("demo", False), ("c2", True)]
     with pytest.raises(env_module.EnvError, match=r"\[0\]\.admission_policy: must be true or false"):
         env_module.parse_clusters(json.dumps([DEMO | {"admission_policy": "no"}]))
+
+
+def test_each_clusters_node_watch_hold_is_read_the_default_without_one_and_a_bad_one_named() -> None:
+    from idleshare import timings
+
+    raw = json.dumps([DEMO | {"node_watch_seconds": 30}, {"id": "c2", "eks_cluster_name": "e2"}])
+    got = [(c.cluster_id, c.node_watch_seconds) for c in env_module.parse_clusters(raw)]
+    assert got == [("demo", 30), ("c2", timings.DEFAULT_NODE_WATCH_SECONDS)]
+    for bad in (0, timings.NODE_WATCH_MAX_SECONDS + 1, "10", True, 2.5):
+        with pytest.raises(env_module.EnvError, match=r"\[0\]\.node_watch_seconds: must be a whole number"):
+            env_module.parse_clusters(json.dumps([DEMO | {"node_watch_seconds": bad}]))

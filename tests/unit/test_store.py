@@ -850,3 +850,16 @@ def test_a_clusters_admission_policy_switch_round_trips_and_an_item_written_befo
     table.update_item(Key=keys[0], UpdateExpression="SET admission_policy = :v", ExpressionAttributeValues={":v": "no"})
     with pytest.raises(Exception, match="admission_policy"):
         store.get_cluster("c1")
+
+
+def test_a_clusters_node_watch_hold_round_trips_and_a_bad_stored_one_is_a_corrupt_item(store, table):
+    from idleshare import timings
+
+    store.put_cluster(ClusterRecord("c1", "eks-a", node_watch_seconds=45))
+    assert store.get_cluster("c1").node_watch_seconds == 45
+    key = {PK: schema.cluster_pk("c1"), SK: schema.META_SK}
+    table.update_item(Key=key, UpdateExpression="REMOVE node_watch_seconds")
+    assert store.get_cluster("c1").node_watch_seconds == timings.DEFAULT_NODE_WATCH_SECONDS
+    table.update_item(Key=key, UpdateExpression="SET node_watch_seconds = :v", ExpressionAttributeValues={":v": 500})
+    with pytest.raises(PermanentError, match="node_watch_seconds"):
+        store.get_cluster("c1")

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from idleshare import names, timings
-from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
+from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord, check_node_watch_seconds
 from idleshare.domain.model import (
     DEFAULT_ADMISSION_POLICY,
     DEFAULT_HEADROOM,
@@ -104,6 +104,17 @@ def _flag(value: object, where: str) -> bool:
     return value
 
 
+def _hold(value: object, where: str) -> int:
+    if value is None:
+        return timings.DEFAULT_NODE_WATCH_SECONDS
+    try:
+        check_node_watch_seconds(value)
+    except ValueError as exc:
+        raise EnvError(f"{where}: {str(exc).split(': ', 1)[1]}") from None
+    assert isinstance(value, int)
+    return value
+
+
 def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
     """``IDLESHARE_CLUSTERS``: the CDK config's clusters as JSON (``infra/config.py: clusters_env``)."""
     var = names.ENV_CLUSTERS
@@ -131,6 +142,7 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
                 borrow_limit_basis=_basis(item.get("borrow_limit_basis"), f"{var}[{i}].borrow_limit_basis"),
                 headroom=_headroom(item.get("headroom"), f"{var}[{i}].headroom"),
                 admission_policy=_flag(item.get("admission_policy"), f"{var}[{i}].admission_policy"),
+                node_watch_seconds=_hold(item.get("node_watch_seconds"), f"{var}[{i}].node_watch_seconds"),
             )
         )
     ids = [c.cluster_id for c in out]

@@ -9,7 +9,8 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord
+from idleshare import timings
+from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord, check_node_watch_seconds
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
 from idleshare.adapters.store.items import StoredItem, attribute_values, require_name
@@ -58,6 +59,7 @@ def _attributes(cluster: ClusterRecord, cid: str, eks: str, arn: str | None, *, 
         "borrow_limit_basis": str(cluster.borrow_limit_basis),
         "headroom": str(cluster.headroom),
         "admission_policy": cluster.admission_policy,
+        "node_watch_seconds": cluster.node_watch_seconds,
         "updated_at": updated_at,
     }
     if arn is not None:
@@ -213,7 +215,18 @@ class ClusterRegistry(TableAccess):
             borrow_limit_basis=_basis(item.get_opt_str("borrow_limit_basis")),
             headroom=_headroom(item.get_opt_str("headroom")),
             admission_policy=_admission(item),
+            node_watch_seconds=_hold(item),
         )
+
+
+def _hold(item: StoredItem) -> int:
+    """The cluster's ``node_watch_seconds`` (an item written before the setting existed: the default)."""
+    value = item.get_int("node_watch_seconds", minimum=1, default=timings.DEFAULT_NODE_WATCH_SECONDS)
+    try:
+        check_node_watch_seconds(value)
+    except ValueError as exc:
+        item.corrupt(str(exc))
+    return value
 
 
 def _admission(item: StoredItem) -> bool:
