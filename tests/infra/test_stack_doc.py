@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from devkit import docgen
-from idleshare import names
+from idleshare import names, timings
 from infra import stack_doc
 from infra.constructs.eks_access import RBAC_MANIFEST, rbac_text
 from tests.infra.conftest import REPO_ROOT, policy_statements
@@ -109,7 +109,9 @@ ALARM_PROSE = {
     "ShortfallAlarm-<c>": "> {threshold} for {window} minutes",
     "IdleWhilePendingAlarm-<c>": "> {threshold} for {window} minutes",
     "RecomputeErrorsAlarm": "in {datapoints} of {periods} periods of {period} minutes",
-    "WatchNotRunning-<c>": "below half of {period} minutes, or missing, for {datapoints} periods of {period} minutes",
+    "WatchNotRunning-<c>": (
+        "below half of {period} minutes of holds, or missing, for {datapoints} periods of {period} minutes"
+    ),
     "UnboundPodsAlarm-<c>": "≥ {threshold}",
     "PermanentFailuresAlarm": "≥ {threshold}",
 }
@@ -125,7 +127,8 @@ def _alarm_windows(rendered: str) -> dict[str, dict[str, str]]:
             "periods": periods,
             "period": f"{int(seconds) // 60}",
             "window": f"{int(datapoints) * int(seconds) // 60}",
-            "half": f"{int(seconds) // 2}",
+            # half of what a watch held for the default node_watch_seconds each minute of the period adds up to
+            "half": f"{int(seconds) // 60 * timings.DEFAULT_NODE_WATCH_SECONDS // 2}",
         }
         for name, cmp, threshold, datapoints, periods, seconds, _ in rows
     }
