@@ -336,7 +336,7 @@ def unborrowable_reason(pool: Json, teams: Mapping[str, Any], flavor: str, resou
     if "Pool" not in bases and not any(flavor in _dict(g.get("nominal")) for g in borrowers):
         return (
             f"Quota basis: a team borrows only on the instance types its quota names, and no borrowing team's quota "
-            f"names {flavor}"
+            f"names {flavor}; a borrowing team's quota naming it, or the cluster's Pool basis, makes it lendable"
         )
     return "every borrowing team's limit is 0 here (see why each limit is what it is)"
 

@@ -504,6 +504,7 @@ def test_the_report_names_capacity_no_team_may_borrow_on_the_quota_basis_and_why
     page = render(pool)
     row = page.split('<tr data-unborrowable="ml.p4d.24xlarge|nvidia.com/mig-1g.5gb">', 1)[1].split("</tr>", 1)[0]
     assert 'data-value="56"' in row and "no borrowing team&#x27;s quota names ml.p4d.24xlarge" in row
+    assert "or the cluster&#x27;s Pool basis, makes it lendable" in row  # and what would make it lendable
     # once a borrowing team's quota names it and gives it a limit, it is borrowable: not listed
     ml = pool["teams"]["ml"]
     ml["nominal"]["ml.p4d.24xlarge"] = {"nvidia.com/mig-1g.5gb": "8"}
