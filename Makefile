@@ -52,8 +52,8 @@ unit: sync browser ## the unit tests and the bench tests
 # The compatibility suite (tests/compat, and the adapter's discovery and version round trip: tests/kube/
 # test_kueue_versions.py) once per Kueue version of devkit/kube/kueue_versions.py, the default first:
 # each version's Kueue built once into ~/.cache/idleshare/kube (bash devkit/kube/build.sh --kueue V), each run's
-# outcomes written to docs/compat.json, then README.md's support table regenerated from it. Fails when a run fails.
-compat: sync npm kube-stack ## the compatibility suite on every Kueue version; regenerates README.md's support table
+# outcomes written to docs/compat.json, then docs/getting-started.md's support table regenerated from it. Fails when a run fails.
+compat: sync npm kube-stack ## the compatibility suite on every Kueue version; regenerates docs/getting-started.md's support table
 	@status=0; for v in $$($(RUN) python -m devkit.kube.kueue_versions); do \
 		bash devkit/kube/build.sh --kueue $$v >/dev/null || exit 1; \
 		echo "make compat: Kueue $$v"; \

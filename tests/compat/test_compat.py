@@ -4,7 +4,7 @@ Kueue's job integration turns into Workloads and admits, holds back or preempts 
 
 Where an e2e case already proves a feature with Jobs, the compat case runs that very case (one scenario, one
 place); each records the ``kueue.x-k8s.io`` version idleshare's writes were stored through (its field manager's
-``apiVersion``), which the README's table shows beside the result.
+``apiVersion``), which the support table in docs/getting-started.md shows beside the result.
 """
 
 from __future__ import annotations

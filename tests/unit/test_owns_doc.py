@@ -1,5 +1,5 @@
 """What idleshare needs and owns in a cluster restates names that live in the code: docs/operations.md's section
-(the API versions it writes, the labels, the kinds idleshare writes, the name suffixes and defaults) and the README's
+(the API versions it writes, the labels, the kinds idleshare writes, the name suffixes and defaults) and docs/getting-started.md's
 short paragraph (the Kueue range the stack proves) are checked here against their one place, so renaming one in the
 code fails until the document says the new name."""
 
@@ -29,8 +29,8 @@ def section(doc: str = "docs/operations.md", heading: str = HEADING) -> str:
 
 
 def test_the_readme_links_to_the_section_instead_of_restating_it():
-    readme = section("README.md", README_HEADING)
-    assert "docs/operations.md#what-idleshare-needs-and-owns-in-a-cluster" in readme
+    readme = section("docs/getting-started.md", README_HEADING)
+    assert "(operations.md#what-idleshare-needs-and-owns-in-a-cluster)" in readme
     assert "| kind |" not in readme and "kueue.x-k8s.io/queue-name" not in readme
 
 
@@ -39,7 +39,7 @@ def test_the_kueue_versions_and_apis_are_the_ones_the_stack_proves():
     minors = sorted(int(v.split(".")[1]) for v in stack_versions.VERSIONS)
     # Then the README names that range, and docs/operations.md every API version idleshare may write
     assert f"Kueue](https://kueue.sigs.k8s.io) v0.{minors[0]} to v0.{minors[-1]}" in section(
-        "README.md", README_HEADING
+        "docs/getting-started.md", README_HEADING
     )
     text = section()
     for version in dict.fromkeys(v for versions in kv.VERSIONS.values() for v in versions):

@@ -1,7 +1,8 @@
-"""The README's plain-EKS quick start, as written: the quota files it writes by hand, the preview over the cluster's
-nodes and DaemonSets (``kubectl`` a stand-in printing a plain EKS cluster: EC2 instance-type labels, no SageMaker
+"""The plain-EKS quick start (docs/getting-started.md, linked from the README), as written: the quota files it
+writes by hand, the preview over the cluster's nodes and DaemonSets (``kubectl`` a stand-in printing a plain EKS cluster: EC2 instance-type labels, no SageMaker
 label), the config it puts in ``idleshare.config.json``, the admin commands, and the Job a team submits — each read
-out of the README and held to what the code does. On the real stack: tests/e2e/test_plain_eks_quickstart.py."""
+out of the document and held to what the code does (the Job's admission by Kueue on the real stack is
+tests/e2e/test_admission_policy.py's, with the same label)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ SECTION = "## Plain EKS: from nothing to governed teams"
 
 
 def section() -> str:
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "getting-started.md").read_text()
     start = readme.index(SECTION)
     return readme[start : readme.index("\n## ", start + len(SECTION))]
 

@@ -52,8 +52,8 @@ def test_the_licence_is_apache_2_0_everywhere_a_tool_reads_it():
 
 
 def test_the_config_a_deploy_copies_is_ignored_by_git():
-    # Given the README's deploy step copying the example config to idleshare.config.json at the root
-    assert "cp infra/config.example.json idleshare.config.json" in (REPO / "README.md").read_text()
+    # Given the deploy step (docs/getting-started.md) copying the example config to idleshare.config.json at the root
+    assert "cp infra/config.example.json idleshare.config.json" in (REPO / "docs/getting-started.md").read_text()
     # Then git ignores that file (an operator's clusters are not committed), and not the example it copies
     ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", "idleshare.config.json"], check=False)
     assert ignored.returncode == 0
