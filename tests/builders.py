@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from idleshare.domain.kueue import desired_objects
@@ -291,3 +292,17 @@ def cpu_allocatable(vcpu: int, gib: int) -> dict[str, Any]:
 def cpu_fleet(n: int) -> list[Node]:
     """One node each of the first ``n`` of :data:`EC2_CPU_TYPES`."""
     return [node(f"cpu-{t.replace('.', '-')}", t, allocatable=cpu_allocatable(v, g)) for t, v, g in EC2_CPU_TYPES[:n]]
+
+
+def load_script(path: Path, name: str) -> Any:
+    """The module of a stand-alone script (``events/examples/make_nodes.py``, ``events/zoo/make_zoo.py``: generators
+    outside any package), loaded by path under ``name``."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

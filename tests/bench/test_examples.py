@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, ExclusionReason
 from idleshare.parse.nodes import parse_nodes
 from idleshare_cli import plan
 from tests.bench.botocore_shapes import violations
+from tests.builders import load_script
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "events" / "examples"
 
@@ -23,13 +23,7 @@ def load(name: str) -> Any:
 
 
 def test_nodes_json_is_what_make_nodes_generates() -> None:
-    spec = importlib.util.spec_from_file_location("make_nodes_under_test", EXAMPLES / "make_nodes.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    import sys
-
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_script(EXAMPLES / "make_nodes.py", "make_nodes_under_test")
     assert (EXAMPLES / "nodes.json").read_text() == module.dumps(module.example_cluster()), (
         "run: uv run python events/examples/make_nodes.py"
     )

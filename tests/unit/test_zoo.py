@@ -6,9 +6,7 @@ reason), and the report renders each. On the real apiserver and Kueue: tests/e2e
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from idleshare.domain.model import Headroom, Settings
 from idleshare_cli.plan import plan
 from idleshare_cli.present import result_json
 from idleshare_cli.report_html import render
+from tests.builders import load_script
 
 ZOO = Path(__file__).resolve().parents[2] / "events" / "zoo"
 SHAPES = sorted(p.name for p in ZOO.iterdir() if p.is_dir())
@@ -34,12 +33,7 @@ EXPECTED_EXCLUDED = {
 
 
 def generator() -> Any:
-    spec = importlib.util.spec_from_file_location("make_zoo_under_test", ZOO / "make_zoo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ZOO / "make_zoo.py", "make_zoo_under_test")
 
 
 def planned(shape: str, settings: Settings | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
