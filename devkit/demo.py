@@ -38,7 +38,7 @@ def intro(sc: scenarios.Scenario) -> str:
         (n.get("metadata", {}).get("labels") or {}).get("node.kubernetes.io/instance-type", "?")
         for n in sc.nodes.get("items", [])
     )
-    sharing_basis = sc.cluster.borrow_limit_basis
+    sharing_basis = sc.cluster.settings.borrow_limit_basis
     lines = [
         f"idleshare demo: {sc.description or sc.name} ({Path(sc.source).name})",
         f"cluster: {sum(types.values())} nodes: " + ", ".join(f"{n} x {t}" for t, n in sorted(types.items())),

@@ -43,7 +43,7 @@ from devkit.kube.client import Kube
 from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare import table as schema
-from idleshare.domain.model import DEFAULT_ADMISSION_POLICY, DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
+from idleshare.domain.cluster_settings import ClusterSettings
 
 REGION = "us-east-1"
 TABLE_NAME = "idleshare-local"
@@ -126,9 +126,7 @@ class ClusterSpec:
     cluster_id: str = "demo"
     eks_cluster_name: str = "my-hyperPod-eks-cluster"
     hyperpod_cluster_arn: str = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
-    borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
-    headroom: Headroom = DEFAULT_HEADROOM
-    admission_policy: bool = DEFAULT_ADMISSION_POLICY
+    settings: ClusterSettings = field(default_factory=ClusterSettings)
 
 
 @dataclass
@@ -264,9 +262,7 @@ class Embedded:
                 c.cluster_id,
                 c.eks_cluster_name,
                 c.hyperpod_cluster_arn,
-                borrow_limit_basis=c.borrow_limit_basis,
-                headroom=c.headroom,
-                admission_policy=c.admission_policy,
+                settings=c.settings,
             )
         )
         # The node watcher, as deployed: its first pass lists the nodes and publishes nothing (a baseline)

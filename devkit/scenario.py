@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,9 +21,11 @@ from typing import Any
 import yaml
 
 from devkit.embedded import NODE_CHANGES, ClusterSpec, Embedded, canonical_change
-from idleshare.domain.model import BorrowLimitBasis, Headroom, Settings
+from idleshare.domain.cluster_settings import SettingError
+from idleshare.domain.model import BorrowLimitBasis, Settings
 from idleshare.domain.model import is_accelerator as is_accelerator  # devkit/report.py
 from idleshare.domain.naming import cluster_queue_name, is_dns_label, priority_class_name
+from idleshare.parse.cluster_settings import SETTINGS, read_settings
 from idleshare.parse.errors import FieldError, InputError
 from idleshare_cli.present import short_resource
 
@@ -63,6 +66,9 @@ EXPECT_KEYS = (
     "workloadCounts",
     "borrowed",
 )
+SCENARIO_SETTINGS = {re.sub(r"_(\w)", lambda m: m.group(1).upper(), name): name for name in SETTINGS}
+"""A scenario's cluster settings, each a top-level key in camelCase (``borrowLimitBasis``, ``headroom``, ...): read
+by the one schema of them (``parse/cluster_settings``) as the CDK config's are."""
 WORKLOAD_STATES = ("Admitted", "Pending", "Preempted", "Finished")
 WATCHED_KINDS = ("cordon", "uncordon", "node", "nodeHealth", "event", "events")
 """Steps after which the node watcher takes a pass (the others change no node)."""
@@ -71,8 +77,7 @@ TOP_KEYS = (
     "name",
     "description",
     "cluster",
-    "borrowLimitBasis",
-    "headroom",
+    *SCENARIO_SETTINGS,
     "nodes",
     "quotas",
     "schedulerConfig",
@@ -240,19 +245,13 @@ def parse(doc: Mapping[str, Any], source: str, base: Path = REPO, reader: Reader
             eks_cluster_name=str(raw_cluster.get("eksClusterName", cluster.eks_cluster_name)),
             hyperpod_cluster_arn=str(raw_cluster.get("hyperpodClusterArn", cluster.hyperpod_cluster_arn)),
         )
-    # the cluster's settings (docs/spec.md §2): its BorrowLimit basis, Quota (default) or Pool; its headroom, off,
-    # daemonsets (default) or all
-    for key, attribute, kind in (
-        ("borrowLimitBasis", "borrow_limit_basis", BorrowLimitBasis),
-        ("headroom", "headroom", Headroom),
-    ):
-        if key in doc:
-            values = {str(v): v for v in kind}
-            value = values.get(str(doc[key]))
-            if value is None:
-                errors.append(FieldError(key, f"must be one of {', '.join(values)}"))
-            else:
-                cluster = dataclasses.replace(cluster, **{attribute: value})
+    # the cluster's settings (docs/spec.md §2-§3): its BorrowLimit basis, its headroom, ...
+    given = {name: doc[key] for key, name in SCENARIO_SETTINGS.items() if key in doc}
+    try:
+        cluster = dataclasses.replace(cluster, settings=read_settings(given))
+    except SettingError as exc:
+        key = next((k for k, name in SCENARIO_SETTINGS.items() if name == exc.setting), exc.setting)
+        errors.append(FieldError(key, exc.problem))
     if errors:
         raise InputError(source, errors)
 

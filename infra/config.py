@@ -13,22 +13,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictBool,
-    StrictInt,
+    InstanceOf,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from idleshare import timings
-from idleshare.domain.model import DEFAULT_ADMISSION_POLICY, DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
-from idleshare.domain.naming import namespace_prefix_problem
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.domain.cluster_settings import ClusterSettings, SettingError
+from idleshare.parse.cluster_settings import SETTINGS, read_settings
+from idleshare.runtime.env import clusters_json
 
 CONTEXT_KEY = "idleshare"
 CONTEXT_CONFIG_FILE = "idleshare:config"
@@ -94,36 +95,21 @@ class ClusterConfig(_Strict):
     id: str = Field(pattern=CLUSTER_ID)
     eks_cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
     hyperpod_cluster_arn: str | None = Field(default=None, pattern=HYPERPOD_CLUSTER_ARN)
-    prefix: str | None = None
-    """Prepended to the teams' namespace and queue names (default ``hyperpod-ns-``): ``naming.namespace_prefix_problem``
-    says what it may be (never empty, never ``kube-``, ``openshift``, ``default``)."""
-    field_ownership: Literal["Respect", "Take"] = "Respect"
-    """Respect: fields of idleshare's Kueue objects that another field manager owns (HyperPod task governance,
-    GitOps) are left to it and reported; Take: idleshare's server-side apply forces ownership."""
-    borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
-    """What a quota's BorrowLimit is a percentage of: Quota (HyperPod's: the team's own quota) or Pool (the lendable
-    pool the team sees); docs/spec.md §2."""
-    headroom: Headroom = DEFAULT_HEADROOM
-    """Which pods that are not Kueue's reduce a node's allocatable before the pool: off, daemonsets (the DaemonSets that
-    will run on it; the default), all (also the bound pods neither a DaemonSet's nor Kueue's: a cluster-wide pod list
-    per recompute); docs/spec.md §2."""
-    node_watch_seconds: StrictInt = Field(
-        default=timings.DEFAULT_NODE_WATCH_SECONDS, ge=1, le=timings.NODE_WATCH_MAX_SECONDS
-    )
-    """How long each minute's node watcher invocation holds this cluster's watch (cost against how late a node change
-    is seen: docs/operations.md)."""
-    admission_policy: StrictBool = DEFAULT_ADMISSION_POLICY
-    """Whether idleshare writes its admission policy (a Job in a team's namespace must name its team's LocalQueue);
-    off for a cluster whose own policy does this; docs/spec.md §3."""
+    settings: InstanceOf[ClusterSettings] = ClusterSettings()
+    """The cluster's settings, given beside the fields above (``namespace_prefix``, ``headroom``, ...): read by the one
+    schema of them (``parse/cluster_settings``), each named, typed, defaulted and checked by ``ClusterSettings``."""
     vpc: VpcConfig | None = None
 
-    @field_validator("prefix")
+    @model_validator(mode="before")
     @classmethod
-    def _prefix(cls, value: str | None) -> str | None:
-        problem = None if value is None else namespace_prefix_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+    def _settings(cls, raw: Any) -> Any:
+        """The settings' keys of the cluster's object read into ``settings`` (a refusal names the setting)."""
+        if not isinstance(raw, dict) or isinstance(raw.get("settings"), ClusterSettings):
+            return raw
+        if "settings" in raw:
+            raise SettingError("settings", f"give each setting beside `id` ({', '.join(SETTINGS)}), not in an object")
+        given = {k: v for k, v in raw.items() if k in SETTINGS}
+        return {**{k: v for k, v in raw.items() if k not in SETTINGS}, "settings": read_settings(given)}
 
 
 class IdleshareConfig(_Strict):
@@ -186,33 +172,20 @@ class IdleshareConfig(_Strict):
 
     def clusters_env(self) -> str:
         """The governed clusters as the JSON the Lambdas read from names.ENV_CLUSTERS."""
-        return json.dumps(
-            [
-                c.model_dump(
-                    include={
-                        "id",
-                        "eks_cluster_name",
-                        "hyperpod_cluster_arn",
-                        "prefix",
-                        "field_ownership",
-                        "borrow_limit_basis",
-                        "headroom",
-                        "admission_policy",
-                        "node_watch_seconds",
-                    }
-                )
-                for c in self.clusters
-            ],
-            separators=(",", ":"),
-            sort_keys=True,
+        return clusters_json(
+            ClusterRecord(c.id, c.eks_cluster_name, c.hyperpod_cluster_arn, c.settings) for c in self.clusters
         )
 
 
 def _describe(error: ValidationError) -> str:
     lines = []
     for err in error.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(root)"
-        lines.append(f"  {CONTEXT_KEY}.{where}: {err['msg']}")
+        loc, msg = list(err["loc"]), err["msg"]
+        refused = (err.get("ctx") or {}).get("error")
+        if isinstance(refused, SettingError):  # a cluster setting: named where the user wrote it
+            loc, msg = [*loc, refused.setting], refused.problem
+        where = ".".join(str(p) for p in loc) or "(root)"
+        lines.append(f"  {CONTEXT_KEY}.{where}: {msg}")
     return "invalid idleshare config:\n" + "\n".join(lines)
 
 

@@ -3,12 +3,14 @@ and the CLI take (:func:`quota_body`), and the event API Gateway hands the admin
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from idleshare.domain.cluster_settings import ClusterSettings, setting_type
 from idleshare.domain.kueue import desired_objects
 from idleshare.domain.model import (
     GIB,
@@ -306,3 +308,25 @@ def load_script(path: Path, name: str) -> Any:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# ------------------------------------------------------------------ cluster settings, drawn from their type
+def other_value(name: str) -> Any:
+    """A valid value of setting ``name`` that is not its default, drawn from its type."""
+    kind, default = setting_type(name), getattr(ClusterSettings(), name)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return next(v for v in kind if v != default)
+    if kind is bool:
+        return not default
+    if kind is int:
+        return default + 1
+    return f"{default}x" if not default.endswith("-") else f"{default}x-"
+
+
+def wrong_type(name: str) -> Any:
+    """A JSON value of the wrong type for setting ``name``."""
+    return [1] if setting_type(name) is str else "on"
+
+
+def json_value(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value

@@ -37,6 +37,7 @@ from idleshare.errors import (
     NotFoundError,
     RetryableError,
     StaleVersionError,
+    WatchTakenOverError,
 )
 from idleshare.runtime import wiring
 from idleshare.service.batch import RecomputeBatch
@@ -238,7 +239,7 @@ class FakeStore:
         self, cluster_id: str, lease: int, resource_version: str, nodes: Mapping[str, Any] | None = None
     ) -> None:
         if self.taken_over or lease != self.lease:
-            raise ConflictError("taken over", operation="save_watch")
+            raise WatchTakenOverError("taken over", operation="save_watch")
         self.rv = resource_version
         if nodes is not None:
             self.nodes = copy.deepcopy(dict(nodes))

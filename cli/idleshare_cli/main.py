@@ -8,7 +8,8 @@ import re
 import sys
 from collections.abc import Sequence
 
-from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, BorrowLimitBasis, Headroom, Settings
+from idleshare.domain.cluster_settings import ClusterSettings
+from idleshare.domain.model import DEFAULT_TOLERATED_TAINT_KEYS, BorrowLimitBasis, Headroom
 from idleshare.parse.errors import InputError
 
 EXIT_INPUT = 2
@@ -28,27 +29,28 @@ def _read(path: str, flag: str) -> bytes:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from idleshare.domain.naming import cohort_name_problem, is_label_key, namespace_prefix_problem, show
+    from idleshare.domain.cluster_settings import SettingError, engine_settings
+    from idleshare.domain.naming import is_label_key, show
     from idleshare_cli.plan import plan
     from idleshare_cli.present import result_json, result_tables
 
-    for flag, value, problem_of in (
-        ("--namespace-prefix", args.namespace_prefix, namespace_prefix_problem),
-        ("--cohort-name", args.cohort_name, cohort_name_problem),
-    ):
-        problem = problem_of(value)
-        if problem is not None:
-            raise UsageError(f"{flag} {show(value)}: {problem}")
+    try:  # the cluster's settings a flag gives (the rest: their defaults), checked as the registry checks them
+        cluster = ClusterSettings(
+            cohort_name=args.cohort_name,
+            namespace_prefix=args.namespace_prefix,
+            borrow_limit_basis=BorrowLimitBasis(args.borrow_limit_basis.capitalize()),
+            headroom=Headroom(args.headroom),
+        )
+    except SettingError as exc:
+        flag = "--" + exc.setting.replace("_", "-")
+        raise UsageError(f"{flag} {show(str(getattr(args, exc.setting)))}: {exc.problem}") from None
     for name in args.extra_resource or ():
         if not is_label_key(name):
             raise UsageError(f"--extra-resource {show(name)}: not a valid resource name (a label key: [prefix/]name)")
 
-    settings = Settings(
+    settings = engine_settings(
+        cluster,
         tolerated_taint_keys=frozenset(args.tolerate) if args.tolerate else DEFAULT_TOLERATED_TAINT_KEYS,
-        cohort_name=args.cohort_name,
-        namespace_prefix=args.namespace_prefix,
-        borrow_limit_basis=BorrowLimitBasis(args.borrow_limit_basis.capitalize()),
-        headroom=Headroom(args.headroom),
         extra_resources=frozenset(args.extra_resource or ()),
     )
     result, manifests = plan(
@@ -165,19 +167,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="another allocatable resource to track (repeatable; amd.com/gpu, say): capacity, the pool, Count; and "
         "what Accelerators counts on a flavor whose nodes expose no GPU or Neuron device",
     )
-    p.add_argument("--cohort-name", default=Settings().cohort_name)
-    p.add_argument("--namespace-prefix", default=Settings().namespace_prefix)
+    p.add_argument("--cohort-name", default=ClusterSettings().cohort_name)
+    p.add_argument("--namespace-prefix", default=ClusterSettings().namespace_prefix)
     p.add_argument(
         "--borrow-limit-basis",
         choices=[b.lower() for b in BorrowLimitBasis],
-        default=str(Settings().borrow_limit_basis).lower(),
+        default=str(ClusterSettings().borrow_limit_basis).lower(),
         help="what BorrowLimit is a percentage of: quota (HyperPod's: the team's own quota, default) or pool "
         "(the lendable pool the team sees)",
     )
     p.add_argument(
         "--headroom",
         choices=list(Headroom),
-        default=str(Settings().headroom),
+        default=str(ClusterSettings().headroom),
         help="which pods that are not Kueue's reduce a node's allocatable: off, daemonsets (those that will run on "
         "it; the default) or all (also the bound pods neither a DaemonSet's nor Kueue's: Kueue's are those an "
         "admitted Workload given owns); read from --daemonsets, --pods, --workloads, or a "

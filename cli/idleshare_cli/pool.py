@@ -37,7 +37,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--all-resources", action="store_true", help="cpu, memory, efa too (default: accelerators)")
 
     p = remote.cluster_command(verbs, "history", "past generations, newest first", history)
-    p.add_argument("--limit", type=int, default=20, metavar="N", help=f"at most N (1..{HISTORY_LIMIT_MAX}, default 20)")
+    first = pages.HISTORY_PAGE_DEFAULT
+    p.add_argument(
+        "--limit", type=int, default=first, metavar="N", help=f"at most N (1..{HISTORY_LIMIT_MAX}, default {first})"
+    )
 
 
 def _cluster(cluster: str) -> list[str]:

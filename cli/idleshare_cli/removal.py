@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from idleshare.adapters.ports import KubeCluster, Store
+from idleshare.domain.cluster_settings import engine_settings
 from idleshare.domain.kueue import KIND_ORDER
 from idleshare.domain.kueue_diff import object_identity
 from idleshare.domain.model import Settings
@@ -45,7 +46,7 @@ def settings_of(store: Store, cluster_id: str) -> Settings:
     cluster = store.get_cluster(cluster_id)
     if cluster is None:
         return Settings()
-    return Settings(cohort_name=cluster.cohort_name, namespace_prefix=cluster.namespace_prefix)
+    return engine_settings(cluster.settings)
 
 
 def plan_removal(reading: ownership.Reading) -> Removal:

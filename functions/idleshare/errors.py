@@ -49,6 +49,11 @@ class ConflictError(DomainOutcome, RetryableError):
     re-read and decide again. Retryable: the retry reads what won the race (a recompute, a watch checkpoint)."""
 
 
+class WatchTakenOverError(ConflictError):
+    """A node watch checkpoint was refused: a newer watcher invocation holds the cluster's watch (its lease) and
+    resumes from the last checkpoint; the older one stops."""
+
+
 class NotFoundError(DomainOutcome, PermanentError):
     """The item / object does not exist."""
 

@@ -22,6 +22,7 @@ POOL_SAMPLE_MAX_BYTES = 640 * 1024  # each of GET pool's three samples (teams, e
 
 QUOTAS_PAGE_MAX = 100  # ListComputeQuotas' MaxResults
 HISTORY_PAGE_MAX = 100  # generations a page of GET history holds
+HISTORY_PAGE_DEFAULT = 20  # generations a page of GET history holds when the request names no limit
 EXCLUDED_PAGE_MAX = 1000  # excluded nodes a page of GET excluded-nodes holds
 GRANTS_PAGE_MAX = 100  # teams a page of GET grants holds (a team is ~0.8 KB of JSON per flavor)
 ISSUES_PAGE_MAX = 1000  # issues a page of GET issues holds

@@ -117,7 +117,7 @@ class NodeWatcher(Construct):
                     "the scheduled recompute. See the node watcher's logs (NodeWatchFailures)."
                 ),
                 metric=metric(names.METRIC_NODE_WATCH_SECONDS, cluster_id, label=False),
-                threshold=alarm_threshold(cluster.node_watch_seconds),
+                threshold=alarm_threshold(cluster.settings.node_watch_seconds),
                 evaluation_periods=2,
                 datapoints_to_alarm=2,
                 comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,

@@ -17,9 +17,11 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from idleshare.domain.cluster_settings import ClusterSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
@@ -361,9 +363,11 @@ def add_cluster(
     from idleshare.adapters.store import DynamoStore
 
     store = DynamoStore(table)
-    record = ClusterRecord(cluster_id, f"{cluster_id}-eks", namespace_prefix=prefix, cohort_name=f"{prefix}pool")
+    record = ClusterRecord(
+        cluster_id, f"{cluster_id}-eks", settings=ClusterSettings(namespace_prefix=prefix, cohort_name=f"{prefix}pool")
+    )
     if basis is not None:
-        record = replace(record, borrow_limit_basis=basis)
+        record = record.with_settings(borrow_limit_basis=basis)
     store.put_cluster(record)
     for q in quotas:
         store.create_quota(cluster_id, q)

@@ -237,7 +237,7 @@ def measure(
                         table,
                         cluster.quotas,
                         cluster_id=counted_id,
-                        prefix=cluster.record.namespace_prefix,
+                        prefix=cluster.record.settings.namespace_prefix,
                         basis=basis,
                     )
                     kube[0] = bc.idleshare_kube(ks, proxy.url)

@@ -558,7 +558,7 @@ def measure_size(
     print(f"  watcher pass: {m['watch_s']:.1f} s (relist {m['watch_relist_s']:.1f} s)", file=sys.stderr, flush=True)
     if args.cordons:
         m["cordons"] = cordons(
-            stack, admin, store, cluster_id, record.cohort_name, loaded.names[2], args.cordons, args.node_cache
+            stack, admin, store, cluster_id, record.settings.cohort_name, loaded.names[2], args.cordons, args.node_cache
         )
     if args.az:
         m["az"] = az_fails(stack, admin, store, cluster_id, loaded.names, AZ_SHARE, args.node_cache)
@@ -572,7 +572,6 @@ def headroom_costs(
     """What each headroom setting costs a recompute (issue 31): with :data:`AGENTS` DaemonSets and ``pods_per_node`` of
     their pods on every node, the recompute (warm, one node changed, then no change) on ``off``, ``daemonsets`` and
     ``all``: time, requests, and the bytes of the DaemonSet and pod lists (the adapter's ``read_costs``)."""
-    from dataclasses import replace
 
     from idleshare.domain.model import Headroom
 
@@ -581,7 +580,7 @@ def headroom_costs(
     print(f"  agents: {len(seeded) * args.pods_per_node} pods in {took:.0f} s", file=sys.stderr, flush=True)
     out: dict[str, Any] = {"pods": len(seeded) * args.pods_per_node, "seed_s": took}
     for setting in (Headroom.OFF, Headroom.DAEMONSETS, Headroom.ALL):
-        store.put_cluster(replace(record, headroom=setting))
+        store.put_cluster(record.with_settings(headroom=setting))
         child = RecomputeChild(stack, endpoint, table.name, node_cache=args.node_cache)
         try:
             child.run(record.cluster_id)  # the setting's first recompute (new limits): not measured

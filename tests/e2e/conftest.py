@@ -19,6 +19,7 @@ from devkit.embedded import ClusterSpec, Delivery, Embedded
 from devkit.kube import workloads as wl
 from devkit.kube.client import Kube
 from devkit.scenario import _event
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.domain.model import BorrowLimitBasis, Headroom
 from tests.builders import quota_body
 from tests.kube.fixtures import make_node
@@ -243,9 +244,9 @@ def make_cluster(kube: Kube) -> Iterator[Any]:
         basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA,
         headroom: Headroom | None = None,
     ) -> Cluster:
-        spec = ClusterSpec(borrow_limit_basis=basis)
+        spec = ClusterSpec(settings=ClusterSettings(borrow_limit_basis=basis))
         if headroom is not None:
-            spec = dataclasses.replace(spec, headroom=headroom)
+            spec = dataclasses.replace(spec, settings=spec.settings.replace(headroom=headroom))
         pipeline = Embedded(copy.deepcopy(nodes), cluster=spec, sim=kube)
         pipeline.__enter__()
         cluster = Cluster(pipeline, kube)

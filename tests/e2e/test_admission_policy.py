@@ -110,7 +110,6 @@ def test_an_update_may_not_take_the_label_away_and_leaves_a_job_from_before_the_
 def test_switched_off_for_a_cluster_idleshare_deletes_its_policy_and_the_api_server_takes_any_job(
     make_cluster: Any, kube_stack: KubeStack
 ) -> None:
-    import dataclasses
 
     # Given a governed team, the policy in force
     cluster: Cluster = make_cluster(p5_nodes(2))
@@ -119,7 +118,7 @@ def test_switched_off_for_a_cluster_idleshare_deletes_its_policy_and_the_api_ser
     assert refused_once_in_force(kube_stack, probe)[0] in (403, 422)
     # When the cluster's admission_policy is switched off (the registry, as a deploy of the config writes it)
     store, cid = cluster.pipeline.store, cluster.spec.cluster_id
-    store.put_cluster(dataclasses.replace(store.get_cluster(cid), admission_policy=False))
+    store.put_cluster(store.get_cluster(cid).with_settings(admission_policy=False))
     cluster.recalculate()
     # Then both objects are gone, named in the apply status, and a Job without the label is taken again
     for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):

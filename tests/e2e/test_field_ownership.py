@@ -4,12 +4,12 @@ idleshare does not fight it for a field unless told to, on the real apiserver.""
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 import pytest
 
 from devkit.kube import workloads as wl
+from idleshare.domain.cluster_settings import FieldOwnership
 from tests.e2e.conftest import GPU, P5, p5_nodes, quota
 from tests.kube.fixtures import as_written
 
@@ -48,7 +48,7 @@ def test_a_foreign_field_manager_is_reported_not_fought_and_take_ownership_takes
     assert cluster.pipeline.store.get_pool(cluster.spec.cluster_id).apply_status == "Conflict"
     # When the cluster is set to take ownership (field_ownership: Take in the CDK config)
     store, cid = cluster.pipeline.store, cluster.spec.cluster_id
-    store.put_cluster(dataclasses.replace(store.get_cluster(cid), field_ownership="Take"))
+    store.put_cluster(store.get_cluster(cid).with_settings(field_ownership=FieldOwnership.TAKE))
     cluster.recalculate()
     # Then idleshare's limit is in the cluster (200% of alpha's own 8 = 16) and the status is clean again
     assert cluster.limit("alpha", P5, GPU) == "16"
@@ -93,7 +93,7 @@ def test_objects_another_manager_created_are_never_adopted_nor_deleted_and_are_n
     # the WorkloadPriorityClass high-priority and the ClusterQueue of team "victim" before idleshare wrote anything
     cluster = make_cluster(p5_nodes(4))
     store, cid = cluster.pipeline.store, cluster.spec.cluster_id
-    store.put_cluster(dataclasses.replace(store.get_cluster(cid), field_ownership=ownership))
+    store.put_cluster(store.get_cluster(cid).with_settings(field_ownership=FieldOwnership(ownership)))
     for obj in platform_objects():
         cluster.kube.apply(obj, "platform")
     before = {o["kind"]: cluster.kube.get(o["kind"], o["metadata"]["name"]) for o in platform_objects()}
@@ -139,7 +139,7 @@ def test_an_object_an_older_take_labelled_is_not_ours_and_never_deleted(make_clu
     # managed-by label and fields applied, forced, by field manager idleshare
     cluster = make_cluster(p5_nodes(2))
     store, cid = cluster.pipeline.store, cluster.spec.cluster_id
-    store.put_cluster(dataclasses.replace(store.get_cluster(cid), field_ownership=ownership))
+    store.put_cluster(store.get_cluster(cid).with_settings(field_ownership=FieldOwnership(ownership)))
     theirs = platform_objects()[0]
     cluster.kube.apply(theirs, "platform")
     old_take = {

@@ -5,12 +5,12 @@ manager's name after ``timings.FIGHT_REWRITES`` recomputes in a row, and idlesha
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 import threading
 import time
 
 from idleshare import timings
+from idleshare.domain.cluster_settings import FieldOwnership
 from tests.e2e.conftest import GPU, P5, p5_nodes, quota
 
 N = timings.FIGHT_REWRITES
@@ -20,7 +20,7 @@ def test_a_controller_force_applying_the_same_field_is_named_and_no_longer_fough
     # Given alpha on a cluster whose field ownership is Take
     cluster = make_cluster(p5_nodes(2))
     store, cid = cluster.pipeline.store, cluster.spec.cluster_id
-    store.put_cluster(dataclasses.replace(store.get_cluster(cid), field_ownership="Take"))
+    store.put_cluster(store.get_cluster(cid).with_settings(field_ownership=FieldOwnership.TAKE))
     cluster.put_quota(quota("alpha", [{"InstanceType": P5, "Count": 1}], borrow_limit=100))
     assert cluster.limit("alpha", P5, GPU) == "8"
     cq = cluster.cluster_queue("alpha")

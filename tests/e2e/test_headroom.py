@@ -21,6 +21,7 @@ import pytest
 from devkit.embedded import ClusterSpec, Embedded
 from devkit.kube import workloads as wl
 from devkit.kube.client import Kube, KubeRequestError
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.domain.model import Headroom
 from idleshare.domain.quantity import parse_quantity
 from tests.e2e.conftest import GPU, P5, P5_ALLOCATABLE, Cluster, p5_nodes, quota
@@ -101,7 +102,9 @@ def headroom_cluster(kube: Kube) -> Iterator[Any]:
             make_node(PLAIN, P5, allocatable=P5_ALLOCATABLE),
             make_node(GPU_TAINTED, P5, allocatable=P5_ALLOCATABLE, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]),
         ]  # fmt: skip
-        pipeline = Embedded(copy.deepcopy(nodes), cluster=ClusterSpec(headroom=mode), sim=kube)
+        pipeline = Embedded(
+            copy.deepcopy(nodes), cluster=ClusterSpec(settings=ClusterSettings(headroom=mode)), sim=kube
+        )
         pipeline.__enter__()
         opened.append(pipeline)
         return Cluster(pipeline, kube)

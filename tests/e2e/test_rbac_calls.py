@@ -15,7 +15,6 @@ Discovery (``/api``, ``/apis/<group>/<version>``...) is a non-resource URL, whic
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -167,7 +166,7 @@ def test_the_recompute_role_grants_exactly_what_the_recompute_calls(
         kube.delete_node("hyperpod-i-p4d0000")
         cluster.scheduler_config({"FairShare": "Enabled", "PriorityClasses": PRIORITIES[:1]})
         store, cid = cluster.pipeline.store, cluster.spec.cluster_id
-        store.put_cluster(dataclasses.replace(store.get_cluster(cid), cohort_name="idleshare-renamed"))
+        store.put_cluster(store.get_cluster(cid).with_settings(cohort_name="idleshare-renamed"))
         cluster.recalculate()
         # the last team gone: the admission policy and its binding go with it
         cluster.delete_quota("alpha-quota")

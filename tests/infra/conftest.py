@@ -39,7 +39,9 @@ def private_config(*, endpoints: bool) -> dict[str, Any]:
     if endpoints:
         vpc |= {"create_vpc_endpoints": True, "route_table_ids": ["rtb-0a1b2c3d4e5f60744", "rtb-0a1b2c3d4e5f60755"]}
     raw["clusters"][0]["vpc"] = vpc
-    raw["clusters"].append({"id": "research", "eks_cluster_name": "research-eks", "prefix": "rs-", "vpc": vpc})
+    raw["clusters"].append(
+        {"id": "research", "eks_cluster_name": "research-eks", "namespace_prefix": "rs-", "vpc": vpc}
+    )
     raw["alarm_email"] = "gpu-ops@example.com"
     raw["api_gateway_account_logging_role"] = True  # the opt-in shape (the public one has the default: off)
     return raw

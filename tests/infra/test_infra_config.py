@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from idleshare import timings
-from idleshare.domain.model import BorrowLimitBasis
-from idleshare.runtime.env import parse_clusters
+from idleshare.domain.cluster_settings import ClusterSettings
+from idleshare.parse.cluster_settings import settings_json
 from infra.config import (
     CONTEXT_CONFIG_FILE,
     CONTEXT_KEY,
@@ -65,44 +65,8 @@ def test_defaults_for_a_minimal_config() -> None:
     assert 2 <= config.recompute_max_concurrency <= 1000
     assert config.alarm_email is None
     assert json.loads(config.clusters_env()) == [
-        {
-            "admission_policy": True,
-            "borrow_limit_basis": "Quota",
-            "eks_cluster_name": "c1",
-            "field_ownership": "Respect",
-            "headroom": "daemonsets",
-            "hyperpod_cluster_arn": None,
-            "id": "c1",
-            "node_watch_seconds": timings.DEFAULT_NODE_WATCH_SECONDS,
-            "prefix": None,
-        }
+        {"id": "c1", "eks_cluster_name": "c1", **settings_json(ClusterSettings())}
     ]
-
-
-def test_a_clusters_borrow_limit_basis_reaches_the_lambdas_cluster_records() -> None:
-    # Given one cluster on the Pool basis and one with no basis given
-    config = parse_config(
-        {"clusters": [_cluster(borrow_limit_basis="Pool"), _cluster(id="c2", eks_cluster_name="c2-eks")]}
-    )
-    # Then the config holds them, the second on the default Quota basis (HyperPod's)
-    assert [c.borrow_limit_basis for c in config.clusters] == [BorrowLimitBasis.POOL, BorrowLimitBasis.QUOTA]
-    # and the JSON the Lambdas read (IDLESHARE_CLUSTERS) gives each cluster record its basis
-    records = parse_clusters(config.clusters_env())
-    assert [(r.cluster_id, r.borrow_limit_basis) for r in records] == [
-        ("c1", BorrowLimitBasis.POOL),
-        ("c2", BorrowLimitBasis.QUOTA),
-    ]
-
-
-def test_a_clusters_headroom_reaches_the_lambdas_cluster_records() -> None:
-    from idleshare.domain.model import DEFAULT_HEADROOM, Headroom
-
-    config = parse_config({"clusters": [_cluster(headroom="all"), _cluster(id="c2", eks_cluster_name="c2-eks")]})
-    assert [c.headroom for c in config.clusters] == [Headroom.ALL, DEFAULT_HEADROOM]
-    records = parse_clusters(config.clusters_env())
-    assert [(r.cluster_id, r.headroom) for r in records] == [("c1", Headroom.ALL), ("c2", DEFAULT_HEADROOM)]
-    with pytest.raises(Exception, match="headroom"):
-        parse_config({"clusters": [_cluster(headroom="pods")]})
 
 
 def _cluster(**over: Any) -> dict[str, Any]:
@@ -124,18 +88,21 @@ VPC = {
         ({"clusters": [_cluster(eks_cluster_name="bad name!")]}, "idleshare.clusters.0.eks_cluster_name"),
         ({"clusters": [_cluster(id="UPPER")]}, "idleshare.clusters.0.id"),
         ({"clusters": [_cluster(hyperpod_cluster_arn="arn:aws:eks:us-east-1:1:cluster/x")]}, "hyperpod_cluster_arn"),
-        ({"clusters": [_cluster(prefix="Bad_")]}, "idleshare.clusters.0.prefix"),
+        ({"clusters": [_cluster(namespace_prefix="Bad_")]}, "idleshare.clusters.0.namespace_prefix"),
         ({"clusters": [_cluster(borrow_limit_basis="Percent")]}, "idleshare.clusters.0.borrow_limit_basis"),
         ({"clusters": [_cluster(borrow_limit_basis=50)]}, "idleshare.clusters.0.borrow_limit_basis"),
         # issue 35: no namespace of the cluster's own (kube-system, default, openshift-*), no bare namespaces
-        (
-            {"clusters": [_cluster(prefix="kube-")]},
-            "idleshare.clusters.0.prefix: Value error, must not start with 'kube-'",
+        *(
+            ({"clusters": [_cluster(namespace_prefix=prefix)]}, f"idleshare.clusters.0.namespace_prefix: {why}")
+            for prefix, why in (
+                ("kube-", "must not start with 'kube-'"),
+                ("openshift-", "must not start"),
+                ("default", "must not start"),
+                ("", "must not be empty"),
+                ("p" * 32, "must be at most 31"),
+            )
         ),
-        ({"clusters": [_cluster(prefix="openshift-")]}, "idleshare.clusters.0.prefix: Value error, must not start"),
-        ({"clusters": [_cluster(prefix="default")]}, "idleshare.clusters.0.prefix: Value error, must not start"),
-        ({"clusters": [_cluster(prefix="")]}, "idleshare.clusters.0.prefix: Value error, must not be empty"),
-        ({"clusters": [_cluster(prefix="p" * 32)]}, "idleshare.clusters.0.prefix: Value error, must be at most 31"),
+        ({"clusters": [_cluster(prefix="team-")]}, "idleshare.clusters.0.prefix: Extra inputs are not permitted"),
         ({"clusters": [_cluster(), _cluster(eks_cluster_name="other")]}, "duplicate id: c1"),
         ({"clusters": [_cluster(), _cluster(id="c2")]}, "duplicate eks_cluster_name: c1-eks"),
         ({"clusters": [_cluster()], "schedule_rate_minutes": 0}, "idleshare.schedule_rate_minutes"),
@@ -219,27 +186,7 @@ def test_app_prints_the_error_and_exits_2_without_traceback(tmp_path: Path) -> N
     assert "Traceback" not in proc.stderr
 
 
-def test_a_clusters_admission_policy_switch_reaches_the_lambdas_cluster_records() -> None:
-    config = parse_config(
-        {"clusters": [_cluster(admission_policy=False), _cluster(id="c2", eks_cluster_name="c2-eks")]}
-    )
-    records = parse_clusters(config.clusters_env())
-    assert [(r.cluster_id, r.admission_policy) for r in records] == [("c1", False), ("c2", True)]
-    with pytest.raises(Exception, match="admission_policy"):
-        parse_config({"clusters": [_cluster(admission_policy="off")]})
-
-
-def test_a_clusters_node_watch_hold_reaches_the_lambdas_and_sets_its_alarm() -> None:
-    from idleshare import timings
+def test_a_clusters_node_watch_hold_sets_its_alarm() -> None:
     from infra.constructs.watcher import alarm_threshold
 
-    config = parse_config({"clusters": [_cluster(node_watch_seconds=40), _cluster(id="c2", eks_cluster_name="c2-eks")]})
-    records = parse_clusters(config.clusters_env())
-    assert [(r.cluster_id, r.node_watch_seconds) for r in records] == [
-        ("c1", 40),
-        ("c2", timings.DEFAULT_NODE_WATCH_SECONDS),
-    ]
     assert alarm_threshold(40) == timings.WATCHER_ALARM_MINUTES * 40 / 2  # half of what a running watch holds
-    for bad in (0, timings.NODE_WATCH_MAX_SECONDS + 1, "10", 2.5):
-        with pytest.raises(Exception, match="node_watch_seconds"):
-            parse_config({"clusters": [_cluster(node_watch_seconds=bad)]})

@@ -148,9 +148,9 @@ def fresh_plan(sim: Any, store: DynamoStore, cluster_id: str) -> tuple[dict[str,
         json.dumps(quotas),
         json.dumps(scheduler.body) if scheduler is not None else None,
         Settings(
-            cohort_name=cluster.cohort_name,
-            namespace_prefix=cluster.namespace_prefix,
-            borrow_limit_basis=cluster.borrow_limit_basis,
+            cohort_name=cluster.settings.cohort_name,
+            namespace_prefix=cluster.settings.namespace_prefix,
+            borrow_limit_basis=cluster.settings.borrow_limit_basis,
         ),
     )
     # what the recompute adds from the cluster's Kueue configuration (its ConfigMap, as the cluster holds it)

@@ -11,6 +11,7 @@ import pytest
 
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store import DynamoStore
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.domain.model import BorrowLimitBasis
 from idleshare.errors import ConflictError, PermanentError, RetryableError
 from idleshare.handlers import router
@@ -221,7 +222,7 @@ def test_dynamodb_local_restarted_mid_run_errors_cleanly_then_recovers(
             "demo",
             "demo-eks",
             "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster",
-            borrow_limit_basis=BorrowLimitBasis.POOL,
+            settings=ClusterSettings(borrow_limit_basis=BorrowLimitBasis.POOL),
         )
     )
     harness.store.create_quota("demo", quota_body("a", 8))

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from idleshare.adapters.kube import LightkubeCluster
+from idleshare.domain.cluster_settings import FieldOwnership
 from idleshare.handlers import router
 from tests.integration.invariants import assert_converged, recovers, settle
 from tests.integration.test_pipeline import CONTEXT, EVENTS, harness  # noqa: F401  (fixture)
@@ -197,7 +197,7 @@ def test_drift_in_the_cluster_is_undone_by_the_next_recompute_without_a_new_gene
     # real server the hand edit (an update) takes the field (Kueue's CRD makes resourceGroups one atomic list)
     # from idleshare, which leaves fields another manager owns alone unless told to take them: this cluster is.
     baseline, log = settle(harness)
-    harness.store.put_cluster(replace(harness.store.get_cluster("demo"), field_ownership="Take"))
+    harness.store.put_cluster(harness.store.get_cluster("demo").with_settings(field_ownership=FieldOwnership.TAKE))
     cq = harness.sim.get("ClusterQueue", "hyperpod-ns-a-clusterqueue")
     gpu = next(
         r

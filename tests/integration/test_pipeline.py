@@ -22,6 +22,7 @@ from idleshare.adapters.aws import EventBridgePublisher, SqsRecomputeQueue
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.sqs_records import SqsRecordReturns
 from idleshare.adapters.store import DynamoStore
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.domain.model import BorrowLimitBasis
 from idleshare.handlers import recompute, router
 from idleshare.runtime import wiring
@@ -68,7 +69,7 @@ class Harness:
                 "demo",
                 "demo-eks",
                 "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster",
-                borrow_limit_basis=basis,
+                settings=ClusterSettings(borrow_limit_basis=basis),
             )
         )
 

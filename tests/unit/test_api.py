@@ -17,7 +17,8 @@ import pytest
 
 from idleshare import names
 from idleshare.adapters.ports import ClusterRecord, PoolRecord
-from idleshare.errors import PermanentError, RetryableError
+from idleshare.domain.cluster_settings import ClusterSettings, SettingError
+from idleshare.errors import RetryableError
 from idleshare.runtime import wiring
 from tests.admin_api import ARN, CONTEXT, Reply, World, call, pages
 from tests.builders import k8s_node, proxy_event, quota_body
@@ -138,7 +139,7 @@ def test_a_team_name_too_long_for_the_clusters_queue_names_is_422_naming_the_fie
     assert world.items() == before and world.publisher.events == []
     # a 40-character team is fine, and so is a longer one where the cluster's prefix is shorter
     assert call("POST", QUOTAS, quota_body("t" * 40)).status == 201
-    world.store.put_cluster(ClusterRecord("short", "short-eks", None, namespace_prefix="ns-"))
+    world.store.put_cluster(ClusterRecord("short", "short-eks", None, settings=ClusterSettings(namespace_prefix="ns-")))
     assert call("POST", "/clusters/short/compute-quotas", quota_body("t" * 41)).status == 201
     # and an update cannot move a quota to such a team either
     update = call("PUT", f"{QUOTAS}/{'t' * 40}-quota", T1 | {"ComputeQuotaTarget": {"TeamName": "u" * 41}})
@@ -152,7 +153,7 @@ def test_a_priority_class_of_54_characters_is_the_longest_taken(world: World) ->
 
 @pytest.mark.parametrize(("prefix", "team"), [("defaul", "t"), ("kub", "e-system"), ("openshif", "t-config")])
 def test_a_team_whose_namespace_would_be_the_clusters_own_is_422(world: World, prefix: str, team: str) -> None:
-    world.store.put_cluster(ClusterRecord("odd", "odd-eks", None, namespace_prefix=prefix))
+    world.store.put_cluster(ClusterRecord("odd", "odd-eks", None, settings=ClusterSettings(namespace_prefix=prefix)))
     before = world.items()
     reply = call("POST", "/clusters/odd/compute-quotas", quota_body(team))
     assert (reply.status, fields(reply)) == (422, [TEAM])
@@ -161,23 +162,21 @@ def test_a_team_whose_namespace_would_be_the_clusters_own_is_422(world: World, p
 
 
 @pytest.mark.parametrize(
-    ("field", "record"),
+    ("field", "value"),
     [
-        ("namespace_prefix", ClusterRecord("x", "x-eks", None, namespace_prefix="kube-")),
-        ("namespace_prefix", ClusterRecord("x", "x-eks", None, namespace_prefix="")),
-        ("namespace_prefix", ClusterRecord("x", "x-eks", None, namespace_prefix="openshift-")),
-        ("namespace_prefix", ClusterRecord("x", "x-eks", None, namespace_prefix="default-")),
-        ("cohort_name", ClusterRecord("x", "x-eks", None, cohort_name="Shared_Pool")),
-        ("cohort_name", ClusterRecord("x", "x-eks", None, cohort_name="p" * 254)),
+        ("namespace_prefix", "kube-"),
+        ("namespace_prefix", ""),
+        ("namespace_prefix", "openshift-"),
+        ("namespace_prefix", "default-"),
+        ("cohort_name", "Shared_Pool"),
+        ("cohort_name", "p" * 254),
     ],
 )
-def test_the_registry_refuses_a_prefix_or_cohort_that_cannot_name_objects(
-    world: World, field: str, record: ClusterRecord
-) -> None:
-    before = world.items()
-    with pytest.raises(PermanentError, match=field) as raised:
-        world.store.put_cluster(record)
-    assert raised.value.status == 400 and world.items() == before
+def test_a_prefix_or_cohort_that_cannot_name_objects_is_no_cluster_setting(field: str, value: str) -> None:
+    # the settings refuse it when they are made, so no registration (nor config, nor plan) ever holds it
+    with pytest.raises(SettingError, match=f"^{field}: ") as raised:
+        ClusterSettings(**{field: value})
+    assert raised.value.setting == field
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from idleshare import names, timings
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.domain.model import BorrowLimitBasis
 from idleshare.runtime import env as env_module
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = {"id": "demo", "eks_cluster_name": "demo-eks", "prefix": None}
+DEMO = {"id": "demo", "eks_cluster_name": "demo-eks"}
 FULL = {
     names.ENV_TABLE_NAME: "idleshare-state",
     names.ENV_IDEMPOTENCY_TABLE_NAME: "idleshare-idem",
@@ -35,7 +37,9 @@ def test_the_settings_model_reads_every_variable() -> None:
     s = env_module.read(FULL)
     got = (s.table_name, s.idempotency_table_name, s.event_bus_name, s.history_ttl_days, s.tolerated_taint_keys)
     assert got == ("idleshare-state", "idleshare-idem", "idleshare", 90, frozenset({"a/b", "c"}))
-    clusters = [(c.cluster_id, c.eks_cluster_name, c.namespace_prefix, c.field_ownership) for c in s.clusters]
+    clusters = [
+        (c.cluster_id, c.eks_cluster_name, c.settings.namespace_prefix, c.settings.field_ownership) for c in s.clusters
+    ]
     assert clusters == [("demo", "demo-eks", "hyperpod-ns-", "Respect"), ("c2", "e2", "hyperpod-ns-", "Take")]
     assert (
         env_module.read({}).history_ttl_days == timings.HISTORY_TTL_DAYS
@@ -44,29 +48,12 @@ def test_the_settings_model_reads_every_variable() -> None:
     assert env_module.read({names.ENV_TOLERATED_TAINT_KEYS: ""}).tolerated_taint_keys == frozenset()
 
 
-def test_each_clusters_borrow_limit_basis_is_read_and_quota_without_one() -> None:
-    # Given the CDK config's clusters as the Lambdas read them: one on the Pool basis, one on Quota, one without
-    raw = json.dumps(
-        [
-            DEMO | {"borrow_limit_basis": "Pool"},
-            {"id": "c2", "eks_cluster_name": "e2", "borrow_limit_basis": "Quota"},
-            {"id": "c3", "eks_cluster_name": "e3"},
-        ]
+def test_the_clusters_variable_is_what_the_cdk_app_writes_read_back_as_equal() -> None:
+    clusters = (
+        ClusterRecord("demo", "demo-eks", None, ClusterSettings(borrow_limit_basis=BorrowLimitBasis.POOL)),
+        ClusterRecord("c2", "e2", "arn:aws:sagemaker:us-east-1:111122223333:cluster/abc", ClusterSettings()),
     )
-    # Then each cluster record carries its basis, and the one without reads as Quota (HyperPod's, the default)
-    got = [(c.cluster_id, c.borrow_limit_basis) for c in env_module.parse_clusters(raw)]
-    assert got == [("demo", BorrowLimitBasis.POOL), ("c2", BorrowLimitBasis.QUOTA), ("c3", BorrowLimitBasis.QUOTA)]
-
-
-def test_each_clusters_headroom_is_read_and_the_default_without_one() -> None:
-    from idleshare.domain.model import DEFAULT_HEADROOM, Headroom
-
-    raw = json.dumps([DEMO | {"headroom": "all"}, {"id": "c2", "eks_cluster_name": "e2", "headroom": "off"},
-                      {"id": "c3", "eks_cluster_name": "e3"}])  # fmt: skip
-    got = [(c.cluster_id, c.headroom) for c in env_module.parse_clusters(raw)]
-    assert got == [("demo", Headroom.ALL), ("c2", Headroom.OFF), ("c3", DEFAULT_HEADROOM)]
-    with pytest.raises(env_module.EnvError, match=r"\[0\]\.headroom: must be one of off, daemonsets, all"):
-        env_module.parse_clusters(json.dumps([DEMO | {"headroom": "pods"}]))
+    assert env_module.parse_clusters(env_module.clusters_json(clusters)) == clusters
 
 
 @pytest.mark.parametrize("handler", sorted(names.FUNCTION_ENV))
@@ -97,8 +84,13 @@ def test_a_missing_variable_is_named_with_the_function(handler: str, missing: st
         (names.ENV_CLUSTERS, '[{"id": 7, "eks_cluster_name": "x"}]', rf"{names.ENV_CLUSTERS}\[0\].id"),
         (
             names.ENV_CLUSTERS,
+            json.dumps([DEMO | {"prefix": "x-"}]),
+            rf"{names.ENV_CLUSTERS}\[0\].prefix: unknown setting",
+        ),
+        (
+            names.ENV_CLUSTERS,
             json.dumps([DEMO | {"field_ownership": "Fight"}]),
-            r"\[0\]\.field_ownership: must be Respect or Take",
+            r"\[0\]\.field_ownership: must be one of Respect, Take \(got 'Fight'\)",
         ),
         (
             names.ENV_CLUSTERS,
@@ -106,11 +98,20 @@ def test_a_missing_variable_is_named_with_the_function(handler: str, missing: st
             r"IDLESHARE_CLUSTERS\[1\]\.borrow_limit_basis: must be one of Quota, Pool \(got 'Percent'\)",
         ),
         # issue 35: the prefix starts every team's namespace: never the cluster's own, never bare namespaces
-        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "kube-"}]), r"\[0\]\.prefix: must not start with 'kube-'"),
-        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "openshift-"}]), r"\[0\]\.prefix: must not start"),
-        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "default"}]), r"\[0\]\.prefix: must not start"),
-        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": ""}]), r"\[0\]\.prefix: a non-empty string"),
-        (names.ENV_CLUSTERS, json.dumps([DEMO | {"prefix": "Team_"}]), r"\[0\]\.prefix: must start with a-z"),
+        *(
+            (
+                names.ENV_CLUSTERS,
+                json.dumps([DEMO | {"namespace_prefix": prefix}]),
+                rf"\.namespace_prefix: {why}",
+            )
+            for prefix, why in (
+                ("kube-", "must not start with 'kube-'"),
+                ("openshift-", "must not start"),
+                ("default", "must not start"),
+                ("", "must not be empty"),
+                ("Team_", "must start with a-z"),
+            )
+        ),
     ],
 )
 def test_a_malformed_variable_is_named(variable: str, value: str, named: str) -> None:
@@ -146,22 +147,3 @@ def test_a_lambda_without_its_configuration_fails_at_cold_start_naming_it_and_th
     )
     out = _cold_start(names.ROUTER_HANDLER, own(names.ROUTER_HANDLER), code)
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
-
-
-def test_each_clusters_admission_policy_switch_is_read_and_on_without_one() -> None:
-    raw = json.dumps([DEMO | {"admission_policy": False}, {"id": "c2", "eks_cluster_name": "e2"}])
-    got = [(c.cluster_id, c.admission_policy) for c in env_module.parse_clusters(raw)]
-    assert got == [("demo", False), ("c2", True)]
-    with pytest.raises(env_module.EnvError, match=r"\[0\]\.admission_policy: must be true or false"):
-        env_module.parse_clusters(json.dumps([DEMO | {"admission_policy": "no"}]))
-
-
-def test_each_clusters_node_watch_hold_is_read_the_default_without_one_and_a_bad_one_named() -> None:
-    from idleshare import timings
-
-    raw = json.dumps([DEMO | {"node_watch_seconds": 30}, {"id": "c2", "eks_cluster_name": "e2"}])
-    got = [(c.cluster_id, c.node_watch_seconds) for c in env_module.parse_clusters(raw)]
-    assert got == [("demo", 30), ("c2", timings.DEFAULT_NODE_WATCH_SECONDS)]
-    for bad in (0, timings.NODE_WATCH_MAX_SECONDS + 1, "10", True, 2.5):
-        with pytest.raises(env_module.EnvError, match=r"\[0\]\.node_watch_seconds: must be a whole number"):
-            env_module.parse_clusters(json.dumps([DEMO | {"node_watch_seconds": bad}]))

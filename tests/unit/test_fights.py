@@ -5,11 +5,11 @@ idleshare backs off until ``timings.FIGHT_RETRY_SECONDS`` after its last write, 
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from idleshare import timings
+from idleshare.domain.cluster_settings import FieldOwnership
 from idleshare.domain.fights import FIELD_MANAGER_FIGHT, track
 from idleshare.service.recompute import Recomputer
 from tests.builders import quota_body
@@ -50,7 +50,7 @@ def gitops_force_applies(kube: Any) -> None:
 def test_a_controller_force_applying_the_same_field_is_named_and_idleshare_backs_off(cluster):
     # Given a Take cluster idleshare has written, and a clock
     store, kube, publisher, _ = cluster
-    store.clusters["demo"] = dataclasses.replace(store.clusters["demo"], field_ownership="Take")
+    store.clusters["demo"] = store.clusters["demo"].with_settings(field_ownership=FieldOwnership.TAKE)
     clock = Clock()
     r = Recomputer(store, lambda c: kube, publisher, clock=clock)
     r.recompute("demo")
@@ -98,7 +98,7 @@ def test_a_controller_force_applying_the_same_field_is_named_and_idleshare_backs
 
 def test_a_new_desired_state_is_written_at_once_and_counts_afresh(cluster):
     store, kube, publisher, _ = cluster
-    store.clusters["demo"] = dataclasses.replace(store.clusters["demo"], field_ownership="Take")
+    store.clusters["demo"] = store.clusters["demo"].with_settings(field_ownership=FieldOwnership.TAKE)
     r = Recomputer(store, lambda c: kube, publisher, clock=Clock())
     r.recompute("demo")
     for _ in range(N):

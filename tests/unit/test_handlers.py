@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -144,7 +143,7 @@ def test_a_node_not_ready_shrinks_the_cohort_only_and_a_removed_team_loses_its_o
 def test_on_the_pool_basis_a_node_not_ready_rewrites_the_cohort_and_the_borrowers_cluster_queue(cluster):
     # Given the same cluster on the Pool basis: a's pool = 16 unallocated + b's 8 lent = 24, its limit 50% = 12
     store, kube, _, r = cluster
-    store.clusters["demo"] = replace(store.clusters["demo"], borrow_limit_basis=BorrowLimitBasis.POOL)
+    store.clusters["demo"] = store.clusters["demo"].with_settings(borrow_limit_basis=BorrowLimitBasis.POOL)
     r.recompute("demo")
     assert gpu_limit(cq(kube, "a")) == "12"
     applied = recording_applies(kube)
@@ -225,9 +224,9 @@ def test_clusters_from_the_cdk_config_are_registered_once():
     from idleshare.service.registry import register_clusters
 
     store = FakeStore()
-    raw = json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks", "hyperpod_cluster_arn": None, "prefix": None}])
+    raw = json.dumps([{"id": "demo", "eks_cluster_name": "demo-eks", "hyperpod_cluster_arn": None}])
     assert register_clusters(store, parse_clusters(raw)) == ["demo"]
-    assert store.find_cluster(eks_cluster_name="demo-eks").namespace_prefix == "hyperpod-ns-"
+    assert store.find_cluster(eks_cluster_name="demo-eks").settings.namespace_prefix == "hyperpod-ns-"
     calls = []
     store.put_cluster = calls.append  # a second deploy with the same config writes nothing
     assert register_clusters(store, parse_clusters(raw)) == [] and calls == []

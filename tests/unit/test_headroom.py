@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.domain.headroom import kueue_owners, pod_request, reserve, runs_on, tolerates
 from idleshare.domain.model import (
     GIB,
@@ -482,7 +483,7 @@ def recompute():
     from tests.fakes import FakeKube, FakePublisher, FakeStore
 
     def make(mode: Headroom = Headroom.DAEMONSETS):
-        store = FakeStore([ClusterRecord("demo", "demo-eks", headroom=mode)])
+        store = FakeStore([ClusterRecord("demo", "demo-eks", settings=ClusterSettings(headroom=mode))])
         kube = FakeKube([k8s_node(f"p5-{i}") for i in range(2)])
         kube.daemonsets = [DS_OBJECT | {"spec": {"template": {"spec": {"containers": [CNI_CONTAINER]}}}}]
         return store, kube, Recomputer(store, lambda c: kube, FakePublisher())

@@ -62,10 +62,10 @@ def test_no_second_history_ttl_literal() -> None:
 
 def test_the_cluster_naming_defaults_come_from_the_domain_settings() -> None:
     assert (Settings().cohort_name, Settings().namespace_prefix) == (DEFAULT_COHORT_NAME, DEFAULT_NAMESPACE_PREFIX)
-    record = ClusterRecord("c1", "e1")
+    record = ClusterRecord("c1", "e1").settings
     assert (record.cohort_name, record.namespace_prefix) == (Settings().cohort_name, Settings().namespace_prefix)
     parsed = env.parse_clusters('[{"id": "c1", "eks_cluster_name": "e1"}]')
-    assert parsed[0].namespace_prefix == Settings().namespace_prefix
+    assert parsed[0].settings.namespace_prefix == Settings().namespace_prefix
     args = build_parser("plan").parse_args(["plan", "--nodes", "n.json"])
     assert (args.cohort_name, args.namespace_prefix) == (Settings().cohort_name, Settings().namespace_prefix)
 

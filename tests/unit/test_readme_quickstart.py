@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from idleshare.domain.cluster_settings import engine_settings
 from idleshare.domain.model import Settings
 from idleshare.domain.naming import local_queue_name, namespace_name
 from idleshare.parse.quotas import parse_quotas
@@ -90,7 +91,7 @@ def run_block(block: str, tmp_path: Path) -> Path:
 
 def readme_settings() -> Settings:
     (cluster,) = parse_config(json.loads(blocks("json")[0])).clusters
-    return Settings(namespace_prefix=cluster.prefix)
+    return engine_settings(cluster.settings)
 
 
 def test_the_quota_files_are_createcomputequota_bodies_the_admin_api_and_plan_accept():
@@ -132,7 +133,7 @@ def test_the_preview_runs_as_written_and_plans_a_queue_per_team_in_the_prefixed_
 def test_the_config_is_a_plain_eks_cluster_with_the_chosen_prefix():
     (cluster,) = parse_config(json.loads(blocks("json")[0])).clusters
     assert cluster.hyperpod_cluster_arn is None
-    assert cluster.prefix == "team-"
+    assert cluster.settings.namespace_prefix == "team-"
 
 
 def test_every_admin_command_is_one_the_cli_accepts_for_the_configured_cluster_and_the_files_written():

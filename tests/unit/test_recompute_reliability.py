@@ -5,7 +5,6 @@ handed back with their backoff (and out of time, at once)."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from collections.abc import Callable
 
@@ -14,6 +13,7 @@ import pytest
 from idleshare import timings
 from idleshare.adapters.ports import ClusterRecord, RequestAnswer
 from idleshare.adapters.sqs_records import QueuedRecord
+from idleshare.domain.cluster_settings import FieldOwnership
 from idleshare.errors import RetryableError
 from idleshare.service.recompute import EXCLUDED_SAMPLE
 from tests.builders import k8s_node as node
@@ -200,7 +200,7 @@ def test_an_object_idleshare_did_not_create_is_named_never_written_and_never_del
     # Given a platform's priority class high-priority (labelled as idleshare's by an older Take, no creation marker)
     # and team b's ClusterQueue made by someone else, in a cluster of either field-ownership mode
     store, kube, _, r = cluster
-    store.clusters["demo"] = dataclasses.replace(store.clusters["demo"], field_ownership=ownership)
+    store.clusters["demo"] = store.clusters["demo"].with_settings(field_ownership=FieldOwnership(ownership))
     theirs = {
         ("WorkloadPriorityClass", "", "high-priority"): {
             "apiVersion": "kueue.x-k8s.io/v1beta2",

@@ -4,6 +4,7 @@ request's properties are what is registered (an update's rollback too); a remove
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -15,11 +16,12 @@ from moto import mock_aws
 from devkit.lambda_context import LambdaContext
 from idleshare import names
 from idleshare.adapters.store import DynamoStore
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.handlers import registrar
 from idleshare.runtime import wiring
 from tests import builders
 from tests.aws_env import create_table, fake_aws_env
+from tests.builders import json_value, other_value
 
 ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/"
 A = {"id": "alpha", "eks_cluster_name": "alpha-eks", "hyperpod_cluster_arn": ARN + "aaaa1111aaaa"}
@@ -137,30 +139,16 @@ def test_an_update_rollback_registers_the_previous_config_from_the_request(store
     assert [c.cluster_id for c in store.list_clusters()] == ["alpha", "beta"]
 
 
-def test_each_clusters_borrow_limit_basis_is_registered_and_an_update_switches_it(store, answers) -> None:
-    # Given alpha configured on the Pool basis and beta with none, When the stack is created
-    invoke(request("Create", clusters(A | {"borrow_limit_basis": "Pool"}, B)))
-    # Then the registry holds alpha on the Pool basis and beta on the Quota basis (the default, HyperPod's)
-    assert {c.cluster_id: c.borrow_limit_basis for c in store.list_clusters()} == {
-        "alpha": BorrowLimitBasis.POOL,
-        "beta": BorrowLimitBasis.QUOTA,
-    }
-    # When an update takes the key away from alpha's config, Then alpha is back on the default, Quota
-    invoke(request("Update", clusters(A, B), old=clusters(A | {"borrow_limit_basis": "Pool"}, B)))
-    assert store.get_cluster("alpha").borrow_limit_basis is BorrowLimitBasis.QUOTA
-    assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
-
-
-def test_each_clusters_headroom_is_registered_and_an_update_switches_it(store, answers) -> None:
-    from idleshare.domain.model import DEFAULT_HEADROOM, Headroom
-
-    invoke(request("Create", clusters(A | {"headroom": "all"}, B)))
-    assert {c.cluster_id: c.headroom for c in store.list_clusters()} == {
-        "alpha": Headroom.ALL,
-        "beta": DEFAULT_HEADROOM,
-    }
-    invoke(request("Update", clusters(A, B), old=clusters(A | {"headroom": "all"}, B)))
-    assert store.get_cluster("alpha").headroom is DEFAULT_HEADROOM
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(ClusterSettings)])
+def test_every_setting_is_registered_and_an_update_that_drops_it_restores_its_default(store, answers, name) -> None:
+    value, default = other_value(name), getattr(ClusterSettings(), name)
+    # Given alpha configured with the setting and beta without, When the stack is created
+    invoke(request("Create", clusters(A | {name: json_value(value)}, B)))
+    # Then the registry holds alpha's and beta's default
+    assert {c.cluster_id: getattr(c.settings, name) for c in store.list_clusters()} == {"alpha": value, "beta": default}
+    # When an update takes the key away from alpha's config, Then alpha is back on the default
+    invoke(request("Update", clusters(A, B), old=clusters(A | {name: json_value(value)}, B)))
+    assert getattr(store.get_cluster("alpha").settings, name) == default
     assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
 
 

@@ -25,7 +25,7 @@ from idleshare.adapters.ports import ClusterRecord, PoolRecord
 from idleshare.adapters.store import PK, SK, TTL_ATTRIBUTE, DynamoStore, TransactionCancelledError
 from idleshare.adapters.store.errors import translate
 from idleshare.adapters.store.items import COMPRESS_ABOVE, MAX_POOL_PARTS, MAX_SIDE_JSON, PART_SIZE, item_size
-from idleshare.domain.model import BorrowLimitBasis
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -33,6 +33,7 @@ from idleshare.errors import (
     PermanentError,
     RetryableError,
     StaleVersionError,
+    WatchTakenOverError,
 )
 from idleshare.service.recompute import Recomputer
 from tests import builders
@@ -129,7 +130,7 @@ def test_the_cdk_app_builds_its_tables_with_the_stores_keys_and_ttl():
 
 # ---------------------------------------------------------------------------------------- clusters
 def test_cluster_registry_round_trip_lookups_refusals_and_rename(store, table):
-    rec = ClusterRecord("c1", "eks-a", ARN_ID, namespace_prefix="hp-", cohort_name="pool-a")
+    rec = ClusterRecord("c1", "eks-a", ARN_ID, settings=ClusterSettings(namespace_prefix="hp-", cohort_name="pool-a"))
     store.put_cluster(rec)
     assert store.get_cluster("c1") == rec
     assert store.find_cluster(eks_cluster_name="eks-a") == store.find_cluster(hyperpod_arn=ARN_ID) == rec
@@ -154,48 +155,6 @@ def test_cluster_registry_round_trip_lookups_refusals_and_rename(store, table):
     assert store.find_cluster(eks_cluster_name="eks-a") is None and store.find_cluster(hyperpod_arn=ARN_ID) is None
     assert store.find_cluster(eks_cluster_name="eks-b") == ClusterRecord("c1", "eks-b")
     assert ("REGISTRY", "EKS#eks-a") not in all_keys(table)
-
-
-def test_a_clusters_borrow_limit_basis_round_trips_and_an_item_written_before_it_reads_as_quota(store, table):
-    # Given a cluster registered on the Pool basis, Then it reads back on the Pool basis, stored by its name
-    store.put_cluster(ClusterRecord("c1", "eks-a", borrow_limit_basis=BorrowLimitBasis.POOL))
-    assert store.get_cluster("c1").borrow_limit_basis is BorrowLimitBasis.POOL
-    # (the cluster's META item and its REGISTRY copy, which list_clusters reads)
-    keys = [{PK: schema.cluster_pk("c1"), SK: schema.META_SK}, {PK: schema.REGISTRY_PK, SK: schema.cluster_pk("c1")}]
-    assert [table.get_item(Key=k)["Item"]["borrow_limit_basis"] for k in keys] == ["Pool", "Pool"]
-    assert [c.borrow_limit_basis for c in store.list_clusters()] == [BorrowLimitBasis.POOL]
-    # and one registered with the default, on the Quota basis
-    store.put_cluster(ClusterRecord("c2", "eks-b"))
-    assert store.get_cluster("c2").borrow_limit_basis is BorrowLimitBasis.QUOTA
-    # Given registry items written before the basis existed (no attribute), Then they read as Quota, the default
-    for k in keys:
-        table.update_item(Key=k, UpdateExpression="REMOVE borrow_limit_basis")
-    assert store.get_cluster("c1") == ClusterRecord("c1", "eks-a", borrow_limit_basis=BorrowLimitBasis.QUOTA)
-    assert [c.borrow_limit_basis for c in store.list_clusters()] == [BorrowLimitBasis.QUOTA] * 2
-    # and a value no release wrote is an error naming the attribute and what to do, not a silent default
-    table.update_item(
-        Key=keys[0], UpdateExpression="SET borrow_limit_basis = :b", ExpressionAttributeValues={":b": "Percent"}
-    )
-    with pytest.raises(
-        PermanentError, match=r"borrow_limit_basis 'Percent' in the registry must be one of Quota, Pool"
-    ):
-        store.get_cluster("c1")
-
-
-def test_a_clusters_headroom_round_trips_and_an_item_written_before_it_reads_as_the_default(store, table):
-    from idleshare.domain.model import DEFAULT_HEADROOM, Headroom
-
-    store.put_cluster(ClusterRecord("c1", "eks-a", headroom=Headroom.ALL))
-    assert store.get_cluster("c1").headroom is Headroom.ALL
-    keys = [{PK: schema.cluster_pk("c1"), SK: schema.META_SK}, {PK: schema.REGISTRY_PK, SK: schema.cluster_pk("c1")}]
-    assert [table.get_item(Key=k)["Item"]["headroom"] for k in keys] == ["all", "all"]
-    for k in keys:
-        table.update_item(Key=k, UpdateExpression="REMOVE headroom")
-    assert store.get_cluster("c1").headroom is DEFAULT_HEADROOM
-    assert [c.headroom for c in store.list_clusters()] == [DEFAULT_HEADROOM]
-    table.update_item(Key=keys[0], UpdateExpression="SET headroom = :h", ExpressionAttributeValues={":h": "pods"})
-    with pytest.raises(PermanentError, match=r"headroom 'pods' in the registry must be one of off, daemonsets, all"):
-        store.get_cluster("c1")
 
 
 @pytest.mark.parametrize(
@@ -653,8 +612,8 @@ def test_a_watch_is_claimed_with_a_lease_checkpointed_in_parts_when_large_and_ta
     store.save_watch(C, 1, "11")  # the resource version alone: the views stay
     second = store.claim_watch(C, "inv-2")
     assert (second.lease, second.resource_version, second.nodes) == (2, "11", views)
-    for stale_views in (None, views):  # the older lease is refused, with or without views
-        with pytest.raises(ConflictError):
+    for stale_views in (None, views):  # the older lease is refused, with or without views: a takeover, named
+        with pytest.raises(WatchTakenOverError, match="taken over"):
             store.save_watch(C, 1, "12", stale_views)
     item = raw_item(table, "CLUSTER#c1", "WATCH")
     assert (item["rv"], item["watch_owner"]) == ("11", "inv-2")
@@ -676,7 +635,7 @@ def test_a_watch_is_claimed_with_a_lease_checkpointed_in_parts_when_large_and_ta
     assert "nodes_parts" not in item and part_keys(table, "WATCH#NODES") == []
     assert store.claim_watch(C, "inv-4").nodes == small
     # And the older lease is still refused (fencing unchanged), writing nothing
-    with pytest.raises(ConflictError, match="taken over"):
+    with pytest.raises(WatchTakenOverError, match="taken over"):
         store.save_watch(C, lease, "rv-3", BIG_NODES)
     assert part_keys(table, "WATCH#NODES") == []
 
@@ -838,28 +797,3 @@ def test_a_recompute_over_an_invalid_stored_body_keeps_pool_and_kueue_and_names_
         store.update_quota(C, "team-a-quota", builders.quota_body("team-a", 8), target_version=1)
     recomputer.recompute(C)
     assert (store.get_pool(C).read_failure, store.get_pool(C).generation) == ("", 1)
-
-
-def test_a_clusters_admission_policy_switch_round_trips_and_an_item_written_before_it_reads_as_on(store, table):
-    store.put_cluster(ClusterRecord("c1", "eks-a", admission_policy=False))
-    assert store.get_cluster("c1").admission_policy is False
-    keys = [{PK: schema.cluster_pk("c1"), SK: schema.META_SK}, {PK: schema.REGISTRY_PK, SK: schema.cluster_pk("c1")}]
-    for k in keys:
-        table.update_item(Key=k, UpdateExpression="REMOVE admission_policy")
-    assert store.get_cluster("c1").admission_policy is True
-    table.update_item(Key=keys[0], UpdateExpression="SET admission_policy = :v", ExpressionAttributeValues={":v": "no"})
-    with pytest.raises(Exception, match="admission_policy"):
-        store.get_cluster("c1")
-
-
-def test_a_clusters_node_watch_hold_round_trips_and_a_bad_stored_one_is_a_corrupt_item(store, table):
-    from idleshare import timings
-
-    store.put_cluster(ClusterRecord("c1", "eks-a", node_watch_seconds=45))
-    assert store.get_cluster("c1").node_watch_seconds == 45
-    key = {PK: schema.cluster_pk("c1"), SK: schema.META_SK}
-    table.update_item(Key=key, UpdateExpression="REMOVE node_watch_seconds")
-    assert store.get_cluster("c1").node_watch_seconds == timings.DEFAULT_NODE_WATCH_SECONDS
-    table.update_item(Key=key, UpdateExpression="SET node_watch_seconds = :v", ExpressionAttributeValues={":v": 500})
-    with pytest.raises(PermanentError, match="node_watch_seconds"):
-        store.get_cluster("c1")

@@ -452,3 +452,24 @@ def test_the_latest_sample_of_500_teams_is_stored_compressed_in_one_item_and_rea
         (item,) = [i for i in table.scan()["Items"] if i["sk"] == "USAGE#LATEST"]
         assert item_size(item) < 400_000 and "sample_z" in item
         assert real.get_usage_cursor("c1").sample == sample
+
+
+def test_an_unparsable_amount_of_the_stored_pool_is_a_named_gap_never_zero():
+    # Given the pool document as stored, its p5 capacity changed by hand to no quantity (g5 as written)
+    queues = [cq("alpha", {P5: {GPU: 8}, G5: {GPU: 4}}, {P5: {GPU: ("8", "0")}, G5: {GPU: ("2", "0")}})]
+    stored = pool({P5: 16, G5: 4}, {G5: 0})
+    stored["capacity"][P5][GPU] = "sixteen"
+    out = doc(queues, pool_doc=stored)
+    # Then p5 GPUs are a gap naming the field, left out of the team's and the flavor's tables: not a capacity of 0
+    assert GPU not in out["flavors"].get(P5, {}) and GPU not in out["teams"]["alpha"]["flavors"].get(P5, {})
+    (gap,) = out["unreadable"]
+    assert (gap["object"], gap["field"], gap["flavor"], gap["resource"]) == ("pool", f"capacity.{P5}.{GPU}", P5, GPU)
+    assert "'sixteen' is not a quantity" in gap["problem"]
+    # and what reads stays: g5's capacity as written
+    assert out["flavors"][G5][GPU]["capacity"] == "4"
+    # the same document with a quantity there reads whole (the gap is the value's, not the shape's)
+    stored["capacity"][P5][GPU] = "16"
+    assert (
+        doc(queues, pool_doc=stored)["unreadable"] == []
+        and out["flavors"][G5] == doc(queues, pool_doc=stored)["flavors"][G5]
+    )

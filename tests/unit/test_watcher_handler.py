@@ -12,6 +12,7 @@ import pytest
 from devkit.lambda_context import LambdaContext
 from idleshare import names, timings
 from idleshare.adapters.ports import ClusterRecord
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.handlers import watcher as handler_module
 from idleshare.runtime import wiring
 from tests.fakes import FakeKube, FakePublisher, FakeStore, emf_documents
@@ -93,25 +94,31 @@ def test_publishing_stops_in_time_for_the_last_checkpoint(installed):
 def test_the_watch_is_held_the_clusters_node_watch_seconds_or_what_the_timeout_allows(
     hold: int, remaining: float, expected: float
 ) -> None:
-    cluster = ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", node_watch_seconds=hold)
+    cluster = ClusterRecord(
+        cluster_id="c1", eks_cluster_name="eks-1", settings=ClusterSettings(node_watch_seconds=hold)
+    )
     assert handler_module.watch_hold_seconds(cluster, remaining) == pytest.approx(expected)
 
 
 def test_a_cluster_holds_the_default_node_watch_seconds_when_none_is_set() -> None:
     cluster = ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1")
-    assert cluster.node_watch_seconds == timings.DEFAULT_NODE_WATCH_SECONDS
+    assert cluster.settings.node_watch_seconds == timings.DEFAULT_NODE_WATCH_SECONDS
     assert handler_module.watch_hold_seconds(cluster, 75.0) == timings.DEFAULT_NODE_WATCH_SECONDS
 
 
 @pytest.mark.parametrize("bad", [0, -1, timings.NODE_WATCH_MAX_SECONDS + 1, 2.5, True, "10", None])
 def test_node_watch_seconds_outside_its_bounds_is_refused_naming_the_field(bad: object) -> None:
-    with pytest.raises(ValueError, match=r"^node_watch_seconds: .*from 1 to "):
-        ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", node_watch_seconds=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^node_watch_seconds: must be a whole number"):
+        ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", settings=ClusterSettings(node_watch_seconds=bad))  # type: ignore[arg-type]
 
 
 def test_the_longest_hold_is_what_the_watcher_timeout_allows() -> None:
     assert (
         timings.NODE_WATCH_MAX_SECONDS == timings.WATCHER_FUNCTION_TIMEOUT_SECONDS - timings.WATCHER_STOP_BEFORE_SECONDS
     )
-    ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", node_watch_seconds=timings.NODE_WATCH_MAX_SECONDS)
-    ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", node_watch_seconds=1)
+    ClusterRecord(
+        cluster_id="c1",
+        eks_cluster_name="eks-1",
+        settings=ClusterSettings(node_watch_seconds=timings.NODE_WATCH_MAX_SECONDS),
+    )
+    ClusterRecord(cluster_id="c1", eks_cluster_name="eks-1", settings=ClusterSettings(node_watch_seconds=1))

@@ -10,64 +10,29 @@ A service asks for the narrowest port that does its job (the router a :class:`St
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
-from idleshare import timings
+from idleshare.domain.cluster_settings import ClusterSettings
 from idleshare.domain.kueue_versions import KueueApi
-from idleshare.domain.model import (
-    DEFAULT_ADMISSION_POLICY,
-    DEFAULT_COHORT_NAME,
-    DEFAULT_HEADROOM,
-    DEFAULT_NAMESPACE_PREFIX,
-    BorrowLimitBasis,
-    Headroom,
-)
 from idleshare.domain.ownership import Record
-
-RESPECT, TAKE = "Respect", "Take"
-FIELD_OWNERSHIP_MODES = (RESPECT, TAKE)
-"""``ClusterRecord.field_ownership``: leave fields another field manager owns, or take them (force)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterRecord:
-    """A governed cluster: idleshare's id <-> EKS cluster name <-> HyperPod cluster ARN (None: plain EKS), and
-    where idleshare writes in it: the teams' namespaces (``<namespace_prefix><team>``) and the cohort they share."""
+    """A governed cluster: idleshare's id <-> EKS cluster name <-> HyperPod cluster ARN (None: plain EKS), and what
+    its operator set for it (:class:`~idleshare.domain.cluster_settings.ClusterSettings`: where idleshare writes in
+    it, how, and what it reads)."""
 
     cluster_id: str
     eks_cluster_name: str
     hyperpod_cluster_arn: str | None = None
-    namespace_prefix: str = DEFAULT_NAMESPACE_PREFIX
-    cohort_name: str = DEFAULT_COHORT_NAME
-    field_ownership: str = RESPECT
-    """``Respect``: a field of idleshare's objects that another field manager owns (HyperPod task governance,
-    an admin's GitOps) is left to it and reported (issue ``ForeignFieldManager``); ``Take``: idleshare's
-    server-side apply forces ownership of every field it writes."""
-    borrow_limit_basis: BorrowLimitBasis = BorrowLimitBasis.QUOTA
-    """What ``BorrowLimit`` is a percentage of in this cluster: ``Quota`` (HyperPod's: the team's own quota, the
-    default) or ``Pool`` (the lendable pool the team sees) — docs/spec.md §2."""
-    headroom: Headroom = DEFAULT_HEADROOM
-    """Which pods that are not Kueue's reduce a node's allocatable: ``off``, ``daemonsets`` (the default), ``all``
-    (docs/spec.md §2, "Headroom")."""
-    admission_policy: bool = DEFAULT_ADMISSION_POLICY
-    """Whether idleshare writes its admission policy in this cluster (docs/spec.md §3, "Admission policy")."""
-    node_watch_seconds: int = timings.DEFAULT_NODE_WATCH_SECONDS
-    """How long each minute's watcher invocation holds this cluster's node watch (1 ..
-    ``timings.NODE_WATCH_MAX_SECONDS``); the watcher's deadline is the smaller of it and what its timeout allows."""
+    settings: ClusterSettings = field(default_factory=ClusterSettings)
 
-    def __post_init__(self) -> None:
-        check_node_watch_seconds(self.node_watch_seconds)
-
-
-def check_node_watch_seconds(value: object) -> None:
-    """Refuse a ``node_watch_seconds`` outside 1 .. ``timings.NODE_WATCH_MAX_SECONDS``, naming the field."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= timings.NODE_WATCH_MAX_SECONDS:
-        raise ValueError(
-            f"node_watch_seconds: must be a whole number of seconds from 1 to {timings.NODE_WATCH_MAX_SECONDS} "
-            f"(got {value!r})"
-        )
+    def with_settings(self, **changes: Any) -> ClusterRecord:
+        """This cluster with some of its settings changed (checked like any others)."""
+        return replace(self, settings=self.settings.replace(**changes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +289,7 @@ class PauseStore(Protocol):
         ...
 
 
-class AdminStore(Store, PauseStore, Protocol):
+class AdminStore(Store, PauseStore, UsageReader, Protocol):
     """The write and read side the admin API needs beyond what the pipeline uses (DynamoStore)."""
 
     def create_quota(self, cluster_id: str, body: Mapping[str, Any]) -> StoredQuota: ...
@@ -358,7 +323,7 @@ class WatchStore(Protocol):
         ...
 
 
-class FullStore(AdminStore, ClusterDirectory, WatchStore, UsageHistoryStore, UsageReader, Protocol):
+class FullStore(AdminStore, ClusterDirectory, WatchStore, UsageHistoryStore, Protocol):
     """Everything idleshare keeps in its table (``DynamoStore``): what ``runtime.wiring.Dependencies.store`` holds,
     each service taking the part it needs."""
 

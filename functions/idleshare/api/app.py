@@ -37,6 +37,7 @@ from idleshare.errors import (
 from idleshare.pages import (
     EXCLUDED_PAGE_MAX,
     GRANTS_PAGE_MAX,
+    HISTORY_PAGE_DEFAULT,
     HISTORY_PAGE_MAX,
     ISSUES_PAGE_MAX,
     POOL_EXCLUDED_SAMPLE,
@@ -286,7 +287,7 @@ def get_grant(cluster: Cluster, team: Annotated[str, Path(max_length=63)]) -> di
 @_read("/clusters/<cluster>/history", "Past generations, newest first", "pool")
 def get_history(
     cluster: Cluster,
-    limit: Annotated[int, Digits, Query(ge=1, le=HISTORY_PAGE_MAX)] = 20,
+    limit: Annotated[int, Digits, Query(ge=1, le=HISTORY_PAGE_MAX)] = HISTORY_PAGE_DEFAULT,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
     return _admin().history(cluster, limit=limit, next_token=next_token)
@@ -390,15 +391,7 @@ def get_usage(
     limit: UsageLimit = USAGE_PAGE_MAX,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
-    from idleshare.service.usage import latest_usage, usage_report
-
-    store = dependencies().store
-    if start is None and end is None:
-        return latest_usage(store, cluster, limit=limit, next_token=next_token)
-    if start is None or end is None:
-        missing = "from" if start is None else "to"
-        raise BadRequestError("usage", [FieldError(missing, "from and to go together")])
-    return usage_report(store, cluster, start, end, granularity, limit=limit, next_token=next_token)
+    return _admin().usage(cluster, start, end, granularity, limit=limit, next_token=next_token)
 
 
 # --------------------------------------------------------------------------------------- the document

@@ -287,13 +287,25 @@ def pending_reason(workload: WorkloadStatus) -> str:
 
 
 def _amount(value: Any) -> Amount:
-    """An amount of idleshare's own pool document (exact quantities it wrote itself); absent: 0."""
-    if value is None:
-        return ZERO
-    try:
-        return parse_quantity(str(value))
-    except QuantityError:
-        return ZERO
+    """An amount of idleshare's own pool document (exact quantities it wrote itself); absent: 0. One that does not
+    parse never reaches here: :func:`_unreadable_pool` names it and leaves its flavor/resource unknown."""
+    return ZERO if value is None else parse_quantity(str(value))
+
+
+def _unreadable_pool(pool: Mapping[str, Any] | None) -> list[Unreadable]:
+    """Each amount of the pool document's capacity and unallocated tables that is not a quantity: a gap naming it
+    (the store's copy was changed, or written by a release that is gone), never an amount of zero."""
+    out = []
+    for table in ("capacity", "unallocated"):
+        by_flavor = (pool or {}).get(table) or {}
+        for flavor, per in sorted(by_flavor.items()):
+            for resource, value in sorted(per.items() if isinstance(per, Mapping) else ()):
+                try:
+                    parse_quantity(str(value))
+                except QuantityError as exc:
+                    field = f"{table}.{flavor}.{resource}"
+                    out.append(Unreadable("pool", field, f"{value!r} is not a quantity ({exc})", flavor, resource))
+    return out
 
 
 # -- the derivation ------------------------------------------------------------------------------------------
@@ -345,7 +357,9 @@ def derive_usage(
     pods = None if unbound_pods is None else list(unbound_pods)
     queues = sorted(cluster_queues, key=lambda q: q.team)
     unreadable = [u for read in (queues, workloads, pods or ()) for obj in read for u in obj.unreadable]
-    unknown = _unknown(queues, pool)
+    unreadable_pool = _unreadable_pool(pool)
+    unreadable += unreadable_pool
+    unknown = _unknown(queues, pool) | {(u.flavor, u.resource) for u in unreadable_pool}
     pool = pool or {}
     capacity_doc = pool.get("capacity") or {}
     teams = {cq.team: _team_usage(cq, unknown) for cq in queues}

@@ -61,7 +61,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 def watch_hold_seconds(cluster: ClusterRecord, remaining: float) -> float:
     """How long this invocation holds the watch: the cluster's ``node_watch_seconds``, or less if the invocation's
     remaining time (less ``timings.WATCHER_STOP_BEFORE_SECONDS``) allows less."""
-    return max(0.0, min(float(cluster.node_watch_seconds), remaining - timings.WATCHER_STOP_BEFORE_SECONDS))
+    return max(0.0, min(float(cluster.settings.node_watch_seconds), remaining - timings.WATCHER_STOP_BEFORE_SECONDS))
 
 
 def sample_usage_once(cluster: ClusterRecord, kube: UsageSource, store: UsageHistoryStore) -> None:

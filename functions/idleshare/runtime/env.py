@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from idleshare import names, timings
-from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord, check_node_watch_seconds
-from idleshare.domain.model import (
-    DEFAULT_ADMISSION_POLICY,
-    DEFAULT_HEADROOM,
-    DEFAULT_NAMESPACE_PREFIX,
-    BorrowLimitBasis,
-    Headroom,
-)
-from idleshare.domain.naming import namespace_prefix_problem
+from idleshare.adapters.ports import ClusterRecord
+from idleshare.domain.cluster_settings import SettingError
+from idleshare.parse.cluster_settings import read_settings, settings_json
 
 HANDLER_VARIABLE = "_HANDLER"  # set by the Lambda runtime: the function's handler string
+_IDENTITY = ("id", "eks_cluster_name", "hyperpod_cluster_arn")
+"""A cluster of ``IDLESHARE_CLUSTERS`` as the CDK config gives it: these and its settings beside them (read by
+``parse/cluster_settings``'s schema)."""
 
 
 class EnvError(ValueError):
@@ -64,59 +61,20 @@ def _text(value: object, where: str, *, required: bool) -> str | None:
     return value
 
 
-def _ownership(value: object, where: str) -> str:
-    if value is None:
-        return RESPECT
-    if value not in FIELD_OWNERSHIP_MODES:
-        raise EnvError(f"{where}: must be Respect or Take (got {value!r})")
-    return str(value)
-
-
-def _prefix(value: object, where: str) -> str | None:
-    prefix = _text(value, where, required=False)
-    problem = None if prefix is None else namespace_prefix_problem(prefix)
-    if problem is not None:
-        raise EnvError(f"{where}: {problem} (got {prefix!r})")
-    return prefix
-
-
-def _basis(value: object, where: str) -> BorrowLimitBasis:
-    if value is None:
-        return BorrowLimitBasis.QUOTA
-    if value not in tuple(BorrowLimitBasis):
-        raise EnvError(f"{where}: must be one of {', '.join(BorrowLimitBasis)} (got {value!r})")
-    return BorrowLimitBasis(str(value))
-
-
-def _headroom(value: object, where: str) -> Headroom:
-    if value is None:
-        return DEFAULT_HEADROOM
-    if value not in tuple(Headroom):
-        raise EnvError(f"{where}: must be one of {', '.join(Headroom)} (got {value!r})")
-    return Headroom(str(value))
-
-
-def _flag(value: object, where: str) -> bool:
-    if value is None:
-        return DEFAULT_ADMISSION_POLICY
-    if not isinstance(value, bool):
-        raise EnvError(f"{where}: must be true or false (got {value!r})")
-    return value
-
-
-def _hold(value: object, where: str) -> int:
-    if value is None:
-        return timings.DEFAULT_NODE_WATCH_SECONDS
-    try:
-        check_node_watch_seconds(value)
-    except ValueError as exc:
-        raise EnvError(f"{where}: {str(exc).split(': ', 1)[1]}") from None
-    assert isinstance(value, int)
-    return value
+def clusters_json(clusters: Iterable[ClusterRecord]) -> str:
+    """The governed clusters as ``IDLESHARE_CLUSTERS`` holds them (what :func:`parse_clusters` reads back as equal):
+    the CDK app writes it (``infra/config.py: clusters_env``), with the registrar's ``Clusters`` property."""
+    items = []
+    for c in clusters:
+        item: dict[str, object] = {"id": c.cluster_id, "eks_cluster_name": c.eks_cluster_name}
+        if c.hyperpod_cluster_arn is not None:
+            item["hyperpod_cluster_arn"] = c.hyperpod_cluster_arn
+        items.append({**item, **settings_json(c.settings)})
+    return json.dumps(items, separators=(",", ":"), sort_keys=True)
 
 
 def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
-    """``IDLESHARE_CLUSTERS``: the CDK config's clusters as JSON (``infra/config.py: clusters_env``)."""
+    """``IDLESHARE_CLUSTERS``: the CDK config's clusters as JSON (:func:`clusters_json`)."""
     var = names.ENV_CLUSTERS
     try:
         items = json.loads(raw)
@@ -128,6 +86,10 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise EnvError(f"{var}[{i}]: an object is required")
+        try:
+            settings = read_settings({k: v for k, v in item.items() if k not in _IDENTITY})
+        except SettingError as exc:
+            raise EnvError(f"{var}[{i}].{exc}") from None
         out.append(
             ClusterRecord(
                 cluster_id=str(_text(item.get("id"), f"{var}[{i}].id", required=True)),
@@ -137,12 +99,7 @@ def parse_clusters(raw: str) -> tuple[ClusterRecord, ...]:
                 hyperpod_cluster_arn=_text(
                     item.get("hyperpod_cluster_arn"), f"{var}[{i}].hyperpod_cluster_arn", required=False
                 ),
-                namespace_prefix=_prefix(item.get("prefix"), f"{var}[{i}].prefix") or DEFAULT_NAMESPACE_PREFIX,
-                field_ownership=_ownership(item.get("field_ownership"), f"{var}[{i}].field_ownership"),
-                borrow_limit_basis=_basis(item.get("borrow_limit_basis"), f"{var}[{i}].borrow_limit_basis"),
-                headroom=_headroom(item.get("headroom"), f"{var}[{i}].headroom"),
-                admission_policy=_flag(item.get("admission_policy"), f"{var}[{i}].admission_policy"),
-                node_watch_seconds=_hold(item.get("node_watch_seconds"), f"{var}[{i}].node_watch_seconds"),
+                settings=settings,
             )
         )
     ids = [c.cluster_id for c in out]

@@ -40,9 +40,9 @@ from idleshare.adapters.ports import (
     RecalculationReceipt,
     StoredQuota,
 )
+from idleshare.domain.cluster_settings import engine_settings
 from idleshare.domain.kueue import quota_flavors_problem
 from idleshare.domain.kueue_versions import HUB_ONLY
-from idleshare.domain.model import Settings
 from idleshare.domain.naming import team_name_problem
 from idleshare.errors import IdleshareError, NotFoundError, PermanentError
 from idleshare.pages import (
@@ -69,7 +69,6 @@ from idleshare.parse.requests import (
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RESULTS = pages.QUOTAS_PAGE_MAX
-DEFAULT_HISTORY_LIMIT = 20
 
 _BARE_SCHEDULER_KEYS = frozenset(SchedulerConfig.__struct_fields__)
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
@@ -181,7 +180,7 @@ def _team_name_errors(document: Mapping[str, Any], cluster: ClusterRecord) -> li
     team = target.get("TeamName") if isinstance(target, Mapping) else None
     if not isinstance(team, str) or not team:
         return []
-    problem = team_name_problem(team, Settings(namespace_prefix=cluster.namespace_prefix))
+    problem = team_name_problem(team, engine_settings(cluster.settings))
     return [FieldError("ComputeQuotaTarget.TeamName", problem)] if problem else []
 
 
@@ -567,8 +566,28 @@ class Admin:
             out["NextToken"] = encode_token({"issue": at + len(page)})
         return out
 
+    def usage(
+        self,
+        cluster_id: str,
+        start: str | None,
+        end: str | None,
+        granularity: str = "day",
+        *,
+        limit: int = pages.USAGE_PAGE_MAX,
+        next_token: str | None = None,
+    ) -> dict[str, Any]:
+        """GET usage: without ``start`` and ``end`` the latest sample, with both the report over ``[start, end)``."""
+        from idleshare.service.usage import latest_usage, usage_report
+
+        if start is None and end is None:
+            return latest_usage(self.store, cluster_id, limit=limit, next_token=next_token)
+        if start is None or end is None:
+            missing = "from" if start is None else "to"
+            raise BadRequestError("usage", [FieldError(missing, "from and to go together")])
+        return usage_report(self.store, cluster_id, start, end, granularity, limit=limit, next_token=next_token)
+
     def history(
-        self, cluster_id: str, *, limit: int = DEFAULT_HISTORY_LIMIT, next_token: str | None = None
+        self, cluster_id: str, *, limit: int = pages.HISTORY_PAGE_DEFAULT, next_token: str | None = None
     ) -> dict[str, Any]:
         """Past generations, newest first, with what changed in each (pools left out: GET pool has it); the first
         page also lists the cluster's pauses and resumes (``pauses``, newest first)."""

@@ -32,7 +32,6 @@ from typing import Any, Generic, TypeVar
 
 from idleshare import names, timings
 from idleshare.adapters.ports import (
-    TAKE,
     ClusterRecord,
     EventPublisher,
     KubeCluster,
@@ -40,6 +39,7 @@ from idleshare.adapters.ports import (
     RecalculationReceipt,
     Store,
 )
+from idleshare.domain.cluster_settings import FieldOwnership, engine_settings
 from idleshare.domain.coexistence import (
     HYPERPOD_MANAGED_NAMESPACE_SELECTOR,
     OTHER_WRITER_ISSUES,
@@ -191,13 +191,7 @@ class Recomputer:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def settings_for(self, cluster: ClusterRecord) -> Settings:
-        base = Settings(
-            cohort_name=cluster.cohort_name,
-            namespace_prefix=cluster.namespace_prefix,
-            borrow_limit_basis=cluster.borrow_limit_basis,
-            headroom=cluster.headroom,
-            admission_policy=cluster.admission_policy,
-        )
+        base = engine_settings(cluster.settings)
         tolerated = self.tolerated_taint_keys
         return base if tolerated is None else replace(base, tolerated_taint_keys=tolerated)
 
@@ -391,7 +385,7 @@ class Recomputer:
     ) -> None:
         """Step 4, converge the cluster, and record how it went."""
         cluster_id, generation = cluster.cluster_id, outcome.generation
-        force = cluster.field_ownership == TAKE
+        force = cluster.settings.field_ownership is FieldOwnership.TAKE
         try:
             self._apply(cluster, kube, manifests, current.result, outcome, force=force, previous=previous)
         except IdleshareError as exc:

@@ -60,7 +60,7 @@ from typing import Any
 from idleshare import names, timings
 from idleshare.adapters.ports import BatchPublisher, NodeWatchSource, WatchBookmark, WatchStore
 from idleshare.domain.model import BLOCKING_TAINT_EFFECTS
-from idleshare.errors import ConflictError, IdleshareError, ResourceExpiredError, RetryableError
+from idleshare.errors import IdleshareError, ResourceExpiredError, RetryableError, WatchTakenOverError
 from idleshare.parse.nodes import watched_node
 
 PUT_EVENTS = "events:PutEvents"  # the operation a publish failure names
@@ -372,9 +372,7 @@ class NodeWatch:
                 if self._recover(f"relist: {exc}", exc):
                     break
                 self.rv = ""  # list again at once (the events seen so far are on the bus, or are derived again)
-            except ConflictError as exc:
-                if exc.operation != "save_watch":
-                    raise
+            except WatchTakenOverError:
                 self.report.superseded = True  # a newer invocation took the watch over: it resumes from our checkpoint
                 break
             except IdleshareError as exc:  # a watch request, a publish or a checkpoint failed

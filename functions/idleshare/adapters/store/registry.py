@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from idleshare import timings
-from idleshare.adapters.ports import FIELD_OWNERSHIP_MODES, RESPECT, ClusterRecord, check_node_watch_seconds
+from idleshare.adapters.ports import ClusterRecord
 from idleshare.adapters.store.base import TableAccess
 from idleshare.adapters.store.errors import TransactionCancelledError
 from idleshare.adapters.store.items import StoredItem, attribute_values, require_name
-from idleshare.domain.model import DEFAULT_ADMISSION_POLICY, DEFAULT_HEADROOM, BorrowLimitBasis, Headroom
-from idleshare.domain.naming import cohort_name_problem, namespace_prefix_problem, show
+from idleshare.domain.cluster_settings import ClusterSettings, SettingError
 from idleshare.errors import AlreadyExistsError, PermanentError
+from idleshare.parse.cluster_settings import read_settings, settings_json
 from idleshare.table import ARN_PREFIX, CLUSTER_PREFIX, EKS_PREFIX, META_SK, PK, REGISTRY_PK, SK, cluster_pk
 
 _HYPERPOD_ARN = re.compile(
@@ -25,26 +25,13 @@ _HYPERPOD_ARN = re.compile(
 
 
 def _checked(cluster: ClusterRecord, op: str) -> tuple[str, str, str | None]:
-    """The cluster's id, EKS cluster name and HyperPod ARN, once every field a registration writes is valid; the
-    first one that is not -> :class:`PermanentError` (400) naming it."""
+    """The cluster's id, EKS cluster name and HyperPod ARN, once each is valid; the first one that is not ->
+    :class:`PermanentError` (400) naming it (its settings were checked when they were made)."""
     cid = require_name(cluster.cluster_id, "cluster_id", op)
     eks = require_name(cluster.eks_cluster_name, "eks_cluster_name", op)
     arn = cluster.hyperpod_cluster_arn
     if arn is not None and not _HYPERPOD_ARN.match(arn):
         raise PermanentError(f"hyperpod_cluster_arn {arn!r} is not a HyperPod cluster ARN", operation=op, status=400)
-    for what, name, problem_of in (
-        ("namespace_prefix", cluster.namespace_prefix, namespace_prefix_problem),
-        ("cohort_name", cluster.cohort_name, cohort_name_problem),
-    ):
-        problem = problem_of(name) if isinstance(name, str) else "must be a string"
-        if problem is not None:
-            raise PermanentError(f"{what} {show(str(name))}: {problem}", operation=op, status=400)
-    if cluster.field_ownership not in FIELD_OWNERSHIP_MODES:
-        raise PermanentError(
-            f"field_ownership {cluster.field_ownership!r} must be one of {', '.join(FIELD_OWNERSHIP_MODES)}",
-            operation=op,
-            status=400,
-        )
     return cid, eks, arn
 
 
@@ -53,18 +40,18 @@ def _attributes(cluster: ClusterRecord, cid: str, eks: str, arn: str | None, *, 
     attrs: dict[str, Any] = {
         "cluster_id": cid,
         "eks_cluster_name": eks,
-        "namespace_prefix": cluster.namespace_prefix,
-        "cohort_name": cluster.cohort_name,
-        "field_ownership": cluster.field_ownership,
-        "borrow_limit_basis": str(cluster.borrow_limit_basis),
-        "headroom": str(cluster.headroom),
-        "admission_policy": cluster.admission_policy,
-        "node_watch_seconds": cluster.node_watch_seconds,
+        "settings": settings_json(cluster.settings),
         "updated_at": updated_at,
     }
     if arn is not None:
         attrs["hyperpod_cluster_arn"] = arn
     return attrs
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    eks_cluster_name: str
+    hyperpod_cluster_arn: str | None
 
 
 def _owned_by(cid: str) -> dict[str, Any]:
@@ -80,7 +67,7 @@ def _lookup_put(sk: str, cid: str) -> dict[str, Any]:
     return {"Put": {"Item": attribute_values({PK: REGISTRY_PK, SK: sk, "cluster_id": cid}), **_owned_by(cid)}}
 
 
-def _stale_lookups(old: ClusterRecord | None, eks: str, arn: str | None) -> list[str]:
+def _stale_lookups(old: _Identity | None, eks: str, arn: str | None) -> list[str]:
     """The lookups of the cluster as it was registered (``old``) that its new EKS name / ARN no longer use."""
     stale = []
     if old is not None and old.eks_cluster_name != eks:
@@ -146,7 +133,7 @@ class ClusterRegistry(TableAccess):
         transaction. A name or ARN already registered to another cluster -> AlreadyExistsError."""
         op = "put_cluster"
         cid, eks, arn = _checked(cluster, op)
-        old = self.get_cluster(cid)
+        old = self._identity(cid, op)
         attrs = _attributes(cluster, cid, eks, arn, updated_at=self._now())
         # each write with the field whose value it claims ("": none), to name the one another cluster holds
         writes: list[tuple[dict[str, Any], str]] = [
@@ -177,7 +164,7 @@ class ClusterRegistry(TableAccess):
         when it was not registered (nothing to delete)."""
         op = "delete_cluster"
         cid = require_name(cluster_id, "cluster_id", op)
-        old = self.get_cluster(cid)
+        old = self._identity(cid, op)
         if old is None:
             return False
         owned = _owned_by(cid)
@@ -203,63 +190,29 @@ class ClusterRegistry(TableAccess):
         self._transact(op, items)
         return True
 
+    def _identity(self, cid: str, op: str) -> _Identity | None:
+        """The cluster as registered, its lookups only: what re-registering or deregistering it replaces, read even
+        when its settings no longer read (a corrupt item is mended by registering the cluster again)."""
+        raw = self._get(cluster_pk(cid), META_SK, op)
+        if raw is None:
+            return None
+        item = StoredItem(raw)
+        return _Identity(item.get_str("eks_cluster_name"), item.get_opt_str("hyperpod_cluster_arn"))
+
     def _cluster(self, raw: Mapping[str, Any]) -> ClusterRecord:
         item = StoredItem(raw)
         return ClusterRecord(
             cluster_id=item.get_str("cluster_id"),
             eks_cluster_name=item.get_str("eks_cluster_name"),
             hyperpod_cluster_arn=item.get_opt_str("hyperpod_cluster_arn"),
-            namespace_prefix=item.get_str("namespace_prefix"),
-            cohort_name=item.get_str("cohort_name"),
-            field_ownership=item.get_opt_str("field_ownership") or RESPECT,
-            borrow_limit_basis=_basis(item.get_opt_str("borrow_limit_basis")),
-            headroom=_headroom(item.get_opt_str("headroom")),
-            admission_policy=_admission(item),
-            node_watch_seconds=_hold(item),
+            settings=_settings(item),
         )
 
 
-def _hold(item: StoredItem) -> int:
-    """The cluster's ``node_watch_seconds`` (an item written before the setting existed: the default)."""
-    value = item.get_int("node_watch_seconds", minimum=1, default=timings.DEFAULT_NODE_WATCH_SECONDS)
+def _settings(item: StoredItem) -> ClusterSettings:
+    """The cluster's settings as registered (``parse/cluster_settings``'s schema); one that no longer reads is a
+    corrupt item naming the setting."""
     try:
-        check_node_watch_seconds(value)
-    except ValueError as exc:
-        item.corrupt(str(exc))
-    return value
-
-
-def _admission(item: StoredItem) -> bool:
-    """A registry item written before the setting existed has none: the default."""
-    stored = item.raw.get("admission_policy")
-    if stored is None:
-        return DEFAULT_ADMISSION_POLICY
-    if not isinstance(stored, bool):
-        item.corrupt(f"attribute 'admission_policy' must be a boolean (got {type(stored).__name__})")
-    return bool(stored)
-
-
-def _headroom(stored: str | None) -> Headroom:
-    """A registry item written before the setting existed has none: the default."""
-    try:
-        return Headroom(stored) if stored else DEFAULT_HEADROOM
-    except ValueError:
-        raise PermanentError(
-            f"headroom {stored!r} in the registry must be one of {', '.join(Headroom)}: redeploy the stack's "
-            "cluster config",
-            operation="get_cluster",
-            status=500,
-        ) from None
-
-
-def _basis(stored: str | None) -> BorrowLimitBasis:
-    """A registry item written before the basis existed has none: the default (HyperPod's, ``Quota``)."""
-    try:
-        return BorrowLimitBasis(stored) if stored else BorrowLimitBasis.QUOTA
-    except ValueError:
-        raise PermanentError(
-            f"borrow_limit_basis {stored!r} in the registry must be one of "
-            f"{', '.join(BorrowLimitBasis)}: redeploy the stack's cluster config",
-            operation="get_cluster",
-            status=500,
-        ) from None
+        return read_settings(item.raw.get("settings"))
+    except SettingError as exc:
+        item.corrupt(f"attribute 'settings': {exc}")

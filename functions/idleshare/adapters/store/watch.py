@@ -17,7 +17,7 @@ from idleshare.adapters.store.items import (
     require_name,
     unpack,
 )
-from idleshare.errors import ConflictError
+from idleshare.errors import ConflictError, WatchTakenOverError
 from idleshare.table import PK, SK, WATCH_NODES_SK, WATCH_SK, cluster_pk, parts_prefix
 
 
@@ -92,7 +92,14 @@ class WatchBookmarks(TableAccess):
             "ExpressionAttributeValues": {":rv": resource_version, ":t": now, ":lease": lease},
         }
         if nodes is None:
-            self._call(op, self.table.update_item, **update)
+            try:
+                self._call(op, self.table.update_item, **update)
+            except ConflictError as exc:
+                raise WatchTakenOverError(
+                    f"{op}: the node watch of {cluster_id} was taken over (lease {lease} is no longer current)",
+                    operation=op,
+                    status=409,
+                ) from exc
             return
         packed = pack(nodes, f"the node views of {cluster_id}", max_parts=MAX_WATCH_PARTS, operation=op)
         count = len(packed.parts)
@@ -125,7 +132,7 @@ class WatchBookmarks(TableAccess):
         try:
             self._transact(op, [{"Update": attribute_values(update)}, {"Update": nodes_update}, *parts, *leftovers])
         except TransactionCancelledError as exc:
-            raise ConflictError(
+            raise WatchTakenOverError(
                 f"{op}: the node watch of {cluster_id} was taken over (lease {lease} is no longer current)",
                 operation=op,
                 status=409,
