@@ -6,7 +6,8 @@ from typing import Any
 
 from idleshare.domain.headroom import kueue_owners
 from idleshare.domain.kueue import writable_objects
-from idleshare.domain.kueue_versions import HUB, HUB_ONLY, down, pinned, with_kueue_api
+from idleshare.domain.kueue_fit import with_kueue_api
+from idleshare.domain.kueue_versions import HUB, HUB_ONLY, down, pinned
 from idleshare.domain.model import DaemonSet, Pod, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.pool import PoolResult, compute
 from idleshare.domain.usage import WorkloadStatus

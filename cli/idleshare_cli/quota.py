@@ -9,34 +9,13 @@ file exits 2 naming the field with the API's message and changes nothing.
 from __future__ import annotations
 
 import argparse
-from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from idleshare import pages
-from idleshare.parse.errors import FieldError, InputError
 from idleshare_cli import remote
 from idleshare_cli.main import UsageError
-
-if TYPE_CHECKING:
-    from idleshare.parse.requests import Accepted, Request
-
-R = TypeVar("R", bound="Request")
-
-# Read-only fields of the Describe shape: dropped so `quota describe --format json` output can be re-used.
-READ_ONLY_FIELDS = (
-    "ClusterArn",
-    "ClusterId",
-    "ComputeQuotaArn",
-    "ComputeQuotaId",
-    "ComputeQuotaVersion",
-    "Status",
-    "FailureReason",
-    "CreationTime",
-    "CreatedBy",
-    "LastModifiedTime",
-    "LastModifiedBy",
-)
+from idleshare_cli.quota_bodies import create_body, update_body
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 # ---------------------------------------------------------------------------------- commands
 def create(args: argparse.Namespace) -> int:
-    body = _create_body(_load(args.file, "--file"), args.file)
+    body = create_body(_load(args.file, "--file"), args.file)
     api = remote.connect(args)
     _, described = api.post(_quotas(args.cluster), body)
     remote.emit(args, described, describe_text)
@@ -101,7 +80,7 @@ def list_quotas(args: argparse.Namespace) -> int:
 
 def update(args: argparse.Namespace) -> int:
     _check_name(args.name)
-    body = _update_body(_load(args.file, "--file"), args.file, args.name, args.target_version)
+    body = update_body(_load(args.file, "--file"), args.file, args.name, args.target_version)
     api = remote.connect(args)
     described = api.put([*_quotas(args.cluster), args.name], body)
     remote.emit(args, described, describe_text)
@@ -142,59 +121,6 @@ def _check_name(name: str) -> None:
     problem = name_problem(name)
     if problem:
         raise UsageError(f"--name {name!r}: {problem}")
-
-
-def _parse(model: type[R], body: dict[str, Any], source: str) -> Accepted[R]:
-    """``body`` as the API will parse it: an InputError naming ``source`` (the file) and each field."""
-    from idleshare.parse.requests import parse
-
-    try:
-        return parse(model, body)
-    except InputError as exc:
-        raise InputError(source, exc.errors) from None
-
-
-def _create_body(document: object, source: str) -> dict[str, Any]:
-    """The CreateComputeQuota request (minus ClusterArn) from a file, validated as the API does."""
-    from idleshare.parse.requests import CreateQuota
-
-    if not isinstance(document, dict):
-        raise InputError(source, [FieldError("", "expected one compute quota object (CreateComputeQuota shape)")])
-    request = _parse(CreateQuota, {k: v for k, v in document.items() if k not in READ_ONLY_FIELDS}, source)
-    body: dict[str, Any] = _jsonable(request.given())
-    return body
-
-
-def _update_body(document: object, source: str, name: str, target_version: int | None) -> dict[str, Any]:
-    """The UpdateComputeQuota request (minus ComputeQuotaId): only the fields to change."""
-    from idleshare.parse.requests import UpdateQuota
-
-    if not isinstance(document, dict):
-        raise InputError(source, [FieldError("", "expected an object (UpdateComputeQuota shape)")])
-    # `quota describe --format json` output can be re-used: its read-only fields and its own Name are dropped
-    patch = {k: v for k, v in document.items() if k not in READ_ONLY_FIELDS and (k, v) != ("Name", name)}
-    version = target_version if target_version is not None else patch.get("TargetVersion")
-    if version is None:
-        raise UsageError("--target-version: required (the version you read, see `idleshare quota describe`)")
-    if isinstance(version, int) and not isinstance(version, bool) and version < 1:
-        raise UsageError(f"--target-version: must be >= 1 (got {version})")
-    patch["TargetVersion"] = version
-    if len(patch) == 1:
-        fields = ", ".join(k for k in UpdateQuota.__struct_fields__ if k != "TargetVersion")
-        raise InputError(source, [FieldError("", f"nothing to change: give one of {fields}")])
-    body: dict[str, Any] = _jsonable(_parse(UpdateQuota, patch, source).given())
-    return body
-
-
-def _jsonable(value: Any) -> Any:
-    """Decimals (exact JSON numbers from the file) back to JSON numbers: ints stay ints."""
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() and "." not in str(value) else float(value)
-    return value
 
 
 # ---------------------------------------------------------------------------------- rendering

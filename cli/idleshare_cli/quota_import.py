@@ -26,8 +26,9 @@ from typing import Any
 from idleshare import pages
 from idleshare.parse import quotas
 from idleshare.service.admin import DEFAULT_SCHEDULER_CONFIG as SCHEDULER_DEFAULTS
-from idleshare_cli import quota, remote
+from idleshare_cli import remote
 from idleshare_cli.main import CommandError, UsageError
+from idleshare_cli.quota_bodies import create_body, update_body
 from idleshare_cli.scheduler_config import put_body
 
 ADOPTED_FIELDS = quotas.CREATE_FIELDS
@@ -183,16 +184,14 @@ def plan_import(
                 detail = f"team {team} already has idleshare quota {holder}: delete or rename one of them"
                 steps.append(Step("conflict", "quota", name, detail))
                 continue
-            steps.append(
-                Step("create", "quota", name, f"team {team}{note}", "POST", base, quota._create_body(wanted, source))
-            )
+            steps.append(Step("create", "quota", name, f"team {team}{note}", "POST", base, create_body(wanted, source)))
             continue
         changed = [k for k in ADOPTED_FIELDS if k != "Name" and k in wanted and not _same(wanted[k], have.get(k))]
         if not changed:
             steps.append(Step("unchanged", "quota", name, f"team {team}{note}"))
             continue
         patch = {k: wanted[k] for k in changed}
-        body = quota._update_body(patch, source, name, have.get("ComputeQuotaVersion"))
+        body = update_body(patch, source, name, have.get("ComputeQuotaVersion"))
         detail = f"team {team}: {', '.join(changed)} (from version {have.get('ComputeQuotaVersion')}){note}"
         steps.append(Step("update", "quota", name, detail, "PUT", [*base, name], body))
     for name, why in sorted(sagemaker.skipped):

@@ -25,7 +25,7 @@ from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL
 from idleshare.domain.kueue_config import with_kueue_config
 from idleshare.domain.kueue_diff import diff
-from idleshare.domain.kueue_versions import with_kueue_api
+from idleshare.domain.kueue_fit import with_kueue_api
 from idleshare.domain.model import SchedulerConfig, Settings
 from idleshare.parse.kueue_config import read_kueue_config
 from idleshare.parse.quotas import parse_scheduler_config

@@ -22,6 +22,7 @@ from devkit.kube import kueue_versions as stack_versions
 from idleshare.domain import kueue_versions as kv
 from idleshare.domain.document import pool_document
 from idleshare.domain.kueue import desired_objects
+from idleshare.domain.kueue_fit import with_kueue_api
 from idleshare.domain.model import PriorityClass, SchedulerConfig, Settings
 from tests.builders import CLUSTER, QUOTAS, objects
 
@@ -187,7 +188,7 @@ def test_the_newest_served_version_is_chosen_and_names_the_release(release: str)
 
 def pool_document_of(api: kv.KueueApi) -> dict[str, Any]:
     result, manifests = objects(CLUSTER, QUOTAS)
-    return pool_document(kv.with_kueue_api(result, manifests, api))
+    return pool_document(with_kueue_api(result, manifests, api))
 
 
 def test_the_hub_object_is_not_what_an_older_version_takes() -> None:
@@ -293,11 +294,11 @@ def test_a_field_the_version_lacks_is_left_out_and_named(monkeypatch: pytest.Mon
     assert weighted
     api = kv.pinned("v1beta1")
     assert all("fairSharing" not in kv.down(o, api)["spec"] for o in weighted)
-    issues = [i for i in kv.with_kueue_api(result, manifests, api).issues if i.code == kv.KUEUE_FIELD_UNSUPPORTED]
+    issues = [i for i in with_kueue_api(result, manifests, api).issues if i.code == kv.KUEUE_FIELD_UNSUPPORTED]
     assert [(i.subject, i.severity) for i in issues] == [("ClusterQueue.spec.fairSharing", "warning")]
     assert f"on {len(weighted)} ClusterQueue(s)" in issues[0].message and "every team weighs 1" in issues[0].message
     assert not [
-        i for i in kv.with_kueue_api(result, manifests, kv.HUB_ONLY).issues if i.code == kv.KUEUE_FIELD_UNSUPPORTED
+        i for i in with_kueue_api(result, manifests, kv.HUB_ONLY).issues if i.code == kv.KUEUE_FIELD_UNSUPPORTED
     ]
 
 

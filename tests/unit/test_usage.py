@@ -21,7 +21,7 @@ from idleshare.domain.usage import derive_usage, hours_text, sample_document, sp
 from idleshare.errors import NotFoundError
 from idleshare.parse.kueue_status import cluster_queues as read_queues
 from idleshare.parse.kueue_status import workloads as read_workloads
-from idleshare.service.admin import BadRequestError
+from idleshare.service.paging import BadRequestError
 from idleshare.service.usage import sample_usage, split_hours, usage_report
 from idleshare_cli import usage as usage_cli
 from tests.aws_env import create_table, fake_aws_env

@@ -51,7 +51,8 @@ from idleshare.parse.errors import FieldError, InputError
 from idleshare.parse.requests import MAX_INT32
 from idleshare.runtime.observability import logger, tracer
 from idleshare.runtime.wiring import dependencies
-from idleshare.service.admin import Admin, BadRequestError
+from idleshare.service.admin import Admin
+from idleshare.service.paging import BadRequestError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse

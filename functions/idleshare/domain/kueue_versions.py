@@ -33,10 +33,8 @@ reads is the same in every version: a ClusterQueue's ``status.flavorsUsage``/``f
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
-
-from idleshare.domain.pool import Issue, PoolResult
 
 GROUP = "kueue.x-k8s.io"
 HUB = "v1beta2"
@@ -292,7 +290,7 @@ def _moved(obj: Mapping[str, Any], renames: Iterable[tuple[str, str]], *, revers
     return out
 
 
-def _kind_version(obj: Mapping[str, Any]) -> tuple[str, str]:
+def kind_version(obj: Mapping[str, Any]) -> tuple[str, str]:
     kind = str(obj.get("kind", ""))
     group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
     if group != GROUP:
@@ -321,7 +319,7 @@ def down(obj: Mapping[str, Any], api: KueueApi) -> Manifest:
     otherwise moved to its names (:data:`RENAMED`), those it lacks left out (:data:`LACKING`). Anything not of
     :data:`GROUP` (a Namespace) is returned as it is. A hub object that carries a field under the older name
     (``spec.cohort``: no v1beta2 field): :class:`ValueError` naming it."""
-    kind, version = _kind_version(obj)
+    kind, version = kind_version(obj)
     if not version:
         return dict(obj)
     if version != HUB:
@@ -344,7 +342,7 @@ def up(obj: Mapping[str, Any]) -> Manifest:
     ``fieldsV1`` of its ``managedFields`` entries written in that version (what :func:`kueue_diff.diff` reads of
     idleshare's own). A hub object, or one not of :data:`GROUP`, is returned as it is; an apiVersion of
     :data:`GROUP` idleshare does not read for its kind: :class:`ValueError` naming it."""
-    kind, version = _kind_version(obj)
+    kind, version = kind_version(obj)
     if not version or version == HUB:
         return dict(obj)
     renames = RENAMED.get((kind, version), ())
@@ -372,28 +370,3 @@ def _fields_up(fields: Mapping[str, Any], renames: Iterable[tuple[str, str]]) ->
         if value is not _ABSENT:
             out = _with(out, tuple(f"f:{p}" for p in _split(hub_path)), value)
     return out
-
-
-def with_kueue_api(result: PoolResult, manifests: Sequence[Mapping[str, Any]], api: KueueApi) -> PoolResult:
-    """``result`` naming the versions in use (``kueue_api``) and, as :data:`KUEUE_FIELD_UNSUPPORTED` warnings, each
-    field of ``manifests`` those versions lack: one issue per kind and field, counting the objects."""
-    found: dict[tuple[str, str], tuple[str, int]] = {}
-    for obj in manifests:
-        kind, version = _kind_version(obj)
-        if not version:
-            continue
-        for path, instead in lacking(obj, api.version(kind)):
-            _, count = found.get((kind, path), (instead, 0))
-            found[(kind, path)] = (instead, count + 1)
-    extra: list[Issue] = [
-        Issue(
-            "warning",
-            KUEUE_FIELD_UNSUPPORTED,
-            f"{kind}.{path}",
-            f"{path} not written on {count} {kind}(s): this cluster's Kueue ({api.release}) serves {kind} as "
-            f"{api.api_version(kind)}, which has no {path}; {instead}",
-        )
-        for (kind, path), (instead, count) in sorted(found.items())
-    ]
-    issues = sorted(set(result.issues) | set(extra), key=lambda i: (i.severity, i.code, i.subject))
-    return replace(result, kueue_api=api, issues=tuple(issues))

@@ -11,11 +11,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from idleshare.domain import catalog
 from idleshare.domain.eligibility import exclusion_reason
 from idleshare.domain.headroom import reserve
+from idleshare.domain.kueue_versions import KueueApi
 from idleshare.domain.model import (
     CPU,
     DEVICE_RESOURCES,
@@ -39,9 +39,6 @@ from idleshare.domain.model import (
     Strategy,
 )
 from idleshare.domain.naming import flavor_name_problem, show, team_name_problem
-
-if TYPE_CHECKING:  # pragma: no cover
-    from idleshare.domain.kueue_versions import KueueApi
 from idleshare.domain.quantity import exact, format_quantity, percent_of, round_down
 
 Table = dict[str, dict[str, Amount]]
@@ -161,7 +158,7 @@ class PoolResult:
     headroom_by_flavor: Table = field(default_factory=dict)
     """flavor -> resource -> the sum of :attr:`headroom` over the flavor's eligible nodes: what capacity lost."""
     kueue_api: KueueApi | None = None
-    """The Kueue API versions the cluster's objects are written in (``kueue_versions.with_kueue_api``); None when
+    """The Kueue API versions the cluster's objects are written in (``kueue_fit.with_kueue_api``); None when
     no cluster was asked (``idleshare plan``)."""
     ungoverned_flavors: tuple[str, ...] = ()
     """Flavors of the cluster left out of every Kueue object: more than Kueue's schema holds in the one resource

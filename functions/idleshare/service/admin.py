@@ -18,9 +18,6 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import logging
 import time
 import uuid
@@ -65,6 +62,7 @@ from idleshare.parse.requests import (
     SchedulerConfigRequest,
     UpdateQuota,
 )
+from idleshare.service.paging import BadRequestError, decode_token, encode_token, first_entries, page_of, page_start
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +74,6 @@ DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
     "FairShare": "Enabled",
     "IdleResourceSharing": "Enabled",
 }
-
-
-class BadRequestError(InputError):
-    """The request as a whole is wrong (a bad paging token, ...): 400 rather than 422."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,49 +213,6 @@ def _flavor_limit_errors(
 def _raise(errors: list[FieldError]) -> None:
     if errors:
         raise InputError(SOURCE, errors)
-
-
-def decode_token(token: str | None, field: str = "NextToken") -> dict[str, Any] | None:
-    if token is None:
-        return None
-    try:
-        value = json.loads(base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4)))
-    except (ValueError, UnicodeEncodeError, binascii.Error):
-        value = None
-    if not isinstance(value, dict):
-        raise BadRequestError("query", [FieldError(field, "is not a token this API issued")])
-    return value
-
-
-def encode_token(value: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def _page_start(limit: int, maximum: int, next_token: str | None, key: str) -> str | None:
-    """The name a page of a by-name listing starts after (None: the first page); a bad limit or token is a 400."""
-    if isinstance(limit, bool) or not 1 <= limit <= maximum:
-        raise BadRequestError("query", [FieldError("limit", f"must be between 1 and {maximum}")])
-    token = decode_token(next_token)
-    after = token.get(key) if token else None
-    if token is not None and (not isinstance(after, str) or not after):
-        raise BadRequestError("query", [FieldError("NextToken", "is not a token this API issued")])
-    return after
-
-
-def first_entries(
-    entries: Mapping[str, Any], after: str | None, limit: int, max_bytes: int = pages.PAGE_MAX_BYTES
-) -> tuple[dict[str, Any], bool]:
-    """The entries named after ``after``, by name: at most ``limit`` and ``max_bytes`` of JSON; whether more follow."""
-    ordered = sorted(n for n in entries if after is None or n > after)
-    shown, more = pages.take(ordered, limit, lambda n: pages.json_size({n: entries[n]}), max_bytes)
-    return {name: entries[name] for name in shown}, more
-
-
-def _page_of(entries: dict[str, Any], after: str | None, limit: int, key: str) -> tuple[dict[str, Any], str | None]:
-    """The entries named after ``after``, by name, at most ``limit`` and :data:`idleshare.pages.PAGE_MAX_BYTES`, and
-    the token of the next page (None: the last)."""
-    page, more = first_entries(entries, after, limit)
-    return page, encode_token({key: list(page)[-1]}) if more else None
 
 
 def _issues(record: PoolRecord) -> list[Any]:
@@ -506,10 +457,10 @@ class Admin:
         """Each team's limits and why, sorted by team, ``limit`` (1..100) a page: ``NextToken`` (opaque) continues
         after the last team of the page, in the pool as it is then (every page names its ``generation``: a reader
         that sees it change starts again). ``total`` counts them all."""
-        after = _page_start(limit, GRANTS_PAGE_MAX, next_token, "afterTeam")
+        after = page_start(limit, GRANTS_PAGE_MAX, next_token, "afterTeam")
         record = self._pool(cluster_id)
         teams = _teams(record)
-        page, token = _page_of(teams, after, limit, "afterTeam")
+        page, token = page_of(teams, after, limit, "afterTeam")
         out = {"cluster": cluster_id, "generation": record.generation, "total": len(teams), "teams": page}
         return out | ({"NextToken": token} if token else {})
 
@@ -529,10 +480,10 @@ class Admin:
         """The nodes left out of the capacity with their reason, sorted by node name, ``limit`` (1..1000) a page:
         ``NextToken`` (opaque) continues after the last name of the page, in the pool as it is then. ``total`` and
         ``byReason`` count them all."""
-        after = _page_start(limit, EXCLUDED_PAGE_MAX, next_token, "after")
+        after = page_start(limit, EXCLUDED_PAGE_MAX, next_token, "after")
         record = self._pool(cluster_id)
         excluded = _excluded(record)
-        page, token = _page_of(excluded, after, limit, "after")
+        page, token = page_of(excluded, after, limit, "after")
         out = {
             "cluster": cluster_id,
             "generation": record.generation,

@@ -52,7 +52,8 @@ from idleshare.domain.headroom import kueue_owners
 from idleshare.domain.kueue import MANAGED_BY, MANAGED_BY_LABEL, webhook_violations, writable_objects
 from idleshare.domain.kueue_config import KueueConfigReading, with_kueue_config
 from idleshare.domain.kueue_diff import diff, object_identity
-from idleshare.domain.kueue_versions import KueueApi, with_kueue_api
+from idleshare.domain.kueue_fit import with_kueue_api
+from idleshare.domain.kueue_versions import KueueApi
 from idleshare.domain.model import DaemonSet, Headroom, Node, Pod, Quota, SchedulerConfig, Settings, Snapshot
 from idleshare.domain.ownership import describe as ownership_describe
 from idleshare.domain.pool import NAMED_MAX, Issue, PoolResult, compute

@@ -36,7 +36,7 @@ from idleshare.errors import ConflictError, IdleshareError, NotFoundError
 from idleshare.parse import kueue_status
 from idleshare.parse import workloads as workload_reads
 from idleshare.parse.errors import FieldError
-from idleshare.service.admin import BadRequestError, decode_token, encode_token, first_entries
+from idleshare.service.paging import BadRequestError, decode_token, encode_token, first_entries
 
 MAX_REPORT_DAYS = {"hour": 62, "day": 400}
 GRANULARITIES = ("hour", "day")
