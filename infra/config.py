@@ -20,15 +20,17 @@ from pydantic import (
     ConfigDict,
     Field,
     InstanceOf,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from idleshare import timings
 from idleshare.adapters.ports import ClusterRecord
 from idleshare.domain.cluster_settings import ClusterSettings, SettingError
-from idleshare.parse.cluster_settings import SETTINGS, read_settings
+from idleshare.parse.cluster_settings import SETTINGS, read_settings, settings_json
 from idleshare.runtime.env import clusters_json
 
 CONTEXT_KEY = "idleshare"
@@ -110,6 +112,13 @@ class ClusterConfig(_Strict):
             raise SettingError("settings", f"give each setting beside `id` ({', '.join(SETTINGS)}), not in an object")
         given = {k: v for k, v in raw.items() if k in SETTINGS}
         return {**{k: v for k, v in raw.items() if k not in SETTINGS}, "settings": read_settings(given)}
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped as it is written: the settings beside ``id`` (what :meth:`_settings` reads back as equal)."""
+        out: dict[str, Any] = handler(self)
+        out.pop("settings", None)
+        return {**out, **settings_json(self.settings)}
 
 
 class IdleshareConfig(_Strict):

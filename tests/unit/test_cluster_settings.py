@@ -60,6 +60,7 @@ def test_every_setting_travels_config_to_environment_to_registry_and_back(name: 
         }
     )
     assert [getattr(c.settings, name) for c in config.clusters] == [value, getattr(DEFAULTS, name)]
+    assert parse_config(config.model_dump()) == config  # dumped as written: the settings beside the id
     # Then the Lambdas' environment carries it, and the registry keeps it as it was registered
     records = parse_clusters(config.clusters_env())
     assert [getattr(r.settings, name) for r in records] == [value, getattr(DEFAULTS, name)]
