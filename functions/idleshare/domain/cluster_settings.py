@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +75,7 @@ class ClusterSettings:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            problem = _type_problem(f.type, getattr(self, f.name))
+            problem = _type_problem(f.name, getattr(self, f.name))
             if problem is not None:
                 raise SettingError(f.name, problem)
         for setting, problem in (
@@ -89,21 +91,14 @@ class ClusterSettings:
         return dataclasses.replace(self, **changes)
 
 
-SETTING_TYPES: dict[str, Any] = {
-    "str": str,
-    "bool": bool,
-    "int": int,
-    "FieldOwnership": FieldOwnership,
-    "BorrowLimitBasis": BorrowLimitBasis,
-    "Headroom": Headroom,
-}
-"""The type of each annotation :class:`ClusterSettings` uses (its annotations are strings: ``from __future__``)."""
-
-
 def setting_type(name: str) -> Any:
-    """The Python type of the setting ``name`` (a key of ``SETTING_TYPES``)."""
-    annotation = next(f.type for f in dataclasses.fields(ClusterSettings) if f.name == name)
-    return SETTING_TYPES[str(annotation)]
+    """The Python type of the setting ``name``, as :class:`ClusterSettings` annotates it."""
+    return _types()[name]
+
+
+@functools.cache
+def _types() -> dict[str, Any]:
+    return typing.get_type_hints(ClusterSettings)
 
 
 def describe_type(kind: Any) -> str:
@@ -113,14 +108,9 @@ def describe_type(kind: Any) -> str:
     return {bool: "must be true or false", int: "must be a whole number", str: "must be a string"}[kind]
 
 
-def _type_problem(annotation: object, value: object) -> str | None:
-    kind = SETTING_TYPES[str(annotation)]
-    if isinstance(kind, type) and issubclass(kind, enum.Enum):
-        ok = isinstance(value, kind)
-    elif kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, kind)
+def _type_problem(name: str, value: object) -> str | None:
+    kind = setting_type(name)
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     return None if ok else f"{describe_type(kind)} (got {value!r})"
 
 

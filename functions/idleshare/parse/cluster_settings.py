@@ -1,24 +1,22 @@
 """The one schema of a cluster's settings (``domain/cluster_settings.ClusterSettings``), read the same way from the
-CDK config, the Lambdas' environment and the cluster registry: msgspec converts a JSON-shaped mapping straight into
-the frozen type (its defaults for what is absent), and every refusal is a :class:`SettingError` naming the setting.
+CDK config, the Lambdas' environment, the cluster registry and a scenario: a JSON-shaped mapping of setting -> value
+becomes the frozen type (its defaults for what is absent; an enum from its value), which checks each value's type and
+rule itself; every refusal is a :class:`SettingError` naming the setting. The settings, their types and defaults are
+the type's own fields: nothing here names one of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import enum
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
-
-import msgspec
 
 from idleshare.domain.cluster_settings import ClusterSettings, SettingError, describe_type, setting_type
 
 SETTINGS = tuple(f.name for f in dataclasses.fields(ClusterSettings))
 """The settings' names, in the type's order: the keys the schema reads."""
-
-_AT = re.compile(r" - at `\$\.(?P<field>\w+)`$")
 
 
 def read_settings(raw: object) -> ClusterSettings:
@@ -29,33 +27,25 @@ def read_settings(raw: object) -> ClusterSettings:
     unknown = sorted(str(k) for k in raw if k not in SETTINGS)
     if unknown:
         raise SettingError(unknown[0], f"unknown setting (the settings are {', '.join(SETTINGS)})")
-    values = {k: _plain(v) for k, v in raw.items()}
-    try:
-        return msgspec.convert(values, ClusterSettings, strict=True)
-    except SettingError:
-        raise
-    except msgspec.ValidationError as exc:
-        message = str(exc)
-        at = _AT.search(message)
-        if at is None:  # the type's own rule (__post_init__): its message already names the setting
-            raise _from_rule(message) from None
-        name = at.group("field")
-        raise SettingError(name, f"{describe_type(setting_type(name))} (got {values.get(name)!r})") from None
+    values: dict[str, Any] = {str(name): _value(str(name), value) for name, value in raw.items()}
+    return ClusterSettings(**values)
 
 
 def settings_json(settings: ClusterSettings) -> dict[str, Any]:
     """The settings as JSON values, every one of them (what :func:`read_settings` reads back as equal)."""
-    out: dict[str, Any] = msgspec.to_builtins(settings)
-    return out
+    values = ((f.name, getattr(settings, f.name)) for f in dataclasses.fields(settings))
+    return {name: v.value if isinstance(v, enum.Enum) else v for name, v in values}
 
 
-def _from_rule(message: str) -> SettingError:
-    name, _, problem = message.partition(": ")
-    return SettingError(name, problem) if name in SETTINGS else SettingError("settings", message)
-
-
-def _plain(value: object) -> object:
-    """A DynamoDB ``Decimal`` as the JSON number it was written as."""
+def _value(name: str, value: object) -> object:
+    """A JSON value as the setting's type holds it: an enum's member by its value, a DynamoDB ``Decimal`` as the JSON
+    number it was written as; anything else as it is, for the type to check."""
+    kind = setting_type(name)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        try:
+            return kind(value)
+        except (ValueError, TypeError):
+            raise SettingError(name, f"{describe_type(kind)} (got {value!r})") from None
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     return value
